@@ -1,0 +1,1 @@
+//! Benchmarks live in `benches/` (`cargo bench -p oram-benches`); this library is empty.

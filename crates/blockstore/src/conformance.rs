@@ -1,0 +1,254 @@
+//! The shared conformance suite: every back-end runs [`run_all`] in its tests.
+//!
+//! Each check works under its own key prefix, so the suite can share one store with
+//! other data; each panics with a message naming the broken rule.
+
+use bytes::Bytes;
+use futures::future::join_all;
+
+use crate::{BlockStore, ObjKey, StoreError};
+
+fn key(prefix: &str, rest: &str) -> ObjKey {
+    ObjKey::new(format!("{prefix}/{rest}")).expect("conformance keys are valid")
+}
+
+/// Deterministic, position-dependent test bytes, so shifted or mixed data is caught.
+pub fn pattern(seed: u8, len: usize) -> Bytes {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ ((i >> 8) as u8))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// Runs every check under `prefix` (a valid key prefix such as `"conf"`).
+pub async fn run_all<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    round_trip(store, &format!("{prefix}/rt")).await;
+    missing_is_none(store, &format!("{prefix}/miss")).await;
+    overwrite_replaces(store, &format!("{prefix}/ow")).await;
+    get_many_keeps_order(store, &format!("{prefix}/gm")).await;
+    ranges(store, &format!("{prefix}/rg")).await;
+    empty_and_large_objects(store, &format!("{prefix}/sz")).await;
+    delete_many(store, &format!("{prefix}/del")).await;
+    listing(store, &format!("{prefix}/ls")).await;
+    concurrent_writers(store, &format!("{prefix}/cw")).await;
+    atomic_overwrite(store, &format!("{prefix}/at")).await;
+}
+
+/// A put object reads back byte-exact.
+pub async fn round_trip<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let k = key(prefix, "a");
+    let v = pattern(1, 1000);
+    store.put_many(vec![(k.clone(), v.clone())]).await.unwrap();
+    let got = store.get_many(std::slice::from_ref(&k)).await.unwrap();
+    assert_eq!(got, vec![Some(v)], "round trip returned other bytes");
+}
+
+/// A key never written reads as `None`, not as an error.
+pub async fn missing_is_none<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let got = store
+        .get_many(&[key(prefix, "nothing/here")])
+        .await
+        .unwrap();
+    assert_eq!(got, vec![None], "missing object must read as None");
+    let got = store
+        .get_range(&key(prefix, "nothing"), 0..10)
+        .await
+        .unwrap();
+    assert_eq!(got, None, "ranged read of a missing object must be None");
+}
+
+/// A second put replaces the first, also with a shorter value.
+pub async fn overwrite_replaces<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let k = key(prefix, "x");
+    store
+        .put_many(vec![(k.clone(), pattern(2, 5000))])
+        .await
+        .unwrap();
+    store
+        .put_many(vec![(k.clone(), pattern(3, 100))])
+        .await
+        .unwrap();
+    let got = store.get_many(std::slice::from_ref(&k)).await.unwrap();
+    assert_eq!(
+        got,
+        vec![Some(pattern(3, 100))],
+        "overwrite did not replace"
+    );
+}
+
+/// `get_many` answers in the order of its keys, with `None` in the gaps.
+pub async fn get_many_keeps_order<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let items: Vec<_> = (0..20u8)
+        .map(|i| (key(prefix, &format!("k{i}")), pattern(i, 100 + i as usize)))
+        .collect();
+    store.put_many(items.clone()).await.unwrap();
+    let mut keys = Vec::new();
+    let mut want = Vec::new();
+    for (i, (k, v)) in items.iter().enumerate().rev() {
+        keys.push(k.clone());
+        want.push(Some(v.clone()));
+        if i % 3 == 0 {
+            keys.push(key(prefix, &format!("absent{i}")));
+            want.push(None);
+        }
+    }
+    let got = store.get_many(&keys).await.unwrap();
+    assert_eq!(got, want, "get_many lost the order of its keys");
+    assert!(store.get_many(&[]).await.unwrap().is_empty());
+}
+
+/// Ranged reads return exactly the bytes asked for, clipped at the end.
+pub async fn ranges<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let k = key(prefix, "r");
+    let v = pattern(4, 4096);
+    store.put_many(vec![(k.clone(), v.clone())]).await.unwrap();
+    for (s, e) in [
+        (0u64, 1u64),
+        (0, 4096),
+        (100, 200),
+        (4000, 4096),
+        (4095, 4096),
+    ] {
+        let got = store.get_range(&k, s..e).await.unwrap();
+        assert_eq!(got, Some(v.slice(s as usize..e as usize)), "range {s}..{e}");
+    }
+    let got = store.get_range(&k, 4000..9000).await.unwrap();
+    assert_eq!(
+        got,
+        Some(v.slice(4000..)),
+        "range past the end must be clipped"
+    );
+    let got = store.get_range(&k, 5000..6000).await.unwrap();
+    assert_eq!(
+        got,
+        Some(Bytes::new()),
+        "range starting past the end must be empty"
+    );
+    #[allow(clippy::reversed_empty_ranges)]
+    let bad = store.get_range(&k, 10..5).await;
+    assert!(
+        matches!(bad, Err(StoreError::InvalidRange { .. })),
+        "reversed range must be refused"
+    );
+}
+
+/// Empty objects and multi-MiB objects both round-trip.
+pub async fn empty_and_large_objects<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let e = key(prefix, "empty");
+    let l = key(prefix, "large");
+    let big = pattern(5, 4 << 20);
+    store
+        .put_many(vec![(e.clone(), Bytes::new()), (l.clone(), big.clone())])
+        .await
+        .unwrap();
+    let got = store.get_many(&[e, l]).await.unwrap();
+    assert_eq!(
+        got[0],
+        Some(Bytes::new()),
+        "empty object must exist and be empty"
+    );
+    assert_eq!(got[1].as_ref().map(|b| b.len()), Some(big.len()));
+    assert!(got[1].as_ref() == Some(&big), "large object corrupted");
+}
+
+/// Deleted objects are gone; deleting a missing key is not an error.
+pub async fn delete_many<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let a = key(prefix, "a");
+    let b = key(prefix, "b");
+    store
+        .put_many(vec![
+            (a.clone(), pattern(6, 10)),
+            (b.clone(), pattern(7, 10)),
+        ])
+        .await
+        .unwrap();
+    store
+        .delete_many(&[a.clone(), key(prefix, "never")])
+        .await
+        .unwrap();
+    let got = store.get_many(&[a, b]).await.unwrap();
+    assert_eq!(
+        got,
+        vec![None, Some(pattern(7, 10))],
+        "delete removed the wrong thing"
+    );
+}
+
+/// Listing returns exactly the live keys under a prefix, sorted.
+pub async fn listing<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let names = ["b/2", "a", "b/1", "c/d/e", "z"];
+    store
+        .put_many(
+            names
+                .iter()
+                .map(|n| (key(prefix, n), pattern(8, 3)))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    store
+        .put_many(vec![(key(&format!("{prefix}x"), "outside"), pattern(9, 3))])
+        .await
+        .unwrap();
+    store.delete_many(&[key(prefix, "z")]).await.unwrap();
+    let got = store.list(&format!("{prefix}/")).await.unwrap();
+    let want: Vec<_> = ["a", "b/1", "b/2", "c/d/e"]
+        .iter()
+        .map(|n| key(prefix, n))
+        .collect();
+    assert_eq!(got, want, "listing wrong");
+    let got = store.list(&format!("{prefix}/b/")).await.unwrap();
+    assert_eq!(got, vec![key(prefix, "b/1"), key(prefix, "b/2")]);
+}
+
+/// Many writers of different keys at once all land intact.
+pub async fn concurrent_writers<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let writers = (0..16u8).map(|w| async move {
+        let items: Vec<_> = (0..8u8)
+            .map(|i| {
+                (
+                    key(prefix, &format!("w{w}/i{i}")),
+                    pattern(w ^ i, 2000 + i as usize),
+                )
+            })
+            .collect();
+        store.put_many(items).await.unwrap();
+    });
+    join_all(writers).await;
+    for w in 0..16u8 {
+        let keys: Vec<_> = (0..8u8)
+            .map(|i| key(prefix, &format!("w{w}/i{i}")))
+            .collect();
+        let got = store.get_many(&keys).await.unwrap();
+        for (i, g) in got.into_iter().enumerate() {
+            assert_eq!(
+                g,
+                Some(pattern(w ^ i as u8, 2000 + i)),
+                "writer {w} item {i} lost or mixed"
+            );
+        }
+    }
+}
+
+/// Readers racing an overwrite see the whole old or the whole new object.
+pub async fn atomic_overwrite<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let k = key(prefix, "obj");
+    let a = Bytes::from(vec![0xAA; 256 << 10]);
+    let b = Bytes::from(vec![0xBB; 64 << 10]);
+    store.put_many(vec![(k.clone(), a.clone())]).await.unwrap();
+    let writer = async {
+        for i in 0..40 {
+            let v = if i % 2 == 0 { b.clone() } else { a.clone() };
+            store.put_many(vec![(k.clone(), v)]).await.unwrap();
+        }
+    };
+    let reader = async {
+        for _ in 0..80 {
+            let got = store.get_many(std::slice::from_ref(&k)).await.unwrap();
+            let got = got.into_iter().next().flatten().expect("object vanished");
+            assert!(got == a || got == b, "torn read: {} bytes", got.len());
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::join!(writer, reader);
+}

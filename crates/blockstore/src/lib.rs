@@ -1,0 +1,141 @@
+//! The block-store abstraction: what the untrusted cloud is to the rest of oram-proxy.
+//!
+//! A [`BlockStore`] holds opaque, already-sealed objects under opaque keys. Every
+//! method is a request the storage provider observes — verb, key, byte range, size
+//! and timing — so engines call it only in patterns that are independent of the data.
+//!
+//! The trait is batch-first: tree ORAMs move whole paths, and a back-end is expected
+//! to serve the items of one batch concurrently (one round trip, not one per item).
+//!
+//! Besides the trait this crate holds the wrappers that observe a store without
+//! changing it ([`Recording`], [`Accounting`]) and the [`conformance`] suite every
+//! back-end runs in its tests.
+
+mod accounting;
+pub mod conformance;
+mod key;
+mod recording;
+
+pub use accounting::{Accounting, AccountingSnapshot, VerbCounters};
+pub use key::{InvalidKey, ObjKey};
+pub use recording::{Recording, TraceEvent, Verb};
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+/// Errors a block store reports.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A local I/O operation failed (fs back-end).
+    #[error("{op} {key}: {source}")]
+    Io {
+        /// What was being done (`get`, `put`, `delete`, `list`, ...).
+        op: &'static str,
+        /// The object key (or path) concerned.
+        key: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key is not acceptable to this back-end.
+    #[error(transparent)]
+    InvalidKey(#[from] InvalidKey),
+    /// The back-end cannot be reached or refused the request for now; retrying
+    /// later may succeed. Nothing was changed by the failed request.
+    #[error("backend unavailable: {0}")]
+    Unavailable(String),
+    /// The requested byte range is empty or reversed.
+    #[error("invalid range {start}..{end}")]
+    InvalidRange {
+        /// First byte requested.
+        start: u64,
+        /// One past the last byte requested.
+        end: u64,
+    },
+}
+
+/// Result type of block-store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The untrusted object store.
+///
+/// **What the storage server observes:** every call below, with its verb, the keys,
+/// ranges and object sizes, and when it happens. It never sees plaintext: callers
+/// hand in sealed bytes only.
+///
+/// Semantics every back-end must provide (checked by [`conformance`]):
+/// - a `put` is atomic: a concurrent or later `get` sees the whole old object or the
+///   whole new one, never a part;
+/// - a missing object reads as `None`, never as an error;
+/// - `put_many` of distinct keys may run concurrently; when it returns `Ok`, every
+///   item is durable to the degree the back-end promises (fs: fsynced);
+/// - `delete_many` of a missing key succeeds.
+#[async_trait]
+pub trait BlockStore: Send + Sync + 'static {
+    /// Fetches several objects concurrently; `None` where an object does not exist.
+    /// The result has one entry per key, in the order of `keys`.
+    ///
+    /// Observed: one GET per key, issued together.
+    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>>;
+
+    /// Fetches the bytes `range` of one object: `None` if the object does not exist;
+    /// the range is clipped to the object's length (a start past the end gives an
+    /// empty result).
+    ///
+    /// Observed: one ranged GET with the key and the range.
+    async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>>;
+
+    /// Stores several objects, replacing existing ones, concurrently. Each object is
+    /// replaced atomically; when the call fails, some items may have been stored and
+    /// others not, so callers must not rely on all-or-nothing batches.
+    ///
+    /// Observed: one PUT per item with its key and size, issued together.
+    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()>;
+
+    /// Deletes several objects; missing ones are ignored.
+    ///
+    /// Observed: the keys deleted.
+    async fn delete_many(&self, keys: &[ObjKey]) -> Result<()>;
+
+    /// Lists the keys that start with `prefix`, sorted. For maintenance (fsck,
+    /// recovery) only, never on the access path.
+    ///
+    /// Observed: a listing request for the prefix.
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>>;
+}
+
+#[async_trait]
+impl<S: BlockStore + ?Sized> BlockStore for Arc<S> {
+    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
+        (**self).get_many(keys).await
+    }
+    async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>> {
+        (**self).get_range(key, range).await
+    }
+    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+        (**self).put_many(items).await
+    }
+    async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
+        (**self).delete_many(keys).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
+        (**self).list(prefix).await
+    }
+}
+
+/// Checks a requested range and clips it to an object of `len` bytes, as
+/// [`BlockStore::get_range`] specifies. Shared by back-ends.
+pub fn clip_range(range: &Range<u64>, len: u64) -> Result<Range<usize>> {
+    if range.start >= range.end {
+        return Err(StoreError::InvalidRange {
+            start: range.start,
+            end: range.end,
+        });
+    }
+    let start = range.start.min(len) as usize;
+    let end = range.end.min(len) as usize;
+    Ok(start..end)
+}

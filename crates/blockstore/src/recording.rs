@@ -1,0 +1,154 @@
+//! A wrapper that records what the cloud sees.
+
+use std::ops::Range;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::{BlockStore, ObjKey, Result};
+
+/// The kind of a backend request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Verb {
+    /// A whole-object GET.
+    Get,
+    /// A ranged GET.
+    GetRange,
+    /// A PUT.
+    Put,
+    /// A DELETE.
+    Delete,
+    /// A listing.
+    List,
+}
+
+/// One backend request as the storage provider sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceEvent {
+    /// Position of the request in the trace (0, 1, 2, ...).
+    pub seq: u64,
+    /// Which call of the wrapped store the request belongs to; requests of one
+    /// `get_many`/`put_many` share it and are issued together.
+    pub call: u64,
+    /// The verb.
+    pub verb: Verb,
+    /// The key (for a listing: the prefix, if it forms a valid key, else empty).
+    pub key: String,
+    /// The byte range of a ranged GET.
+    pub range: Option<Range<u64>>,
+    /// Bytes transferred: the object size for a PUT and for a GET that found the
+    /// object, 0 for a GET of a missing object, a DELETE or a listing.
+    pub size: u64,
+}
+
+/// Wraps a store and records every request: verb, key, range, size and order.
+///
+/// This is exactly the information the threat model gives the storage provider
+/// (minus timing), so obliviousness tests compare recorded traces.
+pub struct Recording<S> {
+    inner: S,
+    state: Mutex<RecState>,
+}
+
+#[derive(Default)]
+struct RecState {
+    next_call: u64,
+    events: Vec<TraceEvent>,
+}
+
+impl<S> Recording<S> {
+    /// Wraps `inner` with an empty trace.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            state: Mutex::new(RecState::default()),
+        }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// A copy of the trace recorded so far.
+    pub fn trace(&self) -> Vec<TraceEvent> {
+        self.lock().events.clone()
+    }
+
+    /// Returns the trace recorded so far and starts a new, empty one.
+    pub fn take_trace(&self) -> Vec<TraceEvent> {
+        std::mem::take(&mut self.lock().events)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RecState> {
+        // A poisoned lock only means a panic elsewhere mid-push; the trace is still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn record(&self, items: impl IntoIterator<Item = (Verb, String, Option<Range<u64>>, u64)>) {
+        let mut st = self.lock();
+        let call = st.next_call;
+        st.next_call += 1;
+        for (verb, key, range, size) in items {
+            let seq = st.events.len() as u64;
+            st.events.push(TraceEvent {
+                seq,
+                call,
+                verb,
+                key,
+                range,
+                size,
+            });
+        }
+    }
+}
+
+fn len_of(b: &Option<Bytes>) -> u64 {
+    b.as_ref().map_or(0, |b| b.len() as u64)
+}
+
+#[async_trait]
+impl<S: BlockStore> BlockStore for Recording<S> {
+    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
+        let out = self.inner.get_many(keys).await;
+        match &out {
+            Ok(vals) => self.record(
+                keys.iter()
+                    .zip(vals)
+                    .map(|(k, v)| (Verb::Get, k.to_string(), None, len_of(v))),
+            ),
+            Err(_) => self.record(keys.iter().map(|k| (Verb::Get, k.to_string(), None, 0))),
+        }
+        out
+    }
+
+    async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>> {
+        let out = self.inner.get_range(key, range.clone()).await;
+        let size = out.as_ref().map_or(0, len_of);
+        self.record([(Verb::GetRange, key.to_string(), Some(range), size)]);
+        out
+    }
+
+    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+        let seen: Vec<_> = items
+            .iter()
+            .map(|(k, v)| (Verb::Put, k.to_string(), None, v.len() as u64))
+            .collect();
+        let out = self.inner.put_many(items).await;
+        self.record(seen);
+        out
+    }
+
+    async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
+        let out = self.inner.delete_many(keys).await;
+        self.record(keys.iter().map(|k| (Verb::Delete, k.to_string(), None, 0)));
+        out
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
+        let out = self.inner.list(prefix).await;
+        self.record([(Verb::List, prefix.to_string(), None, 0)]);
+        out
+    }
+}

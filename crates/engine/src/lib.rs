@@ -1,0 +1,175 @@
+//! The ORAM engine interface.
+//!
+//! An engine stores `capacity()` logical blocks of `block_size()` bytes on an
+//! untrusted [`oram_blockstore::BlockStore`] and serves batches of reads and writes.
+//! What the storage server may learn from a batch is stated by each engine; for the
+//! oblivious engines it is the number of accesses (`ops.len()`) and their timing.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use oram_blockstore::StoreError;
+use oram_seal::SealError;
+use oram_state::StateError;
+
+/// One logical block access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Read a block; a block never written reads as zeros.
+    Read(u64),
+    /// Write a block; the data must be exactly `block_size()` bytes.
+    Write(u64, Bytes),
+}
+
+impl Op {
+    /// The logical block the access is for.
+    pub fn block(&self) -> u64 {
+        match self {
+            Op::Read(b) | Op::Write(b, _) => *b,
+        }
+    }
+}
+
+/// Errors of an engine.
+#[derive(Debug, thiserror::Error)]
+pub enum OramError {
+    /// The backend failed; the access had no effect and may be retried.
+    #[error("backend: {0}")]
+    Store(#[from] StoreError),
+    /// A backend object failed authentication, is missing, or holds something it
+    /// must not: the backend was tampered with (or rolled back). No data is returned.
+    #[error("integrity violation at {key}: {reason}")]
+    Integrity {
+        /// The backend object concerned.
+        key: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The stash holds more blocks than its configured bound after eviction. The
+    /// batch was applied and nothing was lost, but the bound is a security and
+    /// memory parameter: the operator must look at the configuration.
+    #[error("stash overflow: {size} blocks exceed the bound of {bound}")]
+    StashOverflow {
+        /// Blocks in the stash.
+        size: usize,
+        /// The configured bound.
+        bound: usize,
+    },
+    /// A block index at or beyond the capacity.
+    #[error("block {block} out of range (capacity {capacity})")]
+    BlockOutOfRange {
+        /// The block asked for.
+        block: u64,
+        /// The engine's capacity in blocks.
+        capacity: u64,
+    },
+    /// A write whose data is not exactly one block.
+    #[error("write of block {block}: {got} bytes, block size is {want}")]
+    WrongBlockSize {
+        /// The block written.
+        block: u64,
+        /// Bytes given.
+        got: usize,
+        /// The block size.
+        want: usize,
+    },
+    /// Sealing failed (nonce space exhausted, object too large).
+    #[error("sealing: {0}")]
+    Seal(SealError),
+    /// The trusted state failed.
+    #[error("trusted state: {0}")]
+    State(#[from] StateError),
+    /// The engine's parameters are unusable.
+    #[error("invalid engine configuration: {0}")]
+    Config(String),
+}
+
+/// Result type of engine operations.
+pub type Result<T, E = OramError> = std::result::Result<T, E>;
+
+/// Counters an engine exposes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Logical block accesses served.
+    pub accesses: u64,
+    /// Rounds (batches sent to the backend together).
+    pub rounds: u64,
+    /// Blocks in the stash now.
+    pub stash_len: u64,
+    /// Largest stash seen after any round.
+    pub stash_max: u64,
+    /// Sum of the stash size after every round (mean = sum / rounds).
+    pub stash_sum: u64,
+    /// Write-backs waiting for the backend now.
+    pub pending_writebacks: u64,
+    /// Write-back attempts that failed and were retried.
+    pub writeback_retries: u64,
+}
+
+impl EngineStats {
+    /// Mean stash size after a round.
+    pub fn stash_mean(&self) -> f64 {
+        if self.rounds == 0 {
+            0.0
+        } else {
+            self.stash_sum as f64 / self.rounds as f64
+        }
+    }
+}
+
+/// An engine storing fixed-size logical blocks on an untrusted store.
+///
+/// `&self` so that concurrent requests reach the engine at once; each engine
+/// serialises or parallelises internally.
+#[async_trait]
+pub trait Oram: Send + Sync {
+    /// Short engine name (`path`, `direct`, ...).
+    fn name(&self) -> &'static str;
+    /// Bytes per logical block.
+    fn block_size(&self) -> usize;
+    /// Number of logical blocks (valid indices are `0..capacity()`).
+    fn capacity(&self) -> u64;
+
+    /// Performs `ops` in order and returns one result per op: the block's data for a
+    /// `Read`, an empty `Bytes` for a `Write`. Later ops see earlier writes.
+    ///
+    /// Observed by the storage server: depends on the engine; an oblivious engine
+    /// reveals only `ops.len()` and the timing.
+    async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>>;
+
+    /// Waits until every access already answered is stored on the backend, retrying
+    /// failed write-backs once.
+    async fn flush(&self) -> Result<()>;
+
+    /// The engine's counters.
+    fn stats(&self) -> EngineStats;
+}
+
+/// Checks an op against an engine's capacity and block size.
+pub fn validate_op(op: &Op, capacity: u64, block_size: usize) -> Result<()> {
+    let block = op.block();
+    if block >= capacity {
+        return Err(OramError::BlockOutOfRange { block, capacity });
+    }
+    if let Op::Write(_, d) = op {
+        if d.len() != block_size {
+            return Err(OramError::WrongBlockSize {
+                block,
+                got: d.len(),
+                want: block_size,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Maps an error of opening a sealed object to [`OramError`]: authentication
+/// failures are integrity violations at `key`.
+pub fn open_error(key: &str, e: SealError) -> OramError {
+    match e {
+        SealError::NonceExhausted | SealError::TooLarge => OramError::Seal(e),
+        other => OramError::Integrity {
+            key: key.to_string(),
+            reason: other.to_string(),
+        },
+    }
+}

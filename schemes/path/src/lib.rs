@@ -1,0 +1,588 @@
+//! Path ORAM (Stefanov et al.), built for a high-latency object store.
+//!
+//! The tree lives on a [`BlockStore`] as one sealed object per bucket,
+//! `<prefix>/n/<node>`; the position map, the stash, bucket versions and the top
+//! `cached_levels` levels of the tree live in [`TrustedState`].
+//!
+//! One call of [`Oram::access`] with `k` ops is one **round**:
+//! 1. each op draws the leaf to read (its block's current leaf, or a fresh random
+//!    leaf for a block never written) and remaps its block to a new random leaf;
+//! 2. the union of the `k` paths, minus the cached levels, is fetched with one
+//!    concurrent `get_many` (one round trip);
+//! 3. the ops are served from the stash and **the answers returned at once**;
+//! 4. the stash is evicted greedily into the union of the paths, and the new
+//!    buckets are sealed and written back by a background task, off the critical
+//!    path. At most `max_inflight_writebacks` rounds wait for the backend at a time.
+//!
+//! A round that needs a bucket still being written back uses the in-memory copy
+//! (it still issues the GET, so the trace does not change), and a write-back of a
+//! bucket waits for earlier write-backs of the same bucket, so the backend always
+//! ends with the newest version. A write-back that keeps failing stays in memory;
+//! the next round first re-sends it and fails cleanly, with no state change, while
+//! the backend is unavailable.
+//!
+//! **What the storage server observes per round:** GETs of every uncached bucket on
+//! `k` uniformly random paths, then PUTs of the same buckets, all of the same size.
+//! Never-written buckets read as absent (lazy initialisation) unless the tree was
+//! [`PathOram::format`]ted; which buckets were written depends only on earlier random
+//! paths. Freshness: every bucket is sealed with its version, which the trusted state
+//! remembers, so a replayed, swapped, deleted or modified bucket is an integrity error.
+
+pub mod tree;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use oram_blockstore::{BlockStore, ObjKey};
+use oram_engine::{open_error, validate_op, EngineStats, Op, Oram, OramError, Result};
+use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
+use oram_state::{StateError, TrustedState};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+pub use tree::Geometry;
+
+/// Parameters of a Path ORAM instance.
+#[derive(Clone, Debug)]
+pub struct PathConfig {
+    /// Logical blocks stored (any number ≥ 1, not only powers of two).
+    pub capacity: u64,
+    /// Bytes per block.
+    pub block_size: usize,
+    /// Blocks per bucket (Z). Default 4.
+    pub z: usize,
+    /// Number of leaves; default: the power of two ≥ capacity / 2.
+    pub leaves: Option<u64>,
+    /// Levels of the tree, from the root, kept in trusted local state instead of the
+    /// backend (tree-top cache). Each saves one GET and one PUT per access.
+    pub cached_levels: u32,
+    /// Largest stash allowed after a round; above it an access fails with
+    /// [`OramError::StashOverflow`]. Default 89 (overflow probability below 2⁻⁸⁰ per
+    /// access for Z = 4).
+    pub stash_bound: usize,
+    /// Most ops served in one round; longer batches are split into several rounds.
+    pub max_batch: usize,
+    /// Rounds whose write-back may be pending at once (bounds memory).
+    pub max_inflight_writebacks: usize,
+    /// Attempts of one write-back before it is left for the next round to resend.
+    pub writeback_attempts: u32,
+    /// Backend key prefix of this volume (a valid key, e.g. `vol0`).
+    pub prefix: String,
+    /// Seed for the leaf choices. `None` (the default, and the only safe choice in
+    /// production) seeds from the OS; tests fix it for reproducible traces.
+    pub rng_seed: Option<[u8; 32]>,
+}
+
+impl Default for PathConfig {
+    fn default() -> Self {
+        Self {
+            capacity: 1 << 16,
+            block_size: 4096,
+            z: 4,
+            leaves: None,
+            cached_levels: 0,
+            stash_bound: 89,
+            max_batch: 64,
+            max_inflight_writebacks: 4,
+            writeback_attempts: 4,
+            prefix: "vol0".into(),
+            rng_seed: None,
+        }
+    }
+}
+
+/// A Path ORAM engine. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct PathOram {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: PathConfig,
+    geo: Geometry,
+    cached_levels: u32,
+    store: Arc<dyn BlockStore>,
+    sealer: Arc<Sealer>,
+    round: tokio::sync::Mutex<RoundState>,
+    inflight: Mutex<HashMap<u64, Pending>>,
+    wb_permits: Arc<Semaphore>,
+    stats: Mutex<EngineStats>,
+    retries: AtomicU64,
+}
+
+struct RoundState {
+    state: Box<dyn TrustedState>,
+    rng: ChaCha20Rng,
+    next_round: u64,
+}
+
+/// A bucket written by a round whose write-back has not finished.
+#[derive(Clone)]
+struct Pending {
+    round: u64,
+    version: u64,
+    plain: Bytes,
+    done: watch::Receiver<WbStatus>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WbStatus {
+    Running,
+    Done,
+    Failed,
+}
+
+/// A bucket to write: node, version, encoded plaintext.
+type BucketWrite = (u64, u64, Bytes);
+
+impl PathOram {
+    /// Creates an engine over `store`, sealing with `sealer` and keeping its trusted
+    /// state in `state` (which may already hold the state of an existing tree).
+    pub fn new(
+        cfg: PathConfig,
+        store: Arc<dyn BlockStore>,
+        sealer: Arc<Sealer>,
+        state: Box<dyn TrustedState>,
+    ) -> Result<Self> {
+        if cfg.capacity == 0 || cfg.block_size == 0 || cfg.z == 0 {
+            return Err(OramError::Config(
+                "capacity, block size and Z must be positive".into(),
+            ));
+        }
+        if cfg.max_batch == 0 || cfg.max_inflight_writebacks == 0 || cfg.writeback_attempts == 0 {
+            return Err(OramError::Config(
+                "max_batch, max_inflight_writebacks and writeback_attempts must be positive".into(),
+            ));
+        }
+        ObjKey::new(format!("{}/n/1", cfg.prefix))
+            .map_err(|e| OramError::Config(format!("prefix: {e}")))?;
+        let geo = Geometry::new(cfg.capacity, cfg.z, cfg.block_size, cfg.leaves);
+        if geo.leaf_level > 40 {
+            return Err(OramError::Config("tree deeper than 40 levels".into()));
+        }
+        let rng = match cfg.rng_seed {
+            Some(seed) => ChaCha20Rng::from_seed(seed),
+            None => ChaCha20Rng::from_entropy(),
+        };
+        let cached_levels = cfg.cached_levels.min(geo.leaf_level + 1);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                wb_permits: Arc::new(Semaphore::new(cfg.max_inflight_writebacks)),
+                cfg,
+                geo,
+                cached_levels,
+                store,
+                sealer,
+                round: tokio::sync::Mutex::new(RoundState {
+                    state,
+                    rng,
+                    next_round: 0,
+                }),
+                inflight: Mutex::new(HashMap::new()),
+                stats: Mutex::new(EngineStats::default()),
+                retries: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The tree's shape.
+    pub fn geometry(&self) -> Geometry {
+        self.inner.geo
+    }
+
+    /// Levels actually cached locally (the configured number, at most the tree height).
+    pub fn cached_levels(&self) -> u32 {
+        self.inner.cached_levels
+    }
+
+    /// The backend key of bucket `node`.
+    pub fn node_key(&self, node: u64) -> ObjKey {
+        self.inner.node_key(node)
+    }
+
+    /// Writes every never-written uncached bucket as an empty bucket, so that from
+    /// then on every GET finds an object of full size (no lazy-initialisation
+    /// pattern at all). Observed: one PUT per such bucket, in node order.
+    pub async fn format(&self) -> Result<()> {
+        let inner = &self.inner;
+        let mut g = inner.round.lock().await;
+        let empty = tree::encode_bucket(&inner.geo, &[]);
+        let first = 1u64 << inner.cached_levels;
+        let mut node = first;
+        while node <= inner.geo.node_count() {
+            let end = (node + 256).min(inner.geo.node_count() + 1);
+            let todo: Vec<u64> = (node..end).filter(|n| g.state.version(*n) == 0).collect();
+            let mut items = Vec::with_capacity(todo.len());
+            for n in &todo {
+                items.push((inner.node_key(*n), inner.seal(*n, 1, &empty)?));
+            }
+            inner.store.put_many(items).await?;
+            for n in todo {
+                g.state.set_version(n, 1);
+            }
+            g.state.commit()?;
+            node = end;
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    fn node_key(&self, node: u64) -> ObjKey {
+        ObjKey::new(format!("{}/n/{node}", self.cfg.prefix)).expect("prefix validated")
+    }
+
+    fn identity(node: u64, version: u64) -> ObjectIdentity {
+        ObjectIdentity {
+            kind: ObjectKind::TreeBucket,
+            position: node,
+            version,
+        }
+    }
+
+    fn seal(&self, node: u64, version: u64, plain: &[u8]) -> Result<Bytes> {
+        self.sealer
+            .seal(&Self::identity(node, version), plain)
+            .map_err(OramError::Seal)
+    }
+
+    fn integrity(&self, node: u64, reason: impl Into<String>) -> OramError {
+        OramError::Integrity {
+            key: self.node_key(node).to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Resends write-backs that failed; called under the round lock.
+    async fn retry_failed(&self) -> Result<()> {
+        let failed: Vec<(u64, Pending)> = {
+            let infl = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+            infl.iter()
+                .filter(|(_, p)| *p.done.borrow() == WbStatus::Failed)
+                .map(|(n, p)| (*n, p.clone()))
+                .collect()
+        };
+        if failed.is_empty() {
+            return Ok(());
+        }
+        let mut items = Vec::with_capacity(failed.len());
+        for (n, p) in &failed {
+            items.push((self.node_key(*n), self.seal(*n, p.version, &p.plain)?));
+        }
+        self.store.put_many(items).await?;
+        let mut infl = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        for (n, p) in failed {
+            if infl.get(&n).is_some_and(|q| q.round == p.round) {
+                infl.remove(&n);
+            }
+        }
+        Ok(())
+    }
+
+    /// One round: fetch the paths, answer, plan eviction, start the write-back.
+    async fn round(self: &Arc<Self>, ops: Vec<Op>) -> Result<Vec<Bytes>> {
+        let geo = self.geo;
+        let mut g = self.round.lock().await;
+        let permit = self
+            .wb_permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("semaphore never closed");
+        self.retry_failed().await?;
+        let rs = &mut *g;
+
+        // 1. Leaves to read and new positions (applied only once the fetch succeeded).
+        let mut read_leaves = Vec::with_capacity(ops.len());
+        let mut remap: HashMap<u64, u64> = HashMap::new();
+        for op in &ops {
+            let block = op.block();
+            // Two draws per op whatever the op, so the random stream does not depend on it.
+            let fresh = rs.rng.gen_range(0..geo.leaves);
+            let new_leaf = rs.rng.gen_range(0..geo.leaves);
+            let current = remap
+                .get(&block)
+                .copied()
+                .or_else(|| rs.state.position(block));
+            read_leaves.push(current.unwrap_or(fresh));
+            if current.is_some() || matches!(op, Op::Write(..)) {
+                remap.insert(block, new_leaf);
+            }
+        }
+
+        // 2. Fetch the union of the paths (uncached levels) in one concurrent batch.
+        let nodes: BTreeSet<u64> = read_leaves.iter().flat_map(|&x| geo.path(x)).collect();
+        let remote: Vec<u64> = nodes
+            .iter()
+            .copied()
+            .filter(|&n| Geometry::level_of(n) >= self.cached_levels)
+            .collect();
+        let keys: Vec<ObjKey> = remote.iter().map(|&n| self.node_key(n)).collect();
+        let fetched = self.store.get_many(&keys).await?;
+        if fetched.len() != keys.len() {
+            return Err(OramError::Store(oram_blockstore::StoreError::Unavailable(
+                "backend answered a batch with the wrong number of objects".into(),
+            )));
+        }
+
+        // 3. Open and decode every bucket; any failure leaves the state untouched.
+        let pending: HashMap<u64, Pending> = {
+            let infl = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+            remote
+                .iter()
+                .filter_map(|n| infl.get(n).map(|p| (*n, p.clone())))
+                .collect()
+        };
+        let mut found: Vec<(u64, Bytes)> = Vec::new();
+        for (&node, obj) in remote.iter().zip(fetched) {
+            let plain = if let Some(p) = pending.get(&node) {
+                p.plain.clone()
+            } else {
+                match (rs.state.version(node), obj) {
+                    (0, None) => continue,
+                    (0, Some(_)) => {
+                        return Err(self.integrity(node, "object present at a never-written bucket"))
+                    }
+                    (v, None) => {
+                        return Err(self.integrity(node, format!("bucket version {v} missing")))
+                    }
+                    (v, Some(sealed)) => Bytes::from(
+                        self.sealer
+                            .open(&Self::identity(node, v), &sealed)
+                            .map_err(|e| open_error(self.node_key(node).as_str(), e))?,
+                    ),
+                }
+            };
+            let bucket = tree::decode_bucket(&geo, &plain).map_err(|e| self.integrity(node, e))?;
+            found.extend(self.check_bucket(rs.state.as_ref(), node, bucket)?);
+        }
+        for &node in nodes
+            .iter()
+            .filter(|&&n| Geometry::level_of(n) < self.cached_levels)
+        {
+            if let Some(b) = rs.state.local_bucket(node) {
+                found.extend(b.iter().cloned());
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for (b, _) in &found {
+            if !seen.insert(*b) || rs.state.stash_get(*b).is_some() {
+                return Err(self.integrity(0, format!("block {b} stored twice")));
+            }
+        }
+
+        // 4. Apply: stash, positions, then the ops in order; answers are ready here.
+        for (b, d) in found {
+            rs.state.stash_insert(b, d);
+        }
+        for (&b, &leaf) in &remap {
+            rs.state.set_position(b, leaf);
+        }
+        let zeros = Bytes::from(vec![0u8; geo.block_size]);
+        let mut results = Vec::with_capacity(ops.len());
+        for op in ops {
+            match op {
+                Op::Read(b) => results.push(
+                    rs.state
+                        .stash_get(b)
+                        .cloned()
+                        .unwrap_or_else(|| zeros.clone()),
+                ),
+                Op::Write(b, d) => {
+                    rs.state.stash_insert(b, d);
+                    results.push(Bytes::new());
+                }
+            }
+        }
+
+        // 5. Evict into the union of the paths and build the new buckets.
+        let mut stash_list = Vec::with_capacity(rs.state.stash_len());
+        for b in rs.state.stash_blocks() {
+            let leaf = rs
+                .state
+                .position(b)
+                .ok_or_else(|| StateError::Corrupt(format!("stashed block {b} has no position")))?;
+            stash_list.push((b, leaf));
+        }
+        let mut plan = tree::plan_eviction(&geo, &stash_list, &nodes);
+        let mut writes: Vec<BucketWrite> = Vec::with_capacity(remote.len());
+        for &node in &nodes {
+            let bucket: Vec<(u64, Bytes)> = plan
+                .remove(&node)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|b| (b, rs.state.stash_remove(b).expect("planned from the stash")))
+                .collect();
+            if Geometry::level_of(node) < self.cached_levels {
+                rs.state.set_local_bucket(node, bucket);
+            } else {
+                let v = rs.state.version(node) + 1;
+                rs.state.set_version(node, v);
+                writes.push((node, v, tree::encode_bucket(&geo, &bucket)));
+            }
+        }
+        rs.state.commit()?;
+        let stash_len = rs.state.stash_len();
+
+        // 6. Register the write-back and run it off the critical path.
+        let round = rs.next_round;
+        rs.next_round += 1;
+        let (tx, rx) = watch::channel(WbStatus::Running);
+        let mut earlier = Vec::new();
+        {
+            let mut infl = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+            for (node, version, plain) in &writes {
+                let p = Pending {
+                    round,
+                    version: *version,
+                    plain: plain.clone(),
+                    done: rx.clone(),
+                };
+                if let Some(prev) = infl.insert(*node, p) {
+                    earlier.push(prev.done);
+                }
+            }
+        }
+        {
+            let mut st = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            st.accesses += results.len() as u64;
+            st.rounds += 1;
+            st.stash_len = stash_len as u64;
+            st.stash_max = st.stash_max.max(stash_len as u64);
+            st.stash_sum += stash_len as u64;
+        }
+        drop(g);
+        tokio::spawn(self.clone().write_back(round, writes, earlier, tx, permit));
+
+        if stash_len > self.cfg.stash_bound {
+            return Err(OramError::StashOverflow {
+                size: stash_len,
+                bound: self.cfg.stash_bound,
+            });
+        }
+        Ok(results)
+    }
+
+    /// Checks that every block of a fetched bucket is in range and on its path.
+    fn check_bucket(
+        &self,
+        state: &dyn TrustedState,
+        node: u64,
+        bucket: Vec<(u64, Bytes)>,
+    ) -> Result<Vec<(u64, Bytes)>> {
+        for (b, _) in &bucket {
+            if *b >= self.cfg.capacity {
+                return Err(self.integrity(node, format!("block {b} beyond capacity")));
+            }
+            match state.position(*b) {
+                Some(leaf) if self.geo.on_path(node, leaf) => {}
+                _ => return Err(self.integrity(node, format!("block {b} off its path"))),
+            }
+        }
+        Ok(bucket)
+    }
+
+    async fn write_back(
+        self: Arc<Self>,
+        round: u64,
+        writes: Vec<BucketWrite>,
+        earlier: Vec<watch::Receiver<WbStatus>>,
+        tx: watch::Sender<WbStatus>,
+        _permit: OwnedSemaphorePermit,
+    ) {
+        // Older versions of the same buckets must land first.
+        for mut rx in earlier {
+            let _ = rx.wait_for(|s| *s != WbStatus::Running).await;
+        }
+        let status = match self.put_buckets(&writes).await {
+            Ok(()) => {
+                let mut infl = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+                for (node, _, _) in &writes {
+                    if infl.get(node).is_some_and(|p| p.round == round) {
+                        infl.remove(node);
+                    }
+                }
+                WbStatus::Done
+            }
+            Err(_) => WbStatus::Failed,
+        };
+        tx.send_replace(status);
+    }
+
+    async fn put_buckets(&self, writes: &[BucketWrite]) -> Result<()> {
+        let mut items = Vec::with_capacity(writes.len());
+        for (node, version, plain) in writes {
+            items.push((self.node_key(*node), self.seal(*node, *version, plain)?));
+        }
+        let mut delay = Duration::from_millis(20);
+        let mut attempt = 1;
+        loop {
+            match self.store.put_many(items.clone()).await {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt >= self.cfg.writeback_attempts => return Err(e.into()),
+                Err(_) => {
+                    self.retries.fetch_add(1, Ordering::Relaxed);
+                    let jitter = rand::thread_rng().gen_range(0..=delay.as_millis() as u64 / 2);
+                    tokio::time::sleep(delay + Duration::from_millis(jitter)).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                    attempt += 1;
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Oram for PathOram {
+    fn name(&self) -> &'static str {
+        "path"
+    }
+
+    fn block_size(&self) -> usize {
+        self.inner.cfg.block_size
+    }
+
+    fn capacity(&self) -> u64 {
+        self.inner.cfg.capacity
+    }
+
+    async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>> {
+        for op in &ops {
+            validate_op(op, self.capacity(), self.block_size())?;
+        }
+        let mut out = Vec::with_capacity(ops.len());
+        let mut ops = ops;
+        while !ops.is_empty() {
+            let rest = ops.split_off(ops.len().min(self.inner.cfg.max_batch));
+            out.extend(self.inner.round(ops).await?);
+            ops = rest;
+        }
+        Ok(out)
+    }
+
+    async fn flush(&self) -> Result<()> {
+        let inner = &self.inner;
+        let _g = inner.round.lock().await;
+        let all = inner.cfg.max_inflight_writebacks as u32;
+        let permits = inner
+            .wb_permits
+            .acquire_many(all)
+            .await
+            .expect("semaphore never closed");
+        drop(permits);
+        inner.retry_failed().await
+    }
+
+    fn stats(&self) -> EngineStats {
+        let mut s = *self.inner.stats.lock().unwrap_or_else(|e| e.into_inner());
+        s.pending_writebacks = (self.inner.cfg.max_inflight_writebacks
+            - self.inner.wb_permits.available_permits()) as u64;
+        s.writeback_retries = self.inner.retries.load(Ordering::Relaxed);
+        s
+    }
+}
