@@ -31,7 +31,7 @@
 pub mod tree;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -113,6 +113,7 @@ struct Inner {
     wb_permits: Arc<Semaphore>,
     stats: Mutex<EngineStats>,
     retries: AtomicU64,
+    stash_bound: AtomicUsize,
 }
 
 struct RoundState {
@@ -170,6 +171,7 @@ impl PathOram {
             None => ChaCha20Rng::from_entropy(),
         };
         let cached_levels = cfg.cached_levels.min(geo.leaf_level + 1);
+        let cfg_stash_bound = cfg.stash_bound;
         Ok(Self {
             inner: Arc::new(Inner {
                 wb_permits: Arc::new(Semaphore::new(cfg.max_inflight_writebacks)),
@@ -186,6 +188,7 @@ impl PathOram {
                 inflight: Mutex::new(HashMap::new()),
                 stats: Mutex::new(EngineStats::default()),
                 retries: AtomicU64::new(0),
+                stash_bound: AtomicUsize::new(cfg_stash_bound),
             }),
         })
     }
@@ -198,6 +201,12 @@ impl PathOram {
     /// Levels actually cached locally (the configured number, at most the tree height).
     pub fn cached_levels(&self) -> u32 {
         self.inner.cached_levels
+    }
+
+    /// Changes the stash bound at run time: after a [`OramError::StashOverflow`] an
+    /// operator can raise it so that accesses drain the stash again.
+    pub fn set_stash_bound(&self, bound: usize) {
+        self.inner.stash_bound.store(bound, Ordering::Relaxed);
     }
 
     /// The backend key of bucket `node`.
@@ -323,6 +332,16 @@ impl Inner {
             .filter(|&n| Geometry::level_of(n) >= self.cached_levels)
             .collect();
         let keys: Vec<ObjKey> = remote.iter().map(|&n| self.node_key(n)).collect();
+        // Buckets still being written back are taken from memory. The snapshot is
+        // taken before the GETs: a bucket absent from it was on the backend before
+        // they were sent (write-backs of later rounds cannot start before this one ends).
+        let pending: HashMap<u64, Pending> = {
+            let infl = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+            remote
+                .iter()
+                .filter_map(|n| infl.get(n).map(|p| (*n, p.clone())))
+                .collect()
+        };
         let fetched = self.store.get_many(&keys).await?;
         if fetched.len() != keys.len() {
             return Err(OramError::Store(oram_blockstore::StoreError::Unavailable(
@@ -331,13 +350,6 @@ impl Inner {
         }
 
         // 3. Open and decode every bucket; any failure leaves the state untouched.
-        let pending: HashMap<u64, Pending> = {
-            let infl = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
-            remote
-                .iter()
-                .filter_map(|n| infl.get(n).map(|p| (*n, p.clone())))
-                .collect()
-        };
         let mut found: Vec<(u64, Bytes)> = Vec::new();
         for (&node, obj) in remote.iter().zip(fetched) {
             let plain = if let Some(p) = pending.get(&node) {
@@ -459,10 +471,11 @@ impl Inner {
         drop(g);
         tokio::spawn(self.clone().write_back(round, writes, earlier, tx, permit));
 
-        if stash_len > self.cfg.stash_bound {
+        let bound = self.stash_bound.load(Ordering::Relaxed);
+        if stash_len > bound {
             return Err(OramError::StashOverflow {
                 size: stash_len,
-                bound: self.cfg.stash_bound,
+                bound,
             });
         }
         Ok(results)
