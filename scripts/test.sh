@@ -24,7 +24,12 @@ step "layering check"
 scripts/check-layering.sh
 
 step "cargo test"
-cargo test --workspace --locked
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked 2>&1 | tee "$log"
 
 step "benchmarks, one iteration each (criterion --test mode)"
 cargo bench -p oram-benches --locked -- --test
+
+# One closing line with the totals of every `cargo test` binary above.
+awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "%d passed, %d failed, %d skipped\n", p, f, i }' "$log"

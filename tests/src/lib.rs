@@ -5,7 +5,6 @@
 //! backend that is "down" ([`FlakyStore`]). Everything else in the tests uses the
 //! real memory and fs stores and real sealing.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -66,27 +65,24 @@ pub fn chi_square_critical_001(df: u64) -> f64 {
     df * (1.0 - t + z * t.sqrt()).powi(3)
 }
 
+/// One backend request without its key: verb, size and range.
+pub type Request = (Verb, u64, Option<Range<u64>>);
+
 /// The shape of a trace: per backend call, the verb, size and range of each request
 /// — everything the server sees except the keys (whose distribution is tested
 /// separately).
-pub type Shape = Vec<Vec<(Verb, u64, Option<Range<u64>>)>>;
+pub type Shape = Vec<Vec<Request>>;
 
-/// Groups a trace into calls and drops the keys.
+/// Groups a trace into calls (the `Recording` wrapper records a call's requests
+/// contiguously) and drops the keys.
 pub fn shape_of(trace: &[TraceEvent]) -> Shape {
-    let mut calls: BTreeMap<u64, Vec<(Verb, u64, Option<Range<u64>>)>> = BTreeMap::new();
-    let mut order = Vec::new();
-    for e in trace {
-        if !calls.contains_key(&e.call) {
-            order.push(e.call);
-        }
-        calls
-            .entry(e.call)
-            .or_default()
-            .push((e.verb, e.size, e.range.clone()));
-    }
-    order
-        .into_iter()
-        .map(|c| calls.remove(&c).unwrap())
+    trace
+        .chunk_by(|a, b| a.call == b.call)
+        .map(|call| {
+            call.iter()
+                .map(|e| (e.verb, e.size, e.range.clone()))
+                .collect()
+        })
         .collect()
 }
 

@@ -110,15 +110,8 @@ fn judge(
         .iter()
         .map(|(name, t)| {
             let mut counts = vec![0u64; BINS as usize];
-            let mut calls: Vec<Vec<TraceEvent>> = Vec::new();
-            for e in t {
-                match calls.last_mut() {
-                    Some(c) if c[0].call == e.call => c.push(e.clone()),
-                    _ => calls.push(vec![e.clone()]),
-                }
-            }
-            for c in &calls {
-                if let Some(p) = position_of(c) {
+            for call in t.chunk_by(|a, b| a.call == b.call) {
+                if let Some(p) = position_of(call) {
                     counts[(p % BINS) as usize] += 1;
                 }
             }
