@@ -5,8 +5,13 @@
 //! in-memory implementation, [`MemState`]; a durable one replaces it without touching
 //! the engines. [`TrustedState::commit`] marks the points where an engine's state is
 //! consistent and must be made durable.
+//!
+//! Metadata above the engine (the object layer's index of buckets, objects and
+//! uploads) lives behind [`KvState`], an ordered byte map with the same commit
+//! discipline; [`MemKv`] is its in-memory implementation.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 
 use bytes::Bytes;
 
@@ -123,6 +128,75 @@ impl TrustedState for MemState {
     }
 }
 
+/// An ordered map from byte keys to byte values: trusted metadata such as the
+/// object index. Never leaves the proxy machine unsealed.
+pub trait KvState: Send + 'static {
+    /// The value stored under `key`.
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
+    /// Stores `value` under `key`, replacing any earlier value.
+    fn put(&mut self, key: &[u8], value: Vec<u8>);
+    /// Removes `key`; returns whether it existed.
+    fn delete(&mut self, key: &[u8]) -> bool;
+    /// Up to `limit` entries with `start <= key` (or `start < key` when
+    /// `inclusive` is false) and `key < end` (when `end` is given), in key order.
+    fn range(
+        &self,
+        start: &[u8],
+        inclusive: bool,
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Vec<(Vec<u8>, Vec<u8>)>;
+    /// Marks a consistent point that must survive a restart (no-op in memory).
+    fn commit(&mut self) -> Result<(), StateError>;
+}
+
+/// [`KvState`] in process memory: lost when the process ends.
+#[derive(Default, Debug)]
+pub struct MemKv {
+    map: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl MemKv {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl KvState for MemKv {
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.map.get(key).cloned()
+    }
+    fn put(&mut self, key: &[u8], value: Vec<u8>) {
+        self.map.insert(key.to_vec(), value);
+    }
+    fn delete(&mut self, key: &[u8]) -> bool {
+        self.map.remove(key).is_some()
+    }
+    fn range(
+        &self,
+        start: &[u8],
+        inclusive: bool,
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let lo = if inclusive {
+            Bound::Included(start)
+        } else {
+            Bound::Excluded(start)
+        };
+        let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
+        self.map
+            .range::<[u8], _>((lo, hi))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+    fn commit(&mut self) -> Result<(), StateError> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +223,29 @@ mod tests {
         s.set_local_bucket(1, vec![(4, Bytes::from_static(b"x"))]);
         assert_eq!(s.local_bucket(1).unwrap().len(), 1);
         s.commit().unwrap();
+    }
+
+    #[test]
+    fn mem_kv_ranges() {
+        let mut kv = MemKv::new();
+        for k in ["a", "b", "b/1", "b/2", "c"] {
+            kv.put(k.as_bytes(), k.as_bytes().to_vec());
+        }
+        let keys = |v: Vec<(Vec<u8>, Vec<u8>)>| {
+            v.into_iter()
+                .map(|(k, _)| String::from_utf8(k).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            keys(kv.range(b"b", true, Some(b"c"), 10)),
+            ["b", "b/1", "b/2"]
+        );
+        assert_eq!(keys(kv.range(b"b", false, None, 2)), ["b/1", "b/2"]);
+        assert_eq!(keys(kv.range(b"", true, None, 100)).len(), 5);
+        assert!(kv.delete(b"b"));
+        assert!(!kv.delete(b"b"));
+        assert_eq!(kv.get(b"b/1"), Some(b"b/1".to_vec()));
+        assert_eq!(kv.get(b"b"), None);
+        kv.commit().unwrap();
     }
 }

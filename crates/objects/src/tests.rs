@@ -1,0 +1,478 @@
+//! Unit tests of the object layer over a real Path ORAM on the memory store.
+
+use super::*;
+use oram_path::{PathConfig, PathOram};
+use oram_seal::{MasterKey, Sealer, VolumeId};
+use oram_state::{MemKv, MemState};
+use oram_store_memory::MemoryStore;
+
+const BS: usize = 64;
+
+fn layer(capacity: u64) -> ObjectLayer {
+    let oram = PathOram::new(
+        PathConfig {
+            capacity,
+            block_size: BS,
+            cached_levels: 3,
+            ..PathConfig::default()
+        },
+        Arc::new(MemoryStore::new()),
+        Arc::new(Sealer::new(&MasterKey::generate(), VolumeId::random())),
+        Box::new(MemState::new()),
+    )
+    .unwrap();
+    ObjectLayer::new(
+        Arc::new(oram),
+        Box::new(MemKv::new()),
+        LayerConfig {
+            batch_blocks: 4,
+            min_part_size: 100,
+        },
+    )
+    .unwrap()
+}
+
+fn data(len: usize, seed: u8) -> Bytes {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(7) ^ seed)
+        .collect::<Vec<_>>()
+        .into()
+}
+
+/// A body stream delivering `d` in uneven chunks.
+fn body(d: Bytes) -> ByteStream {
+    let chunks: Vec<Result<Bytes>> = d
+        .chunks(37)
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    Box::pin(futures::stream::iter(chunks))
+}
+
+async fn read_all(s: ByteStream) -> Result<Bytes> {
+    let parts: Vec<Bytes> = s
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_>>()?;
+    Ok(parts.concat().into())
+}
+
+#[tokio::test]
+async fn put_get_range_overwrite_delete() {
+    let l = layer(500);
+    l.create_bucket("alice", "bkt").unwrap();
+    for len in [0usize, 1, 63, 64, 65, 1000, 5000] {
+        let d = data(len, len as u8);
+        let rec = l
+            .put_object(
+                "alice",
+                "bkt",
+                "k",
+                ObjectMeta::default(),
+                body(d.clone()),
+                Some(len as u64),
+            )
+            .await
+            .unwrap();
+        assert_eq!(rec.size, len as u64);
+        assert_eq!(rec.etag, hex(&Md5::digest(&d)));
+        let (_, s) = l.get_object("alice", "bkt", "k", None).unwrap();
+        assert_eq!(read_all(s).await.unwrap(), d, "len {len}");
+        if len > 10 {
+            for r in [0..1, 3..len as u64 - 2, len as u64 - 1..len as u64] {
+                let (_, s) = l.get_object("alice", "bkt", "k", Some(r.clone())).unwrap();
+                assert_eq!(
+                    read_all(s).await.unwrap(),
+                    d.slice(r.start as usize..r.end as usize)
+                );
+            }
+        }
+    }
+    // Overwrites freed the earlier versions' blocks: only the last (5000 B) is used.
+    let used = l.usage().capacity_blocks - l.usage().free_blocks;
+    assert_eq!(used, 5000u64.div_ceil(BS as u64));
+    assert!(l.delete_object("alice", "bkt", "k").unwrap());
+    assert!(!l.delete_object("alice", "bkt", "k").unwrap());
+    assert_eq!(l.usage().free_blocks, 500);
+    assert!(matches!(
+        l.head_object("alice", "bkt", "k"),
+        Err(ObjectError::NoSuchKey(_))
+    ));
+}
+
+#[tokio::test]
+async fn readers_keep_the_version_they_opened() {
+    let l = layer(400);
+    l.create_bucket("a", "bkt").unwrap();
+    let v1 = data(3000, 1);
+    l.put_object(
+        "a",
+        "bkt",
+        "k",
+        ObjectMeta::default(),
+        body(v1.clone()),
+        None,
+    )
+    .await
+    .unwrap();
+    let (_, mut s) = l.get_object("a", "bkt", "k", None).unwrap();
+    let first = s.next().await.unwrap().unwrap();
+    // Replace and then write more objects that would reuse freed blocks.
+    let v2 = data(3000, 2);
+    l.put_object(
+        "a",
+        "bkt",
+        "k",
+        ObjectMeta::default(),
+        body(v2.clone()),
+        None,
+    )
+    .await
+    .unwrap();
+    for i in 0..3 {
+        l.put_object(
+            "a",
+            "bkt",
+            &format!("o{i}"),
+            ObjectMeta::default(),
+            body(data(3000, 9)),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    let mut got = first.to_vec();
+    while let Some(c) = s.next().await {
+        got.extend_from_slice(&c.unwrap());
+    }
+    assert_eq!(Bytes::from(got), v1, "a reader saw a mix of versions");
+    drop(s);
+    let (_, s) = l.get_object("a", "bkt", "k", None).unwrap();
+    assert_eq!(read_all(s).await.unwrap(), v2);
+    let used = l.usage().capacity_blocks - l.usage().free_blocks;
+    assert_eq!(
+        used,
+        4 * 3000u64.div_ceil(BS as u64),
+        "old version freed after the reader left"
+    );
+}
+
+#[tokio::test]
+async fn failed_uploads_leave_the_old_object_and_free_their_blocks() {
+    let l = layer(300);
+    l.create_bucket("a", "bkt").unwrap();
+    let old = data(1000, 1);
+    l.put_object(
+        "a",
+        "bkt",
+        "k",
+        ObjectMeta::default(),
+        body(old.clone()),
+        None,
+    )
+    .await
+    .unwrap();
+    let free = l.usage().free_blocks;
+    // A body that breaks after 2000 bytes.
+    let broken: ByteStream = Box::pin(futures::stream::iter(vec![
+        Ok(data(2000, 5)),
+        Err(ObjectError::Body("connection reset".into())),
+    ]));
+    assert!(matches!(
+        l.put_object("a", "bkt", "k", ObjectMeta::default(), broken, None)
+            .await,
+        Err(ObjectError::Body(_))
+    ));
+    // A body shorter than announced.
+    assert!(matches!(
+        l.put_object(
+            "a",
+            "bkt",
+            "k",
+            ObjectMeta::default(),
+            body(data(10, 1)),
+            Some(11)
+        )
+        .await,
+        Err(ObjectError::IncompleteBody {
+            got: 10,
+            expected: 11
+        })
+    ));
+    // Too big for the ORAM: refused up front, and also when the length is unknown.
+    assert!(matches!(
+        l.put_object(
+            "a",
+            "bkt",
+            "k",
+            ObjectMeta::default(),
+            body(data(100_000, 1)),
+            Some(100_000)
+        )
+        .await,
+        Err(ObjectError::Full { .. })
+    ));
+    assert!(matches!(
+        l.put_object(
+            "a",
+            "bkt",
+            "k",
+            ObjectMeta::default(),
+            body(data(100_000, 1)),
+            None
+        )
+        .await,
+        Err(ObjectError::Full { .. })
+    ));
+    assert_eq!(l.usage().free_blocks, free, "failed uploads leaked blocks");
+    let (_, s) = l.get_object("a", "bkt", "k", None).unwrap();
+    assert_eq!(read_all(s).await.unwrap(), old);
+}
+
+#[tokio::test]
+async fn buckets_belong_to_their_owner() {
+    let l = layer(100);
+    l.create_bucket("alice", "shared-name").unwrap();
+    assert!(matches!(
+        l.create_bucket("alice", "shared-name"),
+        Err(ObjectError::BucketAlreadyOwnedByYou(_))
+    ));
+    assert!(matches!(
+        l.create_bucket("bob", "shared-name"),
+        Err(ObjectError::BucketAlreadyExists(_))
+    ));
+    assert!(matches!(
+        l.head_bucket("bob", "shared-name"),
+        Err(ObjectError::AccessDenied)
+    ));
+    assert!(matches!(
+        l.put_object(
+            "bob",
+            "shared-name",
+            "x",
+            ObjectMeta::default(),
+            body(data(5, 0)),
+            None
+        )
+        .await,
+        Err(ObjectError::AccessDenied)
+    ));
+    assert!(matches!(
+        l.delete_bucket("bob", "shared-name"),
+        Err(ObjectError::AccessDenied)
+    ));
+    assert_eq!(l.list_buckets("alice").unwrap().len(), 1);
+    assert!(l.list_buckets("bob").unwrap().is_empty());
+    for bad in ["ab", "Upper", "-x-", "a..b", "192.168.1.1", &"a".repeat(64)] {
+        assert!(
+            matches!(
+                l.create_bucket("alice", bad),
+                Err(ObjectError::InvalidBucketName(_))
+            ),
+            "{bad}"
+        );
+    }
+    l.put_object(
+        "alice",
+        "shared-name",
+        "x",
+        ObjectMeta::default(),
+        body(data(5, 0)),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        l.delete_bucket("alice", "shared-name"),
+        Err(ObjectError::BucketNotEmpty(_))
+    ));
+    l.delete_object("alice", "shared-name", "x").unwrap();
+    l.delete_bucket("alice", "shared-name").unwrap();
+    assert!(matches!(
+        l.head_bucket("alice", "shared-name"),
+        Err(ObjectError::NoSuchBucket(_))
+    ));
+}
+
+#[tokio::test]
+async fn listing_with_prefix_delimiter_and_pages() {
+    let l = layer(300);
+    l.create_bucket("a", "bkt").unwrap();
+    let keys = ["a/1", "a/2", "a/b/3", "b", "c/1", "c/2", "d"];
+    for k in keys {
+        l.put_object("a", "bkt", k, ObjectMeta::default(), body(data(3, 0)), None)
+            .await
+            .unwrap();
+    }
+    let list = |prefix: &str, delim: Option<&str>, after: Option<&str>, max| {
+        l.list_objects(
+            "a",
+            "bkt",
+            &ListParams {
+                prefix: prefix.into(),
+                delimiter: delim.map(Into::into),
+                start_after: after.map(Into::into),
+                max_keys: max,
+            },
+        )
+        .unwrap()
+    };
+    let r = list("", Some("/"), None, 1000);
+    assert_eq!(
+        r.objects.iter().map(|o| o.0.as_str()).collect::<Vec<_>>(),
+        ["b", "d"]
+    );
+    assert_eq!(r.common_prefixes, ["a/", "c/"]);
+    assert!(!r.truncated);
+    let r = list("a/", Some("/"), None, 1000);
+    assert_eq!(
+        r.objects.iter().map(|o| o.0.as_str()).collect::<Vec<_>>(),
+        ["a/1", "a/2"]
+    );
+    assert_eq!(r.common_prefixes, ["a/b/"]);
+    // Pages of 2 with the delimiter: a/, b | c/, d.
+    let p1 = list("", Some("/"), None, 2);
+    assert!(p1.truncated);
+    assert_eq!(p1.common_prefixes, ["a/"]);
+    assert_eq!(p1.next_start_after.as_deref(), Some("b"));
+    let p2 = list("", Some("/"), p1.next_start_after.as_deref(), 2);
+    assert_eq!(p2.common_prefixes, ["c/"]);
+    assert_eq!(p2.objects[0].0, "d");
+    assert!(!p2.truncated);
+    // Pages without delimiter cover every key once, in order.
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let r = list("", None, after.as_deref(), 3);
+        seen.extend(r.objects.iter().map(|o| o.0.clone()));
+        if !r.truncated {
+            break;
+        }
+        after = r.next_start_after;
+    }
+    assert_eq!(seen, keys);
+    // A marker equal to a common prefix skips it.
+    assert_eq!(list("", Some("/"), Some("a/"), 10).common_prefixes, ["c/"]);
+}
+
+#[tokio::test]
+async fn multipart_upload_complete_abort() {
+    let l = layer(600);
+    l.create_bucket("a", "bkt").unwrap();
+    let id = l
+        .create_multipart("a", "bkt", "big", ObjectMeta::default())
+        .unwrap();
+    let parts: Vec<Bytes> = (0..3)
+        .map(|i| data(if i < 2 { 150 } else { 77 }, i))
+        .collect();
+    let mut listed = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        let rec = l
+            .upload_part(
+                "a",
+                ("bkt", "big", &id),
+                i as u32 + 1,
+                body(p.clone()),
+                Some(p.len() as u64),
+            )
+            .await
+            .unwrap();
+        listed.push((i as u32 + 1, format!("\"{}\"", rec.etag)));
+    }
+    // Re-uploading part 2 replaces it; the old blocks are freed.
+    let p2 = data(150, 42);
+    let rec = l
+        .upload_part("a", ("bkt", "big", &id), 2, body(p2.clone()), None)
+        .await
+        .unwrap();
+    listed[1].1 = rec.etag.clone();
+    assert!(matches!(
+        l.complete_multipart(
+            "a",
+            ("bkt", "big", &id),
+            &[(2, listed[1].1.clone()), (1, listed[0].1.clone())]
+        ),
+        Err(ObjectError::InvalidPartOrder)
+    ));
+    assert!(matches!(
+        l.complete_multipart("a", ("bkt", "big", &id), &[(1, "\"0000\"".into())]),
+        Err(ObjectError::InvalidPart(_))
+    ));
+    let rec = l
+        .complete_multipart("a", ("bkt", "big", &id), &listed)
+        .unwrap();
+    assert!(rec.etag.ends_with("-3"), "{}", rec.etag);
+    let want: Bytes = [parts[0].clone(), p2, parts[2].clone()].concat().into();
+    let (_, s) = l.get_object("a", "bkt", "big", None).unwrap();
+    assert_eq!(read_all(s).await.unwrap(), want);
+    // A range across part boundaries (parts are not block-aligned).
+    let (_, s) = l.get_object("a", "bkt", "big", Some(140..310)).unwrap();
+    assert_eq!(read_all(s).await.unwrap(), want.slice(140..310));
+    assert!(matches!(
+        l.complete_multipart("a", ("bkt", "big", &id), &listed),
+        Err(ObjectError::NoSuchUpload(_))
+    ));
+    // Small non-final parts are refused; abort frees everything.
+    let id2 = l
+        .create_multipart("a", "bkt", "x", ObjectMeta::default())
+        .unwrap();
+    let free = l.usage().free_blocks;
+    let a = l
+        .upload_part("a", ("bkt", "x", &id2), 1, body(data(10, 0)), None)
+        .await
+        .unwrap();
+    let b = l
+        .upload_part("a", ("bkt", "x", &id2), 2, body(data(10, 0)), None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        l.complete_multipart("a", ("bkt", "x", &id2), &[(1, a.etag), (2, b.etag)]),
+        Err(ObjectError::PartTooSmall { part: 1, .. })
+    ));
+    assert_eq!(l.list_uploads("a", "bkt", "").unwrap().len(), 1);
+    l.abort_multipart("a", ("bkt", "x", &id2)).unwrap();
+    assert_eq!(l.usage().free_blocks, free);
+    assert!(l.list_uploads("a", "bkt", "").unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn copy_and_metadata_replace() {
+    let l = layer(300);
+    l.create_bucket("a", "src").unwrap();
+    l.create_bucket("a", "dst").unwrap();
+    let meta = ObjectMeta {
+        content_type: Some("text/plain".into()),
+        user: [("k".to_string(), "v".to_string())].into(),
+        ..ObjectMeta::default()
+    };
+    let d = data(777, 3);
+    let src = l
+        .put_object("a", "src", "o", meta.clone(), body(d.clone()), None)
+        .await
+        .unwrap();
+    let c = l
+        .copy_object("a", ("src", "o"), ("dst", "o2"), None)
+        .await
+        .unwrap();
+    assert_eq!(c.meta, meta);
+    assert_eq!(c.etag, src.etag);
+    let (_, s) = l.get_object("a", "dst", "o2", None).unwrap();
+    assert_eq!(read_all(s).await.unwrap(), d);
+    let new_meta = ObjectMeta {
+        content_type: Some("application/x".into()),
+        ..ObjectMeta::default()
+    };
+    let used = l.usage().free_blocks;
+    let r = l
+        .copy_object("a", ("src", "o"), ("src", "o"), Some(new_meta.clone()))
+        .await
+        .unwrap();
+    assert_eq!(r.meta, new_meta);
+    assert_eq!(
+        l.usage().free_blocks,
+        used,
+        "metadata-only copy moved no data"
+    );
+    let (_, s) = l.get_object("a", "src", "o", None).unwrap();
+    assert_eq!(read_all(s).await.unwrap(), d);
+}
