@@ -112,6 +112,9 @@ pub enum ObjectError {
     /// The client's body stream failed (connection lost, bad signature chunk).
     #[error("request body: {0}")]
     Body(String),
+    /// The body does not match the Content-MD5 the client sent.
+    #[error("body does not match its Content-MD5")]
+    BadDigest,
     /// The body was not as long as announced.
     #[error("body of {got} bytes, {expected} announced")]
     IncompleteBody {

@@ -1,0 +1,989 @@
+//! The S3 front-end: implements [`s3s::S3`] over the [`ObjectLayer`].
+//!
+//! s3s does the protocol work (routing, XML, SigV4 including streaming chunked
+//! payloads, UNSIGNED-PAYLOAD and presigned URLs); this crate maps each operation
+//! onto the object layer and object-layer errors onto S3 error codes. No s3s type
+//! leaves this crate except the service built by [`build_service`].
+//!
+//! The authenticated access key is the account: a bucket belongs to the access key
+//! that created it. Anonymous requests are refused.
+
+mod convert;
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use futures::StreamExt;
+use oram_objects::{ByteStream, ListParams, ObjectError, ObjectLayer, ObjectMeta, ObjectRecord};
+use s3s::auth::{S3Auth, SecretKey};
+use s3s::dto::*;
+use s3s::service::{S3Service, S3ServiceBuilder};
+use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
+
+use convert::*;
+
+/// A user of the S3 API: access key and secret key.
+#[derive(Clone)]
+pub struct S3User {
+    /// The access key (the account name).
+    pub access_key: String,
+    /// The secret key.
+    pub secret_key: String,
+}
+
+impl std::fmt::Debug for S3User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3User")
+            .field("access_key", &self.access_key)
+            .field("secret_key", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The S3 implementation over an object layer.
+#[derive(Clone)]
+pub struct OramS3 {
+    layer: ObjectLayer,
+    region: String,
+}
+
+impl OramS3 {
+    /// Serves `layer`; `region` is what GetBucketLocation reports.
+    pub fn new(layer: ObjectLayer, region: impl Into<String>) -> Self {
+        Self {
+            layer,
+            region: region.into(),
+        }
+    }
+}
+
+/// The configured users, answering an unknown access key as S3 does.
+struct Users(HashMap<String, SecretKey>);
+
+#[async_trait::async_trait]
+impl S3Auth for Users {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        self.0.get(access_key).cloned().ok_or_else(|| {
+            s3_error!(
+                InvalidAccessKeyId,
+                "The AWS Access Key Id you provided does not exist in our records."
+            )
+        })
+    }
+}
+
+/// Builds the HTTP service: S3 over `layer`, SigV4 with `users`, anonymous refused.
+pub fn build_service(layer: ObjectLayer, users: &[S3User], region: &str) -> S3Service {
+    let users = users
+        .iter()
+        .map(|u| (u.access_key.clone(), SecretKey::from(u.secret_key.clone())))
+        .collect();
+    let mut b = S3ServiceBuilder::new(OramS3::new(layer, region));
+    b.set_auth(Users(users));
+    b.build()
+}
+
+/// The account of a request: its access key. Anonymous requests never get here
+/// (s3s refuses them when auth is set), but refuse them again to be sure.
+fn owner<T>(req: &S3Request<T>) -> S3Result<String> {
+    req.credentials
+        .as_ref()
+        .map(|c| c.access_key.clone())
+        .ok_or_else(|| s3_error!(AccessDenied, "anonymous access is not allowed"))
+}
+
+fn body_stream(blob: Option<StreamingBlob>) -> ByteStream {
+    match blob {
+        None => Box::pin(futures::stream::empty()),
+        Some(b) => Box::pin(b.map(|r| r.map_err(|e| ObjectError::Body(e.to_string())))),
+    }
+}
+
+fn check_len(len: Option<i64>) -> S3Result<Option<u64>> {
+    match len {
+        Some(n) if n < 0 => Err(s3_error!(InvalidArgument, "negative Content-Length")),
+        Some(n) if n as u64 > oram_objects::MAX_PUT_SIZE => Err(s3_error!(
+            EntityTooLarge,
+            "Your proposed upload exceeds the maximum allowed object size of 5 GiB."
+        )),
+        Some(n) => Ok(Some(n as u64)),
+        None => Ok(None),
+    }
+}
+
+/// Applies If-Match / If-None-Match / If-(Un)Modified-Since to `rec` (RFC 7232 order).
+/// `reading`: GET/HEAD answer 304 where the precondition is "not modified".
+fn check_conditions(
+    rec: &ObjectRecord,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+    reading: bool,
+) -> S3Result<()> {
+    let modified = timestamp_secs(rec.modified_ms);
+    if let Some(c) = if_match {
+        if !etag_matches(c, &rec.etag) {
+            return Err(s3_error!(PreconditionFailed, "If-Match did not match"));
+        }
+    } else if let Some(t) = if_unmodified_since {
+        if modified > *t {
+            return Err(s3_error!(
+                PreconditionFailed,
+                "modified since If-Unmodified-Since"
+            ));
+        }
+    }
+    let not_modified = || {
+        if reading {
+            S3Error::new(S3ErrorCode::NotModified)
+        } else {
+            s3_error!(PreconditionFailed)
+        }
+    };
+    if let Some(c) = if_none_match {
+        if etag_matches(c, &rec.etag) {
+            return Err(not_modified());
+        }
+    } else if let Some(t) = if_modified_since {
+        if modified <= *t {
+            return Err(not_modified());
+        }
+    }
+    Ok(())
+}
+
+fn parse_range_header(r: &s3s::dto::Range, size: u64) -> S3Result<Range<u64>> {
+    r.check(size).map_err(|_| {
+        s3_error!(
+            InvalidRange,
+            "The requested range is not satisfiable (object size {size})"
+        )
+    })
+}
+
+/// Parses `bytes=first-last` of x-amz-copy-source-range.
+fn parse_copy_range(s: &str, size: u64) -> S3Result<Range<u64>> {
+    let bad = || s3_error!(InvalidArgument, "invalid x-amz-copy-source-range {s:?}");
+    let r = s.strip_prefix("bytes=").ok_or_else(bad)?;
+    let (a, b) = r.split_once('-').ok_or_else(bad)?;
+    let first: u64 = a.parse().map_err(|_| bad())?;
+    let last: u64 = b.parse().map_err(|_| bad())?;
+    if first > last || last >= size {
+        return Err(s3_error!(
+            InvalidRange,
+            "copy range {s} outside the source of {size} bytes"
+        ));
+    }
+    Ok(first..last + 1)
+}
+
+fn copy_source(src: &CopySource) -> S3Result<(String, String)> {
+    match src {
+        CopySource::Bucket { bucket, key, .. } => Ok((bucket.to_string(), key.to_string())),
+        _ => Err(s3_error!(
+            NotImplemented,
+            "only bucket/key copy sources are supported"
+        )),
+    }
+}
+
+#[async_trait::async_trait]
+impl S3 for OramS3 {
+    async fn list_buckets(
+        &self,
+        req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
+        let owner = owner(&req)?;
+        let buckets = self.layer.list_buckets(&owner).map_err(map_err)?;
+        Ok(S3Response::new(ListBucketsOutput {
+            buckets: Some(
+                buckets
+                    .into_iter()
+                    .map(|b| Bucket {
+                        name: Some(b.name),
+                        creation_date: Some(timestamp(b.created_ms)),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            owner: Some(Owner {
+                display_name: Some(owner.clone()),
+                id: Some(owner),
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        let owner = owner(&req)?;
+        self.layer
+            .create_bucket(&owner, &req.input.bucket)
+            .map_err(map_err)?;
+        Ok(S3Response::new(CreateBucketOutput {
+            location: Some(format!("/{}", req.input.bucket)),
+        }))
+    }
+
+    async fn delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
+        let owner = owner(&req)?;
+        self.layer
+            .delete_bucket(&owner, &req.input.bucket)
+            .map_err(map_err)?;
+        Ok(S3Response::new(DeleteBucketOutput {}))
+    }
+
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        let owner = owner(&req)?;
+        self.layer
+            .head_bucket(&owner, &req.input.bucket)
+            .map_err(map_err)?;
+        Ok(S3Response::new(HeadBucketOutput {
+            bucket_region: Some(self.region.clone()),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        let owner = owner(&req)?;
+        self.layer
+            .head_bucket(&owner, &req.input.bucket)
+            .map_err(map_err)?;
+        // us-east-1 is reported as an empty constraint, as S3 does.
+        let constraint = (self.region != "us-east-1")
+            .then(|| BucketLocationConstraint::from(self.region.clone()));
+        Ok(S3Response::new(GetBucketLocationOutput {
+            location_constraint: constraint,
+        }))
+    }
+
+    async fn get_bucket_versioning(
+        &self,
+        req: S3Request<GetBucketVersioningInput>,
+    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        let owner = owner(&req)?;
+        self.layer
+            .head_bucket(&owner, &req.input.bucket)
+            .map_err(map_err)?;
+        // Never versioned: no Status element at all.
+        Ok(S3Response::new(GetBucketVersioningOutput::default()))
+    }
+
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let len = check_len(input.content_length)?;
+        if let Some(c) = &input.if_none_match {
+            // Conditional create: refuse if the object exists.
+            if c.is_any()
+                && self
+                    .layer
+                    .head_object(&owner, &input.bucket, &input.key)
+                    .is_ok()
+            {
+                return Err(s3_error!(PreconditionFailed, "the object already exists"));
+            }
+        }
+        let want_md5 = input.content_md5.as_deref().map(decode_md5).transpose()?;
+        let meta = ObjectMeta {
+            content_type: input.content_type,
+            content_encoding: input.content_encoding,
+            content_disposition: input.content_disposition,
+            content_language: input.content_language,
+            cache_control: input.cache_control,
+            user: input
+                .metadata
+                .map(|m| m.into_iter().collect())
+                .unwrap_or_default(),
+        };
+        let body = body_stream(input.body);
+        let body: ByteStream = match want_md5 {
+            None => body,
+            Some(md5) => md5_checked(body, md5),
+        };
+        let rec = self
+            .layer
+            .put_object(&owner, &input.bucket, &input.key, meta, body, len)
+            .await
+            .map_err(map_err)?;
+        Ok(S3Response::new(PutObjectOutput {
+            e_tag: Some(ETag::Strong(rec.etag)),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let head = self
+            .layer
+            .head_object(&owner, &input.bucket, &input.key)
+            .map_err(map_err)?;
+        check_conditions(
+            &head,
+            input.if_match.as_ref(),
+            input.if_none_match.as_ref(),
+            input.if_modified_since.as_ref(),
+            input.if_unmodified_since.as_ref(),
+            true,
+        )?;
+        let range = input
+            .range
+            .as_ref()
+            .map(|r| parse_range_header(r, head.size))
+            .transpose()?;
+        let (rec, stream) = self
+            .layer
+            .get_object(&owner, &input.bucket, &input.key, range.clone())
+            .map_err(map_err)?;
+        let (len, content_range) = match &range {
+            Some(r) => (
+                r.end - r.start,
+                Some(format!("bytes {}-{}/{}", r.start, r.end - 1, rec.size)),
+            ),
+            None => (rec.size, None),
+        };
+        let mut out = object_output(&rec);
+        out.body = Some(streaming_blob(stream, len));
+        out.content_length = Some(len as i64);
+        out.content_range = content_range;
+        Ok(S3Response::new(out))
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let rec = self
+            .layer
+            .head_object(&owner, &input.bucket, &input.key)
+            .map_err(map_err)?;
+        check_conditions(
+            &rec,
+            input.if_match.as_ref(),
+            input.if_none_match.as_ref(),
+            input.if_modified_since.as_ref(),
+            input.if_unmodified_since.as_ref(),
+            true,
+        )?;
+        let (len, content_range) = match input
+            .range
+            .as_ref()
+            .map(|r| parse_range_header(r, rec.size))
+            .transpose()?
+        {
+            Some(r) => (
+                r.end - r.start,
+                Some(format!("bytes {}-{}/{}", r.start, r.end - 1, rec.size)),
+            ),
+            None => (rec.size, None),
+        };
+        let g = object_output(&rec);
+        Ok(S3Response::new(HeadObjectOutput {
+            accept_ranges: g.accept_ranges,
+            cache_control: g.cache_control,
+            content_disposition: g.content_disposition,
+            content_encoding: g.content_encoding,
+            content_language: g.content_language,
+            content_length: Some(len as i64),
+            content_range,
+            content_type: g.content_type,
+            e_tag: g.e_tag,
+            last_modified: g.last_modified,
+            metadata: g.metadata,
+            ..Default::default()
+        }))
+    }
+
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        let owner = owner(&req)?;
+        self.layer
+            .delete_object(&owner, &req.input.bucket, &req.input.key)
+            .map_err(map_err)?;
+        Ok(S3Response::new(DeleteObjectOutput::default()))
+    }
+
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        self.layer
+            .head_bucket(&owner, &input.bucket)
+            .map_err(map_err)?;
+        if input.delete.objects.len() > 1000 {
+            return Err(s3_error!(
+                MalformedXML,
+                "at most 1000 keys per DeleteObjects"
+            ));
+        }
+        let quiet = input.delete.quiet.unwrap_or(false);
+        let mut deleted = Vec::new();
+        let mut errors = Vec::new();
+        for o in input.delete.objects {
+            match self.layer.delete_object(&owner, &input.bucket, &o.key) {
+                Ok(_) => {
+                    if !quiet {
+                        deleted.push(DeletedObject {
+                            key: Some(o.key),
+                            ..Default::default()
+                        });
+                    }
+                }
+                Err(e) => {
+                    let e = map_err(e);
+                    errors.push(Error {
+                        code: Some(e.code().as_str().to_string()),
+                        key: Some(o.key),
+                        message: e.message().map(str::to_string),
+                        version_id: None,
+                    });
+                }
+            }
+        }
+        Ok(S3Response::new(DeleteObjectsOutput {
+            deleted: Some(deleted),
+            errors: (!errors.is_empty()).then_some(errors),
+            ..Default::default()
+        }))
+    }
+
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let (sb, sk) = copy_source(&input.copy_source)?;
+        let src = self.layer.head_object(&owner, &sb, &sk).map_err(map_err)?;
+        check_conditions(
+            &src,
+            input.copy_source_if_match.as_ref(),
+            input.copy_source_if_none_match.as_ref(),
+            input.copy_source_if_modified_since.as_ref(),
+            input.copy_source_if_unmodified_since.as_ref(),
+            false,
+        )?;
+        let replace = input
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        if sb == input.bucket && sk == input.key && !replace {
+            return Err(s3_error!(
+                InvalidRequest,
+                "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
+            ));
+        }
+        let meta = replace.then(|| ObjectMeta {
+            content_type: input.content_type,
+            content_encoding: input.content_encoding,
+            content_disposition: input.content_disposition,
+            content_language: input.content_language,
+            cache_control: input.cache_control,
+            user: input
+                .metadata
+                .map(|m| m.into_iter().collect())
+                .unwrap_or_default(),
+        });
+        let rec = self
+            .layer
+            .copy_object(&owner, (&sb, &sk), (&input.bucket, &input.key), meta)
+            .await
+            .map_err(map_err)?;
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: Some(ETag::Strong(rec.etag)),
+                last_modified: Some(timestamp(rec.modified_ms)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_objects(
+        &self,
+        req: S3Request<ListObjectsInput>,
+    ) -> S3Result<S3Response<ListObjectsOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let url = is_url(input.encoding_type.as_ref());
+        let params = ListParams {
+            prefix: input.prefix.clone().unwrap_or_default(),
+            delimiter: input.delimiter.clone(),
+            start_after: input.marker.clone().filter(|m| !m.is_empty()),
+            max_keys: max_keys(input.max_keys)?,
+        };
+        let r = self
+            .layer
+            .list_objects(&owner, &input.bucket, &params)
+            .map_err(map_err)?;
+        let enc = |s: String| if url { url_encode(&s) } else { s };
+        Ok(S3Response::new(ListObjectsOutput {
+            name: Some(input.bucket),
+            prefix: Some(enc(params.prefix.clone())),
+            marker: Some(enc(input.marker.unwrap_or_default())),
+            max_keys: Some(params.max_keys as i32),
+            is_truncated: Some(r.truncated),
+            next_marker: r.next_start_after.map(enc),
+            contents: Some(
+                r.objects
+                    .iter()
+                    .map(|(k, o)| list_entry(enc(k.clone()), o, &owner))
+                    .collect(),
+            ),
+            common_prefixes: Some(
+                r.common_prefixes
+                    .into_iter()
+                    .map(|p| CommonPrefix {
+                        prefix: Some(enc(p)),
+                    })
+                    .collect(),
+            ),
+            delimiter: input.delimiter.map(enc),
+            encoding_type: input.encoding_type,
+            ..Default::default()
+        }))
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let url = is_url(input.encoding_type.as_ref());
+        let token_after = input
+            .continuation_token
+            .as_deref()
+            .map(decode_token)
+            .transpose()?;
+        let params = ListParams {
+            prefix: input.prefix.clone().unwrap_or_default(),
+            delimiter: input.delimiter.clone(),
+            start_after: token_after
+                .or_else(|| input.start_after.clone().filter(|s| !s.is_empty())),
+            max_keys: max_keys(input.max_keys)?,
+        };
+        let r = self
+            .layer
+            .list_objects(&owner, &input.bucket, &params)
+            .map_err(map_err)?;
+        let enc = |s: String| if url { url_encode(&s) } else { s };
+        let key_count = (r.objects.len() + r.common_prefixes.len()) as i32;
+        Ok(S3Response::new(ListObjectsV2Output {
+            name: Some(input.bucket),
+            prefix: Some(enc(params.prefix.clone())),
+            max_keys: Some(params.max_keys as i32),
+            key_count: Some(key_count),
+            continuation_token: input.continuation_token,
+            is_truncated: Some(r.truncated),
+            next_continuation_token: r.next_start_after.as_deref().map(encode_token),
+            contents: Some(
+                r.objects
+                    .iter()
+                    .map(|(k, o)| list_entry(enc(k.clone()), o, &owner))
+                    .collect(),
+            ),
+            common_prefixes: Some(
+                r.common_prefixes
+                    .into_iter()
+                    .map(|p| CommonPrefix {
+                        prefix: Some(enc(p)),
+                    })
+                    .collect(),
+            ),
+            delimiter: input.delimiter.map(enc),
+            encoding_type: input.encoding_type,
+            start_after: input.start_after.map(enc),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let url = is_url(input.encoding_type.as_ref());
+        let params = ListParams {
+            prefix: input.prefix.clone().unwrap_or_default(),
+            delimiter: input.delimiter.clone(),
+            start_after: input.key_marker.clone().filter(|m| !m.is_empty()),
+            max_keys: max_keys(input.max_keys)?,
+        };
+        let r = self
+            .layer
+            .list_objects(&owner, &input.bucket, &params)
+            .map_err(map_err)?;
+        let enc = |s: String| if url { url_encode(&s) } else { s };
+        Ok(S3Response::new(ListObjectVersionsOutput {
+            name: Some(input.bucket),
+            prefix: Some(enc(params.prefix.clone())),
+            key_marker: input.key_marker.map(enc),
+            version_id_marker: input.version_id_marker,
+            max_keys: Some(params.max_keys as i32),
+            is_truncated: Some(r.truncated),
+            next_key_marker: r.next_start_after.clone().map(enc),
+            next_version_id_marker: r.next_start_after.as_ref().map(|_| "null".to_string()),
+            versions: Some(
+                r.objects
+                    .iter()
+                    .map(|(k, o)| ObjectVersion {
+                        e_tag: Some(ETag::Strong(o.etag.clone())),
+                        is_latest: Some(true),
+                        key: Some(enc(k.clone())),
+                        last_modified: Some(timestamp(o.modified_ms)),
+                        size: Some(o.size as i64),
+                        storage_class: Some(ObjectVersionStorageClass::from_static(
+                            ObjectVersionStorageClass::STANDARD,
+                        )),
+                        version_id: Some("null".into()),
+                        owner: Some(Owner {
+                            display_name: Some(owner.clone()),
+                            id: Some(owner.clone()),
+                        }),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            common_prefixes: Some(
+                r.common_prefixes
+                    .into_iter()
+                    .map(|p| CommonPrefix {
+                        prefix: Some(enc(p)),
+                    })
+                    .collect(),
+            ),
+            delimiter: input.delimiter.map(enc),
+            encoding_type: input.encoding_type,
+            ..Default::default()
+        }))
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let meta = ObjectMeta {
+            content_type: input.content_type,
+            content_encoding: input.content_encoding,
+            content_disposition: input.content_disposition,
+            content_language: input.content_language,
+            cache_control: input.cache_control,
+            user: input
+                .metadata
+                .map(|m| m.into_iter().collect())
+                .unwrap_or_default(),
+        };
+        let id = self
+            .layer
+            .create_multipart(&owner, &input.bucket, &input.key, meta)
+            .map_err(map_err)?;
+        Ok(S3Response::new(CreateMultipartUploadOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            upload_id: Some(id),
+            ..Default::default()
+        }))
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let len = check_len(input.content_length)?;
+        let number = part_number(input.part_number)?;
+        let want_md5 = input.content_md5.as_deref().map(decode_md5).transpose()?;
+        let body = body_stream(input.body);
+        let body: ByteStream = match want_md5 {
+            None => body,
+            Some(md5) => md5_checked(body, md5),
+        };
+        let part = self
+            .layer
+            .upload_part(
+                &owner,
+                (&input.bucket, &input.key, &input.upload_id),
+                number,
+                body,
+                len,
+            )
+            .await
+            .map_err(map_err)?;
+        Ok(S3Response::new(UploadPartOutput {
+            e_tag: Some(ETag::Strong(part.etag)),
+            ..Default::default()
+        }))
+    }
+
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let number = part_number(input.part_number)?;
+        let (sb, sk) = copy_source(&input.copy_source)?;
+        let src = self.layer.head_object(&owner, &sb, &sk).map_err(map_err)?;
+        check_conditions(
+            &src,
+            input.copy_source_if_match.as_ref(),
+            input.copy_source_if_none_match.as_ref(),
+            input.copy_source_if_modified_since.as_ref(),
+            input.copy_source_if_unmodified_since.as_ref(),
+            false,
+        )?;
+        let range = input
+            .copy_source_range
+            .as_deref()
+            .map(|r| parse_copy_range(r, src.size))
+            .transpose()?;
+        let part = self
+            .layer
+            .upload_part_copy(
+                &owner,
+                (&input.bucket, &input.key, &input.upload_id),
+                number,
+                (&sb, &sk),
+                range,
+            )
+            .await
+            .map_err(map_err)?;
+        Ok(S3Response::new(UploadPartCopyOutput {
+            copy_part_result: Some(CopyPartResult {
+                e_tag: Some(ETag::Strong(part.etag)),
+                last_modified: Some(timestamp(part.modified_ms)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let parts: Vec<(u32, String)> = input
+            .multipart_upload
+            .and_then(|m| m.parts)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| {
+                let n = part_number(p.part_number.unwrap_or(0))?;
+                let etag = p.e_tag.map(|e| e.value().to_string()).unwrap_or_default();
+                Ok((n, etag))
+            })
+            .collect::<S3Result<_>>()?;
+        let rec = self
+            .layer
+            .complete_multipart(
+                &owner,
+                (&input.bucket, &input.key, &input.upload_id),
+                &parts,
+            )
+            .map_err(map_err)?;
+        Ok(S3Response::new(CompleteMultipartUploadOutput {
+            bucket: Some(input.bucket.clone()),
+            key: Some(input.key.clone()),
+            e_tag: Some(ETag::Strong(rec.etag)),
+            location: Some(format!("/{}/{}", input.bucket, input.key)),
+            ..Default::default()
+        }))
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        self.layer
+            .abort_multipart(&owner, (&input.bucket, &input.key, &input.upload_id))
+            .map_err(map_err)?;
+        Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+    }
+
+    async fn list_parts(
+        &self,
+        req: S3Request<ListPartsInput>,
+    ) -> S3Result<S3Response<ListPartsOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let u = self
+            .layer
+            .get_upload(&owner, &input.bucket, &input.key, &input.upload_id)
+            .map_err(map_err)?;
+        let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
+        let after = input.part_number_marker.unwrap_or(0).max(0) as u32;
+        let all: Vec<_> = u.parts.range(after + 1..).collect();
+        let page = &all[..all.len().min(max)];
+        let truncated = all.len() > page.len();
+        Ok(S3Response::new(ListPartsOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            upload_id: Some(input.upload_id),
+            max_parts: Some(max as i32),
+            is_truncated: Some(truncated),
+            part_number_marker: input.part_number_marker,
+            next_part_number_marker: page.last().filter(|_| truncated).map(|(n, _)| **n as i32),
+            parts: Some(
+                page.iter()
+                    .map(|(n, p)| Part {
+                        e_tag: Some(ETag::Strong(p.etag.clone())),
+                        last_modified: Some(timestamp(p.modified_ms)),
+                        part_number: Some(**n as i32),
+                        size: Some(p.size as i64),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let max = input.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
+        let key_marker = input.key_marker.clone().unwrap_or_default();
+        let id_marker = input.upload_id_marker.clone().unwrap_or_default();
+        let all: Vec<_> = self
+            .layer
+            .list_uploads(&owner, &input.bucket, &prefix)
+            .map_err(map_err)?
+            .into_iter()
+            .filter(|u| {
+                key_marker.is_empty()
+                    || u.key > key_marker
+                    || (u.key == key_marker && !id_marker.is_empty() && u.upload_id > id_marker)
+            })
+            .collect();
+        let truncated = all.len() > max;
+        let page = &all[..all.len().min(max)];
+        Ok(S3Response::new(ListMultipartUploadsOutput {
+            bucket: Some(input.bucket),
+            prefix: input.prefix,
+            key_marker: input.key_marker,
+            upload_id_marker: input.upload_id_marker,
+            max_uploads: Some(max as i32),
+            is_truncated: Some(truncated),
+            next_key_marker: page.last().filter(|_| truncated).map(|u| u.key.clone()),
+            next_upload_id_marker: page
+                .last()
+                .filter(|_| truncated)
+                .map(|u| u.upload_id.clone()),
+            uploads: Some(
+                page.iter()
+                    .map(|u| MultipartUpload {
+                        key: Some(u.key.clone()),
+                        upload_id: Some(u.upload_id.clone()),
+                        initiated: Some(timestamp(u.initiated_ms)),
+                        owner: Some(Owner {
+                            display_name: Some(u.owner.clone()),
+                            id: Some(u.owner.clone()),
+                        }),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }))
+    }
+}
+
+/// Common metadata of GET and HEAD responses.
+fn object_output(rec: &ObjectRecord) -> GetObjectOutput {
+    GetObjectOutput {
+        accept_ranges: Some("bytes".into()),
+        cache_control: rec.meta.cache_control.clone(),
+        content_disposition: rec.meta.content_disposition.clone(),
+        content_encoding: rec.meta.content_encoding.clone(),
+        content_language: rec.meta.content_language.clone(),
+        content_type: rec.meta.content_type.clone(),
+        e_tag: Some(ETag::Strong(rec.etag.clone())),
+        last_modified: Some(timestamp(rec.modified_ms)),
+        metadata: (!rec.meta.user.is_empty()).then(|| {
+            rec.meta
+                .user
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<HashMap<_, _>>()
+        }),
+        ..Default::default()
+    }
+}
+
+fn list_entry(key: String, o: &ObjectRecord, owner: &str) -> Object {
+    Object {
+        e_tag: Some(ETag::Strong(o.etag.clone())),
+        key: Some(key),
+        last_modified: Some(timestamp(o.modified_ms)),
+        size: Some(o.size as i64),
+        storage_class: Some(ObjectStorageClass::from_static(
+            ObjectStorageClass::STANDARD,
+        )),
+        owner: Some(Owner {
+            display_name: Some(owner.to_string()),
+            id: Some(owner.to_string()),
+        }),
+        ..Default::default()
+    }
+}
+
+fn max_keys(v: Option<i32>) -> S3Result<usize> {
+    match v {
+        None => Ok(1000),
+        Some(n) if n < 0 => Err(s3_error!(InvalidArgument, "max-keys must not be negative")),
+        Some(n) => Ok((n as usize).min(1000)),
+    }
+}
+
+fn part_number(n: i32) -> S3Result<u32> {
+    if (1..=10_000).contains(&n) {
+        Ok(n as u32)
+    } else {
+        Err(s3_error!(
+            InvalidArgument,
+            "Part number must be an integer between 1 and 10000, inclusive"
+        ))
+    }
+}
+
+fn is_url(e: Option<&EncodingType>) -> bool {
+    e.is_some_and(|e| e.as_str() == EncodingType::URL)
+}

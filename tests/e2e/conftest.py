@@ -1,0 +1,133 @@
+"""Fixtures of the end-to-end tests: the real oram-proxy binary on 127.0.0.1.
+
+Every proxy started here listens on a free loopback port, lives in a temporary
+data directory, and is stopped by PID (SIGTERM, then SIGKILL after a bounded
+wait). The binary is target/debug/oram-proxy unless ORAM_PROXY_BIN says otherwise.
+"""
+
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+
+import boto3
+import pytest
+from botocore.config import Config
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = os.environ.get("ORAM_PROXY_BIN", str(ROOT / "target" / "debug" / "oram-proxy"))
+ACCESS = "e2e-admin"
+SECRET = "e2e-secret-key-0123"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proxy:
+    """One oram-proxy process."""
+
+    def __init__(self, workdir, *args, env=None, creds=True):
+        self.workdir = pathlib.Path(workdir)
+        self.data_dir = self.workdir / "data"
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        full_env = dict(os.environ)
+        full_env["RUST_LOG"] = "info"
+        if creds:
+            full_env["ORAM_PROXY_ROOT_USER"] = ACCESS
+            full_env["ORAM_PROXY_ROOT_PASSWORD"] = SECRET
+        full_env.update(env or {})
+        self.stdout = open(self.workdir / "stdout.log", "w+")
+        self.stderr = open(self.workdir / "stderr.log", "w+")
+        self.proc = subprocess.Popen(
+            [BIN, "serve", "--data-dir", str(self.data_dir), "--s3-listen", f"127.0.0.1:{self.port}", *args],
+            stdout=self.stdout,
+            stderr=self.stderr,
+            env=full_env,
+            cwd=self.workdir,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"oram-proxy exited with {self.proc.returncode}: {self.logs()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        self.kill()
+        raise RuntimeError("oram-proxy did not start listening within 60 s")
+
+    def logs(self):
+        self.stdout.flush()
+        self.stderr.flush()
+        return (self.workdir / "stdout.log").read_text() + (self.workdir / "stderr.log").read_text()
+
+    def stop(self, timeout=60):
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise
+        return self.proc.returncode
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def client(self, access=ACCESS, secret=SECRET):
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=access,
+            aws_secret_access_key=secret,
+            region_name="us-east-1",
+            config=Config(
+                signature_version="s3v4",
+                s3={"addressing_style": "path"},
+                retries={"max_attempts": 2, "mode": "standard"},
+            ),
+        )
+
+    def client_env(self):
+        """Environment for aws cli and rclone subprocesses."""
+        env = dict(os.environ)
+        env.pop("AWS_CA_BUNDLE", None)
+        env.update(
+            AWS_ACCESS_KEY_ID=ACCESS,
+            AWS_SECRET_ACCESS_KEY=SECRET,
+            AWS_DEFAULT_REGION="us-east-1",
+            AWS_CONFIG_FILE=str(self.workdir / "no-aws-config"),
+            AWS_SHARED_CREDENTIALS_FILE=str(self.workdir / "no-aws-credentials"),
+            RCLONE_CONFIG=str(self.workdir / "rclone.conf"),
+            RCLONE_CONFIG_ORAM_TYPE="s3",
+            RCLONE_CONFIG_ORAM_PROVIDER="Other",
+            RCLONE_CONFIG_ORAM_ACCESS_KEY_ID=ACCESS,
+            RCLONE_CONFIG_ORAM_SECRET_ACCESS_KEY=SECRET,
+            RCLONE_CONFIG_ORAM_ENDPOINT=self.endpoint,
+            RCLONE_CONFIG_ORAM_REGION="us-east-1",
+            RCLONE_CONFIG_ORAM_FORCE_PATH_STYLE="true",
+        )
+        return env
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    p = Proxy(tmp_path_factory.mktemp("proxy"))
+    yield p
+    code = p.stop()
+    assert code == 0, f"oram-proxy exited with {code} on SIGTERM:\n{p.logs()}"
+
+
+@pytest.fixture
+def s3(proxy):
+    return proxy.client()

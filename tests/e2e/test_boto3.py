@@ -1,0 +1,135 @@
+"""boto3 against the proxy: presigned URLs and bad input in S3's own error format."""
+
+import hashlib
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
+
+from conftest import ACCESS, SECRET
+
+
+def http(method, url, data=None, headers=None):
+    """Plain HTTP; returns (status, body bytes, headers)."""
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+
+
+def signed(method, url, body=b"", headers=None, secret=SECRET):
+    """A raw SigV4-signed request, for input boto3 would refuse to send."""
+    req = AWSRequest(method=method, url=url, data=body, headers=headers or {})
+    req.headers["x-amz-content-sha256"] = hashlib.sha256(body).hexdigest()
+    S3SigV4Auth(Credentials(ACCESS, secret), "s3", "us-east-1").add_auth(req)
+    return http(method, url, data=body if body else None, headers=dict(req.headers))
+
+
+def error_code(body):
+    text = body.decode()
+    assert text.startswith("<?xml"), text
+    return text.split("<Code>")[1].split("</Code>")[0]
+
+
+@pytest.fixture(scope="module")
+def bucket(proxy):
+    s3 = proxy.client()
+    s3.create_bucket(Bucket="e2e-boto")
+    s3.put_object(Bucket="e2e-boto", Key="keep.txt", Body=b"precious data " * 1000)
+    return "e2e-boto"
+
+
+def assert_untouched(s3, bucket):
+    got = s3.get_object(Bucket=bucket, Key="keep.txt")
+    assert got["Body"].read() == b"precious data " * 1000
+    assert got["ETag"] == '"%s"' % hashlib.md5(b"precious data " * 1000).hexdigest()
+
+
+def test_round_trip_and_upload_file(s3, bucket, tmp_path):
+    data = bytes(range(256)) * 40_000  # 10 MB: boto3 switches to multipart at 8 MB
+    f = tmp_path / "big.bin"
+    f.write_bytes(data)
+    s3.upload_file(str(f), bucket, "big.bin")
+    out = tmp_path / "out.bin"
+    s3.download_file(bucket, "big.bin", str(out))
+    assert out.read_bytes() == data
+    head = s3.head_object(Bucket=bucket, Key="big.bin")
+    assert head["ContentLength"] == len(data)
+    assert head["ETag"].endswith('-2"'), head["ETag"]
+
+
+def test_presigned_get_and_put(s3, bucket):
+    put_url = s3.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": "pre.txt"}, ExpiresIn=300)
+    status, _, _ = http("PUT", put_url, data=b"via presigned PUT")
+    assert status == 200
+    get_url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "pre.txt"}, ExpiresIn=300)
+    status, body, _ = http("GET", get_url)
+    assert (status, body) == (200, b"via presigned PUT")
+    # Tampering with a presigned URL breaks its signature.
+    status, body, _ = http("GET", get_url.replace("pre.txt", "keep.txt"))
+    assert status == 403 and error_code(body) == "SignatureDoesNotMatch"
+
+
+def test_expired_presigned_url(s3, bucket):
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "keep.txt"}, ExpiresIn=1)
+    time.sleep(2.5)
+    status, body, _ = http("GET", url)
+    assert status == 403, body
+    assert error_code(body) == "AccessDenied"
+    assert_untouched(s3, bucket)
+
+
+def test_wrong_secret_and_anonymous(proxy, bucket):
+    bad = proxy.client(secret="wrong-secret-value")
+    with pytest.raises(ClientError) as e:
+        bad.put_object(Bucket=bucket, Key="keep.txt", Body=b"overwrite attempt")
+    assert e.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+    status, body, _ = signed("PUT", f"{proxy.endpoint}/{bucket}/keep.txt", b"forged", secret="nope-nope")
+    assert status == 403 and error_code(body) == "SignatureDoesNotMatch"
+    status, body, _ = http("GET", f"{proxy.endpoint}/{bucket}/keep.txt")
+    assert status == 403 and error_code(body) == "AccessDenied"
+    assert_untouched(proxy.client(), bucket)
+
+
+def test_malformed_xml_bodies(proxy, bucket):
+    body = b"<Delete><Object><Key>keep.txt</Key>"  # cut off
+    md5 = __import__("base64").b64encode(hashlib.md5(body).digest()).decode()
+    status, resp, _ = signed("POST", f"{proxy.endpoint}/{bucket}?delete", body, {"Content-MD5": md5})
+    assert status == 400 and error_code(resp) == "MalformedXML", resp
+    body = b"<CompleteMultipartUpload><Part>garbage"
+    status, resp, _ = signed("POST", f"{proxy.endpoint}/{bucket}/x?uploadId=abc", body)
+    assert status == 400 and error_code(resp) == "MalformedXML", resp
+    assert_untouched(proxy.client(), bucket)
+
+
+@pytest.mark.parametrize("name", ["UPPER", "ab", "bad_underscore", "-dash-start", "a" * 64, "10.0.0.1"])
+def test_invalid_bucket_names(proxy, name):
+    status, body, _ = signed("PUT", f"{proxy.endpoint}/{name}")
+    assert status == 400, body
+    assert error_code(body) == "InvalidBucketName"
+
+
+def test_range_beyond_end_and_missing_things(s3, bucket):
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket=bucket, Key="keep.txt", Range="bytes=999999-")
+    assert e.value.response["Error"]["Code"] == "InvalidRange"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 416
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket=bucket, Key="nope")
+    assert e.value.response["Error"]["Code"] == "NoSuchKey"
+    with pytest.raises(ClientError) as e:
+        s3.list_objects_v2(Bucket="no-such-bucket-here")
+    assert e.value.response["Error"]["Code"] == "NoSuchBucket"
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="md5", Body=b"abc", ContentMD5="1B2M2Y8AsgTpgAmY7PhCfg==")
+    assert e.value.response["Error"]["Code"] == "BadDigest"
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket=bucket, Key="md5")
+    assert_untouched(s3, bucket)
