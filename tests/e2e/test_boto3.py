@@ -133,3 +133,18 @@ def test_range_beyond_end_and_missing_things(s3, bucket):
     with pytest.raises(ClientError):
         s3.head_object(Bucket=bucket, Key="md5")
     assert_untouched(s3, bucket)
+
+
+def test_empty_object_ranges_and_create_only_put(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="empty", Body=b"")
+    assert s3.get_object(Bucket=bucket, Key="empty")["Body"].read() == b""
+    for rng in ["bytes=-5", "bytes=0-"]:
+        with pytest.raises(ClientError) as e:
+            s3.get_object(Bucket=bucket, Key="empty", Range=rng)
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 416, rng
+    s3.put_object(Bucket=bucket, Key="once", Body=b"first", IfNoneMatch="*")
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="once", Body=b"second", IfNoneMatch="*")
+    assert e.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert s3.get_object(Bucket=bucket, Key="once")["Body"].read() == b"first"
+    assert_untouched(s3, bucket)

@@ -112,6 +112,18 @@ pub enum ObjectError {
     /// The client's body stream failed (connection lost, bad signature chunk).
     #[error("request body: {0}")]
     Body(String),
+    /// A byte range that is empty or reaches past the end of the object.
+    #[error("range not satisfiable for an object of {size} bytes")]
+    InvalidRange {
+        /// The object's size.
+        size: u64,
+    },
+    /// A create-only write found the object already there; nothing was changed.
+    #[error("object {0} already exists")]
+    AlreadyExists(String),
+    /// The object changed between the check of a condition and the operation.
+    #[error("object {0} changed during the operation")]
+    Conflict(String),
     /// The body does not match the Content-MD5 the client sent.
     #[error("body does not match its Content-MD5")]
     BadDigest,
@@ -309,6 +321,19 @@ impl Shared {
             shared: self.clone(),
             id,
         }
+    }
+}
+
+/// An object opened for reading: its record, with its blocks pinned.
+pub struct OpenObject {
+    rec: ObjectRecord,
+    pin: ReadPin,
+}
+
+impl OpenObject {
+    /// The record of the version opened.
+    pub fn record(&self) -> &ObjectRecord {
+        &self.rec
     }
 }
 
@@ -581,8 +606,43 @@ impl ObjectLayer {
         body: ByteStream,
         expected_len: Option<u64>,
     ) -> Result<ObjectRecord> {
+        self.put_inner(owner, (bucket, key), meta, body, expected_len, false)
+            .await
+    }
+
+    /// As [`ObjectLayer::put_object`], but only if `bucket/key` does not exist when
+    /// the upload commits ([`ObjectError::AlreadyExists`] otherwise; the uploaded
+    /// blocks are freed). Of two racing creates, exactly one succeeds.
+    pub async fn put_object_if_absent(
+        &self,
+        owner: &str,
+        bucket: &str,
+        key: &str,
+        meta: ObjectMeta,
+        body: ByteStream,
+        expected_len: Option<u64>,
+    ) -> Result<ObjectRecord> {
+        self.put_inner(owner, (bucket, key), meta, body, expected_len, true)
+            .await
+    }
+
+    async fn put_inner(
+        &self,
+        owner: &str,
+        (bucket, key): (&str, &str),
+        meta: ObjectMeta,
+        body: ByteStream,
+        expected_len: Option<u64>,
+        create_only: bool,
+    ) -> Result<ObjectRecord> {
         check_key(key)?;
-        self.shared.lock().owned_bucket(owner, bucket)?;
+        {
+            let m = self.shared.lock();
+            m.owned_bucket(owner, bucket)?;
+            if create_only && m.object(bucket, key)?.is_some() {
+                return Err(ObjectError::AlreadyExists(key.into()));
+            }
+        }
         if let Some(n) = expected_len {
             if n > MAX_PUT_SIZE {
                 return Err(ObjectError::TooLarge { max: MAX_PUT_SIZE });
@@ -608,7 +668,7 @@ impl ObjectLayer {
             meta,
             segments: vec![segment],
         };
-        self.commit_object(owner, bucket, key, rec)
+        self.commit_object(owner, bucket, key, rec, create_only)
     }
 
     /// Refuses early a write of `bytes` that cannot fit.
@@ -629,13 +689,24 @@ impl ObjectLayer {
         bucket: &str,
         key: &str,
         rec: ObjectRecord,
+        create_only: bool,
     ) -> Result<ObjectRecord> {
         let mut m = self.shared.lock();
         if let Err(e) = m.owned_bucket(owner, bucket) {
             m.release(rec.id, &rec.segments);
             return Err(e);
         }
-        let old = m.object(bucket, key)?;
+        let old = match m.object(bucket, key) {
+            Ok(Some(_)) if create_only => {
+                m.release(rec.id, &rec.segments);
+                return Err(ObjectError::AlreadyExists(key.into()));
+            }
+            Ok(old) => old,
+            Err(e) => {
+                m.release(rec.id, &rec.segments);
+                return Err(e);
+            }
+        };
         m.kv.put(&object_key(bucket, key), encode(&rec));
         m.kv.commit()?;
         if let Some(old) = old {
@@ -652,10 +723,36 @@ impl ObjectLayer {
             .ok_or_else(|| ObjectError::NoSuchKey(key.into()))
     }
 
-    /// Opens `bucket/key` for reading `range` (the whole object if `None`; the caller
-    /// has checked the range against the size). The stream reads only the blocks of
-    /// the range, `batch_blocks` at a time; the version read stays intact until the
-    /// stream is dropped, even if the object is replaced meanwhile.
+    /// Opens `bucket/key`: its record, pinned so that its blocks stay intact until
+    /// the returned handle (or the stream made from it) is dropped, even if the
+    /// object is replaced meanwhile. Check conditions against
+    /// [`OpenObject::record`], then read with [`ObjectLayer::read`]: the bytes are
+    /// those of the record checked.
+    pub fn open_object(&self, owner: &str, bucket: &str, key: &str) -> Result<OpenObject> {
+        let mut m = self.shared.lock();
+        m.owned_bucket(owner, bucket)?;
+        let rec = m
+            .object(bucket, key)?
+            .ok_or_else(|| ObjectError::NoSuchKey(key.into()))?;
+        let pin = self.shared.pin(&mut m, rec.id);
+        Ok(OpenObject { rec, pin })
+    }
+
+    /// Streams `range` (the whole object if `None`) of an opened object. The stream
+    /// reads only the blocks of the range, `batch_blocks` at a time.
+    ///
+    /// # Errors
+    /// [`ObjectError::InvalidRange`] if the range is empty or reaches past the end.
+    pub fn read(&self, obj: OpenObject, range: Option<std::ops::Range<u64>>) -> Result<ByteStream> {
+        let size = obj.rec.size;
+        let range = range.unwrap_or(0..size);
+        if range.end > size || (range.start >= range.end && size > 0) {
+            return Err(ObjectError::InvalidRange { size });
+        }
+        Ok(self.read_stream(obj.rec.segments, range, obj.pin))
+    }
+
+    /// [`ObjectLayer::open_object`] and [`ObjectLayer::read`] in one.
     pub fn get_object(
         &self,
         owner: &str,
@@ -663,18 +760,9 @@ impl ObjectLayer {
         key: &str,
         range: Option<std::ops::Range<u64>>,
     ) -> Result<(ObjectRecord, ByteStream)> {
-        let (rec, pin) = {
-            let mut m = self.shared.lock();
-            m.owned_bucket(owner, bucket)?;
-            let rec = m
-                .object(bucket, key)?
-                .ok_or_else(|| ObjectError::NoSuchKey(key.into()))?;
-            let pin = self.shared.pin(&mut m, rec.id);
-            (rec, pin)
-        };
-        let range = range.unwrap_or(0..rec.size);
-        let stream = self.read_stream(rec.segments.clone(), range, pin);
-        Ok((rec, stream))
+        let obj = self.open_object(owner, bucket, key)?;
+        let rec = obj.rec.clone();
+        Ok((rec, self.read(obj, range)?))
     }
 
     fn read_stream(
@@ -744,23 +832,28 @@ impl ObjectLayer {
         Ok(true)
     }
 
-    /// Copies `src_bucket/src_key` to `dst_bucket/dst_key`; `meta` replaces the
-    /// metadata (`None` keeps the source's). Copying an object onto itself with new
-    /// metadata changes only the metadata.
+    /// Copies the opened object `src` (found at `src_name`) to `dst`; `meta` replaces
+    /// the metadata (`None` keeps the source's). Copying an object onto itself with
+    /// new metadata changes only the metadata; if the object was replaced since it
+    /// was opened, that fails with [`ObjectError::Conflict`].
     pub async fn copy_object(
         &self,
         owner: &str,
-        src: (&str, &str),
+        src: OpenObject,
+        src_name: (&str, &str),
         dst: (&str, &str),
         meta: Option<ObjectMeta>,
     ) -> Result<ObjectRecord> {
         check_key(dst.1)?;
-        if src == dst {
+        if src_name == dst {
             let mut m = self.shared.lock();
             m.owned_bucket(owner, dst.0)?;
             let mut rec = m
-                .object(src.0, src.1)?
-                .ok_or_else(|| ObjectError::NoSuchKey(src.1.into()))?;
+                .object(dst.0, dst.1)?
+                .ok_or_else(|| ObjectError::NoSuchKey(dst.1.into()))?;
+            if rec.id != src.rec.id {
+                return Err(ObjectError::Conflict(dst.1.into()));
+            }
             if let Some(meta) = meta {
                 rec.meta = meta;
             }
@@ -770,20 +863,21 @@ impl ObjectLayer {
             return Ok(rec);
         }
         self.shared.lock().owned_bucket(owner, dst.0)?;
-        let (src_rec, body) = self.get_object(owner, src.0, src.1, None)?;
-        self.check_room(src_rec.size)?;
+        self.check_room(src.rec.size)?;
+        let (etag, src_meta) = (src.rec.etag.clone(), src.rec.meta.clone());
+        let body = self.read(src, None)?;
         let mut w = BlockWriter::new(self.shared.clone(), MAX_PUT_SIZE);
         w.write_stream(body).await?;
         let (segment, _) = w.finish().await?;
         let rec = ObjectRecord {
             id: random_id(),
             size: segment.len,
-            etag: src_rec.etag.clone(),
+            etag,
             modified_ms: now_ms(),
-            meta: meta.unwrap_or(src_rec.meta),
+            meta: meta.unwrap_or(src_meta),
             segments: vec![segment],
         };
-        self.commit_object(owner, dst.0, dst.1, rec)
+        self.commit_object(owner, dst.0, dst.1, rec, false)
     }
 
     /// Lists the objects of a bucket (see [`ListParams`]).
@@ -898,17 +992,17 @@ impl ObjectLayer {
         Ok(part)
     }
 
-    /// Stores part `number` as a copy of `range` of an existing object.
+    /// Stores part `number` as a copy of `range` of an opened object.
     pub async fn upload_part_copy(
         &self,
         owner: &str,
         target: (&str, &str, &str),
         number: u32,
-        src: (&str, &str),
+        src: OpenObject,
         range: Option<std::ops::Range<u64>>,
     ) -> Result<PartRecord> {
-        let (rec, body) = self.get_object(owner, src.0, src.1, range.clone())?;
-        let len = range.map_or(rec.size, |r| r.end - r.start);
+        let len = range.as_ref().map_or(src.rec.size, |r| r.end - r.start);
+        let body = self.read(src, range)?;
         self.upload_part(owner, target, number, body, Some(len))
             .await
     }
@@ -986,20 +1080,25 @@ impl ObjectLayer {
         Ok(rec)
     }
 
-    /// Aborts an upload and frees its parts.
+    /// Aborts an upload and frees its parts (all under one lock, so a part upload
+    /// racing the abort either lands before and is freed here, or finds the upload
+    /// gone and frees its own blocks).
     pub fn abort_multipart(&self, owner: &str, target: (&str, &str, &str)) -> Result<()> {
         let (bucket, key, upload_id) = target;
-        let u = self.get_upload(owner, bucket, key, upload_id)?;
         let mut m = self.shared.lock();
-        if m.kv.delete(&upload_key(upload_id)) {
-            m.kv.commit()?;
-            let runs: Vec<Run> = u
-                .parts
-                .values()
-                .flat_map(|p| p.segment.runs.clone())
-                .collect();
-            m.alloc.free(&runs);
+        m.owned_bucket(owner, bucket)?;
+        let u = m.upload(owner, upload_id)?;
+        if u.bucket != bucket || u.key != key {
+            return Err(ObjectError::NoSuchUpload(upload_id.into()));
         }
+        m.kv.delete(&upload_key(upload_id));
+        m.kv.commit()?;
+        let runs: Vec<Run> = u
+            .parts
+            .values()
+            .flat_map(|p| p.segment.runs.clone())
+            .collect();
+        m.alloc.free(&runs);
         Ok(())
     }
 

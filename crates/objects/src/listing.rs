@@ -60,6 +60,10 @@ pub(crate) fn list(kv: &dyn KvState, bucket: &str, p: &ListParams) -> Result<Lis
         }
         _ => (full_prefix.clone(), true),
     };
+    if end.as_ref().is_some_and(|e| cursor >= *e) {
+        // start-after lies beyond every key with the prefix.
+        return Ok(out);
+    }
     let delim = p.delimiter.as_deref().filter(|d| !d.is_empty());
     let mut count = 0usize;
     'outer: loop {

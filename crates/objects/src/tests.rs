@@ -451,7 +451,13 @@ async fn copy_and_metadata_replace() {
         .await
         .unwrap();
     let c = l
-        .copy_object("a", ("src", "o"), ("dst", "o2"), None)
+        .copy_object(
+            "a",
+            l.open_object("a", "src", "o").unwrap(),
+            ("src", "o"),
+            ("dst", "o2"),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(c.meta, meta);
@@ -464,7 +470,13 @@ async fn copy_and_metadata_replace() {
     };
     let used = l.usage().free_blocks;
     let r = l
-        .copy_object("a", ("src", "o"), ("src", "o"), Some(new_meta.clone()))
+        .copy_object(
+            "a",
+            l.open_object("a", "src", "o").unwrap(),
+            ("src", "o"),
+            ("src", "o"),
+            Some(new_meta.clone()),
+        )
         .await
         .unwrap();
     assert_eq!(r.meta, new_meta);
@@ -475,4 +487,196 @@ async fn copy_and_metadata_replace() {
     );
     let (_, s) = l.get_object("a", "src", "o", None).unwrap();
     assert_eq!(read_all(s).await.unwrap(), d);
+}
+
+#[tokio::test]
+async fn range_reads_touch_only_their_blocks() {
+    let l = layer(400);
+    l.create_bucket("a", "bkt").unwrap();
+    let d = data(100 * BS, 4);
+    l.put_object(
+        "a",
+        "bkt",
+        "k",
+        ObjectMeta::default(),
+        body(d.clone()),
+        None,
+    )
+    .await
+    .unwrap();
+    for (range, blocks) in [
+        (0..1u64, 1u64),
+        (BS as u64 - 1..BS as u64 + 1, 2),
+        (10 * BS as u64..20 * BS as u64, 10),
+    ] {
+        let before = l.engine().stats().accesses;
+        let (_, s) = l.get_object("a", "bkt", "k", Some(range.clone())).unwrap();
+        assert_eq!(
+            read_all(s).await.unwrap(),
+            d.slice(range.start as usize..range.end as usize)
+        );
+        assert_eq!(
+            l.engine().stats().accesses - before,
+            blocks,
+            "range {range:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn copy_onto_itself_after_a_replace_is_a_conflict() {
+    let l = layer(100);
+    l.create_bucket("a", "bkt").unwrap();
+    l.put_object(
+        "a",
+        "bkt",
+        "o",
+        ObjectMeta::default(),
+        body(data(100, 1)),
+        None,
+    )
+    .await
+    .unwrap();
+    let open = l.open_object("a", "bkt", "o").unwrap();
+    l.put_object(
+        "a",
+        "bkt",
+        "o",
+        ObjectMeta::default(),
+        body(data(100, 2)),
+        None,
+    )
+    .await
+    .unwrap();
+    let r = l
+        .copy_object(
+            "a",
+            open,
+            ("bkt", "o"),
+            ("bkt", "o"),
+            Some(ObjectMeta::default()),
+        )
+        .await;
+    assert!(matches!(r, Err(ObjectError::Conflict(_))), "{r:?}");
+}
+
+#[tokio::test]
+async fn reads_check_their_range() {
+    let l = layer(100);
+    l.create_bucket("a", "bkt").unwrap();
+    l.put_object(
+        "a",
+        "bkt",
+        "o",
+        ObjectMeta::default(),
+        body(data(100, 1)),
+        None,
+    )
+    .await
+    .unwrap();
+    l.put_object(
+        "a",
+        "bkt",
+        "empty",
+        ObjectMeta::default(),
+        body(Bytes::new()),
+        None,
+    )
+    .await
+    .unwrap();
+    for r in [5..5, 50..101, 200..300] {
+        let open = l.open_object("a", "bkt", "o").unwrap();
+        assert!(matches!(
+            l.read(open, Some(r)),
+            Err(ObjectError::InvalidRange { size: 100 })
+        ));
+    }
+    let open = l.open_object("a", "bkt", "empty").unwrap();
+    assert!(read_all(l.read(open, None).unwrap())
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn listing_after_the_prefix_range_is_empty() {
+    let l = layer(100);
+    l.create_bucket("a", "bkt").unwrap();
+    for k in ["a1", "a2", "b1"] {
+        l.put_object("a", "bkt", k, ObjectMeta::default(), body(data(3, 0)), None)
+            .await
+            .unwrap();
+    }
+    for after in ["b", "z", "a\u{10ffff}"] {
+        let r = l
+            .list_objects(
+                "a",
+                "bkt",
+                &ListParams {
+                    prefix: "a".into(),
+                    delimiter: Some("/".into()),
+                    start_after: Some(after.into()),
+                    max_keys: 10,
+                },
+            )
+            .unwrap();
+        assert!(
+            r.objects.is_empty() && !r.truncated,
+            "start-after {after:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_creates_and_racing_aborts_keep_the_allocator_consistent() {
+    let l = layer(2000);
+    l.create_bucket("a", "bkt").unwrap();
+    let free = l.usage().free_blocks;
+    for i in 0..40 {
+        // Two create-only PUTs of the same new key: exactly one wins.
+        let key = format!("new{i}");
+        let (a, b) = tokio::join!(
+            l.put_object_if_absent(
+                "a",
+                "bkt",
+                &key,
+                ObjectMeta::default(),
+                body(data(300, 1)),
+                None
+            ),
+            l.put_object_if_absent(
+                "a",
+                "bkt",
+                &key,
+                ObjectMeta::default(),
+                body(data(300, 2)),
+                None
+            ),
+        );
+        assert!(a.is_ok() != b.is_ok(), "round {i}: {a:?} / {b:?}");
+        assert!(matches!(
+            a.err().or(b.err()),
+            Some(ObjectError::AlreadyExists(_))
+        ));
+        l.delete_object("a", "bkt", &key).unwrap();
+        // A part upload racing an abort: the part is freed either way.
+        let id = l
+            .create_multipart("a", "bkt", "mp", ObjectMeta::default())
+            .unwrap();
+        let l2 = l.clone();
+        let id2 = id.clone();
+        let up = tokio::spawn(async move {
+            l2.upload_part("a", ("bkt", "mp", &id2), 1, body(data(500, 3)), None)
+                .await
+        });
+        tokio::task::yield_now().await;
+        let _ = l.abort_multipart("a", ("bkt", "mp", &id));
+        let _ = up.await.unwrap();
+        let _ = l.abort_multipart("a", ("bkt", "mp", &id));
+        assert_eq!(
+            l.usage().free_blocks,
+            free,
+            "round {i}: blocks leaked or double-freed"
+        );
+    }
 }

@@ -185,6 +185,9 @@ impl KvState for MemKv {
         } else {
             Bound::Excluded(start)
         };
+        if end.is_some_and(|e| e < start || (e == start && !inclusive)) {
+            return Vec::new();
+        }
         let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
         self.map
             .range::<[u8], _>((lo, hi))
@@ -242,6 +245,9 @@ mod tests {
         );
         assert_eq!(keys(kv.range(b"b", false, None, 2)), ["b/1", "b/2"]);
         assert_eq!(keys(kv.range(b"", true, None, 100)).len(), 5);
+        // Empty or inverted bounds give nothing (no panic).
+        assert!(kv.range(b"c", false, Some(b"c"), 10).is_empty());
+        assert!(kv.range(b"d", true, Some(b"c"), 10).is_empty());
         assert!(kv.delete(b"b"));
         assert!(!kv.delete(b"b"));
         assert_eq!(kv.get(b"b/1"), Some(b"b/1".to_vec()));

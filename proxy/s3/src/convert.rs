@@ -45,6 +45,18 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
             err.set_status_code(http::StatusCode::INSUFFICIENT_STORAGE);
             err
         }
+        E::InvalidRange { size } => s3_error!(
+            InvalidRange,
+            "The requested range is not satisfiable (object size {size})"
+        ),
+        E::AlreadyExists(_) => s3_error!(
+            PreconditionFailed,
+            "At least one of the pre-conditions you specified did not hold (the object exists)."
+        ),
+        E::Conflict(_) => s3_error!(
+            OperationAborted,
+            "A conflicting operation changed the object; try again."
+        ),
         E::BadDigest => s3_error!(BadDigest, "The Content-MD5 you specified did not match what we received."),
         E::Body(m) => s3_error!(IncompleteBody, "request body: {m}"),
         E::IncompleteBody { got, expected } => s3_error!(

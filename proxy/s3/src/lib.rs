@@ -153,13 +153,16 @@ fn check_conditions(
     Ok(())
 }
 
+/// The byte range a Range header asks for; an empty result (any range of an empty
+/// object) is unsatisfiable too.
 fn parse_range_header(r: &s3s::dto::Range, size: u64) -> S3Result<Range<u64>> {
-    r.check(size).map_err(|_| {
-        s3_error!(
+    match r.check(size) {
+        Ok(range) if range.start < range.end => Ok(range),
+        _ => Err(s3_error!(
             InvalidRange,
             "The requested range is not satisfiable (object size {size})"
-        )
-    })
+        )),
+    }
 }
 
 /// Parses `bytes=first-last` of x-amz-copy-source-range.
@@ -288,17 +291,8 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         let input = req.input;
         let len = check_len(input.content_length)?;
-        if let Some(c) = &input.if_none_match {
-            // Conditional create: refuse if the object exists.
-            if c.is_any()
-                && self
-                    .layer
-                    .head_object(&owner, &input.bucket, &input.key)
-                    .is_ok()
-            {
-                return Err(s3_error!(PreconditionFailed, "the object already exists"));
-            }
-        }
+        // If-None-Match: * makes the PUT create-only, checked atomically at commit.
+        let create_only = input.if_none_match.as_ref().is_some_and(|c| c.is_any());
         let want_md5 = input.content_md5.as_deref().map(decode_md5).transpose()?;
         let meta = ObjectMeta {
             content_type: input.content_type,
@@ -316,11 +310,16 @@ impl S3 for OramS3 {
             None => body,
             Some(md5) => md5_checked(body, md5),
         };
-        let rec = self
-            .layer
-            .put_object(&owner, &input.bucket, &input.key, meta, body, len)
-            .await
-            .map_err(map_err)?;
+        let rec = if create_only {
+            self.layer
+                .put_object_if_absent(&owner, &input.bucket, &input.key, meta, body, len)
+                .await
+        } else {
+            self.layer
+                .put_object(&owner, &input.bucket, &input.key, meta, body, len)
+                .await
+        }
+        .map_err(map_err)?;
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(ETag::Strong(rec.etag)),
             ..Default::default()
@@ -333,12 +332,15 @@ impl S3 for OramS3 {
     ) -> S3Result<S3Response<GetObjectOutput>> {
         let owner = owner(&req)?;
         let input = req.input;
-        let head = self
+        // One version throughout: conditions and range are checked against the record
+        // whose (pinned) blocks are then read.
+        let obj = self
             .layer
-            .head_object(&owner, &input.bucket, &input.key)
+            .open_object(&owner, &input.bucket, &input.key)
             .map_err(map_err)?;
+        let rec = obj.record().clone();
         check_conditions(
-            &head,
+            &rec,
             input.if_match.as_ref(),
             input.if_none_match.as_ref(),
             input.if_modified_since.as_ref(),
@@ -348,12 +350,9 @@ impl S3 for OramS3 {
         let range = input
             .range
             .as_ref()
-            .map(|r| parse_range_header(r, head.size))
+            .map(|r| parse_range_header(r, rec.size))
             .transpose()?;
-        let (rec, stream) = self
-            .layer
-            .get_object(&owner, &input.bucket, &input.key, range.clone())
-            .map_err(map_err)?;
+        let stream = self.layer.read(obj, range.clone()).map_err(map_err)?;
         let (len, content_range) = match &range {
             Some(r) => (
                 r.end - r.start,
@@ -479,9 +478,9 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         let input = req.input;
         let (sb, sk) = copy_source(&input.copy_source)?;
-        let src = self.layer.head_object(&owner, &sb, &sk).map_err(map_err)?;
+        let src = self.layer.open_object(&owner, &sb, &sk).map_err(map_err)?;
         check_conditions(
-            &src,
+            src.record(),
             input.copy_source_if_match.as_ref(),
             input.copy_source_if_none_match.as_ref(),
             input.copy_source_if_modified_since.as_ref(),
@@ -511,7 +510,7 @@ impl S3 for OramS3 {
         });
         let rec = self
             .layer
-            .copy_object(&owner, (&sb, &sk), (&input.bucket, &input.key), meta)
+            .copy_object(&owner, src, (&sb, &sk), (&input.bucket, &input.key), meta)
             .await
             .map_err(map_err)?;
         Ok(S3Response::new(CopyObjectOutput {
@@ -753,9 +752,9 @@ impl S3 for OramS3 {
         let input = req.input;
         let number = part_number(input.part_number)?;
         let (sb, sk) = copy_source(&input.copy_source)?;
-        let src = self.layer.head_object(&owner, &sb, &sk).map_err(map_err)?;
+        let src = self.layer.open_object(&owner, &sb, &sk).map_err(map_err)?;
         check_conditions(
-            &src,
+            src.record(),
             input.copy_source_if_match.as_ref(),
             input.copy_source_if_none_match.as_ref(),
             input.copy_source_if_modified_since.as_ref(),
@@ -765,7 +764,7 @@ impl S3 for OramS3 {
         let range = input
             .copy_source_range
             .as_deref()
-            .map(|r| parse_copy_range(r, src.size))
+            .map(|r| parse_copy_range(r, src.record().size))
             .transpose()?;
         let part = self
             .layer
@@ -773,7 +772,7 @@ impl S3 for OramS3 {
                 &owner,
                 (&input.bucket, &input.key, &input.upload_id),
                 number,
-                (&sb, &sk),
+                src,
                 range,
             )
             .await
