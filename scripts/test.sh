@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, layering, every Rust test, the end-to-end
-# tests with real clients (boto3, aws cli, rclone) against the real binary, and one
-# pass of every benchmark. Installs what it needs: a fresh machine needs only Rust,
-# Python 3 and apt (rclone comes from Debian, the Python clients go into a venv).
+# The whole test suite: formatting, lints, layering, every Rust test (including the
+# S3 back-end against MinIO and moto, and aws-sdk-s3 against the proxy), the
+# end-to-end tests with real clients (boto3, aws cli, rclone) against the real
+# binary, and one pass of every benchmark.
+#
+# Installs what it needs; a fresh machine needs only Rust, Go, Python 3 and apt:
+# - MinIO: `go install` of a pinned version into $(go env GOPATH)/bin (first build
+#   takes several minutes);
+# - boto3, awscli, moto[server], pytest: a venv in target/e2e-venv;
+# - rclone: Debian's package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -25,17 +33,21 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "layering check"
 scripts/check-layering.sh
 
-step "cargo test"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-cargo test --workspace --locked 2>&1 | tee "$log"
-
-step "end-to-end clients: venv with boto3 + awscli + pytest, rclone from Debian"
+step "test dependencies: MinIO (go install), Python venv (boto3, awscli, moto, pytest), rclone (apt)"
+minio_bin="$(go env GOPATH)/bin/minio"
+minio_stamp="$(go env GOPATH)/bin/.minio-version"
+if [ ! -x "$minio_bin" ] || [ "$(cat "$minio_stamp" 2>/dev/null)" != "$MINIO_VERSION" ]; then
+    echo "building MinIO $MINIO_VERSION (several minutes the first time)"
+    go install "github.com/minio/minio@$MINIO_VERSION"
+    echo "$MINIO_VERSION" > "$minio_stamp"
+fi
+export ORAM_TEST_MINIO="$minio_bin"
 venv="$(pwd)/target/e2e-venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt
+export ORAM_TEST_MOTO="$venv/bin/moto_server"
 if ! command -v rclone >/dev/null 2>&1; then
     sudo_cmd=""
     [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
@@ -43,6 +55,11 @@ if ! command -v rclone >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq rclone >/dev/null
 fi
 rclone version | head -1
+
+step "cargo test"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked 2>&1 | tee "$log"
 
 step "end-to-end tests (pytest, real binary on 127.0.0.1)"
 cargo build -p oram-proxy --locked

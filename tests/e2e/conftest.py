@@ -28,6 +28,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def wait_port(port, timeout=60):
+    """Waits until something accepts connections on 127.0.0.1:port."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listening on port {port} after {timeout} s")
+
+
 class Proxy:
     """One oram-proxy process."""
 

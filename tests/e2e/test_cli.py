@@ -3,6 +3,7 @@
 import os
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -93,3 +94,60 @@ def test_sigterm_finishes_in_flight_requests(tmp_path):
 def test_example_config_parses():
     r = run("example-config")
     assert r.returncode == 0 and "[engine]" in r.stdout and "capacity_blocks" in r.stdout
+
+
+def test_unreachable_backend_is_a_clear_startup_error(tmp_path):
+    from conftest import free_port
+
+    dead = free_port()  # nothing listens there
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y")
+    r = run(
+        "serve", "--data-dir", str(tmp_path / "d"), "--s3-listen", "127.0.0.1:0",
+        "--backend", "s3://nowhere/p", "--backend-endpoint", f"http://127.0.0.1:{dead}",
+        env=env, timeout=120,
+    )
+    assert r.returncode != 0
+    assert "S3 back-end bucket" in r.stderr and "not usable" in r.stderr, r.stderr
+    r = run("serve", "--backend", "ftp://x")
+    assert r.returncode != 0 and "expected file:///path or s3://bucket/prefix" in r.stderr
+
+
+@pytest.mark.skipif(not os.environ.get("ORAM_TEST_MINIO"), reason="needs MinIO (scripts/test.sh builds it)")
+def test_init_and_serve_on_minio_from_flags(tmp_path):
+    from conftest import free_port, wait_port
+
+    port = free_port()
+    minio = subprocess.Popen(
+        [os.environ["ORAM_TEST_MINIO"], "server", "--quiet", "--address", f"127.0.0.1:{port}",
+         "--console-address", f"127.0.0.1:{free_port()}", str(tmp_path / "minio")],
+        env=dict(os.environ, MINIO_ROOT_USER="miniouser", MINIO_ROOT_PASSWORD="miniosecret123", MINIO_BROWSER="off"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port)
+        flags = ["--backend", "s3://oram-bkt/pre/fix", "--backend-endpoint", f"http://127.0.0.1:{port}", "--backend-region", "us-east-1"]
+        aws_env = {"AWS_ACCESS_KEY_ID": "miniouser", "AWS_SECRET_ACCESS_KEY": "miniosecret123"}
+        deadline = 60
+        for _ in range(deadline):  # MinIO may need a moment after opening its port
+            r = run("init", "--data-dir", str(tmp_path / "proxy" / "data"), *flags, env=dict(os.environ, **aws_env))
+            if r.returncode == 0:
+                break
+            time.sleep(1)
+        assert r.returncode == 0, r.stderr
+        assert 'backend bucket "oram-bkt" ready' in r.stdout
+        (tmp_path / "proxy").mkdir(exist_ok=True)
+        p = Proxy(tmp_path / "proxy", *flags, env=aws_env)
+        try:
+            assert "backend:    s3://oram-bkt/pre/fix at http://127.0.0.1:" in p.logs()
+            s3 = p.client()
+            s3.create_bucket(Bucket="via-minio")
+            s3.put_object(Bucket="via-minio", Key="k", Body=b"stored in MinIO, obliviously")
+            assert s3.get_object(Bucket="via-minio", Key="k")["Body"].read() == b"stored in MinIO, obliviously"
+        finally:
+            assert p.stop() == 0
+        # The sealed buckets are in MinIO under the prefix.
+        stored = list((tmp_path / "minio" / "oram-bkt" / "pre" / "fix" / "vol0" / "n").iterdir())
+        assert stored, "no ORAM buckets in MinIO"
+    finally:
+        minio.kill()
+        minio.wait(timeout=30)

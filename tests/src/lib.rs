@@ -10,8 +10,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use std::collections::HashMap;
+
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey, StoreError, TraceEvent, Verb};
+use oram_engine::{Op, Oram};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+pub mod servers;
 use oram_direct::{DirectConfig, DirectEngine};
 use oram_path::{PathConfig, PathOram};
 use oram_seal::{MasterKey, Sealer, VolumeId};
@@ -44,6 +51,74 @@ pub fn block_data(block: u64, version: u64, size: usize) -> Bytes {
         .map(|i| (seed.rotate_left((i % 64) as u32) as u8) ^ (i as u8))
         .collect::<Vec<u8>>()
         .into()
+}
+
+/// Model test driver: runs `rounds` random batches (1..=max_batch ops, with repeated blocks) and
+/// checks every read against the model; returns the number of ops performed.
+pub async fn run_model(engine: &dyn Oram, rounds: usize, max_batch: usize, seed: u64) -> usize {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let cap = engine.capacity();
+    let bs = engine.block_size();
+    let mut model: HashMap<u64, Bytes> = HashMap::new();
+    let mut version = 0u64;
+    let mut total = 0;
+    for r in 0..rounds {
+        let n = rng.gen_range(1..=max_batch);
+        // A small hot set makes repeated blocks within a batch common.
+        let hot = rng.gen_bool(0.3);
+        let mut ops = Vec::with_capacity(n);
+        for _ in 0..n {
+            let b = if hot {
+                rng.gen_range(0..cap.min(4))
+            } else {
+                rng.gen_range(0..cap)
+            };
+            if rng.gen_bool(0.5) {
+                version += 1;
+                ops.push(Op::Write(b, block_data(b, version, bs)));
+            } else {
+                ops.push(Op::Read(b));
+            }
+        }
+        let results = engine.access(ops.clone()).await.expect("access failed");
+        assert_eq!(results.len(), ops.len());
+        for (op, got) in ops.into_iter().zip(results) {
+            match op {
+                Op::Read(b) => {
+                    let want = model
+                        .get(&b)
+                        .cloned()
+                        .unwrap_or_else(|| Bytes::from(vec![0; bs]));
+                    assert!(got == want, "round {r}: block {b} read wrong data");
+                }
+                Op::Write(b, d) => {
+                    assert!(got.is_empty());
+                    model.insert(b, d);
+                }
+            }
+        }
+        total += n;
+        if r % 97 == 0 {
+            engine.flush().await.unwrap();
+        }
+    }
+    // Finally read everything back, in batches, after a flush.
+    engine.flush().await.unwrap();
+    let all: Vec<u64> = (0..cap).collect();
+    for chunk in all.chunks(max_batch.max(1)) {
+        let got = engine
+            .access(chunk.iter().map(|&b| Op::Read(b)).collect())
+            .await
+            .unwrap();
+        for (&b, g) in chunk.iter().zip(got) {
+            let want = model
+                .get(&b)
+                .cloned()
+                .unwrap_or_else(|| Bytes::from(vec![0; bs]));
+            assert!(g == want, "final read of block {b} wrong");
+        }
+    }
+    total
 }
 
 /// The chi-square statistic of `counts` against a uniform distribution.

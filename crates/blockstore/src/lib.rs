@@ -47,6 +47,17 @@ pub enum StoreError {
     /// later may succeed. Nothing was changed by the failed request.
     #[error("backend unavailable: {0}")]
     Unavailable(String),
+    /// The back-end refused the request for a reason retrying will not fix
+    /// (access denied, no such bucket, bad request).
+    #[error("{op} {key}: refused: {message}")]
+    Rejected {
+        /// What was being done.
+        op: &'static str,
+        /// The object key (or bucket) concerned.
+        key: String,
+        /// The back-end's answer.
+        message: String,
+    },
     /// The requested byte range is empty or reversed.
     #[error("invalid range {start}..{end}")]
     InvalidRange {

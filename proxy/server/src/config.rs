@@ -42,14 +42,36 @@ max_batch = 64
 max_inflight_writebacks = 4
 
 [backend]
-# "fs": a local directory (the only back-end so far).
+# "fs" (a local directory) or "s3" (AWS S3, IBM Cloud Object Storage, MinIO, ...).
+# On the command line: --backend file:///path or --backend s3://bucket/prefix.
 kind = "fs"
-# Directory of the fs back-end; default "<data_dir>/store".
-# path = "/var/lib/oram-proxy/store"
-# fsync every write (turn off only for throw-away benchmarks).
-fsync = true
-# Key prefix of this volume's objects.
+# Key prefix of this volume's objects (inside the directory or bucket prefix).
 prefix = "vol0"
+# fs: directory of the store; default "<data_dir>/store".
+# path = "/var/lib/oram-proxy/store"
+# fs: fsync every write (turn off only for throw-away benchmarks).
+fsync = true
+# s3: the bucket holding the volume (create it with `oram-proxy init`).
+bucket = ""
+# s3: key prefix inside the bucket ("" for none).
+key_prefix = ""
+# s3: endpoint URL; unset for AWS S3 itself (--backend-endpoint).
+# endpoint = "http://127.0.0.1:9000"
+# s3: region (--backend-region); IBM COS: the endpoint's region, e.g. "eu-de".
+region = "us-east-1"
+# s3: path-style addressing (endpoint/bucket/key); MinIO and most custom endpoints
+# need it. Default: on when an endpoint is set.
+# path_style = true
+# s3: static credentials; unset: the standard AWS chain (AWS_ACCESS_KEY_ID /
+# AWS_SECRET_ACCESS_KEY, profiles, instance metadata).
+# access_key = ""
+# secret_key = ""
+# s3: requests in flight towards the backend.
+max_in_flight = 32
+# s3: timeout of one request attempt, seconds.
+attempt_timeout_secs = 30
+# s3: attempts per request (exponential back-off with jitter in between).
+max_attempts = 4
 
 # Users of the S3 API. Without any, a user is generated on first start and kept in
 # <data_dir>/credentials.toml; ORAM_PROXY_ROOT_USER / ORAM_PROXY_ROOT_PASSWORD set
@@ -184,29 +206,107 @@ impl Default for EngineConfig {
 pub enum BackendKind {
     /// A local directory.
     Fs,
+    /// An S3-compatible service.
+    S3,
 }
 
 /// `[backend]`
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackendConfig {
     /// Back-end kind.
     pub kind: BackendKind,
+    /// Key prefix of the volume.
+    pub prefix: String,
     /// fs: directory (default `<data_dir>/store`).
     pub path: Option<PathBuf>,
     /// fs: fsync writes.
     pub fsync: bool,
-    /// Key prefix of the volume.
-    pub prefix: String,
+    /// s3: bucket.
+    pub bucket: String,
+    /// s3: key prefix inside the bucket.
+    pub key_prefix: String,
+    /// s3: endpoint URL (`None`: AWS).
+    pub endpoint: Option<String>,
+    /// s3: region.
+    pub region: String,
+    /// s3: path-style addressing (`None`: on when an endpoint is set).
+    pub path_style: Option<bool>,
+    /// s3: access key (`None`: the standard AWS chain).
+    pub access_key: Option<String>,
+    /// s3: secret key.
+    pub secret_key: Option<String>,
+    /// s3: requests in flight.
+    pub max_in_flight: usize,
+    /// s3: attempt timeout in seconds.
+    pub attempt_timeout_secs: u64,
+    /// s3: attempts per request.
+    pub max_attempts: u32,
+}
+
+impl fmt::Debug for BackendConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendConfig")
+            .field("kind", &self.kind)
+            .field("prefix", &self.prefix)
+            .field("path", &self.path)
+            .field("bucket", &self.bucket)
+            .field("key_prefix", &self.key_prefix)
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key", &self.access_key)
+            .field(
+                "secret_key",
+                &self.secret_key.as_ref().map(|_| "<redacted>"),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for BackendConfig {
     fn default() -> Self {
         Self {
             kind: BackendKind::Fs,
+            prefix: "vol0".into(),
             path: None,
             fsync: true,
-            prefix: "vol0".into(),
+            bucket: String::new(),
+            key_prefix: String::new(),
+            endpoint: None,
+            region: "us-east-1".into(),
+            path_style: None,
+            access_key: None,
+            secret_key: None,
+            max_in_flight: 32,
+            attempt_timeout_secs: 30,
+            max_attempts: 4,
+        }
+    }
+}
+
+impl BackendConfig {
+    /// Applies a `--backend` URL: `file:///path` or `s3://bucket[/prefix]`.
+    pub fn set_url(&mut self, url: &str) -> Result<(), String> {
+        if let Some(path) = url.strip_prefix("file://") {
+            if path.is_empty() {
+                return Err(format!("--backend {url:?}: file:// needs a path"));
+            }
+            self.kind = BackendKind::Fs;
+            self.path = Some(PathBuf::from(path));
+            Ok(())
+        } else if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(format!("--backend {url:?}: s3:// needs a bucket"));
+            }
+            self.kind = BackendKind::S3;
+            self.bucket = bucket.to_string();
+            self.key_prefix = prefix.trim_matches('/').to_string();
+            Ok(())
+        } else {
+            Err(format!(
+                "--backend {url:?}: expected file:///path or s3://bucket/prefix"
+            ))
         }
     }
 }
@@ -258,6 +358,19 @@ impl Config {
                     .into(),
             );
         }
+        if self.backend.kind == BackendKind::S3 {
+            if self.backend.bucket.is_empty() {
+                return Err("backend.bucket is required with the s3 back-end".into());
+            }
+            if self.backend.access_key.is_some() != self.backend.secret_key.is_some() {
+                return Err("backend.access_key and backend.secret_key go together".into());
+            }
+            if self.backend.max_in_flight == 0 || self.backend.max_attempts == 0 {
+                return Err(
+                    "backend.max_in_flight and backend.max_attempts must be positive".into(),
+                );
+            }
+        }
         if self.s3.max_concurrent_requests == 0 {
             return Err("s3.max_concurrent_requests must be positive".into());
         }
@@ -300,6 +413,32 @@ mod tests {
         let d = Config::default();
         assert_eq!(toml::to_string(&c).unwrap(), toml::to_string(&d).unwrap());
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn backend_urls() {
+        let mut b = BackendConfig::default();
+        b.set_url("s3://bkt/some/prefix/").unwrap();
+        assert_eq!(
+            (b.kind, b.bucket.as_str(), b.key_prefix.as_str()),
+            (BackendKind::S3, "bkt", "some/prefix")
+        );
+        b.set_url("s3://only").unwrap();
+        assert_eq!((b.bucket.as_str(), b.key_prefix.as_str()), ("only", ""));
+        b.set_url("file:///var/x").unwrap();
+        assert_eq!(
+            (b.kind, b.path.clone()),
+            (BackendKind::Fs, Some(PathBuf::from("/var/x")))
+        );
+        assert!(b.set_url("http://x").is_err());
+        assert!(b.set_url("s3://").is_err());
+        let c = Config::parse("[backend]\nkind = 's3'").unwrap();
+        assert!(c.validate().unwrap_err().contains("bucket"));
+        let dbg = format!(
+            "{:?}",
+            Config::parse("[backend]\nsecret_key = 'hunter22'").unwrap()
+        );
+        assert!(!dbg.contains("hunter22"));
     }
 
     #[test]

@@ -24,11 +24,12 @@ use oram_s3::S3User;
 use oram_seal::Sealer;
 use oram_state::{MemKv, MemState};
 use oram_store_fs::FsStore;
+use oram_store_s3::{S3Store, S3StoreConfig};
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
-pub use config::{Config, EngineKind, UserConfig};
+pub use config::{BackendKind, Config, EngineKind, UserConfig};
 
 /// Errors of starting or running the proxy.
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +137,7 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     let sealer = Arc::new(Sealer::new(&key, params.volume_id()?));
     drop(key);
 
-    let store = FsStore::open_with_sync(cfg.store_path(), cfg.backend.fsync)?;
+    let store = open_store(cfg).await?;
     // The trusted state lives in memory (durable state is a later piece of work): the
     // objects of an earlier run can no longer be opened, so they are removed.
     let old = store.list(&format!("{}/", cfg.backend.prefix)).await?;
@@ -150,7 +151,6 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
             store.delete_many(chunk).await?;
         }
     }
-    let store: Arc<dyn BlockStore> = Arc::new(store);
     let e = &cfg.engine;
     let engine: Arc<dyn Oram> = match e.kind {
         EngineKind::Path => Arc::new(PathOram::new(
@@ -224,6 +224,76 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
             discarded_objects,
         },
     })
+}
+
+fn s3_config(cfg: &Config) -> S3StoreConfig {
+    let b = &cfg.backend;
+    S3StoreConfig {
+        endpoint: b.endpoint.clone(),
+        region: b.region.clone(),
+        bucket: b.bucket.clone(),
+        prefix: b.key_prefix.clone(),
+        path_style: b.path_style.unwrap_or(b.endpoint.is_some()),
+        credentials: b.access_key.clone().zip(b.secret_key.clone()),
+        max_in_flight: b.max_in_flight,
+        attempt_timeout: Duration::from_secs(b.attempt_timeout_secs.max(1)),
+        max_attempts: b.max_attempts,
+    }
+}
+
+/// Opens the configured back-end and checks that it can be used: an unreachable
+/// S3 endpoint, a missing bucket or refused credentials are start-up errors.
+pub async fn open_store(cfg: &Config) -> Result<Arc<dyn BlockStore>, ProxyError> {
+    match cfg.backend.kind {
+        BackendKind::Fs => Ok(Arc::new(FsStore::open_with_sync(
+            cfg.store_path(),
+            cfg.backend.fsync,
+        )?)),
+        BackendKind::S3 => {
+            let s3 = S3Store::new(&s3_config(cfg)).await;
+            s3.check().await.map_err(|e| {
+                ProxyError::Config(format!(
+                    "S3 back-end bucket {:?} at {} is not usable: {e}",
+                    cfg.backend.bucket,
+                    cfg.backend.endpoint.as_deref().unwrap_or("AWS")
+                ))
+            })?;
+            Ok(Arc::new(s3))
+        }
+    }
+}
+
+/// `oram-proxy init`: creates the data directory (key, volume parameters,
+/// credentials) and, for the S3 back-end, the bucket. Returns what it did.
+pub async fn init(cfg: &Config, root: Option<UserConfig>) -> Result<Vec<String>, ProxyError> {
+    cfg.validate().map_err(ProxyError::Config)?;
+    let dir = &cfg.data_dir;
+    let mut done = Vec::new();
+    let existed = datadir::has_volume(dir);
+    datadir::ensure_dir(dir)?;
+    let (_, new_key) = datadir::master_key(dir, !existed)?;
+    if new_key {
+        done.push(format!(
+            "created master key {}",
+            dir.join("master.key").display()
+        ));
+    }
+    datadir::volume(dir, cfg)?;
+    let (users, generated) = datadir::users(dir, cfg, root)?;
+    if generated {
+        done.push(format!(
+            "created user {} (secret in {})",
+            users[0].access_key,
+            datadir::credentials_path(dir).display()
+        ));
+    }
+    if cfg.backend.kind == BackendKind::S3 {
+        let s3 = S3Store::new(&s3_config(cfg)).await;
+        s3.create_bucket().await?;
+        s3.check().await?;
+        done.push(format!("backend bucket {:?} ready", cfg.backend.bucket));
+    }
+    Ok(done)
 }
 
 /// The accept loop: each connection is served until `stopped` fires; then the

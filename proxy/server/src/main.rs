@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Serve the S3 API (creates the data directory on first start).
     Serve(ServeArgs),
+    /// Create the data directory and (S3 back-end) the backend bucket, then exit.
+    Init(ServeArgs),
     /// Print a documented configuration file with every default.
     ExampleConfig,
 }
@@ -49,6 +51,15 @@ struct ServeArgs {
     /// Do not fsync backend writes (throw-away benchmarks only).
     #[arg(long)]
     no_fsync: bool,
+    /// Back-end: file:///path or s3://bucket/prefix (overrides `[backend]`).
+    #[arg(long, value_name = "URL")]
+    backend: Option<String>,
+    /// S3 back-end endpoint URL, e.g. http://127.0.0.1:9000 (default: AWS).
+    #[arg(long, value_name = "URL")]
+    backend_endpoint: Option<String>,
+    /// S3 back-end region.
+    #[arg(long, value_name = "NAME")]
+    backend_region: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -58,6 +69,13 @@ fn main() -> ExitCode {
             print!("{EXAMPLE}");
             ExitCode::SUCCESS
         }
+        Command::Init(args) => match init(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("oram-proxy: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Serve(args) => match serve(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -68,7 +86,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(args: ServeArgs) -> Result<(), String> {
+/// The configuration from the file (or defaults), the flags and the environment.
+fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     let mut cfg = match &args.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
@@ -91,6 +110,15 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     if args.no_fsync {
         cfg.backend.fsync = false;
     }
+    if let Some(url) = &args.backend {
+        cfg.backend.set_url(url)?;
+    }
+    if let Some(ep) = args.backend_endpoint {
+        cfg.backend.endpoint = Some(ep);
+    }
+    if let Some(r) = args.backend_region {
+        cfg.backend.region = r;
+    }
     let root = match (
         std::env::var("ORAM_PROXY_ROOT_USER").ok(),
         std::env::var("ORAM_PROXY_ROOT_PASSWORD").ok(),
@@ -106,6 +134,32 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             )
         }
     };
+    Ok((cfg, root))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+fn init(args: ServeArgs) -> Result<(), String> {
+    let (cfg, root) = configure(args)?;
+    runtime()?.block_on(async move {
+        let done = oram_proxy::init(&cfg, root)
+            .await
+            .map_err(|e| e.to_string())?;
+        for line in &done {
+            println!("{line}");
+        }
+        println!("data directory {} ready", cfg.data_dir.display());
+        Ok(())
+    })
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    let (cfg, root) = configure(args)?;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -113,11 +167,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async move {
+    runtime()?.block_on(async move {
         let server = oram_proxy::start(&cfg, root)
             .await
             .map_err(|e| e.to_string())?;
@@ -147,6 +197,19 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
         (u.capacity_blocks * u.block_size as u64) >> 20
     );
     println!("  data dir:   {}", cfg.data_dir.display());
+    let b = &cfg.backend;
+    match b.kind {
+        oram_proxy::BackendKind::Fs => {
+            println!("  backend:    file://{}", cfg.store_path().display())
+        }
+        oram_proxy::BackendKind::S3 => println!(
+            "  backend:    s3://{}/{} at {} ({})",
+            b.bucket,
+            b.key_prefix,
+            b.endpoint.as_deref().unwrap_or("AWS S3"),
+            b.region
+        ),
+    }
     if info.new_key {
         println!(
             "  master key: created {}",

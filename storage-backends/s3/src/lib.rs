@@ -1,0 +1,351 @@
+//! A [`BlockStore`] on an S3-compatible object store: AWS S3, IBM Cloud Object
+//! Storage (HMAC keys), MinIO, or anything else speaking the S3 API.
+//!
+//! Key `k` is the object `<prefix>/k` in one bucket. Requests run concurrently up to
+//! a bound (`max_in_flight`, 32 by default: enough to hide a cloud round trip
+//! behind a path's worth of buckets), over pooled connections, each attempt with a
+//! timeout, retried by the SDK's standard strategy (exponential back-off with
+//! jitter on throttling, 5xx and timeouts). A missing object is a 404 read as
+//! `None`: there is never a HEAD before a GET.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+use aws_sdk_s3::Client;
+use bytes::Bytes;
+use futures::future::try_join_all;
+use oram_blockstore::{BlockStore, ObjKey, Result, StoreError};
+use tokio::sync::Semaphore;
+
+/// Settings of an S3 back-end.
+#[derive(Clone)]
+pub struct S3StoreConfig {
+    /// Endpoint URL (`http://127.0.0.1:9000`, `https://s3.eu-de.cloud-object-storage.appdomain.cloud`);
+    /// `None` for AWS's own endpoint of the region.
+    pub endpoint: Option<String>,
+    /// Region (`us-east-1`; IBM COS: the region of the endpoint, e.g. `eu-de`).
+    pub region: String,
+    /// Bucket holding the volume.
+    pub bucket: String,
+    /// Key prefix inside the bucket (may be empty).
+    pub prefix: String,
+    /// Path-style addressing (`endpoint/bucket/key`), needed by MinIO and most
+    /// S3-compatible services on custom endpoints.
+    pub path_style: bool,
+    /// Static credentials `(access key, secret key)`; `None`: the standard AWS
+    /// chain (environment, profile files, web identity, ECS, instance metadata).
+    pub credentials: Option<(String, String)>,
+    /// Requests in flight at most.
+    pub max_in_flight: usize,
+    /// Timeout of one attempt of one request.
+    pub attempt_timeout: Duration,
+    /// Attempts per request (first try included).
+    pub max_attempts: u32,
+}
+
+impl std::fmt::Debug for S3StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3StoreConfig")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("bucket", &self.bucket)
+            .field("prefix", &self.prefix)
+            .field("path_style", &self.path_style)
+            .field(
+                "credentials",
+                &self.credentials.as_ref().map(|(a, _)| (a, "<redacted>")),
+            )
+            .field("max_in_flight", &self.max_in_flight)
+            .finish()
+    }
+}
+
+impl Default for S3StoreConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            region: "us-east-1".into(),
+            bucket: String::new(),
+            prefix: String::new(),
+            path_style: false,
+            credentials: None,
+            max_in_flight: 32,
+            attempt_timeout: Duration::from_secs(30),
+            max_attempts: 4,
+        }
+    }
+}
+
+/// A block store in an S3 bucket.
+///
+/// **What the storage server observes:** one GET (with a `Range` header for
+/// `get_range`), PUT or batched DeleteObjects per item, with the key, size and time;
+/// ListObjectsV2 for maintenance listings.
+#[derive(Clone)]
+pub struct S3Store {
+    client: Client,
+    bucket: String,
+    prefix: String,
+    limit: Arc<Semaphore>,
+}
+
+type HttpResponse = aws_sdk_s3::config::http::HttpResponse;
+
+/// The HTTP status of a service error's response.
+fn status<E>(e: &SdkError<E, HttpResponse>) -> Option<u16> {
+    match e {
+        SdkError::ServiceError(se) => Some(se.raw().status().as_u16()),
+        _ => None,
+    }
+}
+
+/// Maps an SDK error: throttling, 5xx, timeouts and connection failures are
+/// `Unavailable` (retry later); other refusals are `Rejected`.
+fn map_err<E>(op: &'static str, key: &str, e: SdkError<E, HttpResponse>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let st = status(&e);
+    match &e {
+        SdkError::ServiceError(se) => {
+            let code = se.err().code().unwrap_or("unknown").to_string();
+            let msg = se.err().message().unwrap_or("").to_string();
+            if st.is_some_and(|s| s >= 500 || s == 429) || code == "SlowDown" {
+                StoreError::Unavailable(format!("{op} {key}: {code} {msg}"))
+            } else {
+                StoreError::Rejected {
+                    op,
+                    key: key.to_string(),
+                    message: format!("{code} (HTTP {}) {msg}", st.unwrap_or(0)),
+                }
+            }
+        }
+        SdkError::ConstructionFailure(_) => StoreError::Rejected {
+            op,
+            key: key.to_string(),
+            message: DisplayErrorContext(&e).to_string(),
+        },
+        _ => StoreError::Unavailable(format!("{op} {key}: {}", DisplayErrorContext(&e))),
+    }
+}
+
+impl S3Store {
+    /// Connects (lazily: no request is sent here) with `cfg`.
+    pub async fn new(cfg: &S3StoreConfig) -> Self {
+        let mut loader =
+            aws_config::defaults(BehaviorVersion::latest()).region(Region::new(cfg.region.clone()));
+        if let Some((ak, sk)) = &cfg.credentials {
+            loader = loader.credentials_provider(Credentials::new(
+                ak,
+                sk,
+                None,
+                None,
+                "oram-proxy config",
+            ));
+        }
+        let shared = loader.load().await;
+        let mut b = aws_sdk_s3::config::Builder::from(&shared)
+            .force_path_style(cfg.path_style)
+            .retry_config(
+                RetryConfig::standard()
+                    .with_max_attempts(cfg.max_attempts.max(1))
+                    .with_initial_backoff(Duration::from_millis(50))
+                    .with_max_backoff(Duration::from_secs(5)),
+            )
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(5))
+                    .operation_attempt_timeout(cfg.attempt_timeout)
+                    .build(),
+            );
+        if let Some(ep) = &cfg.endpoint {
+            b = b.endpoint_url(ep);
+        }
+        Self {
+            client: Client::from_conf(b.build()),
+            bucket: cfg.bucket.clone(),
+            prefix: cfg.prefix.trim_matches('/').to_string(),
+            limit: Arc::new(Semaphore::new(cfg.max_in_flight.max(1))),
+        }
+    }
+
+    fn full_key(&self, key: &str) -> String {
+        if self.prefix.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}/{key}", self.prefix)
+        }
+    }
+
+    /// Checks that the bucket exists and the credentials may use it.
+    pub async fn check(&self) -> Result<()> {
+        let _p = self.limit.acquire().await.expect("semaphore open");
+        self.client
+            .head_bucket()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| map_err("head bucket", &self.bucket, e))
+    }
+
+    /// Creates the bucket (for `oram-proxy init`); an existing bucket of the same
+    /// owner is fine.
+    pub async fn create_bucket(&self) -> Result<()> {
+        let r = self
+            .client
+            .create_bucket()
+            .bucket(&self.bucket)
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(se)) if se.err().is_bucket_already_owned_by_you() => Ok(()),
+            Err(e) => Err(map_err("create bucket", &self.bucket, e)),
+        }
+    }
+
+    async fn get_one(&self, key: &ObjKey, range: Option<&Range<u64>>) -> Result<Option<Bytes>> {
+        let _p = self.limit.acquire().await.expect("semaphore open");
+        let full = self.full_key(key.as_str());
+        let mut req = self.client.get_object().bucket(&self.bucket).key(&full);
+        if let Some(r) = range {
+            req = req.range(format!("bytes={}-{}", r.start, r.end - 1));
+        }
+        match req.send().await {
+            Ok(out) => {
+                let data = out
+                    .body
+                    .collect()
+                    .await
+                    .map_err(|e| StoreError::Unavailable(format!("get {full}: body: {e}")))?;
+                Ok(Some(data.into_bytes()))
+            }
+            Err(SdkError::ServiceError(se)) if se.err().is_no_such_key() => Ok(None),
+            Err(e) if status(&e) == Some(404) => Ok(None),
+            // Range starting at or past the end of an existing object.
+            Err(e) if status(&e) == Some(416) && range.is_some() => Ok(Some(Bytes::new())),
+            Err(e) => Err(map_err("get", &full, e)),
+        }
+    }
+}
+
+#[async_trait]
+impl BlockStore for S3Store {
+    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
+        try_join_all(keys.iter().map(|k| self.get_one(k, None))).await
+    }
+
+    async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>> {
+        oram_blockstore::clip_range(&range, u64::MAX)?;
+        self.get_one(key, Some(&range)).await
+    }
+
+    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+        try_join_all(items.into_iter().map(|(k, v)| async move {
+            let _p = self.limit.acquire().await.expect("semaphore open");
+            let full = self.full_key(k.as_str());
+            self.client
+                .put_object()
+                .bucket(&self.bucket)
+                .key(&full)
+                .content_length(v.len() as i64)
+                .body(ByteStream::from(v))
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| map_err("put", &full, e))
+        }))
+        .await
+        .map(|_| ())
+    }
+
+    async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
+        for chunk in keys.chunks(1000) {
+            let _p = self.limit.acquire().await.expect("semaphore open");
+            let objects = chunk
+                .iter()
+                .map(|k| {
+                    ObjectIdentifier::builder()
+                        .key(self.full_key(k.as_str()))
+                        .build()
+                        .map_err(|e| StoreError::Rejected {
+                            op: "delete",
+                            key: k.to_string(),
+                            message: e.to_string(),
+                        })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let delete = Delete::builder()
+                .set_objects(Some(objects))
+                .quiet(true)
+                .build()
+                .map_err(|e| StoreError::Rejected {
+                    op: "delete",
+                    key: String::new(),
+                    message: e.to_string(),
+                })?;
+            let out = self
+                .client
+                .delete_objects()
+                .bucket(&self.bucket)
+                .delete(delete)
+                .send()
+                .await
+                .map_err(|e| map_err("delete", &self.bucket, e))?;
+            if let Some(err) = out.errors().first() {
+                return Err(StoreError::Unavailable(format!(
+                    "delete {}: {} {}",
+                    err.key().unwrap_or(""),
+                    err.code().unwrap_or(""),
+                    err.message().unwrap_or("")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
+        let full_prefix = self.full_key(prefix);
+        let strip = if self.prefix.is_empty() {
+            0
+        } else {
+            self.prefix.len() + 1
+        };
+        let mut out = Vec::new();
+        let mut token = None;
+        loop {
+            let _p = self.limit.acquire().await.expect("semaphore open");
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(&full_prefix)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(|e| map_err("list", &full_prefix, e))?;
+            for o in page.contents() {
+                if let Some(k) = o.key() {
+                    if let Ok(k) = ObjKey::new(&k[strip.min(k.len())..]) {
+                        out.push(k);
+                    }
+                }
+            }
+            match page.next_continuation_token() {
+                Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_string()),
+                _ => break,
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}

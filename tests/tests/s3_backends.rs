@@ -1,0 +1,271 @@
+//! The S3 back-end against real S3 servers started on 127.0.0.1: MinIO and moto.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_s3::config::{Credentials, Region};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::Client;
+use oram_blockstore::BlockStore;
+use oram_path::PathConfig;
+use oram_proxy::{BackendKind, Config, UserConfig};
+use oram_tests::servers::{Minio, Moto, MINIO_PASSWORD, MINIO_USER};
+use oram_tests::{block_data, path_oram, run_model};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_on_minio() {
+    let minio = Minio::start();
+    let store = minio.store("conformance", "some/prefix").await;
+    oram_blockstore::conformance::run_all(&store, "conf").await;
+    // The store prefix is applied on the server and stripped from listings.
+    let direct = minio.store("conformance", "").await;
+    let raw = direct.list("some/prefix/conf/rt/").await.unwrap();
+    assert_eq!(raw.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_on_moto() {
+    let moto = Moto::start();
+    let store = moto.store("conformance", "p").await;
+    oram_blockstore::conformance::run_all(&store, "conf").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_oram_model_over_minio() {
+    let minio = Minio::start();
+    let store = Arc::new(minio.store("model", "vol").await);
+    let oram = path_oram(
+        store.clone(),
+        PathConfig {
+            capacity: 500,
+            block_size: 256,
+            cached_levels: 2,
+            rng_seed: Some([12; 32]),
+            ..PathConfig::default()
+        },
+    );
+    let ops = run_model(&oram, 150, 12, 77).await;
+    assert!(ops > 500);
+    assert!(!store.list("vol0/n/").await.unwrap().is_empty());
+}
+
+fn proxy_config(minio: &Minio, dir: &std::path::Path) -> Config {
+    let mut cfg = Config {
+        data_dir: dir.join("data"),
+        ..Config::default()
+    };
+    cfg.s3.listen = "127.0.0.1:0".into();
+    cfg.engine.capacity_blocks = 4096;
+    cfg.engine.cached_levels = 3;
+    cfg.backend.kind = BackendKind::S3;
+    cfg.backend.bucket = "oram-volume".into();
+    cfg.backend.key_prefix = "p".into();
+    cfg.backend.endpoint = Some(minio.endpoint());
+    cfg.backend.access_key = Some(MINIO_USER.into());
+    cfg.backend.secret_key = Some(MINIO_PASSWORD.into());
+    cfg.backend.max_attempts = 2;
+    cfg.backend.attempt_timeout_secs = 5;
+    cfg
+}
+
+fn client(endpoint: &str, user: &str, secret: &str, attempts: u32) -> Client {
+    let conf = aws_sdk_s3::Config::builder()
+        .behavior_version_latest()
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .force_path_style(true)
+        .credentials_provider(Credentials::new(user, secret, None, None, "test"))
+        .retry_config(
+            aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(attempts),
+        )
+        .timeout_config(
+            aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+                .operation_attempt_timeout(Duration::from_secs(60))
+                .build(),
+        )
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .build();
+    Client::from_conf(conf)
+}
+
+fn root() -> UserConfig {
+    UserConfig {
+        access_key: "alice".into(),
+        secret_key: "alicesecret".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_over_minio_round_trip_leaks_no_names_or_plaintext() {
+    let minio = Minio::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = proxy_config(&minio, dir.path());
+    oram_proxy::init(&cfg, Some(root()))
+        .await
+        .expect("init creates the backend bucket");
+    let server = oram_proxy::start(&cfg, Some(root())).await.unwrap();
+    let c = client(
+        &format!("http://{}", server.s3_addr()),
+        "alice",
+        "alicesecret",
+        3,
+    );
+    let bucket = "confidential-bucket-name";
+    c.create_bucket().bucket(bucket).send().await.unwrap();
+    const MARKER: &[u8] = b"TOP-SECRET-PLAINTEXT-";
+    let mut objects = BTreeMap::new();
+    for (i, key) in [
+        "reports/quarterly-earnings.txt",
+        "diary/private-entry.md",
+        "x",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut data = Vec::new();
+        while data.len() < 30_000 * (i + 1) {
+            data.extend_from_slice(MARKER);
+            data.extend_from_slice(&block_data(i as u64, data.len() as u64, 43));
+        }
+        c.put_object()
+            .bucket(bucket)
+            .key(*key)
+            .body(ByteStream::from(data.clone()))
+            .send()
+            .await
+            .unwrap();
+        objects.insert(key.to_string(), data);
+    }
+    for (k, v) in &objects {
+        let got = c.get_object().bucket(bucket).key(k).send().await.unwrap();
+        assert!(
+            got.body.collect().await.unwrap().into_bytes().as_ref() == v.as_slice(),
+            "{k}"
+        );
+    }
+    server.shutdown(Duration::from_secs(10)).await.unwrap();
+
+    // Everything MinIO holds, read directly.
+    let raw = minio.store("oram-volume", "").await;
+    let keys = raw.list("").await.unwrap();
+    assert!(keys.len() > 10, "only {} backend objects", keys.len());
+    let sizes: std::collections::BTreeSet<usize> = raw
+        .get_many(&keys)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| {
+            let o = o.unwrap();
+            for needle in [
+                MARKER,
+                bucket.as_bytes(),
+                b"quarterly",
+                b"private-entry",
+                b"reports/",
+            ] {
+                assert!(
+                    !o.windows(needle.len()).any(|w| w == needle),
+                    "backend object contains {needle:?}"
+                );
+            }
+            o.len()
+        })
+        .collect();
+    assert_eq!(
+        sizes.len(),
+        1,
+        "all backend objects have one size: {sizes:?}"
+    );
+    for k in &keys {
+        let k = k.as_str();
+        assert!(k.starts_with("p/vol0/n/"), "unexpected backend key {k}");
+        assert!(!k.contains("confidential") && !k.contains("quarterly") && !k.contains("diary"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_survives_a_minio_outage_without_losing_acknowledged_objects() {
+    let mut minio = Minio::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = proxy_config(&minio, dir.path());
+    oram_proxy::init(&cfg, Some(root())).await.unwrap();
+    let server = oram_proxy::start(&cfg, Some(root())).await.unwrap();
+    // One attempt per request: the client sees the errors instead of retrying them away.
+    let c = client(
+        &format!("http://{}", server.s3_addr()),
+        "alice",
+        "alicesecret",
+        1,
+    );
+    c.create_bucket().bucket("survivor").send().await.unwrap();
+    let mut acked: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut failures = Vec::new();
+    for i in 0..36u64 {
+        if i == 12 {
+            minio.stop();
+        }
+        if i == 24 {
+            minio.restart();
+        }
+        let key = format!("obj{}", i % 20);
+        let data = block_data(i, i, 1000 + (i as usize * 7919) % 50_000).to_vec();
+        match c
+            .put_object()
+            .bucket("survivor")
+            .key(&key)
+            .body(ByteStream::from(data.clone()))
+            .send()
+            .await
+        {
+            Ok(_) => {
+                acked.insert(key, data);
+            }
+            Err(e) => {
+                let status = e.raw_response().map(|r| r.status().as_u16());
+                failures.push((i, status));
+            }
+        }
+        // Reads of acknowledged objects during the outage fail cleanly, never with wrong data.
+        if let Some((k, v)) = acked.iter().next() {
+            if let Ok(out) = c.get_object().bucket("survivor").key(k).send().await {
+                let got = out.body.collect().await.map(|b| b.into_bytes());
+                if let Ok(got) = got {
+                    assert!(
+                        got.as_ref() == v.as_slice(),
+                        "wrong data for {k} at step {i}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        failures
+            .iter()
+            .any(|(i, s)| (12..24).contains(i) && *s == Some(503)),
+        "the outage must show as 503: {failures:?}"
+    );
+    assert!(
+        failures.iter().all(|(i, _)| (12..28).contains(i)),
+        "failures outside the outage: {failures:?}"
+    );
+    assert!(
+        acked.len() >= 15,
+        "too few acknowledged objects: {}",
+        acked.len()
+    );
+    for (k, v) in &acked {
+        let got = c
+            .get_object()
+            .bucket("survivor")
+            .key(k)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            got.body.collect().await.unwrap().into_bytes().as_ref() == v.as_slice(),
+            "{k} lost or corrupted"
+        );
+    }
+    server.shutdown(Duration::from_secs(10)).await.unwrap();
+}
