@@ -462,30 +462,22 @@ impl ObjectLayer {
     /// The allocator is rebuilt from the index, so `kv` may hold an existing index.
     pub fn new(oram: Arc<dyn Oram>, kv: Box<dyn KvState>, cfg: LayerConfig) -> Result<Self> {
         let mut alloc = Allocator::new(oram.capacity());
-        for (prefix, what) in [(b"o/".as_slice(), "object"), (b"u/".as_slice(), "upload")] {
-            let end = prefix_end(prefix);
-            let mut cursor = prefix.to_vec();
-            let mut inclusive = true;
-            loop {
-                let batch = kv.range(&cursor, inclusive, end.as_deref(), 1024);
-                let Some((last, _)) = batch.last() else { break };
-                cursor = last.clone();
-                inclusive = false;
-                for (_, v) in &batch {
-                    let segments: Vec<Segment> = if what == "object" {
-                        decode::<ObjectRecord>(v)
-                            .map_err(|e| corrupt(what, e))?
-                            .segments
-                    } else {
-                        let u: UploadRecord = decode(v).map_err(|e| corrupt(what, e))?;
-                        u.parts.into_values().map(|p| p.segment).collect()
-                    };
-                    for run in segments.iter().flat_map(|s| s.runs.iter()) {
-                        alloc.reserve(*run);
-                    }
-                }
+        let mut reserve = |segments: &[Segment]| {
+            for run in segments.iter().flat_map(|s| s.runs.iter()) {
+                alloc.reserve(*run);
             }
-        }
+        };
+        scan_prefix(kv.as_ref(), b"o/", |_, v| {
+            let rec: ObjectRecord = decode(v).map_err(|e| corrupt("object record", e))?;
+            reserve(&rec.segments);
+            Ok(())
+        })?;
+        scan_prefix(kv.as_ref(), b"u/", |_, v| {
+            let u: UploadRecord = decode(v).map_err(|e| corrupt("upload record", e))?;
+            let segments: Vec<Segment> = u.parts.into_values().map(|p| p.segment).collect();
+            reserve(&segments);
+            Ok(())
+        })?;
         Ok(Self {
             shared: Arc::new(Shared {
                 oram,
@@ -547,22 +539,14 @@ impl ObjectLayer {
     /// The buckets `owner` owns, by name.
     pub fn list_buckets(&self, owner: &str) -> Result<Vec<BucketRecord>> {
         let m = self.shared.lock();
-        let end = prefix_end(b"b/");
         let mut out = Vec::new();
-        let mut cursor = b"b/".to_vec();
-        let mut inclusive = true;
-        loop {
-            let batch = m.kv.range(&cursor, inclusive, end.as_deref(), 1024);
-            let Some((last, _)) = batch.last() else { break };
-            cursor = last.clone();
-            inclusive = false;
-            for (_, v) in batch {
-                let b: BucketRecord = decode(&v).map_err(|e| corrupt("bucket", e))?;
-                if b.owner == owner {
-                    out.push(b);
-                }
+        scan_prefix(m.kv.as_ref(), b"b/", |_, v| {
+            let b: BucketRecord = decode(v).map_err(|e| corrupt("bucket", e))?;
+            if b.owner == owner {
+                out.push(b);
             }
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 
@@ -643,6 +627,26 @@ impl ObjectLayer {
                 return Err(ObjectError::AlreadyExists(key.into()));
             }
         }
+        let (segment, md5) = self.write_body(body, expected_len).await?;
+        let rec = ObjectRecord {
+            id: random_id(),
+            size: segment.len,
+            etag: hex(&md5),
+            modified_ms: now_ms(),
+            meta,
+            segments: vec![segment],
+        };
+        self.commit_object(owner, bucket, key, rec, create_only)
+    }
+
+    /// Writes a client body into fresh blocks: refused up front if `expected_len`
+    /// is too large or cannot fit, and refused (blocks freed) if the body's length
+    /// differs from it. Returns the segment and the body's MD5.
+    async fn write_body(
+        &self,
+        body: ByteStream,
+        expected_len: Option<u64>,
+    ) -> Result<(Segment, [u8; 16])> {
         if let Some(n) = expected_len {
             if n > MAX_PUT_SIZE {
                 return Err(ObjectError::TooLarge { max: MAX_PUT_SIZE });
@@ -659,16 +663,7 @@ impl ObjectLayer {
                 });
             }
         }
-        let (segment, md5) = w.finish().await?;
-        let rec = ObjectRecord {
-            id: random_id(),
-            size: segment.len,
-            etag: hex(&md5),
-            modified_ms: now_ms(),
-            meta,
-            segments: vec![segment],
-        };
-        self.commit_object(owner, bucket, key, rec, create_only)
+        w.finish().await
     }
 
     /// Refuses early a write of `bytes` that cannot fit.
@@ -863,12 +858,9 @@ impl ObjectLayer {
             return Ok(rec);
         }
         self.shared.lock().owned_bucket(owner, dst.0)?;
-        self.check_room(src.rec.size)?;
-        let (etag, src_meta) = (src.rec.etag.clone(), src.rec.meta.clone());
+        let (etag, src_meta, size) = (src.rec.etag.clone(), src.rec.meta.clone(), src.rec.size);
         let body = self.read(src, None)?;
-        let mut w = BlockWriter::new(self.shared.clone(), MAX_PUT_SIZE);
-        w.write_stream(body).await?;
-        let (segment, _) = w.finish().await?;
+        let (segment, _) = self.write_body(body, Some(size)).await?;
         let rec = ObjectRecord {
             id: random_id(),
             size: segment.len,
@@ -952,23 +944,7 @@ impl ObjectLayer {
             return Err(ObjectError::InvalidPartNumber(number));
         }
         self.get_upload(owner, bucket, key, upload_id)?;
-        if let Some(n) = expected_len {
-            if n > MAX_PUT_SIZE {
-                return Err(ObjectError::TooLarge { max: MAX_PUT_SIZE });
-            }
-            self.check_room(n)?;
-        }
-        let mut w = BlockWriter::new(self.shared.clone(), MAX_PUT_SIZE);
-        w.write_stream(body).await?;
-        if let Some(n) = expected_len {
-            if w.len != n {
-                return Err(ObjectError::IncompleteBody {
-                    got: w.len,
-                    expected: n,
-                });
-            }
-        }
-        let (segment, md5) = w.finish().await?;
+        let (segment, md5) = self.write_body(body, expected_len).await?;
         let part = PartRecord {
             etag: hex(&md5),
             size: segment.len,

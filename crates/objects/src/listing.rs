@@ -2,7 +2,7 @@
 
 use oram_state::KvState;
 
-use crate::records::{decode, objects_base, prefix_end, ObjectRecord, UploadRecord};
+use crate::records::{decode, objects_base, prefix_end, scan_prefix, ObjectRecord, UploadRecord};
 use crate::{corrupt, Result};
 
 /// What to list.
@@ -117,19 +117,11 @@ pub(crate) fn list(kv: &dyn KvState, bucket: &str, p: &ListParams) -> Result<Lis
 }
 
 pub(crate) fn all_uploads(kv: &dyn KvState) -> Result<Vec<(String, UploadRecord)>> {
-    let end = prefix_end(b"u/");
     let mut out = Vec::new();
-    let mut cursor = b"u/".to_vec();
-    let mut inclusive = true;
-    loop {
-        let batch = kv.range(&cursor, inclusive, end.as_deref(), 1024);
-        let Some((last, _)) = batch.last() else { break };
-        cursor = last.clone();
-        inclusive = false;
-        for (k, v) in batch {
-            let id = String::from_utf8_lossy(&k[2..]).into_owned();
-            out.push((id, decode(&v).map_err(|e| corrupt("upload record", e))?));
-        }
-    }
+    scan_prefix(kv, b"u/", |k, v| {
+        let id = String::from_utf8_lossy(&k[2..]).into_owned();
+        out.push((id, decode(v).map_err(|e| corrupt("upload record", e))?));
+        Ok(())
+    })?;
     Ok(out)
 }

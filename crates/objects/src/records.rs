@@ -123,6 +123,29 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// Calls `f(key, value)` for every entry whose key starts with `prefix`, in key
+/// order, reading the map in pages.
+pub(crate) fn scan_prefix(
+    kv: &dyn oram_state::KvState,
+    prefix: &[u8],
+    mut f: impl FnMut(&[u8], &[u8]) -> crate::Result<()>,
+) -> crate::Result<()> {
+    let end = prefix_end(prefix);
+    let mut cursor = prefix.to_vec();
+    let mut inclusive = true;
+    loop {
+        let batch = kv.range(&cursor, inclusive, end.as_deref(), 1024);
+        let Some((last, _)) = batch.last() else {
+            return Ok(());
+        };
+        cursor = last.clone();
+        inclusive = false;
+        for (k, v) in &batch {
+            f(k, v)?;
+        }
+    }
+}
+
 pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("records serialise")
 }

@@ -83,6 +83,24 @@ pub fn build_service(layer: ObjectLayer, users: &[S3User], region: &str) -> S3Se
     b.build()
 }
 
+/// The client metadata of a PutObject, CopyObject (REPLACE) or
+/// CreateMultipartUpload input (the same fields in three types).
+macro_rules! object_meta {
+    ($input:expr) => {
+        ObjectMeta {
+            content_type: $input.content_type,
+            content_encoding: $input.content_encoding,
+            content_disposition: $input.content_disposition,
+            content_language: $input.content_language,
+            cache_control: $input.cache_control,
+            user: $input
+                .metadata
+                .map(|m| m.into_iter().collect())
+                .unwrap_or_default(),
+        }
+    };
+}
+
 /// The account of a request: its access key. Anonymous requests never get here
 /// (s3s refuses them when auth is set), but refuse them again to be sure.
 fn owner<T>(req: &S3Request<T>) -> S3Result<String> {
@@ -294,17 +312,7 @@ impl S3 for OramS3 {
         // If-None-Match: * makes the PUT create-only, checked atomically at commit.
         let create_only = input.if_none_match.as_ref().is_some_and(|c| c.is_any());
         let want_md5 = input.content_md5.as_deref().map(decode_md5).transpose()?;
-        let meta = ObjectMeta {
-            content_type: input.content_type,
-            content_encoding: input.content_encoding,
-            content_disposition: input.content_disposition,
-            content_language: input.content_language,
-            cache_control: input.cache_control,
-            user: input
-                .metadata
-                .map(|m| m.into_iter().collect())
-                .unwrap_or_default(),
-        };
+        let meta = object_meta!(input);
         let body = body_stream(input.body);
         let body: ByteStream = match want_md5 {
             None => body,
@@ -497,17 +505,7 @@ impl S3 for OramS3 {
                 "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
             ));
         }
-        let meta = replace.then(|| ObjectMeta {
-            content_type: input.content_type,
-            content_encoding: input.content_encoding,
-            content_disposition: input.content_disposition,
-            content_language: input.content_language,
-            cache_control: input.cache_control,
-            user: input
-                .metadata
-                .map(|m| m.into_iter().collect())
-                .unwrap_or_default(),
-        });
+        let meta = replace.then(|| object_meta!(input));
         let rec = self
             .layer
             .copy_object(&owner, src, (&sb, &sk), (&input.bucket, &input.key), meta)
@@ -554,14 +552,7 @@ impl S3 for OramS3 {
                     .map(|(k, o)| list_entry(enc(k.clone()), o, &owner))
                     .collect(),
             ),
-            common_prefixes: Some(
-                r.common_prefixes
-                    .into_iter()
-                    .map(|p| CommonPrefix {
-                        prefix: Some(enc(p)),
-                    })
-                    .collect(),
-            ),
+            common_prefixes: common_prefixes(r.common_prefixes, enc),
             delimiter: input.delimiter.map(enc),
             encoding_type: input.encoding_type,
             ..Default::default()
@@ -607,14 +598,7 @@ impl S3 for OramS3 {
                     .map(|(k, o)| list_entry(enc(k.clone()), o, &owner))
                     .collect(),
             ),
-            common_prefixes: Some(
-                r.common_prefixes
-                    .into_iter()
-                    .map(|p| CommonPrefix {
-                        prefix: Some(enc(p)),
-                    })
-                    .collect(),
-            ),
+            common_prefixes: common_prefixes(r.common_prefixes, enc),
             delimiter: input.delimiter.map(enc),
             encoding_type: input.encoding_type,
             start_after: input.start_after.map(enc),
@@ -670,14 +654,7 @@ impl S3 for OramS3 {
                     })
                     .collect(),
             ),
-            common_prefixes: Some(
-                r.common_prefixes
-                    .into_iter()
-                    .map(|p| CommonPrefix {
-                        prefix: Some(enc(p)),
-                    })
-                    .collect(),
-            ),
+            common_prefixes: common_prefixes(r.common_prefixes, enc),
             delimiter: input.delimiter.map(enc),
             encoding_type: input.encoding_type,
             ..Default::default()
@@ -690,17 +667,7 @@ impl S3 for OramS3 {
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         let owner = owner(&req)?;
         let input = req.input;
-        let meta = ObjectMeta {
-            content_type: input.content_type,
-            content_encoding: input.content_encoding,
-            content_disposition: input.content_disposition,
-            content_language: input.content_language,
-            cache_control: input.cache_control,
-            user: input
-                .metadata
-                .map(|m| m.into_iter().collect())
-                .unwrap_or_default(),
-        };
+        let meta = object_meta!(input);
         let id = self
             .layer
             .create_multipart(&owner, &input.bucket, &input.key, meta)
@@ -962,6 +929,20 @@ fn list_entry(key: String, o: &ObjectRecord, owner: &str) -> Object {
         }),
         ..Default::default()
     }
+}
+
+fn common_prefixes(
+    prefixes: Vec<String>,
+    enc: impl Fn(String) -> String,
+) -> Option<Vec<CommonPrefix>> {
+    Some(
+        prefixes
+            .into_iter()
+            .map(|p| CommonPrefix {
+                prefix: Some(enc(p)),
+            })
+            .collect(),
+    )
 }
 
 fn max_keys(v: Option<i32>) -> S3Result<usize> {
