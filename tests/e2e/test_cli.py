@@ -151,3 +151,16 @@ def test_init_and_serve_on_minio_from_flags(tmp_path):
     finally:
         minio.kill()
         minio.wait(timeout=30)
+
+
+def test_second_proxy_on_the_same_data_dir_is_refused_and_harms_nothing(tmp_path):
+    p = Proxy(tmp_path)
+    try:
+        s3 = p.client()
+        s3.create_bucket(Bucket="first-owner")
+        s3.put_object(Bucket="first-owner", Key="k", Body=b"still here")
+        r = run("serve", "--data-dir", str(p.data_dir), "--s3-listen", "127.0.0.1:0")
+        assert r.returncode != 0 and "in use by another oram-proxy" in r.stderr, r.stderr
+        assert s3.get_object(Bucket="first-owner", Key="k")["Body"].read() == b"still here"
+    finally:
+        assert p.stop() == 0

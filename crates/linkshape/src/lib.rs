@@ -82,11 +82,13 @@ pub async fn start(
     let task = tokio::spawn(async move {
         loop {
             tokio::select! {
-                r = listener.accept() => {
-                    if let Ok((client, _)) = r {
+                r = listener.accept() => match r {
+                    Ok((client, _)) => {
                         tokio::spawn(relay_connection(client, target, spec, up.clone(), down.clone()));
                     }
-                }
+                    // Out of descriptors or similar: back off instead of spinning.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                },
                 _ = &mut stopped => break,
             }
         }
@@ -123,7 +125,8 @@ async fn relay_connection(
 /// (bandwidth) plus the one-way delay.
 async fn pipe(mut r: OwnedReadHalf, mut w: OwnedWriteHalf, spec: LinkSpec, link: LinkClock) {
     let one_way = spec.rtt / 2;
-    let (tx, mut rx) = mpsc::channel::<(Instant, Vec<u8>)>(256);
+    // A short queue (1 MiB) so that senders feel the slow link's backpressure.
+    let (tx, mut rx) = mpsc::channel::<(Instant, Vec<u8>)>(16);
     let reader = async move {
         loop {
             let mut buf = vec![0u8; 64 * 1024];

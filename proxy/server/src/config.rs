@@ -321,6 +321,19 @@ pub struct UserConfig {
     pub secret_key: String,
 }
 
+impl UserConfig {
+    /// Checks the lengths: access key 3+ characters, secret key 8+.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.access_key.len() < 3 || self.secret_key.len() < 8 {
+            return Err(format!(
+                "user {:?}: access key needs 3+ characters and secret key 8+",
+                self.access_key
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Debug for UserConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UserConfig")
@@ -384,12 +397,7 @@ impl Config {
                 )
             })?;
         for u in &self.users {
-            if u.access_key.len() < 3 || u.secret_key.len() < 8 {
-                return Err(format!(
-                    "user {:?}: access key needs 3+ characters and secret key 8+",
-                    u.access_key
-                ));
-            }
+            u.validate()?;
         }
         Ok(())
     }

@@ -73,6 +73,27 @@ pub fn ensure_dir(dir: &Path) -> Result<(), ProxyError> {
     Ok(())
 }
 
+/// Takes the exclusive lock of the data directory (`<dir>/lock`), held as long as
+/// the returned file is open; fails if another process holds it.
+pub fn lock(dir: &Path) -> Result<fs::File, ProxyError> {
+    let path = dir.join("lock");
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io(&path))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(fs::TryLockError::WouldBlock) => Err(ProxyError::Params(format!(
+            "data directory {} is in use by another oram-proxy",
+            dir.display()
+        ))),
+        Err(fs::TryLockError::Error(e)) => Err(io(&path)(e)),
+    }
+}
+
 /// Loads `<dir>/master.key`, or creates it (0600) if `create` and the directory is new.
 pub fn master_key(dir: &Path, create: bool) -> Result<(MasterKey, bool), ProxyError> {
     let path = dir.join("master.key");
@@ -212,6 +233,9 @@ pub fn users(
     let mut users: Vec<UserConfig> = root.into_iter().collect();
     users.extend(cfg.users.iter().cloned());
     if !users.is_empty() {
+        for u in &users {
+            u.validate().map_err(ProxyError::Config)?;
+        }
         return Ok((users, false));
     }
     let path = credentials_path(dir);
@@ -220,6 +244,16 @@ pub fn users(
         let text = fs::read_to_string(&path).map_err(io(&path))?;
         let c: Credentials = toml::from_str(&text)
             .map_err(|e| ProxyError::Config(format!("{}: {e}", path.display())))?;
+        if c.users.is_empty() {
+            return Err(ProxyError::Config(format!(
+                "{} lists no user",
+                path.display()
+            )));
+        }
+        for u in &c.users {
+            u.validate()
+                .map_err(|e| ProxyError::Config(format!("{}: {e}", path.display())))?;
+        }
         return Ok((c.users, false));
     }
     let mut rng = rand::thread_rng();
@@ -287,6 +321,15 @@ mod tests {
     }
 
     #[test]
+    fn one_process_per_data_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let held = lock(d.path()).unwrap();
+        assert!(lock(d.path()).unwrap_err().to_string().contains("in use"));
+        drop(held);
+        lock(d.path()).unwrap();
+    }
+
+    #[test]
     fn users_generated_once_or_taken_from_env_and_config() {
         let d = tempfile::tempdir().unwrap();
         let cfg = Config::default();
@@ -302,5 +345,15 @@ mod tests {
         let (u3, _) = users(d.path(), &cfg, Some(root)).unwrap();
         assert_eq!(u3.len(), 1);
         assert_eq!(u3[0].access_key, "root");
+        let weak = UserConfig {
+            access_key: "root".into(),
+            secret_key: "x".into(),
+        };
+        assert!(users(d.path(), &cfg, Some(weak)).is_err());
+        fs::write(credentials_path(d.path()), "users = []\n").unwrap();
+        assert!(users(d.path(), &cfg, None)
+            .unwrap_err()
+            .to_string()
+            .contains("no user"));
     }
 }

@@ -88,6 +88,7 @@ pub struct StartInfo {
 /// A running proxy.
 pub struct Server {
     s3_addr: SocketAddr,
+    _dir_lock: std::fs::File,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
     layer: ObjectLayer,
@@ -131,11 +132,20 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     let dir = &cfg.data_dir;
     let existed = datadir::has_volume(dir);
     datadir::ensure_dir(dir)?;
+    // One proxy per data directory: a second one would wipe the first one's volume.
+    let dir_lock = datadir::lock(dir)?;
     let (key, new_key) = datadir::master_key(dir, !existed)?;
     let params = datadir::volume(dir, cfg)?;
     let (users, generated_credentials) = datadir::users(dir, cfg, root)?;
     let sealer = Arc::new(Sealer::new(&key, params.volume_id()?));
     drop(key);
+    // Bind before touching the backend, so that a port conflict changes nothing.
+    let listener = TcpListener::bind(&cfg.s3.listen)
+        .await
+        .map_err(|source| ProxyError::Bind {
+            addr: cfg.s3.listen.clone(),
+            source,
+        })?;
 
     let store = open_store(cfg).await?;
     // The trusted state lives in memory (durable state is a later piece of work): the
@@ -199,12 +209,6 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
         .collect();
     let service = oram_s3::build_service(layer.clone(), &s3_users, &cfg.s3.region);
 
-    let listener = TcpListener::bind(&cfg.s3.listen)
-        .await
-        .map_err(|source| ProxyError::Bind {
-            addr: cfg.s3.listen.clone(),
-            source,
-        })?;
     let s3_addr = listener.local_addr().map_err(|source| ProxyError::Bind {
         addr: cfg.s3.listen.clone(),
         source,
@@ -214,6 +218,7 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     let task = tokio::spawn(serve(listener, service, limit, stopped));
     Ok(Server {
         s3_addr,
+        _dir_lock: dir_lock,
         stop: Some(stop),
         task,
         layer,
@@ -296,6 +301,35 @@ pub async fn init(cfg: &Config, root: Option<UserConfig>) -> Result<Vec<String>,
     Ok(done)
 }
 
+/// Connections served at once; more wait in the listen backlog.
+const MAX_CONNECTIONS: usize = 1024;
+
+/// A response body that keeps the request's concurrency permit until it is done.
+struct LimitedBody {
+    inner: s3s::Body,
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl hyper::body::Body for LimitedBody {
+    type Data = <s3s::Body as hyper::body::Body>::Data;
+    type Error = <s3s::Body as hyper::body::Body>::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// The accept loop: each connection is served until `stopped` fires; then the
 /// connections are asked to finish their current requests and close.
 async fn serve(
@@ -304,9 +338,18 @@ async fn serve(
     limit: Arc<Semaphore>,
     mut stopped: oneshot::Receiver<()>,
 ) {
-    let http = ConnBuilder::new(TokioExecutor::new());
+    let mut http = ConnBuilder::new(TokioExecutor::new());
+    // Idle or slow clients must not hold connections forever.
+    http.http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let conn_permit = tokio::select! {
+            p = connections.clone().acquire_owned() => p.expect("semaphore open"),
+            _ = &mut stopped => break,
+        };
         let socket = tokio::select! {
             r = listener.accept() => match r {
                 Ok((s, _)) => s,
@@ -325,18 +368,31 @@ async fn serve(
             let limit = limit.clone();
             async move {
                 // Over the limit: shed load with a 503 SlowDown that clients retry.
-                let Ok(_permit) = limit.try_acquire_owned() else {
+                let Ok(permit) = limit.try_acquire_owned() else {
                     return s3s::s3_error!(SlowDown, "Too many requests in flight; slow down.")
                         .to_http_response()
+                        .map(|r| {
+                            r.map(|b| LimitedBody {
+                                inner: b,
+                                _permit: None,
+                            })
+                        })
                         .map_err(|e| s3s::HttpError::new(Box::new(e)));
                 };
-                service.call(req.map(s3s::Body::from)).await
+                // The permit lives until the response body is sent: a download counts
+                // as in flight until its last byte.
+                let resp = service.call(req.map(s3s::Body::from)).await?;
+                Ok(resp.map(|b| LimitedBody {
+                    inner: b,
+                    _permit: Some(permit),
+                }))
             }
         });
         let conn = http.serve_connection_with_upgrades(TokioIo::new(socket), svc);
         let conn = graceful.watch(conn.into_owned());
         tokio::spawn(async move {
             let _ = conn.await;
+            drop(conn_permit);
         });
     }
     drop(listener);

@@ -18,7 +18,9 @@ use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+use aws_sdk_s3::types::{
+    BucketLocationConstraint, CreateBucketConfiguration, Delete, ObjectIdentifier,
+};
 use aws_sdk_s3::Client;
 use bytes::Bytes;
 use futures::future::try_join_all;
@@ -95,6 +97,8 @@ pub struct S3Store {
     bucket: String,
     prefix: String,
     limit: Arc<Semaphore>,
+    /// AWS outside us-east-1 needs the region named when creating a bucket.
+    location_constraint: Option<String>,
 }
 
 type HttpResponse = aws_sdk_s3::config::http::HttpResponse;
@@ -118,7 +122,12 @@ where
         SdkError::ServiceError(se) => {
             let code = se.err().code().unwrap_or("unknown").to_string();
             let msg = se.err().message().unwrap_or("").to_string();
-            if st.is_some_and(|s| s >= 500 || s == 429) || code == "SlowDown" {
+            let transient = st.is_some_and(|s| s >= 500 || s == 429 || s == 408)
+                || matches!(
+                    code.as_str(),
+                    "SlowDown" | "RequestTimeout" | "ServiceUnavailable"
+                );
+            if transient {
                 StoreError::Unavailable(format!("{op} {key}: {code} {msg}"))
             } else {
                 StoreError::Rejected {
@@ -154,6 +163,11 @@ impl S3Store {
         let shared = loader.load().await;
         let mut b = aws_sdk_s3::config::Builder::from(&shared)
             .force_path_style(cfg.path_style)
+            // Objects are sealed with AES-GCM already: extra CRC checksums cost CPU
+            // and add headers some S3-compatible services reject.
+            .request_checksum_calculation(
+                aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired,
+            )
             .retry_config(
                 RetryConfig::standard()
                     .with_max_attempts(cfg.max_attempts.max(1))
@@ -174,6 +188,8 @@ impl S3Store {
             bucket: cfg.bucket.clone(),
             prefix: cfg.prefix.trim_matches('/').to_string(),
             limit: Arc::new(Semaphore::new(cfg.max_in_flight.max(1))),
+            location_constraint: (cfg.endpoint.is_none() && cfg.region != "us-east-1")
+                .then(|| cfg.region.clone()),
         }
     }
 
@@ -200,12 +216,18 @@ impl S3Store {
     /// Creates the bucket (for `oram-proxy init`); an existing bucket of the same
     /// owner is fine.
     pub async fn create_bucket(&self) -> Result<()> {
-        let r = self
-            .client
-            .create_bucket()
-            .bucket(&self.bucket)
-            .send()
-            .await;
+        if self.check().await.is_ok() {
+            return Ok(());
+        }
+        let mut req = self.client.create_bucket().bucket(&self.bucket);
+        if let Some(lc) = &self.location_constraint {
+            req = req.create_bucket_configuration(
+                CreateBucketConfiguration::builder()
+                    .location_constraint(BucketLocationConstraint::from(lc.as_str()))
+                    .build(),
+            );
+        }
+        let r = req.send().await;
         match r {
             Ok(_) => Ok(()),
             Err(SdkError::ServiceError(se)) if se.err().is_bucket_already_owned_by_you() => Ok(()),
@@ -230,7 +252,11 @@ impl S3Store {
                 Ok(Some(data.into_bytes()))
             }
             Err(SdkError::ServiceError(se)) if se.err().is_no_such_key() => Ok(None),
-            Err(e) if status(&e) == Some(404) => Ok(None),
+            // A 404 is a missing object only if it names no other cause
+            // (NoSuchBucket must not look like a deleted node).
+            Err(e) if status(&e) == Some(404) && matches!(e.code(), None | Some("NoSuchKey")) => {
+                Ok(None)
+            }
             // Range starting at or past the end of an existing object.
             Err(e) if status(&e) == Some(416) && range.is_some() => Ok(Some(Bytes::new())),
             Err(e) => Err(map_err("get", &full, e)),
@@ -302,12 +328,22 @@ impl BlockStore for S3Store {
                 .await
                 .map_err(|e| map_err("delete", &self.bucket, e))?;
             if let Some(err) = out.errors().first() {
-                return Err(StoreError::Unavailable(format!(
-                    "delete {}: {} {}",
-                    err.key().unwrap_or(""),
+                let what = format!(
+                    "{} {}",
                     err.code().unwrap_or(""),
                     err.message().unwrap_or("")
-                )));
+                );
+                let key = err.key().unwrap_or("").to_string();
+                return Err(match err.code() {
+                    Some(
+                        "InternalError" | "SlowDown" | "ServiceUnavailable" | "RequestTimeout",
+                    ) => StoreError::Unavailable(format!("delete {key}: {what}")),
+                    _ => StoreError::Rejected {
+                        op: "delete",
+                        key,
+                        message: what,
+                    },
+                });
             }
         }
         Ok(())
