@@ -209,6 +209,31 @@ fn copy_source(src: &CopySource) -> S3Result<(String, String)> {
     }
 }
 
+impl OramS3 {
+    /// One page of a listing, from the parameters all List* operations share.
+    fn list_page(
+        &self,
+        owner: &str,
+        bucket: &str,
+        prefix: Option<&str>,
+        delimiter: Option<&str>,
+        start_after: Option<String>,
+        max: Option<i32>,
+    ) -> S3Result<(ListParams, oram_objects::ListResult)> {
+        let params = ListParams {
+            prefix: prefix.unwrap_or_default().to_string(),
+            delimiter: delimiter.map(str::to_string),
+            start_after,
+            max_keys: max_keys(max)?,
+        };
+        let r = self
+            .layer
+            .list_objects(owner, bucket, &params)
+            .map_err(map_err)?;
+        Ok((params, r))
+    }
+}
+
 #[async_trait::async_trait]
 impl S3 for OramS3 {
     async fn list_buckets(
@@ -528,16 +553,14 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         let input = req.input;
         let url = is_url(input.encoding_type.as_ref());
-        let params = ListParams {
-            prefix: input.prefix.clone().unwrap_or_default(),
-            delimiter: input.delimiter.clone(),
-            start_after: input.marker.clone().filter(|m| !m.is_empty()),
-            max_keys: max_keys(input.max_keys)?,
-        };
-        let r = self
-            .layer
-            .list_objects(&owner, &input.bucket, &params)
-            .map_err(map_err)?;
+        let (params, r) = self.list_page(
+            &owner,
+            &input.bucket,
+            input.prefix.as_deref(),
+            input.delimiter.as_deref(),
+            input.marker.clone().filter(|m| !m.is_empty()),
+            input.max_keys,
+        )?;
         let enc = |s: String| if url { url_encode(&s) } else { s };
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(input.bucket),
@@ -571,17 +594,16 @@ impl S3 for OramS3 {
             .as_deref()
             .map(decode_token)
             .transpose()?;
-        let params = ListParams {
-            prefix: input.prefix.clone().unwrap_or_default(),
-            delimiter: input.delimiter.clone(),
-            start_after: token_after
-                .or_else(|| input.start_after.clone().filter(|s| !s.is_empty())),
-            max_keys: max_keys(input.max_keys)?,
-        };
-        let r = self
-            .layer
-            .list_objects(&owner, &input.bucket, &params)
-            .map_err(map_err)?;
+        let start_after =
+            token_after.or_else(|| input.start_after.clone().filter(|s| !s.is_empty()));
+        let (params, r) = self.list_page(
+            &owner,
+            &input.bucket,
+            input.prefix.as_deref(),
+            input.delimiter.as_deref(),
+            start_after,
+            input.max_keys,
+        )?;
         let enc = |s: String| if url { url_encode(&s) } else { s };
         let key_count = (r.objects.len() + r.common_prefixes.len()) as i32;
         Ok(S3Response::new(ListObjectsV2Output {
@@ -613,16 +635,14 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         let input = req.input;
         let url = is_url(input.encoding_type.as_ref());
-        let params = ListParams {
-            prefix: input.prefix.clone().unwrap_or_default(),
-            delimiter: input.delimiter.clone(),
-            start_after: input.key_marker.clone().filter(|m| !m.is_empty()),
-            max_keys: max_keys(input.max_keys)?,
-        };
-        let r = self
-            .layer
-            .list_objects(&owner, &input.bucket, &params)
-            .map_err(map_err)?;
+        let (params, r) = self.list_page(
+            &owner,
+            &input.bucket,
+            input.prefix.as_deref(),
+            input.delimiter.as_deref(),
+            input.key_marker.clone().filter(|m| !m.is_empty()),
+            input.max_keys,
+        )?;
         let enc = |s: String| if url { url_encode(&s) } else { s };
         Ok(S3Response::new(ListObjectVersionsOutput {
             name: Some(input.bucket),
