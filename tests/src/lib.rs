@@ -227,10 +227,6 @@ impl<S> FlakyStore<S> {
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
     }
-    /// The wrapped store.
-    pub fn inner(&self) -> &S {
-        &self.inner
-    }
     fn check(&self) -> Result<(), StoreError> {
         if self.down.load(Ordering::SeqCst) {
             Err(StoreError::Unavailable("test: backend down".into()))

@@ -157,9 +157,7 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
             objects = old.len(),
             "discarding the backend objects of an earlier run: trusted state is kept in memory only"
         );
-        for chunk in old.chunks(1000) {
-            store.delete_many(chunk).await?;
-        }
+        store.delete_many(&old).await?;
     }
     let e = &cfg.engine;
     let engine: Arc<dyn Oram> = match e.kind {

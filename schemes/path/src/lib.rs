@@ -351,6 +351,7 @@ impl Inner {
 
         // 3. Open and decode every bucket; any failure leaves the state untouched.
         let mut found: Vec<(u64, Bytes)> = Vec::new();
+        let mut seen = BTreeSet::new();
         for (&node, obj) in remote.iter().zip(fetched) {
             let plain = if let Some(p) = pending.get(&node) {
                 p.plain.clone()
@@ -371,20 +372,14 @@ impl Inner {
                 }
             };
             let bucket = tree::decode_bucket(&geo, &plain).map_err(|e| self.integrity(node, e))?;
-            found.extend(self.check_bucket(rs.state.as_ref(), node, bucket)?);
+            found.extend(self.check_bucket(rs.state.as_ref(), node, bucket, &mut seen)?);
         }
         for &node in nodes
             .iter()
             .filter(|&&n| Geometry::level_of(n) < self.cached_levels)
         {
             if let Some(b) = rs.state.local_bucket(node) {
-                found.extend(b.iter().cloned());
-            }
-        }
-        let mut seen = BTreeSet::new();
-        for (b, _) in &found {
-            if !seen.insert(*b) || rs.state.stash_get(*b).is_some() {
-                return Err(self.integrity(0, format!("block {b} stored twice")));
+                found.extend(self.check_bucket(rs.state.as_ref(), node, b.clone(), &mut seen)?);
             }
         }
 
@@ -481,14 +476,19 @@ impl Inner {
         Ok(results)
     }
 
-    /// Checks that every block of a fetched bucket is in range and on its path.
+    /// Checks that every block of a bucket is in range, on its path, and stored
+    /// nowhere else (not in the stash, not in a bucket already `seen`).
     fn check_bucket(
         &self,
         state: &dyn TrustedState,
         node: u64,
         bucket: Vec<(u64, Bytes)>,
+        seen: &mut BTreeSet<u64>,
     ) -> Result<Vec<(u64, Bytes)>> {
         for (b, _) in &bucket {
+            if !seen.insert(*b) || state.stash_get(*b).is_some() {
+                return Err(self.integrity(node, format!("block {b} stored twice")));
+            }
             if *b >= self.cfg.capacity {
                 return Err(self.integrity(node, format!("block {b} beyond capacity")));
             }
