@@ -45,6 +45,7 @@ class Proxy:
 
     def __init__(self, workdir, *args, env=None, creds=True):
         self.workdir = pathlib.Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.workdir / "data"
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"

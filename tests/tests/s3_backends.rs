@@ -150,38 +150,41 @@ async fn proxy_over_minio_round_trip_leaks_no_names_or_plaintext() {
     let raw = minio.store("oram-volume", "").await;
     let keys = raw.list("").await.unwrap();
     assert!(keys.len() > 10, "only {} backend objects", keys.len());
-    let sizes: std::collections::BTreeSet<usize> = raw
-        .get_many(&keys)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| {
-            let o = o.unwrap();
-            for needle in [
-                MARKER,
-                bucket.as_bytes(),
-                b"quarterly",
-                b"private-entry",
-                b"reports/",
-            ] {
-                assert!(
-                    !o.windows(needle.len()).any(|w| w == needle),
-                    "backend object contains {needle:?}"
-                );
-            }
-            o.len()
-        })
-        .collect();
-    assert_eq!(
-        sizes.len(),
-        1,
-        "all backend objects have one size: {sizes:?}"
-    );
-    for k in &keys {
+    let mut sizes = std::collections::BTreeSet::new();
+    let mut meta = std::collections::BTreeMap::new();
+    for (k, o) in keys.iter().zip(raw.get_many(&keys).await.unwrap()) {
+        let o = o.unwrap();
+        for needle in [
+            MARKER,
+            bucket.as_bytes(),
+            b"quarterly",
+            b"private-entry",
+            b"reports/",
+        ] {
+            assert!(
+                !o.windows(needle.len()).any(|w| w == needle),
+                "backend object {k} contains {needle:?}"
+            );
+        }
         let k = k.as_str();
-        assert!(k.starts_with("p/vol0/n/"), "unexpected backend key {k}");
         assert!(!k.contains("confidential") && !k.contains("quarterly") && !k.contains("diary"));
+        if k.starts_with("p/vol0/n/") {
+            sizes.insert(o.len());
+        } else {
+            meta.insert(k.to_string(), o.len());
+        }
     }
+    assert_eq!(sizes.len(), 1, "all tree buckets have one size: {sizes:?}");
+    // Besides the tree: the public volume header and the sealed checkpoint, whose
+    // size is fixed by the volume's parameters.
+    assert_eq!(
+        meta.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["p/vol0/meta/checkpoint", "p/vol0/meta/volume"]
+    );
+    assert_eq!(
+        meta["p/vol0/meta/checkpoint"] as u64,
+        16 + oram_seal::OVERHEAD as u64 + oram_proxy::volume::checkpoint_size(&cfg),
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

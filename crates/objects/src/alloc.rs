@@ -107,20 +107,18 @@ impl Allocator {
         }
     }
 
-    /// Marks runs as used (rebuilding the allocator from an index).
-    ///
-    /// # Panics
-    /// If a run is not entirely free.
-    pub fn reserve(&mut self, run: Run) {
+    /// Marks a run as used (rebuilding the allocator from an index). Returns false,
+    /// changing nothing, if the run is not entirely free (claimed twice).
+    pub fn reserve(&mut self, run: Run) -> bool {
         if run.len == 0 {
-            return;
+            return true;
         }
-        let (&fs, &fl) = self
-            .free
-            .range(..=run.start)
-            .next_back()
-            .expect("run not free");
-        assert!(fs + fl >= run.start + run.len, "run {run:?} not free");
+        let Some((&fs, &fl)) = self.free.range(..=run.start).next_back() else {
+            return false;
+        };
+        if fs + fl < run.start + run.len {
+            return false;
+        }
         self.free.remove(&fs);
         if fs < run.start {
             self.free.insert(fs, run.start - fs);
@@ -130,6 +128,7 @@ impl Allocator {
                 .insert(run.start + run.len, fs + fl - run.start - run.len);
         }
         self.free_total -= run.len;
+        true
     }
 }
 
@@ -195,8 +194,9 @@ mod tests {
     #[test]
     fn reserve_and_helpers() {
         let mut a = Allocator::new(50);
-        a.reserve(Run { start: 10, len: 5 });
-        a.reserve(Run { start: 0, len: 2 });
+        assert!(a.reserve(Run { start: 10, len: 5 }));
+        assert!(!a.reserve(Run { start: 12, len: 1 }), "claimed twice");
+        assert!(a.reserve(Run { start: 0, len: 2 }));
         assert_eq!(a.free_blocks(), 43);
         assert_eq!(a.alloc(8).unwrap(), vec![Run { start: 2, len: 8 }]);
         let mut runs = vec![Run { start: 0, len: 2 }];

@@ -19,6 +19,7 @@
 //!   [`ObjectError::Full`] before anything changes.
 
 pub mod alloc;
+mod fsck;
 mod listing;
 pub mod records;
 
@@ -35,6 +36,7 @@ use oram_state::{KvState, StateError};
 use rand::RngCore;
 
 use alloc::{extend_runs, nth_block, Allocator, Run};
+pub use fsck::{CheckPhase, LayerCheck};
 pub use listing::{ListParams, ListResult, UploadInfo};
 use records::*;
 pub use records::{BucketRecord, ObjectMeta, ObjectRecord, PartRecord, Segment, UploadRecord};
@@ -461,22 +463,31 @@ impl ObjectLayer {
     ///
     /// The allocator is rebuilt from the index, so `kv` may hold an existing index.
     pub fn new(oram: Arc<dyn Oram>, kv: Box<dyn KvState>, cfg: LayerConfig) -> Result<Self> {
-        let mut alloc = Allocator::new(oram.capacity());
-        let mut reserve = |segments: &[Segment]| {
+        let capacity = oram.capacity();
+        let mut alloc = Allocator::new(capacity);
+        let mut reserve = |segments: &[Segment]| -> Result<()> {
             for run in segments.iter().flat_map(|s| s.runs.iter()) {
-                alloc.reserve(*run);
+                if run
+                    .start
+                    .checked_add(run.len)
+                    .is_none_or(|end| end > capacity)
+                {
+                    return Err(corrupt("index", format!("run {run:?} beyond the capacity")));
+                }
+                if !alloc.reserve(*run) {
+                    return Err(corrupt("index", format!("blocks {run:?} claimed twice")));
+                }
             }
+            Ok(())
         };
         scan_prefix(kv.as_ref(), b"o/", |_, v| {
             let rec: ObjectRecord = decode(v).map_err(|e| corrupt("object record", e))?;
-            reserve(&rec.segments);
-            Ok(())
+            reserve(&rec.segments)
         })?;
         scan_prefix(kv.as_ref(), b"u/", |_, v| {
             let u: UploadRecord = decode(v).map_err(|e| corrupt("upload record", e))?;
             let segments: Vec<Segment> = u.parts.into_values().map(|p| p.segment).collect();
-            reserve(&segments);
-            Ok(())
+            reserve(&segments)
         })?;
         Ok(Self {
             shared: Arc::new(Shared {
@@ -490,6 +501,21 @@ impl ObjectLayer {
                 }),
             }),
         })
+    }
+
+    /// Buckets and objects in the index.
+    pub fn index_counts(&self) -> (u64, u64) {
+        let m = self.shared.lock();
+        let count = |prefix: &[u8]| {
+            let mut n = 0u64;
+            // Counting cannot fail: the closure never errs.
+            let _ = scan_prefix(m.kv.as_ref(), prefix, |_, _| {
+                n += 1;
+                Ok(())
+            });
+            n
+        };
+        (count(b"b/"), count(b"o/"))
     }
 
     /// Capacity and free space.
@@ -563,17 +589,15 @@ impl ObjectLayer {
             return Err(ObjectError::BucketNotEmpty(name.into()));
         }
         let uploads = listing::all_uploads(m.kv.as_ref())?;
+        let mut runs: Vec<Run> = Vec::new();
         for (id, u) in uploads.into_iter().filter(|(_, u)| u.bucket == name) {
             m.kv.delete(&upload_key(&id));
-            let runs: Vec<Run> = u
-                .parts
-                .values()
-                .flat_map(|p| p.segment.runs.clone())
-                .collect();
-            m.alloc.free(&runs);
+            runs.extend(u.parts.values().flat_map(|p| p.segment.runs.clone()));
         }
         m.kv.delete(&bucket_key(name));
+        // Blocks are freed only once the index no longer refers to them durably.
         m.kv.commit()?;
+        m.alloc.free(&runs);
         Ok(())
     }
 
@@ -666,6 +690,47 @@ impl ObjectLayer {
         w.finish().await
     }
 
+    /// Writes `body` as segments of the given lengths (the body must have exactly
+    /// their sum). On error every block written is freed.
+    async fn write_segments(&self, mut body: ByteStream, lens: &[u64]) -> Result<Vec<Segment>> {
+        let mut done: Vec<Segment> = Vec::with_capacity(lens.len());
+        let result: Result<()> = async {
+            let mut carry = Bytes::new();
+            for &len in lens {
+                let mut w = BlockWriter::new(self.shared.clone(), len);
+                while w.len < len {
+                    if carry.is_empty() {
+                        carry = match body.next().await {
+                            Some(chunk) => chunk?,
+                            None => {
+                                return Err(ObjectError::IncompleteBody {
+                                    got: w.len,
+                                    expected: len,
+                                })
+                            }
+                        };
+                    }
+                    let take = carry.len().min((len - w.len) as usize);
+                    w.write(carry.split_to(take)).await?;
+                }
+                done.push(w.finish().await?.0);
+            }
+            if !carry.is_empty() || body.next().await.is_some() {
+                return Err(corrupt("copy source", "longer than its record".into()));
+            }
+            Ok(())
+        }
+        .await;
+        match result {
+            Ok(()) => Ok(done),
+            Err(e) => {
+                let runs: Vec<Run> = done.iter().flat_map(|s| s.runs.clone()).collect();
+                self.shared.lock().alloc.free(&runs);
+                Err(e)
+            }
+        }
+    }
+
     /// Refuses early a write of `bytes` that cannot fit.
     fn check_room(&self, bytes: u64) -> Result<()> {
         let needed = bytes.div_ceil(self.shared.oram.block_size() as u64);
@@ -703,7 +768,11 @@ impl ObjectLayer {
             }
         };
         m.kv.put(&object_key(bucket, key), encode(&rec));
-        m.kv.commit()?;
+        if let Err(e) = m.kv.commit() {
+            // The index is back as it was: the new blocks are unused again.
+            m.release(rec.id, &rec.segments);
+            return Err(e.into());
+        }
         if let Some(old) = old {
             m.release(old.id, &old.segments);
         }
@@ -858,16 +927,20 @@ impl ObjectLayer {
             return Ok(rec);
         }
         self.shared.lock().owned_bucket(owner, dst.0)?;
-        let (etag, src_meta, size) = (src.rec.etag.clone(), src.rec.meta.clone(), src.rec.size);
+        let (etag, src_meta) = (src.rec.etag.clone(), src.rec.meta.clone());
+        // Segment by segment, so the copy has the source's part layout and its
+        // multipart ETag can still be verified (fsck).
+        let lens: Vec<u64> = src.rec.segments.iter().map(|s| s.len).collect();
+        self.check_room(src.rec.size)?;
         let body = self.read(src, None)?;
-        let (segment, _) = self.write_body(body, Some(size)).await?;
+        let segments = self.write_segments(body, &lens).await?;
         let rec = ObjectRecord {
             id: random_id(),
-            size: segment.len,
+            size: segments.iter().map(|s| s.len).sum(),
             etag,
             modified_ms: now_ms(),
             meta: meta.unwrap_or(src_meta),
-            segments: vec![segment],
+            segments,
         };
         self.commit_object(owner, dst.0, dst.1, rec, false)
     }
@@ -961,7 +1034,10 @@ impl ObjectLayer {
         };
         let old = u.parts.insert(number, part.clone());
         m.kv.put(&upload_key(upload_id), encode(&u));
-        m.kv.commit()?;
+        if let Err(e) = m.kv.commit() {
+            m.alloc.free(&part.segment.runs);
+            return Err(e.into());
+        }
         if let Some(old) = old {
             m.alloc.free(&old.segment.runs);
         }

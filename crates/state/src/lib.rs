@@ -3,8 +3,8 @@
 //! Engines keep their position map, stash, per-object versions (for freshness) and
 //! locally cached buckets (tree-top cache) behind [`TrustedState`]. This crate has the
 //! in-memory implementation, [`MemState`]; a durable one replaces it without touching
-//! the engines. [`TrustedState::commit`] marks the points where an engine's state is
-//! consistent and must be made durable.
+//! the engines (the durable one is in `oram-statedb`). [`TrustedState::commit`]
+//! marks the points where an engine's state is consistent and must be made durable.
 //!
 //! Metadata above the engine (the object layer's index of buckets, objects and
 //! uploads) lives behind [`KvState`], an ordered byte map with the same commit
@@ -27,12 +27,74 @@ pub enum StateError {
     /// The stored state is inconsistent or was written by something else.
     #[error("trusted state corrupt: {0}")]
     Corrupt(String),
+    /// The database holding the state failed; the changes since the last commit
+    /// were undone.
+    #[error("trusted state storage: {0}")]
+    Storage(String),
 }
+
+/// The version and storage slot of one backend position (a tree node, a block).
+///
+/// Every position has two backend objects, slots 0 and 1. Writes go to the slot
+/// *not* named by the last checkpoint ([`TrustedState::epoch`] counts checkpoints):
+/// the first write of a position after a checkpoint flips its slot, later writes in
+/// the same epoch overwrite that slot. So the objects a checkpoint refers to stay
+/// untouched until the next checkpoint is durable, and a machine rebuilt from the
+/// checkpoint finds every one of them. Which slot is written depends only on which
+/// positions were written since the checkpoint, which the storage server sees anyway.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeVersion {
+    /// Writes of this position so far; 0 = never written (no object).
+    pub version: u64,
+    /// The slot holding the current version.
+    pub slot: u8,
+    /// The epoch of the last write.
+    pub epoch: u64,
+}
+
+impl NodeVersion {
+    /// The version after one more write during `epoch`.
+    pub fn next(self, epoch: u64) -> Self {
+        let slot = if self.version == 0 || self.epoch == epoch {
+            self.slot
+        } else {
+            1 - self.slot
+        };
+        Self {
+            version: self.version + 1,
+            slot,
+            epoch,
+        }
+    }
+
+    /// Packs slot and epoch into one integer (for storage).
+    pub fn packed_epoch_slot(&self) -> u64 {
+        (self.epoch << 1) | u64::from(self.slot & 1)
+    }
+
+    /// The inverse of [`NodeVersion::packed_epoch_slot`].
+    pub fn from_packed(version: u64, packed: u64) -> Self {
+        Self {
+            version,
+            slot: (packed & 1) as u8,
+            epoch: packed >> 1,
+        }
+    }
+}
+
+/// A write of a backend position that is durable in the trusted state but maybe
+/// not yet on the backend: `(position, version, plaintext)`.
+pub type PendingWrite = (u64, NodeVersion, Bytes);
 
 /// The trusted state of one engine instance. Never leaves the proxy machine unsealed.
 ///
 /// Positions are leaves for tree engines; versions count the writes of a backend
 /// position (node, slot or block) so that replayed older objects are detected.
+///
+/// Changes are grouped by [`TrustedState::commit`]: after a successful commit they
+/// survive a crash; after a failed one the state is back where the previous commit
+/// left it (all changes since are undone), so an engine can fail the operation and
+/// carry on.
 pub trait TrustedState: Send + 'static {
     /// The leaf `block` is mapped to, or `None` if the block was never written.
     fn position(&self, block: u64) -> Option<u64>;
@@ -40,11 +102,23 @@ pub trait TrustedState: Send + 'static {
     fn set_position(&mut self, block: u64, leaf: u64);
     /// Number of blocks with a position.
     fn positions_len(&self) -> u64;
+    /// Every `(block, leaf)` pair, in block order.
+    fn positions(&self) -> Vec<(u64, u64)>;
 
-    /// The current version of backend position `pos`; 0 if never written.
-    fn version(&self, pos: u64) -> u64;
-    /// Records that backend position `pos` now holds version `version`.
-    fn set_version(&mut self, pos: u64, version: u64);
+    /// The current version of backend position `pos` (version 0 if never written).
+    fn node(&self, pos: u64) -> NodeVersion;
+    /// Records one more write of `pos` in the current epoch and returns its version.
+    fn advance(&mut self, pos: u64) -> NodeVersion {
+        let next = self.node(pos).next(self.epoch());
+        self.set_node(pos, next);
+        next
+    }
+    /// Sets the version of `pos`.
+    fn set_node(&mut self, pos: u64, nv: NodeVersion);
+    /// Every written position with its version, in position order.
+    fn nodes(&self) -> Vec<(u64, NodeVersion)>;
+    /// The checkpoint epoch writes happen in (0 when never checkpointed).
+    fn epoch(&self) -> u64;
 
     /// Puts `block` into the stash (replacing an earlier copy).
     fn stash_insert(&mut self, block: u64, data: Bytes);
@@ -63,8 +137,16 @@ pub trait TrustedState: Send + 'static {
     /// Replaces a locally kept bucket.
     fn set_local_bucket(&mut self, node: u64, bucket: Bucket);
 
-    /// Marks a consistent point: everything set so far must survive a restart from
-    /// here on. The in-memory state has nothing to do.
+    /// Journals a write of `pos` that the backend may not have yet. Replaces an
+    /// earlier journaled write of `pos`.
+    fn pending_put(&mut self, pos: u64, nv: NodeVersion, plain: Bytes);
+    /// Drops the journaled write of `pos` if it is still `version` (it landed).
+    fn pending_done(&mut self, pos: u64, version: u64);
+    /// Every journaled write, in position order: after a crash they are sent again.
+    fn pending(&self) -> Vec<PendingWrite>;
+
+    /// Marks a consistent point: everything set so far must survive a crash from
+    /// here on. On error every change since the last commit is undone.
     fn commit(&mut self) -> Result<(), StateError>;
 }
 
@@ -72,9 +154,10 @@ pub trait TrustedState: Send + 'static {
 #[derive(Default, Debug)]
 pub struct MemState {
     positions: HashMap<u64, u64>,
-    versions: HashMap<u64, u64>,
+    versions: HashMap<u64, NodeVersion>,
     stash: HashMap<u64, Bytes>,
     local: HashMap<u64, Bucket>,
+    pending: BTreeMap<u64, (NodeVersion, Bytes)>,
 }
 
 impl MemState {
@@ -94,11 +177,24 @@ impl TrustedState for MemState {
     fn positions_len(&self) -> u64 {
         self.positions.len() as u64
     }
-    fn version(&self, pos: u64) -> u64 {
-        self.versions.get(&pos).copied().unwrap_or(0)
+    fn positions(&self) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self.positions.iter().map(|(a, b)| (*a, *b)).collect();
+        v.sort_unstable();
+        v
     }
-    fn set_version(&mut self, pos: u64, version: u64) {
-        self.versions.insert(pos, version);
+    fn node(&self, pos: u64) -> NodeVersion {
+        self.versions.get(&pos).copied().unwrap_or_default()
+    }
+    fn set_node(&mut self, pos: u64, nv: NodeVersion) {
+        self.versions.insert(pos, nv);
+    }
+    fn nodes(&self) -> Vec<(u64, NodeVersion)> {
+        let mut v: Vec<(u64, NodeVersion)> = self.versions.iter().map(|(a, b)| (*a, *b)).collect();
+        v.sort_unstable_by_key(|x| x.0);
+        v
+    }
+    fn epoch(&self) -> u64 {
+        0
     }
     fn stash_insert(&mut self, block: u64, data: Bytes) {
         self.stash.insert(block, data);
@@ -123,6 +219,24 @@ impl TrustedState for MemState {
     fn set_local_bucket(&mut self, node: u64, bucket: Bucket) {
         self.local.insert(node, bucket);
     }
+    fn pending_put(&mut self, pos: u64, nv: NodeVersion, plain: Bytes) {
+        self.pending.insert(pos, (nv, plain));
+    }
+    fn pending_done(&mut self, pos: u64, version: u64) {
+        if self
+            .pending
+            .get(&pos)
+            .is_some_and(|(nv, _)| nv.version == version)
+        {
+            self.pending.remove(&pos);
+        }
+    }
+    fn pending(&self) -> Vec<PendingWrite> {
+        self.pending
+            .iter()
+            .map(|(p, (nv, b))| (*p, *nv, b.clone()))
+            .collect()
+    }
     fn commit(&mut self) -> Result<(), StateError> {
         Ok(())
     }
@@ -146,7 +260,8 @@ pub trait KvState: Send + 'static {
         end: Option<&[u8]>,
         limit: usize,
     ) -> Vec<(Vec<u8>, Vec<u8>)>;
-    /// Marks a consistent point that must survive a restart (no-op in memory).
+    /// Marks a consistent point that must survive a crash (no-op in memory). On
+    /// error every change since the last commit is undone.
     fn commit(&mut self) -> Result<(), StateError>;
 }
 
@@ -180,24 +295,34 @@ impl KvState for MemKv {
         end: Option<&[u8]>,
         limit: usize,
     ) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let lo = if inclusive {
-            Bound::Included(start)
-        } else {
-            Bound::Excluded(start)
-        };
-        if end.is_some_and(|e| e < start || (e == start && !inclusive)) {
-            return Vec::new();
-        }
-        let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
-        self.map
-            .range::<[u8], _>((lo, hi))
-            .take(limit)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+        btree_range(&self.map, start, inclusive, end, limit)
     }
     fn commit(&mut self) -> Result<(), StateError> {
         Ok(())
     }
+}
+
+/// [`KvState::range`] over an ordered map (shared by the implementations).
+pub fn btree_range(
+    map: &BTreeMap<Vec<u8>, Vec<u8>>,
+    start: &[u8],
+    inclusive: bool,
+    end: Option<&[u8]>,
+    limit: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let lo = if inclusive {
+        Bound::Included(start)
+    } else {
+        Bound::Excluded(start)
+    };
+    if end.is_some_and(|e| e < start || (e == start && !inclusive)) {
+        return Vec::new();
+    }
+    let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
+    map.range::<[u8], _>((lo, hi))
+        .take(limit)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -211,9 +336,15 @@ mod tests {
         s.set_position(3, 9);
         assert_eq!(s.position(3), Some(9));
         assert_eq!(s.positions_len(), 1);
-        assert_eq!(s.version(7), 0);
-        s.set_version(7, 2);
-        assert_eq!(s.version(7), 2);
+        assert_eq!(s.node(7).version, 0);
+        assert_eq!(s.advance(7).version, 1);
+        assert_eq!(s.advance(7).version, 2);
+        assert_eq!(s.node(7).slot, 0, "one epoch: the slot never flips");
+        s.pending_put(7, s.node(7), Bytes::from_static(b"p"));
+        s.pending_done(7, 1);
+        assert_eq!(s.pending().len(), 1, "an older version does not clear it");
+        s.pending_done(7, 2);
+        assert!(s.pending().is_empty());
         s.stash_insert(5, Bytes::from_static(b"a"));
         s.stash_insert(1, Bytes::from_static(b"b"));
         s.stash_insert(5, Bytes::from_static(b"c"));
@@ -226,6 +357,24 @@ mod tests {
         s.set_local_bucket(1, vec![(4, Bytes::from_static(b"x"))]);
         assert_eq!(s.local_bucket(1).unwrap().len(), 1);
         s.commit().unwrap();
+    }
+
+    #[test]
+    fn slots_flip_once_per_epoch() {
+        let v0 = NodeVersion::default();
+        let a = v0.next(0);
+        assert_eq!((a.version, a.slot), (1, 0));
+        let b = a.next(0);
+        assert_eq!((b.version, b.slot), (2, 0));
+        let c = b.next(1);
+        assert_eq!((c.version, c.slot, c.epoch), (3, 1, 1));
+        let d = c.next(1);
+        assert_eq!((d.version, d.slot), (4, 1));
+        let e = d.next(3);
+        assert_eq!((e.version, e.slot), (5, 0));
+        // First write in a later epoch goes to slot 0 (nothing to protect).
+        assert_eq!(v0.next(7).slot, 0);
+        assert_eq!(NodeVersion::from_packed(5, e.packed_epoch_slot()), e);
     }
 
     #[test]

@@ -73,6 +73,25 @@ attempt_timeout_secs = 30
 # s3: attempts per request (exponential back-off with jitter in between).
 max_attempts = 4
 
+[state]
+# The trusted state (position map, stash, object index...) lives in
+# <data_dir>/state.redb, committed with fsync before every acknowledgement. It is
+# also checkpointed to the backend, sealed and padded to a fixed size, so that
+# `oram-proxy recover` can rebuild a lost data directory: every this many seconds
+# and at shutdown (0 = at shutdown only). A checkpoint pauses the engine while it
+# uploads.
+checkpoint_interval_secs = 300
+# Bytes of object index a checkpoint has room for; 0 = 64 per block of capacity.
+# A larger index doubles the checkpoint (its size then hints at the index size).
+checkpoint_index_bytes = 0
+
+[key]
+# The master key: ORAM_PROXY_MASTER_KEY (64 hex digits) if set; else a passphrase
+# (ORAM_PROXY_PASSPHRASE, or this file, mode 0600) stretched with Argon2id; else
+# the key file (mode 0600), created on first start.
+# passphrase_file = "/etc/oram-proxy/passphrase"
+# key_file = "<data_dir>/master.key"
+
 # Users of the S3 API. Without any, a user is generated on first start and kept in
 # <data_dir>/credentials.toml; ORAM_PROXY_ROOT_USER / ORAM_PROXY_ROOT_PASSWORD set
 # the first user instead.
@@ -93,8 +112,41 @@ pub struct Config {
     pub engine: EngineConfig,
     /// The backend store.
     pub backend: BackendConfig,
+    /// Trusted state and checkpoints.
+    pub state: StateConfig,
+    /// Master key source.
+    pub key: KeyConfig,
     /// S3 users.
     pub users: Vec<UserConfig>,
+}
+
+/// `[state]`
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    /// Seconds between checkpoints to the backend (0: at shutdown only).
+    pub checkpoint_interval_secs: u64,
+    /// Object-index bytes a checkpoint has room for (0: 64 per block).
+    pub checkpoint_index_bytes: u64,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            checkpoint_interval_secs: 300,
+            checkpoint_index_bytes: 0,
+        }
+    }
+}
+
+/// `[key]`
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KeyConfig {
+    /// File holding the passphrase (mode 0600).
+    pub passphrase_file: Option<PathBuf>,
+    /// The key file; default `<data_dir>/master.key`.
+    pub key_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -104,6 +156,8 @@ impl Default for Config {
             s3: S3Config::default(),
             engine: EngineConfig::default(),
             backend: BackendConfig::default(),
+            state: StateConfig::default(),
+            key: KeyConfig::default(),
             users: Vec::new(),
         }
     }
@@ -353,6 +407,14 @@ impl Config {
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The key file: `key.key_file`, or `<data_dir>/master.key`.
+    pub fn key_file(&self) -> PathBuf {
+        self.key
+            .key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("master.key"))
     }
 
     /// Checks values that parse but cannot work.

@@ -1,67 +1,23 @@
-//! The data directory: master key, volume parameters and generated credentials.
+//! The data directory: volume parameters, generated credentials, the lock, and the
+//! state database (`state.redb`).
 
 use std::fs::{self, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use oram_seal::{MasterKey, VolumeId};
+use oram_seal::VolumeId;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, UserConfig};
+use crate::keys::{check_private, hex, io, unhex_vec, write_private, Kdf};
 use crate::ProxyError;
 
-/// Version of the data directory layout.
-pub const FORMAT: u32 = 1;
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ProxyError + '_ {
-    move |source| ProxyError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
+/// Version of the data directory layout (2: durable state database, key check).
+pub const FORMAT: u32 = 2;
 
 fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    let s = s.trim();
-    if s.len() != 2 * N {
-        return None;
-    }
-    let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
-}
-
-/// Writes a new file readable by its owner only; fails if it exists.
-fn write_private(path: &Path, contents: &str) -> Result<(), ProxyError> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io(path))?;
-    f.write_all(contents.as_bytes()).map_err(io(path))?;
-    f.sync_all().map_err(io(path))
-}
-
-/// Refuses a secret file that group or others may read.
-fn check_private(path: &Path) -> Result<(), ProxyError> {
-    let mode = fs::metadata(path).map_err(io(path))?.permissions().mode();
-    if mode & 0o077 != 0 {
-        return Err(ProxyError::Key(format!(
-            "{} has mode {:o}: group and others must have no access (chmod 600 {})",
-            path.display(),
-            mode & 0o777,
-            path.display()
-        )));
-    }
-    Ok(())
+    unhex_vec(s)?.try_into().ok()
 }
 
 /// Creates the data directory (mode 0700) if needed.
@@ -94,28 +50,6 @@ pub fn lock(dir: &Path) -> Result<fs::File, ProxyError> {
     }
 }
 
-/// Loads `<dir>/master.key`, or creates it (0600) if `create` and the directory is new.
-pub fn master_key(dir: &Path, create: bool) -> Result<(MasterKey, bool), ProxyError> {
-    let path = dir.join("master.key");
-    if path.exists() {
-        check_private(&path)?;
-        let text = fs::read_to_string(&path).map_err(io(&path))?;
-        let bytes = unhex::<32>(&text).ok_or_else(|| {
-            ProxyError::Key(format!("{} does not hold 64 hex digits", path.display()))
-        })?;
-        return Ok((MasterKey::from_bytes(bytes), false));
-    }
-    if !create {
-        return Err(ProxyError::Key(format!(
-            "{} is missing, but the data directory already holds a volume: without its key the data cannot be read",
-            path.display()
-        )));
-    }
-    let key = MasterKey::generate();
-    write_private(&path, &format!("{}\n", hex(key.expose_bytes())))?;
-    Ok((key, true))
-}
-
 /// The parameters a volume was created with; they cannot change afterwards.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -134,10 +68,24 @@ pub struct VolumeParams {
     pub z: usize,
     /// Backend key prefix.
     pub prefix: String,
+    /// Where the key came from when the volume was created (`file`, `env`,
+    /// `passphrase`); informative.
+    pub key_source: String,
+    /// Public check value of the master key (see `keys`).
+    pub key_check: String,
+    /// Argon2id parameters, when the key is derived from a passphrase.
+    pub kdf: Option<Kdf>,
 }
 
 impl VolumeParams {
-    fn from_config(c: &Config, volume_id: &VolumeId) -> Self {
+    /// The parameters of a new volume.
+    pub fn new(
+        c: &Config,
+        volume_id: &VolumeId,
+        key_source: &str,
+        key_check: String,
+        kdf: Option<Kdf>,
+    ) -> Self {
         Self {
             format: FORMAT,
             volume_id: hex(&volume_id.0),
@@ -146,7 +94,73 @@ impl VolumeParams {
             capacity_blocks: c.engine.capacity_blocks,
             z: c.engine.z,
             prefix: c.backend.prefix.clone(),
+            key_source: key_source.into(),
+            key_check,
+            kdf,
         }
+    }
+
+    /// The parameters as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("parameters serialise")
+    }
+
+    /// Parses parameters written by [`VolumeParams::to_toml`]; refuses another format.
+    pub fn from_toml(text: &str, whence: &str) -> Result<Self, ProxyError> {
+        #[derive(Deserialize)]
+        struct Format {
+            format: u32,
+        }
+        let f: Format =
+            toml::from_str(text).map_err(|e| ProxyError::Params(format!("{whence}: {e}")))?;
+        if f.format != FORMAT {
+            return Err(ProxyError::Params(format!(
+                "{whence} has format {}, this build reads format {FORMAT}{}",
+                f.format,
+                if f.format == 1 {
+                    " (format 1 kept its state in memory: nothing in it survived a restart; move the directory away)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        toml::from_str(text).map_err(|e| ProxyError::Params(format!("{whence}: {e}")))
+    }
+
+    /// Refuses a configuration that differs from these parameters.
+    pub fn check_config(&self, cfg: &Config, dir: &Path) -> Result<(), ProxyError> {
+        let want = Self::new(cfg, &self.volume_id()?, "", String::new(), None);
+        let p = self;
+        let mut diffs = Vec::new();
+        if p.engine != want.engine {
+            diffs.push(format!("engine {} (configured: {})", p.engine, want.engine));
+        }
+        if p.block_size != want.block_size {
+            diffs.push(format!(
+                "block_size {} (configured: {})",
+                p.block_size, want.block_size
+            ));
+        }
+        if p.capacity_blocks != want.capacity_blocks {
+            diffs.push(format!(
+                "capacity_blocks {} (configured: {})",
+                p.capacity_blocks, want.capacity_blocks
+            ));
+        }
+        if p.z != want.z {
+            diffs.push(format!("z {} (configured: {})", p.z, want.z));
+        }
+        if p.prefix != want.prefix {
+            diffs.push(format!("prefix {} (configured: {})", p.prefix, want.prefix));
+        }
+        if !diffs.is_empty() {
+            return Err(ProxyError::Params(format!(
+                "data directory {} was created with other parameters: {}",
+                dir.display(),
+                diffs.join(", ")
+            )));
+        }
+        Ok(())
     }
 
     /// The volume id.
@@ -162,56 +176,23 @@ pub fn has_volume(dir: &Path) -> bool {
     dir.join("volume.toml").exists()
 }
 
-/// Loads `<dir>/volume.toml` and checks it against the configuration, or creates it.
-pub fn volume(dir: &Path, cfg: &Config) -> Result<VolumeParams, ProxyError> {
+/// Loads `<dir>/volume.toml` and checks it against the configuration.
+pub fn load_volume(dir: &Path, cfg: &Config) -> Result<VolumeParams, ProxyError> {
     let path = dir.join("volume.toml");
-    if !path.exists() {
-        let p = VolumeParams::from_config(cfg, &VolumeId::random());
-        let text = toml::to_string(&p).map_err(|e| ProxyError::Params(e.to_string()))?;
-        write_private(&path, &text)?;
-        return Ok(p);
-    }
     let text = fs::read_to_string(&path).map_err(io(&path))?;
-    let p: VolumeParams = toml::from_str(&text)
-        .map_err(|e| ProxyError::Params(format!("{}: {e}", path.display())))?;
-    if p.format != FORMAT {
-        return Err(ProxyError::Params(format!(
-            "{} has format {}, this build reads format {FORMAT}",
-            dir.display(),
-            p.format
-        )));
-    }
-    let want = VolumeParams::from_config(cfg, &p.volume_id()?);
-    let mut diffs = Vec::new();
-    if p.engine != want.engine {
-        diffs.push(format!("engine {} (configured: {})", p.engine, want.engine));
-    }
-    if p.block_size != want.block_size {
-        diffs.push(format!(
-            "block_size {} (configured: {})",
-            p.block_size, want.block_size
-        ));
-    }
-    if p.capacity_blocks != want.capacity_blocks {
-        diffs.push(format!(
-            "capacity_blocks {} (configured: {})",
-            p.capacity_blocks, want.capacity_blocks
-        ));
-    }
-    if p.z != want.z {
-        diffs.push(format!("z {} (configured: {})", p.z, want.z));
-    }
-    if p.prefix != want.prefix {
-        diffs.push(format!("prefix {} (configured: {})", p.prefix, want.prefix));
-    }
-    if !diffs.is_empty() {
-        return Err(ProxyError::Params(format!(
-            "data directory {} was created with other parameters: {}",
-            dir.display(),
-            diffs.join(", ")
-        )));
-    }
+    let p = VolumeParams::from_toml(&text, &path.display().to_string())?;
+    p.check_config(cfg, dir)?;
     Ok(p)
+}
+
+/// Writes `<dir>/volume.toml` (0600) for a new volume.
+pub fn save_volume(dir: &Path, p: &VolumeParams) -> Result<(), ProxyError> {
+    write_private(&dir.join("volume.toml"), &p.to_toml())
+}
+
+/// The state database of the data directory.
+pub fn state_path(dir: &Path) -> PathBuf {
+    dir.join("state.redb")
 }
 
 #[derive(Serialize, Deserialize)]
@@ -281,43 +262,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_is_created_private_and_reloaded() {
-        let d = tempfile::tempdir().unwrap();
-        let (k1, new) = master_key(d.path(), true).unwrap();
-        assert!(new);
-        let mode = fs::metadata(d.path().join("master.key"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
-        let (k2, new) = master_key(d.path(), true).unwrap();
-        assert!(!new);
-        assert_eq!(k1.expose_bytes(), k2.expose_bytes());
-        fs::set_permissions(
-            d.path().join("master.key"),
-            fs::Permissions::from_mode(0o644),
-        )
-        .unwrap();
-        assert!(master_key(d.path(), true)
-            .unwrap_err()
-            .to_string()
-            .contains("chmod 600"));
-        let e = tempfile::tempdir().unwrap();
-        assert!(master_key(e.path(), false)
-            .unwrap_err()
-            .to_string()
-            .contains("missing"));
-    }
-
-    #[test]
     fn volume_parameters_are_fixed() {
         let d = tempfile::tempdir().unwrap();
         let mut cfg = Config::default();
-        let p = volume(d.path(), &cfg).unwrap();
-        assert_eq!(volume(d.path(), &cfg).unwrap(), p);
+        let p = VolumeParams::new(&cfg, &VolumeId::random(), "file", "ab".repeat(16), None);
+        save_volume(d.path(), &p).unwrap();
+        assert_eq!(load_volume(d.path(), &cfg).unwrap(), p);
         cfg.engine.block_size = 8192;
-        let err = volume(d.path(), &cfg).unwrap_err().to_string();
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
         assert!(err.contains("block_size 4096 (configured: 8192)"), "{err}");
+        let old = "format = 1\nvolume_id = \"00\"\n";
+        let err = VolumeParams::from_toml(old, "x").unwrap_err().to_string();
+        assert!(err.contains("format 1"), "{err}");
     }
 
     #[test]

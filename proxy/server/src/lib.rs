@@ -6,6 +6,8 @@
 
 pub mod config;
 pub mod datadir;
+pub mod keys;
+pub mod volume;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,13 +18,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use oram_blockstore::{BlockStore, StoreError};
-use oram_direct::{DirectConfig, DirectEngine};
-use oram_engine::{Oram, OramError};
-use oram_objects::{LayerConfig, ObjectLayer};
-use oram_path::{PathConfig, PathOram};
+use oram_engine::OramError;
+use oram_objects::ObjectLayer;
 use oram_s3::S3User;
-use oram_seal::Sealer;
-use oram_state::{MemKv, MemState};
 use oram_store_fs::FsStore;
 use oram_store_s3::{S3Store, S3StoreConfig};
 use tokio::net::TcpListener;
@@ -70,6 +68,13 @@ pub enum ProxyError {
     /// The object layer could not be created.
     #[error("object layer: {0}")]
     Objects(#[from] oram_objects::ObjectError),
+    /// The state database could not be used.
+    #[error("{0}")]
+    State(#[from] oram_statedb::DbError),
+    /// The backend holds something this volume did not write: tampering, a
+    /// roll-back, or a wrong bucket.
+    #[error("integrity: {0}")]
+    Integrity(String),
 }
 
 /// What a start found or created, for the banner.
@@ -81,8 +86,12 @@ pub struct StartInfo {
     pub generated_credentials: bool,
     /// Whether the master key was created by this start.
     pub new_key: bool,
-    /// Objects of an earlier run that were discarded (the state is in memory).
-    pub discarded_objects: usize,
+    /// Whether the volume was created by this start.
+    pub created: bool,
+    /// Write-backs journaled by an unclean stop and resent at this start.
+    pub resent_writebacks: usize,
+    /// Objects in the index at start.
+    pub objects: u64,
 }
 
 /// A running proxy.
@@ -92,6 +101,8 @@ pub struct Server {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
     layer: ObjectLayer,
+    volume: Arc<volume::Volume>,
+    checkpointer: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
     /// What the start found or created.
     pub info: StartInfo,
 }
@@ -107,11 +118,20 @@ impl Server {
         &self.layer
     }
 
+    /// The opened volume (for checkpoints).
+    pub fn volume(&self) -> &volume::Volume {
+        &self.volume
+    }
+
     /// Stops accepting connections, lets in-flight requests finish (at most
-    /// `grace`), then writes back everything pending to the backend.
-    pub async fn shutdown(mut self, grace: Duration) -> Result<(), OramError> {
+    /// `grace`), writes back everything pending, and takes a final checkpoint.
+    pub async fn shutdown(mut self, grace: Duration) -> Result<(), ProxyError> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
+        }
+        if let Some((stop, task)) = self.checkpointer.take() {
+            let _ = stop.send(());
+            let _ = task.await;
         }
         if tokio::time::timeout(grace + Duration::from_secs(1), &mut self.task)
             .await
@@ -120,7 +140,38 @@ impl Server {
             tracing::warn!("in-flight requests did not finish within {grace:?}");
             self.task.abort();
         }
-        self.layer.engine().flush().await
+        self.layer.engine().flush().await?;
+        let c = self.volume.checkpoint().await?;
+        tracing::info!(
+            epoch = c.epoch,
+            bytes = c.bytes,
+            state_bytes = c.state_bytes,
+            "final checkpoint written"
+        );
+        Ok(())
+    }
+}
+
+/// Takes a checkpoint every `every` until `stop` fires.
+async fn checkpoint_loop(
+    vol: Arc<volume::Volume>,
+    every: Duration,
+    mut stop: oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = &mut stop => return,
+        }
+        match vol.checkpoint().await {
+            Ok(c) => tracing::info!(
+                epoch = c.epoch,
+                bytes = c.bytes,
+                state_bytes = c.state_bytes,
+                "checkpoint written"
+            ),
+            Err(e) => tracing::error!("checkpoint failed: {e}"),
+        }
     }
 }
 
@@ -130,15 +181,10 @@ impl Server {
 pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, ProxyError> {
     cfg.validate().map_err(ProxyError::Config)?;
     let dir = &cfg.data_dir;
-    let existed = datadir::has_volume(dir);
     datadir::ensure_dir(dir)?;
-    // One proxy per data directory: a second one would wipe the first one's volume.
+    // One proxy per data directory: two would corrupt each other's state.
     let dir_lock = datadir::lock(dir)?;
-    let (key, new_key) = datadir::master_key(dir, !existed)?;
-    let params = datadir::volume(dir, cfg)?;
     let (users, generated_credentials) = datadir::users(dir, cfg, root)?;
-    let sealer = Arc::new(Sealer::new(&key, params.volume_id()?));
-    drop(key);
     // Bind before touching the backend, so that a port conflict changes nothing.
     let listener = TcpListener::bind(&cfg.s3.listen)
         .await
@@ -146,58 +192,9 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
             addr: cfg.s3.listen.clone(),
             source,
         })?;
-
-    let store = open_store(cfg).await?;
-    // The trusted state lives in memory (durable state is a later piece of work): the
-    // objects of an earlier run can no longer be opened, so they are removed.
-    let old = store.list(&format!("{}/", cfg.backend.prefix)).await?;
-    let discarded_objects = old.len();
-    if !old.is_empty() {
-        tracing::warn!(
-            objects = old.len(),
-            "discarding the backend objects of an earlier run: trusted state is kept in memory only"
-        );
-        store.delete_many(&old).await?;
-    }
-    let e = &cfg.engine;
-    let engine: Arc<dyn Oram> = match e.kind {
-        EngineKind::Path => Arc::new(PathOram::new(
-            PathConfig {
-                capacity: e.capacity_blocks,
-                block_size: e.block_size,
-                z: e.z,
-                leaves: None,
-                cached_levels: e.cached_levels,
-                stash_bound: e.stash_bound,
-                max_batch: e.max_batch,
-                max_inflight_writebacks: e.max_inflight_writebacks,
-                writeback_attempts: 4,
-                prefix: cfg.backend.prefix.clone(),
-                rng_seed: None,
-            },
-            store,
-            sealer,
-            Box::new(MemState::new()),
-        )?),
-        EngineKind::Direct => Arc::new(DirectEngine::new(
-            DirectConfig {
-                capacity: e.capacity_blocks,
-                block_size: e.block_size,
-                prefix: cfg.backend.prefix.clone(),
-            },
-            store,
-            sealer,
-            Box::new(MemState::new()),
-        )?),
-    };
-    let layer = ObjectLayer::new(
-        engine,
-        Box::new(MemKv::new()),
-        LayerConfig {
-            batch_blocks: e.max_batch,
-            ..LayerConfig::default()
-        },
-    )?;
+    let vol = Arc::new(volume::Volume::open(cfg).await?);
+    vol.repair_checkpoint().await?;
+    let layer = vol.layer.clone();
     let s3_users: Vec<S3User> = users
         .iter()
         .map(|u| S3User {
@@ -214,18 +211,30 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     let (stop, stopped) = oneshot::channel();
     let limit = Arc::new(Semaphore::new(cfg.s3.max_concurrent_requests));
     let task = tokio::spawn(serve(listener, service, limit, stopped));
+    let checkpointer = match cfg.state.checkpoint_interval_secs {
+        0 => None,
+        secs => {
+            let (tx, rx) = oneshot::channel();
+            let t = tokio::spawn(checkpoint_loop(vol.clone(), Duration::from_secs(secs), rx));
+            Some((tx, t))
+        }
+    };
     Ok(Server {
         s3_addr,
         _dir_lock: dir_lock,
         stop: Some(stop),
         task,
-        layer,
         info: StartInfo {
             users,
             generated_credentials,
-            new_key,
-            discarded_objects,
+            new_key: vol.new_key,
+            created: vol.created,
+            resent_writebacks: vol.resent,
+            objects: layer.index_counts().1,
         },
+        layer,
+        volume: vol,
+        checkpointer,
     })
 }
 
@@ -272,17 +281,22 @@ pub async fn init(cfg: &Config, root: Option<UserConfig>) -> Result<Vec<String>,
     cfg.validate().map_err(ProxyError::Config)?;
     let dir = &cfg.data_dir;
     let mut done = Vec::new();
-    let existed = datadir::has_volume(dir);
-    datadir::ensure_dir(dir)?;
-    let (_, new_key) = datadir::master_key(dir, !existed)?;
-    if new_key {
-        done.push(format!(
-            "created master key {}",
-            dir.join("master.key").display()
-        ));
+    if cfg.backend.kind == BackendKind::S3 {
+        let s3 = S3Store::new(&s3_config(cfg)).await;
+        s3.create_bucket().await?;
+        s3.check().await?;
+        done.push(format!("backend bucket {:?} ready", cfg.backend.bucket));
     }
-    datadir::volume(dir, cfg)?;
+    datadir::ensure_dir(dir)?;
+    let _lock = datadir::lock(dir)?;
     let (users, generated) = datadir::users(dir, cfg, root)?;
+    let vol = volume::Volume::open(cfg).await?;
+    if vol.new_key {
+        done.push(format!("created master key {}", cfg.key_file().display()));
+    }
+    if vol.created {
+        done.push(format!("created volume {}", vol.params.volume_id));
+    }
     if generated {
         done.push(format!(
             "created user {} (secret in {})",
@@ -290,13 +304,43 @@ pub async fn init(cfg: &Config, root: Option<UserConfig>) -> Result<Vec<String>,
             datadir::credentials_path(dir).display()
         ));
     }
-    if cfg.backend.kind == BackendKind::S3 {
-        let s3 = S3Store::new(&s3_config(cfg)).await;
-        s3.create_bucket().await?;
-        s3.check().await?;
-        done.push(format!("backend bucket {:?} ready", cfg.backend.bucket));
-    }
+    vol.layer.engine().flush().await?;
     Ok(done)
+}
+
+/// `oram-proxy fsck`: opens the volume (recovering from an unclean stop like a
+/// start does) and checks everything ([`ObjectLayer::check`]).
+pub async fn fsck(
+    cfg: &Config,
+    progress: &(dyn Fn(oram_objects::CheckPhase, u64, u64) + Send + Sync),
+) -> Result<oram_objects::LayerCheck, ProxyError> {
+    cfg.validate().map_err(ProxyError::Config)?;
+    let dir = &cfg.data_dir;
+    if !datadir::has_volume(dir) {
+        return Err(ProxyError::Params(format!(
+            "{} holds no volume",
+            dir.display()
+        )));
+    }
+    let _lock = datadir::lock(dir)?;
+    let vol = volume::Volume::open(cfg).await?;
+    vol.repair_checkpoint().await?;
+    let rep = vol.layer.check(progress).await?;
+    // Re-reading the objects moved blocks (ORAM reads write back): leave nothing
+    // journaled, and a checkpoint that includes it.
+    vol.layer.engine().flush().await?;
+    if rep.is_clean() {
+        vol.checkpoint().await?;
+    }
+    Ok(rep)
+}
+
+/// `oram-proxy recover` (see [`volume::recover`]).
+pub async fn recover(cfg: &Config) -> Result<volume::Recovered, ProxyError> {
+    cfg.validate().map_err(ProxyError::Config)?;
+    datadir::ensure_dir(&cfg.data_dir)?;
+    let _lock = datadir::lock(&cfg.data_dir)?;
+    volume::recover(cfg).await
 }
 
 /// Connections served at once; more wait in the listen backlog.

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use oram_objects::CheckPhase;
 use oram_proxy::config::{Config, EngineKind, EXAMPLE};
 use oram_proxy::{datadir, UserConfig};
 
@@ -24,6 +26,14 @@ enum Command {
     Serve(ServeArgs),
     /// Create the data directory and (S3 back-end) the backend bucket, then exit.
     Init(ServeArgs),
+    /// Check every ORAM invariant and re-read every object against its ETag.
+    /// Exit status 0 only when everything is clean (1: problems found, 2: the
+    /// check could not run). Recovers from an unclean stop first, like a start.
+    Fsck(ServeArgs),
+    /// Rebuild an empty data directory from the backend's latest checkpoint, given
+    /// the backend settings and the key (key file, ORAM_PROXY_MASTER_KEY, or the
+    /// passphrase). Objects written after that checkpoint are lost.
+    Recover(ServeArgs),
     /// Print a documented configuration file with every default.
     ExampleConfig,
 }
@@ -60,6 +70,15 @@ struct ServeArgs {
     /// S3 back-end region.
     #[arg(long, value_name = "NAME")]
     backend_region: Option<String>,
+    /// Master key file (overrides `key.key_file`; default <data_dir>/master.key).
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// File holding the passphrase the master key is derived from (Argon2id).
+    #[arg(long, value_name = "FILE")]
+    passphrase_file: Option<PathBuf>,
+    /// Seconds between checkpoints to the backend; 0: at shutdown only.
+    #[arg(long, value_name = "SECS")]
+    checkpoint_interval: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -80,6 +99,21 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("oram-proxy: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Fsck(args) => match fsck(args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("oram-proxy fsck: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Recover(args) => match recover(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("oram-proxy recover: {e}");
                 ExitCode::FAILURE
             }
         },
@@ -118,6 +152,15 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     }
     if let Some(r) = args.backend_region {
         cfg.backend.region = r;
+    }
+    if let Some(k) = args.key_file {
+        cfg.key.key_file = Some(k);
+    }
+    if let Some(p) = args.passphrase_file {
+        cfg.key.passphrase_file = Some(p);
+    }
+    if let Some(c) = args.checkpoint_interval {
+        cfg.state.checkpoint_interval_secs = c;
     }
     let root = match (
         std::env::var("ORAM_PROXY_ROOT_USER").ok(),
@@ -158,15 +201,129 @@ fn init(args: ServeArgs) -> Result<(), String> {
     })
 }
 
-fn serve(args: ServeArgs) -> Result<(), String> {
-    let (cfg, root) = configure(args)?;
+fn logging(default: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
         .with_writer(std::io::stderr)
         .init();
+}
+
+fn bar(len: u64, template: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template(template)
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb
+}
+
+fn fsck(args: ServeArgs) -> Result<bool, String> {
+    let (cfg, _) = configure(args)?;
+    logging("warn");
+    let engine_bar = bar(0, "engine   [{bar:40}] {pos}/{len} nodes ({eta})");
+    let object_bar = bar(0, "objects  [{bar:40}] {bytes}/{total_bytes} ({eta})");
+    let progress = |phase: CheckPhase, done: u64, total: u64| {
+        let pb = match phase {
+            CheckPhase::Engine => &engine_bar,
+            CheckPhase::Objects => {
+                engine_bar.finish();
+                &object_bar
+            }
+        };
+        pb.set_length(total);
+        pb.set_position(done);
+    };
+    let rep = runtime()?.block_on(async {
+        oram_proxy::fsck(&cfg, &progress)
+            .await
+            .map_err(|e| e.to_string())
+    })?;
+    engine_bar.finish();
+    object_bar.finish();
+    let e = &rep.engine;
+    println!("fsck of {}", cfg.data_dir.display());
+    println!(
+        "  engine:  {} backend objects opened ({} bad), {} blocks stored, {} in the stash",
+        e.objects_read, e.objects_bad, e.blocks_found, e.stash_len
+    );
+    println!(
+        "  index:   {} buckets, {} objects, {} unfinished uploads, {} blocks in use",
+        rep.buckets, rep.objects, rep.uploads, rep.blocks_used
+    );
+    println!(
+        "  data:    {} bytes re-read and checked against their ETags",
+        rep.bytes_verified
+    );
+    let problems = e.problems_total + rep.problems_total;
+    if problems == 0 {
+        println!("clean");
+        return Ok(true);
+    }
+    println!("{problems} problems:");
+    for p in e.problems.iter().chain(rep.problems.iter()) {
+        println!("  - {p}");
+    }
+    let shown = (e.problems.len() + rep.problems.len()) as u64;
+    if shown < problems {
+        println!("  ... and {} more", problems - shown);
+    }
+    Ok(false)
+}
+
+fn recover(args: ServeArgs) -> Result<(), String> {
+    let (cfg, _) = configure(args)?;
+    logging("warn");
+    let spinner = ProgressBar::new_spinner();
+    spinner.set_message("downloading and restoring the latest checkpoint");
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    let r =
+        runtime()?.block_on(async { oram_proxy::recover(&cfg).await.map_err(|e| e.to_string()) });
+    spinner.finish_and_clear();
+    let r = r?;
+    println!(
+        "recovered {} from checkpoint epoch {} taken {} ({} buckets, {} objects)",
+        cfg.data_dir.display(),
+        r.epoch,
+        utc(r.taken_ms / 1000),
+        r.buckets,
+        r.objects
+    );
+    println!(
+        "removed {} backend objects written after that checkpoint; anything acknowledged after it is lost",
+        r.swept
+    );
+    println!("run `oram-proxy fsck` to verify, then `oram-proxy serve`");
+    Ok(())
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the Unix epoch.
+fn utc(secs: u64) -> String {
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    let (cfg, root) = configure(args)?;
+    logging("info");
     runtime()?.block_on(async move {
         let server = oram_proxy::start(&cfg, root)
             .await
@@ -177,7 +334,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         server
             .shutdown(Duration::from_secs(30))
             .await
-            .map_err(|e| format!("final write-back failed: {e}"))?;
+            .map_err(|e| format!("final write-back or checkpoint failed: {e}"))?;
         tracing::info!("stopped");
         Ok(())
     })
@@ -211,9 +368,17 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
         ),
     }
     if info.new_key {
+        println!("  master key: created {}", cfg.key_file().display());
+    }
+    if info.created {
+        println!("  volume:     created");
+    } else {
+        println!("  volume:     {} objects", info.objects);
+    }
+    if info.resent_writebacks > 0 {
         println!(
-            "  master key: created {}",
-            cfg.data_dir.join("master.key").display()
+            "  recovered:  resent {} write-backs journaled before an unclean stop",
+            info.resent_writebacks
         );
     }
     let first = &info.users[0];
@@ -226,13 +391,6 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
         );
     } else {
         println!("  secret key: (not shown)");
-    }
-    println!("  WARNING: trusted state is kept in memory only: objects do not survive a restart");
-    if info.discarded_objects > 0 {
-        println!(
-            "  discarded {} backend objects of an earlier run",
-            info.discarded_objects
-        );
     }
 }
 

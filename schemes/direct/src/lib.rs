@@ -8,6 +8,12 @@
 //! **What the storage server observes:** exactly which blocks are read and which are
 //! written, and when — the access pattern in full. Reads of never-written blocks
 //! cause no request at all.
+//!
+//! **Crash safety:** a write's new version and data are committed to the trusted
+//! state (journaled) before the PUT, and resent first thing after a crash or a
+//! failed PUT; a version number is never used for two different contents. As for
+//! tree buckets, each block has two slots (`<prefix>/b/<b>` and `<prefix>/b/<b>.1`)
+//! so that the objects a checkpoint refers to stay intact until the next one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -15,9 +21,11 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey};
-use oram_engine::{open_error, validate_op, EngineStats, Op, Oram, OramError, Result};
+use oram_engine::{
+    open_error, validate_op, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result,
+};
 use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
-use oram_state::TrustedState;
+use oram_state::{NodeVersion, TrustedState};
 
 /// Parameters of a direct engine.
 #[derive(Clone, Debug)]
@@ -45,7 +53,7 @@ pub struct DirectEngine {
     cfg: DirectConfig,
     store: Arc<dyn BlockStore>,
     sealer: Arc<Sealer>,
-    state: tokio::sync::Mutex<Box<dyn TrustedState>>,
+    state: Arc<tokio::sync::Mutex<Box<dyn TrustedState>>>,
     stats: Mutex<EngineStats>,
 }
 
@@ -68,14 +76,65 @@ impl DirectEngine {
             cfg,
             store,
             sealer,
-            state: tokio::sync::Mutex::new(state),
+            state: Arc::new(tokio::sync::Mutex::new(state)),
             stats: Mutex::new(EngineStats::default()),
         })
     }
 
-    /// The backend key of logical block `block`.
-    pub fn block_key(&self, block: u64) -> ObjKey {
-        ObjKey::new(format!("{}/b/{block}", self.cfg.prefix)).expect("prefix validated")
+    /// The backend key of logical block `block` in `slot` (0 or 1).
+    pub fn block_key(&self, block: u64, slot: u8) -> ObjKey {
+        let key = if slot == 0 {
+            format!("{}/b/{block}", self.cfg.prefix)
+        } else {
+            format!("{}/b/{block}.{slot}", self.cfg.prefix)
+        };
+        ObjKey::new(key).expect("prefix validated")
+    }
+
+    /// Sends the journaled writes that are not known to have landed.
+    async fn resend(&self, state: &mut dyn TrustedState) -> Result<()> {
+        let pending = state.pending();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut items = Vec::with_capacity(pending.len());
+        for (b, nv, plain) in &pending {
+            items.push((self.block_key(*b, nv.slot), self.seal(*b, nv, plain)?));
+        }
+        self.store.put_many(items).await?;
+        for (b, nv, _) in pending {
+            state.pending_done(b, nv.version);
+        }
+        Ok(())
+    }
+
+    fn seal(&self, block: u64, nv: &NodeVersion, plain: &[u8]) -> Result<Bytes> {
+        self.sealer
+            .seal(&Self::identity(block, nv.version), plain)
+            .map_err(OramError::Seal)
+    }
+
+    fn open(&self, block: u64, nv: NodeVersion, obj: Option<Bytes>) -> Result<Bytes> {
+        let key = self.block_key(block, nv.slot);
+        let sealed = obj.ok_or_else(|| OramError::Integrity {
+            key: key.to_string(),
+            reason: format!("block version {} missing", nv.version),
+        })?;
+        let plain = self
+            .sealer
+            .open(&Self::identity(block, nv.version), &sealed)
+            .map_err(|e| open_error(key.as_str(), e))?;
+        if plain.len() != self.cfg.block_size {
+            return Err(OramError::Integrity {
+                key: key.to_string(),
+                reason: format!(
+                    "{} bytes where a block has {}",
+                    plain.len(),
+                    self.cfg.block_size
+                ),
+            });
+        }
+        Ok(plain.into())
     }
 
     fn identity(block: u64, version: u64) -> ObjectIdentity {
@@ -106,15 +165,16 @@ impl Oram for DirectEngine {
             validate_op(op, self.cfg.capacity, self.cfg.block_size)?;
         }
         let mut state = self.state.lock().await;
+        self.resend(state.as_mut()).await?;
         // Blocks to fetch: read before any write of the same batch, and written before.
         let mut written: HashMap<u64, Bytes> = HashMap::new();
-        let mut fetch: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut fetch: BTreeMap<u64, NodeVersion> = BTreeMap::new();
         for op in &ops {
             match op {
                 Op::Read(b) if !written.contains_key(b) => {
-                    let v = state.version(*b);
-                    if v > 0 {
-                        fetch.insert(*b, v);
+                    let nv = state.node(*b);
+                    if nv.version > 0 {
+                        fetch.insert(*b, nv);
                     }
                 }
                 Op::Read(_) => {}
@@ -123,20 +183,14 @@ impl Oram for DirectEngine {
                 }
             }
         }
-        let keys: Vec<ObjKey> = fetch.keys().map(|&b| self.block_key(b)).collect();
+        let keys: Vec<ObjKey> = fetch
+            .iter()
+            .map(|(&b, nv)| self.block_key(b, nv.slot))
+            .collect();
         let got = self.store.get_many(&keys).await?;
         let mut current: HashMap<u64, Bytes> = HashMap::new();
-        for ((&b, &v), obj) in fetch.iter().zip(got) {
-            let key = self.block_key(b);
-            let sealed = obj.ok_or_else(|| OramError::Integrity {
-                key: key.to_string(),
-                reason: format!("block version {v} missing"),
-            })?;
-            let plain = self
-                .sealer
-                .open(&Self::identity(b, v), &sealed)
-                .map_err(|e| open_error(key.as_str(), e))?;
-            current.insert(b, plain.into());
+        for ((&b, &nv), obj) in fetch.iter().zip(got) {
+            current.insert(b, self.open(b, nv, obj)?);
         }
         let zeros = Bytes::from(vec![0u8; self.cfg.block_size]);
         let mut results = Vec::with_capacity(ops.len());
@@ -151,22 +205,23 @@ impl Oram for DirectEngine {
                 }
             }
         }
+        // Journal the new versions first, then PUT; a failed PUT is resent by the
+        // next access (or after a crash), before anything else.
         let mut items = Vec::with_capacity(written.len());
         let mut versions = Vec::with_capacity(written.len());
         for &b in written.keys() {
-            let v = state.version(b) + 1;
-            let sealed = self
-                .sealer
-                .seal(&Self::identity(b, v), &current[&b])
-                .map_err(OramError::Seal)?;
-            items.push((self.block_key(b), sealed));
-            versions.push((b, v));
+            let nv = state.advance(b);
+            state.pending_put(b, nv, current[&b].clone());
+            items.push((self.block_key(b, nv.slot), self.seal(b, &nv, &current[&b])?));
+            versions.push((b, nv.version));
         }
-        self.store.put_many(items).await?;
-        for (b, v) in versions {
-            state.set_version(b, v);
+        if !items.is_empty() {
+            state.commit()?;
+            self.store.put_many(items).await?;
+            for (b, v) in versions {
+                state.pending_done(b, v);
+            }
         }
-        state.commit()?;
         let mut st = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         st.accesses += results.len() as u64;
         st.rounds += 1;
@@ -174,11 +229,68 @@ impl Oram for DirectEngine {
     }
 
     async fn flush(&self) -> Result<()> {
-        // Writes are on the backend before `access` returns.
-        Ok(())
+        self.quiesce().await.map(drop)
     }
 
     fn stats(&self) -> EngineStats {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn quiesce(&self) -> Result<Quiesced> {
+        let mut state = self.state.clone().lock_owned().await;
+        self.resend(state.as_mut()).await?;
+        state.commit()?;
+        Ok(Quiesced::new(state))
+    }
+
+    async fn check(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<CheckReport> {
+        let mut state = self.state.lock().await;
+        self.resend(state.as_mut()).await?;
+        state.commit()?;
+        let nodes = state.nodes();
+        let total = nodes.len() as u64;
+        let mut rep = CheckReport::default();
+        let mut done = 0;
+        for chunk in nodes.chunks(256) {
+            let keys: Vec<ObjKey> = chunk
+                .iter()
+                .map(|(b, nv)| self.block_key(*b, nv.slot))
+                .collect();
+            let got = self.store.get_many(&keys).await?;
+            for ((b, nv), obj) in chunk.iter().zip(got) {
+                if *b >= self.cfg.capacity {
+                    rep.problem(format!("block {b} beyond the capacity"));
+                    continue;
+                }
+                rep.objects_read += 1;
+                match self.open(*b, *nv, obj) {
+                    Ok(_) => rep.written_blocks.push(*b),
+                    Err(e) => {
+                        rep.objects_bad += 1;
+                        rep.problem(e.to_string());
+                    }
+                }
+            }
+            done += chunk.len() as u64;
+            progress(done, total);
+        }
+        rep.blocks_found = rep.written_blocks.len() as u64;
+        Ok(rep)
+    }
+
+    async fn sweep(&self) -> Result<u64> {
+        let state = self.state.lock().await;
+        let live: std::collections::BTreeSet<ObjKey> = state
+            .nodes()
+            .into_iter()
+            .map(|(b, nv)| self.block_key(b, nv.slot))
+            .collect();
+        let listed = self.store.list(&format!("{}/b/", self.cfg.prefix)).await?;
+        let dead: Vec<ObjKey> = listed.into_iter().filter(|k| !live.contains(k)).collect();
+        let n = dead.len() as u64;
+        for chunk in dead.chunks(1000) {
+            self.store.delete_many(chunk).await?;
+        }
+        Ok(n)
     }
 }

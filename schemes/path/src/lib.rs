@@ -1,8 +1,9 @@
 //! Path ORAM (Stefanov et al.), built for a high-latency object store.
 //!
 //! The tree lives on a [`BlockStore`] as one sealed object per bucket,
-//! `<prefix>/n/<node>`; the position map, the stash, bucket versions and the top
-//! `cached_levels` levels of the tree live in [`TrustedState`].
+//! `<prefix>/n/<node>` (or `<prefix>/n/<node>.1` when the bucket's current version
+//! is in its second slot, see [`NodeVersion`]); the position map, the stash, bucket
+//! versions and the top `cached_levels` levels of the tree live in [`TrustedState`].
 //!
 //! One call of [`Oram::access`] with `k` ops is one **round**:
 //! 1. each op draws the leaf to read (its block's current leaf, or a fresh random
@@ -21,6 +22,14 @@
 //! the next round first re-sends it and fails cleanly, with no state change, while
 //! the backend is unavailable.
 //!
+//! **Crash safety:** a round commits its trusted state — new positions, stash,
+//! versions, and the plaintext of every bucket it is about to write back (the
+//! journal) — before it answers and before any write-back starts. After a crash the
+//! journal is re-sent before anything else ([`PathOram::new`] loads it), so no block
+//! that moved out of the stash into a bucket is lost, whether or not its write-back
+//! had landed. A journal entry is dropped (lazily, with the next commit) once its
+//! write-back landed.
+//!
 //! **What the storage server observes per round:** GETs of every uncached bucket on
 //! `k` uniformly random paths, then PUTs of the same buckets, all of the same size.
 //! Never-written buckets read as absent (lazy initialisation) unless the tree was
@@ -38,9 +47,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey};
-use oram_engine::{open_error, validate_op, EngineStats, Op, Oram, OramError, Result};
+use oram_engine::{
+    open_error, validate_op, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result,
+};
 use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
-use oram_state::{StateError, TrustedState};
+use oram_state::{Bucket, NodeVersion, StateError, TrustedState};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
@@ -108,8 +119,10 @@ struct Inner {
     cached_levels: u32,
     store: Arc<dyn BlockStore>,
     sealer: Arc<Sealer>,
-    round: tokio::sync::Mutex<RoundState>,
+    round: Arc<tokio::sync::Mutex<RoundState>>,
     inflight: Mutex<HashMap<u64, Pending>>,
+    /// `(node, version)` of write-backs that landed, to drop from the journal.
+    landed: Mutex<Vec<(u64, u64)>>,
     wb_permits: Arc<Semaphore>,
     stats: Mutex<EngineStats>,
     retries: AtomicU64,
@@ -126,7 +139,7 @@ struct RoundState {
 #[derive(Clone)]
 struct Pending {
     round: u64,
-    version: u64,
+    nv: NodeVersion,
     plain: Bytes,
     done: watch::Receiver<WbStatus>,
 }
@@ -139,11 +152,14 @@ enum WbStatus {
 }
 
 /// A bucket to write: node, version, encoded plaintext.
-type BucketWrite = (u64, u64, Bytes);
+type BucketWrite = (u64, NodeVersion, Bytes);
 
 impl PathOram {
     /// Creates an engine over `store`, sealing with `sealer` and keeping its trusted
     /// state in `state` (which may already hold the state of an existing tree).
+    ///
+    /// Write-backs journaled in `state` but maybe never landed (a crash) are queued
+    /// to be re-sent: by [`Oram::flush`], or first thing in the next access.
     pub fn new(
         cfg: PathConfig,
         store: Arc<dyn BlockStore>,
@@ -172,6 +188,24 @@ impl PathOram {
         };
         let cached_levels = cfg.cached_levels.min(geo.leaf_level + 1);
         let cfg_stash_bound = cfg.stash_bound;
+        // Journaled write-backs of an earlier run: resent like failed ones.
+        let (failed_tx, failed_rx) = watch::channel(WbStatus::Failed);
+        drop(failed_tx);
+        let inflight: HashMap<u64, Pending> = state
+            .pending()
+            .into_iter()
+            .map(|(node, nv, plain)| {
+                (
+                    node,
+                    Pending {
+                        round: 0,
+                        nv,
+                        plain,
+                        done: failed_rx.clone(),
+                    },
+                )
+            })
+            .collect();
         Ok(Self {
             inner: Arc::new(Inner {
                 wb_permits: Arc::new(Semaphore::new(cfg.max_inflight_writebacks)),
@@ -180,12 +214,13 @@ impl PathOram {
                 cached_levels,
                 store,
                 sealer,
-                round: tokio::sync::Mutex::new(RoundState {
+                round: Arc::new(tokio::sync::Mutex::new(RoundState {
                     state,
                     rng,
-                    next_round: 0,
-                }),
-                inflight: Mutex::new(HashMap::new()),
+                    next_round: 1,
+                })),
+                inflight: Mutex::new(inflight),
+                landed: Mutex::new(Vec::new()),
                 stats: Mutex::new(EngineStats::default()),
                 retries: AtomicU64::new(0),
                 stash_bound: AtomicUsize::new(cfg_stash_bound),
@@ -209,9 +244,9 @@ impl PathOram {
         self.inner.stash_bound.store(bound, Ordering::Relaxed);
     }
 
-    /// The backend key of bucket `node`.
-    pub fn node_key(&self, node: u64) -> ObjKey {
-        self.inner.node_key(node)
+    /// The backend key of bucket `node` in `slot` (0 or 1).
+    pub fn node_key(&self, node: u64, slot: u8) -> ObjKey {
+        self.inner.node_key(node, slot)
     }
 
     /// Writes every never-written uncached bucket as an empty bucket, so that from
@@ -225,25 +260,41 @@ impl PathOram {
         let mut node = first;
         while node <= inner.geo.node_count() {
             let end = (node + 256).min(inner.geo.node_count() + 1);
-            let todo: Vec<u64> = (node..end).filter(|n| g.state.version(*n) == 0).collect();
+            let todo: Vec<u64> = (node..end)
+                .filter(|n| g.state.node(*n).version == 0)
+                .collect();
             let mut items = Vec::with_capacity(todo.len());
+            let mut written = Vec::with_capacity(todo.len());
             for n in &todo {
-                items.push((inner.node_key(*n), inner.seal(*n, 1, &empty)?));
+                let nv = g.state.advance(*n);
+                g.state.pending_put(*n, nv, empty.clone());
+                items.push((
+                    inner.node_key(*n, nv.slot),
+                    inner.seal(*n, nv.version, &empty)?,
+                ));
+                written.push((*n, nv.version));
             }
-            inner.store.put_many(items).await?;
-            for n in todo {
-                g.state.set_version(n, 1);
-            }
+            // Journaled first: a crash before the PUTs land is repaired by resending.
             g.state.commit()?;
+            inner.store.put_many(items).await?;
+            for (n, v) in written {
+                g.state.pending_done(n, v);
+            }
             node = end;
         }
+        g.state.commit()?;
         Ok(())
     }
 }
 
 impl Inner {
-    fn node_key(&self, node: u64) -> ObjKey {
-        ObjKey::new(format!("{}/n/{node}", self.cfg.prefix)).expect("prefix validated")
+    fn node_key(&self, node: u64, slot: u8) -> ObjKey {
+        let key = if slot == 0 {
+            format!("{}/n/{node}", self.cfg.prefix)
+        } else {
+            format!("{}/n/{node}.{slot}", self.cfg.prefix)
+        };
+        ObjKey::new(key).expect("prefix validated")
     }
 
     fn identity(node: u64, version: u64) -> ObjectIdentity {
@@ -260,10 +311,19 @@ impl Inner {
             .map_err(OramError::Seal)
     }
 
-    fn integrity(&self, node: u64, reason: impl Into<String>) -> OramError {
+    fn integrity(&self, node: u64, slot: u8, reason: impl Into<String>) -> OramError {
         OramError::Integrity {
-            key: self.node_key(node).to_string(),
+            key: self.node_key(node, slot).to_string(),
             reason: reason.into(),
+        }
+    }
+
+    /// Drops the journal entries of write-backs that landed (under the round lock;
+    /// committed with the round's next commit).
+    fn settle_landed(&self, state: &mut dyn TrustedState) {
+        let landed = std::mem::take(&mut *self.landed.lock().unwrap_or_else(|e| e.into_inner()));
+        for (node, version) in landed {
+            state.pending_done(node, version);
         }
     }
 
@@ -281,11 +341,16 @@ impl Inner {
         }
         let mut items = Vec::with_capacity(failed.len());
         for (n, p) in &failed {
-            items.push((self.node_key(*n), self.seal(*n, p.version, &p.plain)?));
+            items.push((
+                self.node_key(*n, p.nv.slot),
+                self.seal(*n, p.nv.version, &p.plain)?,
+            ));
         }
         self.store.put_many(items).await?;
         let mut infl = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        let mut landed = self.landed.lock().unwrap_or_else(|e| e.into_inner());
         for (n, p) in failed {
+            landed.push((n, p.nv.version));
             if infl.get(&n).is_some_and(|q| q.round == p.round) {
                 infl.remove(&n);
             }
@@ -305,6 +370,7 @@ impl Inner {
             .expect("semaphore never closed");
         self.retry_failed().await?;
         let rs = &mut *g;
+        self.settle_landed(rs.state.as_mut());
 
         // 1. Leaves to read and new positions (applied only once the fetch succeeded).
         let mut read_leaves = Vec::with_capacity(ops.len());
@@ -331,7 +397,10 @@ impl Inner {
             .copied()
             .filter(|&n| Geometry::level_of(n) >= self.cached_levels)
             .collect();
-        let keys: Vec<ObjKey> = remote.iter().map(|&n| self.node_key(n)).collect();
+        let keys: Vec<ObjKey> = remote
+            .iter()
+            .map(|&n| self.node_key(n, rs.state.node(n).slot))
+            .collect();
         // Buckets still being written back are taken from memory. The snapshot is
         // taken before the GETs: a bucket absent from it was on the backend before
         // they were sent (write-backs of later rounds cannot start before this one ends).
@@ -356,22 +425,11 @@ impl Inner {
             let plain = if let Some(p) = pending.get(&node) {
                 p.plain.clone()
             } else {
-                match (rs.state.version(node), obj) {
-                    (0, None) => continue,
-                    (0, Some(_)) => {
-                        return Err(self.integrity(node, "object present at a never-written bucket"))
-                    }
-                    (v, None) => {
-                        return Err(self.integrity(node, format!("bucket version {v} missing")))
-                    }
-                    (v, Some(sealed)) => Bytes::from(
-                        self.sealer
-                            .open(&Self::identity(node, v), &sealed)
-                            .map_err(|e| open_error(self.node_key(node).as_str(), e))?,
-                    ),
-                }
+                self.open_bucket(node, rs.state.node(node), obj)?
             };
-            let bucket = tree::decode_bucket(&geo, &plain).map_err(|e| self.integrity(node, e))?;
+            let slot = rs.state.node(node).slot;
+            let bucket =
+                tree::decode_bucket(&geo, &plain).map_err(|e| self.integrity(node, slot, e))?;
             found.extend(self.check_bucket(rs.state.as_ref(), node, bucket, &mut seen)?);
         }
         for &node in nodes
@@ -428,11 +486,14 @@ impl Inner {
             if Geometry::level_of(node) < self.cached_levels {
                 rs.state.set_local_bucket(node, bucket);
             } else {
-                let v = rs.state.version(node) + 1;
-                rs.state.set_version(node, v);
-                writes.push((node, v, tree::encode_bucket(&geo, &bucket)));
+                let nv = rs.state.advance(node);
+                let plain = tree::encode_bucket(&geo, &bucket);
+                rs.state.pending_put(node, nv, plain.clone());
+                writes.push((node, nv, plain));
             }
         }
+        // Durable before anything is answered or written back: on error the state
+        // is back where the round found it, as if the round never happened.
         rs.state.commit()?;
         let stash_len = rs.state.stash_len();
 
@@ -446,7 +507,7 @@ impl Inner {
             for (node, version, plain) in &writes {
                 let p = Pending {
                     round,
-                    version: *version,
+                    nv: *version,
                     plain: plain.clone(),
                     done: rx.clone(),
                 };
@@ -485,19 +546,160 @@ impl Inner {
         bucket: Vec<(u64, Bytes)>,
         seen: &mut BTreeSet<u64>,
     ) -> Result<Vec<(u64, Bytes)>> {
+        let slot = state.node(node).slot;
         for (b, _) in &bucket {
             if !seen.insert(*b) || state.stash_get(*b).is_some() {
-                return Err(self.integrity(node, format!("block {b} stored twice")));
+                return Err(self.integrity(node, slot, format!("block {b} stored twice")));
             }
             if *b >= self.cfg.capacity {
-                return Err(self.integrity(node, format!("block {b} beyond capacity")));
+                return Err(self.integrity(node, slot, format!("block {b} beyond capacity")));
             }
             match state.position(*b) {
                 Some(leaf) if self.geo.on_path(node, leaf) => {}
-                _ => return Err(self.integrity(node, format!("block {b} off its path"))),
+                _ => return Err(self.integrity(node, slot, format!("block {b} off its path"))),
             }
         }
         Ok(bucket)
+    }
+
+    /// Opens the object fetched for bucket `node` at version `nv`; `None` is an
+    /// empty bucket only if the bucket was never written.
+    fn open_bucket(&self, node: u64, nv: NodeVersion, obj: Option<Bytes>) -> Result<Bytes> {
+        match (nv.version, obj) {
+            (0, None) => Ok(tree::encode_bucket(&self.geo, &[])),
+            (0, Some(_)) => {
+                Err(self.integrity(node, nv.slot, "object present at a never-written bucket"))
+            }
+            (v, None) => Err(self.integrity(node, nv.slot, format!("bucket version {v} missing"))),
+            (v, Some(sealed)) => Ok(Bytes::from(
+                self.sealer
+                    .open(&Self::identity(node, v), &sealed)
+                    .map_err(|e| open_error(self.node_key(node, nv.slot).as_str(), e))?,
+            )),
+        }
+    }
+
+    /// Waits for every write-back, commits, and returns the round lock.
+    async fn quiesce(&self) -> Result<tokio::sync::OwnedMutexGuard<RoundState>> {
+        let mut g = self.round.clone().lock_owned().await;
+        let all = self.cfg.max_inflight_writebacks as u32;
+        let permits = self
+            .wb_permits
+            .acquire_many(all)
+            .await
+            .expect("semaphore never closed");
+        drop(permits);
+        self.retry_failed().await?;
+        self.settle_landed(g.state.as_mut());
+        g.state.commit()?;
+        Ok(g)
+    }
+
+    /// [`Oram::check`] with the engine quiesced.
+    async fn check(
+        &self,
+        state: &mut dyn TrustedState,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<CheckReport> {
+        // Copied out first: the state is not `Sync`, so no reference to it may live
+        // across an await of this (`Send`) future.
+        let positions: HashMap<u64, u64> = state.positions().into_iter().collect();
+        let nodes: HashMap<u64, NodeVersion> = state.nodes().into_iter().collect();
+        let stash: Vec<(u64, Bytes)> = state
+            .stash_blocks()
+            .into_iter()
+            .filter_map(|b| state.stash_get(b).map(|d| (b, d.clone())))
+            .collect();
+        let first_remote = 1u64 << self.cached_levels;
+        let local: Vec<(u64, Bucket)> = (1..first_remote.min(self.geo.node_count() + 1))
+            .filter_map(|n| state.local_bucket(n).map(|b| (n, b.clone())))
+            .collect();
+        let journaled = state.pending().len();
+        let geo = self.geo;
+        let mut rep = CheckReport::default();
+        // Where each block was found: (node or 0 for the stash).
+        let mut found: HashMap<u64, u64> = HashMap::new();
+        let mut note = |rep: &mut CheckReport, node: u64, slot: u8, bucket: &[(u64, Bytes)]| {
+            for (b, data) in bucket {
+                let at = if node == 0 {
+                    "the stash".to_string()
+                } else {
+                    format!("bucket {}", self.node_key(node, slot))
+                };
+                if data.len() != geo.block_size {
+                    rep.problem(format!("block {b} in {at} has {} bytes", data.len()));
+                }
+                if let Some(prev) = found.insert(*b, node) {
+                    rep.problem(format!(
+                        "block {b} stored twice: in {at} and in {}",
+                        if prev == 0 {
+                            "the stash".to_string()
+                        } else {
+                            format!("node {prev}")
+                        }
+                    ));
+                }
+                match positions.get(b).copied() {
+                    None => rep.problem(format!("block {b} in {at} has no position")),
+                    Some(leaf) if node != 0 && !geo.on_path(node, leaf) => rep.problem(format!(
+                        "block {b} in {at} is not on the path to its leaf {leaf}"
+                    )),
+                    _ => {}
+                }
+            }
+        };
+        rep.stash_len = stash.len() as u64;
+        note(&mut rep, 0, 0, &stash);
+        let total = geo.node_count();
+        for (node, b) in &local {
+            note(&mut rep, *node, 0, b);
+        }
+        progress(first_remote.min(total + 1) - 1, total);
+        let mut node = first_remote;
+        while node <= total {
+            let end = (node + 256).min(total + 1);
+            let batch: Vec<(u64, NodeVersion)> = (node..end)
+                .map(|n| (n, nodes.get(&n).copied().unwrap_or_default()))
+                .collect();
+            let keys: Vec<ObjKey> = batch
+                .iter()
+                .map(|(n, nv)| self.node_key(*n, nv.slot))
+                .collect();
+            let got = self.store.get_many(&keys).await?;
+            for ((n, nv), obj) in batch.into_iter().zip(got) {
+                if nv.version == 0 && obj.is_none() {
+                    continue;
+                }
+                rep.objects_read += 1;
+                let bucket = self.open_bucket(n, nv, obj).and_then(|plain| {
+                    tree::decode_bucket(&geo, &plain).map_err(|e| self.integrity(n, nv.slot, e))
+                });
+                match bucket {
+                    Ok(b) => note(&mut rep, n, nv.slot, &b),
+                    Err(e) => {
+                        rep.objects_bad += 1;
+                        rep.problem(e.to_string());
+                    }
+                }
+            }
+            progress(end - 1, total);
+            node = end;
+        }
+        for b in positions.keys() {
+            if !found.contains_key(b) && rep.objects_bad == 0 {
+                rep.problem(format!("block {b} has a position but is stored nowhere"));
+            }
+        }
+        let mut written: Vec<u64> = found.into_keys().collect();
+        written.sort_unstable();
+        rep.blocks_found = written.len() as u64;
+        rep.written_blocks = written;
+        if journaled > 0 {
+            rep.problem(format!(
+                "{journaled} write-backs still journaled after a flush"
+            ));
+        }
+        Ok(rep)
     }
 
     async fn write_back(
@@ -515,7 +717,9 @@ impl Inner {
         let status = match self.put_buckets(&writes).await {
             Ok(()) => {
                 let mut infl = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
-                for (node, _, _) in &writes {
+                let mut landed = self.landed.lock().unwrap_or_else(|e| e.into_inner());
+                for (node, nv, _) in &writes {
+                    landed.push((*node, nv.version));
                     if infl.get(node).is_some_and(|p| p.round == round) {
                         infl.remove(node);
                     }
@@ -529,8 +733,11 @@ impl Inner {
 
     async fn put_buckets(&self, writes: &[BucketWrite]) -> Result<()> {
         let mut items = Vec::with_capacity(writes.len());
-        for (node, version, plain) in writes {
-            items.push((self.node_key(*node), self.seal(*node, *version, plain)?));
+        for (node, nv, plain) in writes {
+            items.push((
+                self.node_key(*node, nv.slot),
+                self.seal(*node, nv.version, plain)?,
+            ));
         }
         let mut delay = Duration::from_millis(20);
         let mut attempt = 1;
@@ -579,16 +786,39 @@ impl Oram for PathOram {
     }
 
     async fn flush(&self) -> Result<()> {
+        self.quiesce().await.map(drop)
+    }
+
+    async fn quiesce(&self) -> Result<Quiesced> {
+        Ok(Quiesced::new(self.inner.quiesce().await?))
+    }
+
+    async fn check(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<CheckReport> {
+        let mut g = self.inner.quiesce().await?;
+        self.inner.check(g.state.as_mut(), progress).await
+    }
+
+    async fn sweep(&self) -> Result<u64> {
         let inner = &self.inner;
-        let _g = inner.round.lock().await;
-        let all = inner.cfg.max_inflight_writebacks as u32;
-        let permits = inner
-            .wb_permits
-            .acquire_many(all)
-            .await
-            .expect("semaphore never closed");
-        drop(permits);
-        inner.retry_failed().await
+        let g = inner.quiesce().await?;
+        let live: BTreeSet<ObjKey> = g
+            .state
+            .nodes()
+            .into_iter()
+            .filter(|(_, nv)| nv.version > 0)
+            .map(|(n, nv)| inner.node_key(n, nv.slot))
+            .collect();
+        drop(g);
+        let listed = inner
+            .store
+            .list(&format!("{}/n/", inner.cfg.prefix))
+            .await?;
+        let dead: Vec<ObjKey> = listed.into_iter().filter(|k| !live.contains(k)).collect();
+        let n = dead.len() as u64;
+        for chunk in dead.chunks(1000) {
+            inner.store.delete_many(chunk).await?;
+        }
+        Ok(n)
     }
 
     fn stats(&self) -> EngineStats {

@@ -1,0 +1,515 @@
+//! A volume opened for use: the backend, the key, the state database, the engine
+//! and the object layer, wired together — plus the backend's volume header, the
+//! sealed checkpoints of the trusted state, and recovery from one.
+//!
+//! Backend objects of a volume besides the engine's own:
+//! - `<prefix>/meta/volume`: the volume's public parameters in plain TOML (format,
+//!   volume id, engine parameters, key check, Argon2id salt). It lets the proxy
+//!   refuse a backend that holds another volume, and lets `recover` start from
+//!   nothing but the backend settings and the key.
+//! - `<prefix>/meta/checkpoint`: `ORAMCKP1 ‖ epoch (u64 BE) ‖ sealed(snapshot)`: the
+//!   whole state database, padded to a size fixed by the volume's parameters and
+//!   sealed as (`Meta`, position 0, version = epoch).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use oram_blockstore::{BlockStore, ObjKey};
+use oram_direct::{DirectConfig, DirectEngine};
+use oram_engine::{Oram, OramError};
+use oram_objects::{LayerConfig, ObjectLayer};
+use oram_path::{PathConfig, PathOram};
+use oram_seal::{MasterKey, ObjectIdentity, ObjectKind, Sealer, VolumeId};
+use oram_state::TrustedState;
+use oram_statedb::Db;
+
+use crate::config::{Config, EngineKind};
+use crate::datadir::{self, VolumeParams};
+use crate::keys::{check_value, KeySource};
+use crate::{open_store, ProxyError};
+
+const CHECKPOINT_MAGIC: &[u8; 8] = b"ORAMCKP1";
+
+/// An opened volume.
+pub struct Volume {
+    /// Its parameters.
+    pub params: VolumeParams,
+    /// The backend.
+    pub store: Arc<dyn BlockStore>,
+    /// The state database.
+    pub db: Arc<Db>,
+    /// The object layer (and through it the engine).
+    pub layer: ObjectLayer,
+    /// Whether this call created the volume.
+    pub created: bool,
+    /// Whether this call created a key file.
+    pub new_key: bool,
+    /// Write-backs journaled by an earlier run (a crash) and resent now.
+    pub resent: usize,
+    sealer: Arc<Sealer>,
+    checkpoint_size: u64,
+    prefix: String,
+}
+
+fn header_key(prefix: &str) -> ObjKey {
+    ObjKey::new(format!("{prefix}/meta/volume")).expect("prefix validated")
+}
+
+fn checkpoint_key(prefix: &str) -> ObjKey {
+    ObjKey::new(format!("{prefix}/meta/checkpoint")).expect("prefix validated")
+}
+
+async fn read_header(
+    store: &dyn BlockStore,
+    prefix: &str,
+) -> Result<Option<VolumeParams>, ProxyError> {
+    let got = store.get_many(&[header_key(prefix)]).await?;
+    match got.into_iter().next().flatten() {
+        None => Ok(None),
+        Some(b) => {
+            let text = String::from_utf8(b.to_vec()).map_err(|_| {
+                ProxyError::Params(format!("backend {prefix}/meta/volume is not text"))
+            })?;
+            VolumeParams::from_toml(&text, &format!("backend object {prefix}/meta/volume"))
+                .map(Some)
+        }
+    }
+}
+
+async fn write_header(store: &dyn BlockStore, p: &VolumeParams) -> Result<(), ProxyError> {
+    store
+        .put_many(vec![(
+            header_key(&p.prefix),
+            p.to_toml().into_bytes().into(),
+        )])
+        .await?;
+    Ok(())
+}
+
+/// Checks the backend's volume header against the local volume; writes it if the
+/// volume's backend area is still empty (first start, or a start that crashed
+/// before writing it).
+async fn ensure_header(store: &dyn BlockStore, p: &VolumeParams) -> Result<(), ProxyError> {
+    match read_header(store, &p.prefix).await? {
+        Some(h) if h.volume_id == p.volume_id => Ok(()),
+        Some(h) => Err(ProxyError::Params(format!(
+            "the backend prefix {:?} holds another volume ({}), not this data directory's ({})",
+            p.prefix, h.volume_id, p.volume_id
+        ))),
+        None => {
+            if !store.list(&format!("{}/", p.prefix)).await?.is_empty() {
+                return Err(ProxyError::Integrity(format!(
+                    "the backend prefix {:?} holds objects but no volume header: it was \
+                     tampered with or is not this volume's",
+                    p.prefix
+                )));
+            }
+            write_header(store, p).await
+        }
+    }
+}
+
+/// The engine the configuration names, over the given state.
+pub fn build_engine(
+    cfg: &Config,
+    store: Arc<dyn BlockStore>,
+    sealer: Arc<Sealer>,
+    state: Box<dyn TrustedState>,
+) -> Result<Arc<dyn Oram>, OramError> {
+    let e = &cfg.engine;
+    Ok(match e.kind {
+        EngineKind::Path => Arc::new(PathOram::new(
+            PathConfig {
+                capacity: e.capacity_blocks,
+                block_size: e.block_size,
+                z: e.z,
+                leaves: None,
+                cached_levels: e.cached_levels,
+                stash_bound: e.stash_bound,
+                max_batch: e.max_batch,
+                max_inflight_writebacks: e.max_inflight_writebacks,
+                writeback_attempts: 4,
+                prefix: cfg.backend.prefix.clone(),
+                rng_seed: None,
+            },
+            store,
+            sealer,
+            state,
+        )?),
+        EngineKind::Direct => Arc::new(DirectEngine::new(
+            DirectConfig {
+                capacity: e.capacity_blocks,
+                block_size: e.block_size,
+                prefix: cfg.backend.prefix.clone(),
+            },
+            store,
+            sealer,
+            state,
+        )?),
+    })
+}
+
+/// The fixed size of a checkpoint's plaintext for this configuration: room for a
+/// full position map and version table, a full stash and tree-top cache, and the
+/// configured object-index budget.
+pub fn checkpoint_size(cfg: &Config) -> u64 {
+    let e = &cfg.engine;
+    let (cap, bs, z) = (e.capacity_blocks, e.block_size as u64, e.z as u64);
+    // Each row: 8 bytes of framing, the key, the value.
+    let positions = cap * (8 + 8 + 8);
+    let nodes = (2 * cap + 2) * (8 + 8 + 16);
+    let stash = e.stash_bound as u64 * (8 + 8 + bs);
+    let local = match e.kind {
+        EngineKind::Path => {
+            (1u64 << e.cached_levels.min(40)).min(2 * cap + 2) * (16 + z * (12 + bs))
+        }
+        EngineKind::Direct => 0,
+    };
+    let index = match cfg.state.checkpoint_index_bytes {
+        0 => cap * 64,
+        n => n,
+    };
+    64 * 1024 + positions + nodes + stash + local + index
+}
+
+/// What a checkpoint wrote.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckpointInfo {
+    /// Its epoch.
+    pub epoch: u64,
+    /// Bytes uploaded.
+    pub bytes: u64,
+    /// Bytes of state in it (before padding).
+    pub state_bytes: u64,
+}
+
+impl Volume {
+    /// Opens the volume of `cfg.data_dir`, creating it (key, parameters, backend
+    /// header) if the directory holds none. The caller holds the directory lock.
+    ///
+    /// A new volume needs an empty backend prefix: a prefix holding another volume
+    /// is refused with a pointer to `oram-proxy recover`. Write-backs journaled
+    /// before a crash are resent before this returns.
+    pub async fn open(cfg: &Config) -> Result<Self, ProxyError> {
+        let dir = &cfg.data_dir;
+        let existed = datadir::has_volume(dir);
+        let store = open_store(cfg).await?;
+        let source = KeySource::resolve(cfg)?;
+        let (params, key, new_key) = if existed {
+            let params = datadir::load_volume(dir, cfg)?;
+            let key = source.load(params.kdf.as_ref(), &params.key_check)?;
+            (params, key, false)
+        } else {
+            let prefix = &cfg.backend.prefix;
+            if let Some(h) = read_header(store.as_ref(), prefix).await? {
+                return Err(ProxyError::Params(format!(
+                    "the backend prefix {prefix:?} already holds volume {}: run `oram-proxy \
+                     recover` to rebuild this data directory from it, or choose another \
+                     [backend] prefix",
+                    h.volume_id
+                )));
+            }
+            if !store.list(&format!("{prefix}/")).await?.is_empty() {
+                return Err(ProxyError::Params(format!(
+                    "the backend prefix {prefix:?} holds objects but no volume: refusing to \
+                     mix a new volume into it"
+                )));
+            }
+            let (key, kdf, new_key) = source.create()?;
+            let params = VolumeParams::new(
+                cfg,
+                &VolumeId::random(),
+                source.kind(),
+                check_value(&key),
+                kdf,
+            );
+            datadir::save_volume(dir, &params)?;
+            (params, key, new_key)
+        };
+        ensure_header(store.as_ref(), &params).await?;
+        Self::assemble(cfg, params, key, store, !existed, new_key).await
+    }
+
+    async fn assemble(
+        cfg: &Config,
+        params: VolumeParams,
+        key: MasterKey,
+        store: Arc<dyn BlockStore>,
+        created: bool,
+        new_key: bool,
+    ) -> Result<Self, ProxyError> {
+        let volume_id = params.volume_id()?;
+        let sealer = Arc::new(Sealer::new(&key, volume_id));
+        drop(key);
+        let db = Db::open(&datadir::state_path(&cfg.data_dir), volume_id.0)?;
+        let state = db.state()?;
+        let resent = state.pending().len();
+        let engine = build_engine(cfg, store.clone(), sealer.clone(), Box::new(state))?;
+        if resent > 0 {
+            tracing::warn!(
+                buckets = resent,
+                "resending write-backs journaled before an unclean stop"
+            );
+        }
+        engine.flush().await?;
+        let layer = ObjectLayer::new(
+            engine,
+            Box::new(db.kv()?),
+            LayerConfig {
+                batch_blocks: cfg.engine.max_batch,
+                ..LayerConfig::default()
+            },
+        )?;
+        Ok(Self {
+            params,
+            store,
+            db,
+            layer,
+            created,
+            new_key,
+            resent,
+            sealer,
+            checkpoint_size: checkpoint_size(cfg),
+            prefix: cfg.backend.prefix.clone(),
+        })
+    }
+
+    /// Writes a checkpoint: quiesces the engine, snapshots the state database, pads
+    /// it to the fixed size, seals and uploads it, and starts a new epoch (so the
+    /// objects it refers to stay untouched until the next checkpoint).
+    ///
+    /// Observed by the storage server: one PUT of `<prefix>/meta/checkpoint`, always
+    /// of the same size, with accesses paused meanwhile.
+    pub async fn checkpoint(&self) -> Result<CheckpointInfo, ProxyError> {
+        let quiet = self.layer.engine().quiesce().await?;
+        let epoch = self.db.epoch();
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
+        self.db.set_meta("checkpoint_ms", &now_ms.to_be_bytes())?;
+        let mut snap = self.db.snapshot()?;
+        let state_bytes = snap.len() as u64;
+        let mut size = self.checkpoint_size;
+        while size < state_bytes {
+            size *= 2;
+        }
+        if size != self.checkpoint_size {
+            tracing::warn!(
+                state_bytes,
+                padded = size,
+                "the trusted state outgrew the checkpoint size: the checkpoint is larger, \
+                 which shows the backend that the index grew (raise state.checkpoint_index_bytes)"
+            );
+        }
+        snap.resize(size as usize, 0);
+        let sealed = self
+            .sealer
+            .seal(
+                &ObjectIdentity {
+                    kind: ObjectKind::Meta,
+                    position: 0,
+                    version: epoch,
+                },
+                &snap,
+            )
+            .map_err(OramError::Seal)?;
+        drop(snap);
+        let mut obj = Vec::with_capacity(16 + sealed.len());
+        obj.extend_from_slice(CHECKPOINT_MAGIC);
+        obj.extend_from_slice(&epoch.to_be_bytes());
+        obj.extend_from_slice(&sealed);
+        let bytes = obj.len() as u64;
+        let obj = bytes::Bytes::from(obj);
+        // The epoch moves first: once the upload may have landed, writes must
+        // already avoid the slots it refers to. A start that finds the backend's
+        // checkpoint behind the local epoch takes a new one before serving.
+        self.db.set_epoch(epoch + 1)?;
+        let mut delay = Duration::from_millis(200);
+        let mut attempt = 1;
+        loop {
+            match self
+                .store
+                .put_many(vec![(checkpoint_key(&self.prefix), obj.clone())])
+                .await
+            {
+                Ok(()) => {
+                    // Not needed for consistency (a start compares epochs): lets a
+                    // start tell a roll-back from an interrupted checkpoint.
+                    self.db
+                        .set_meta("checkpoint_uploaded", &epoch.to_be_bytes())?;
+                    break;
+                }
+                Err(e) if attempt >= 5 => {
+                    tracing::error!(
+                        "checkpoint upload failed ({e}); until one succeeds, `recover` may be \
+                         unable to use the previous checkpoint"
+                    );
+                    return Err(e.into());
+                }
+                Err(_) => {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                    attempt += 1;
+                }
+            }
+        }
+        drop(quiet);
+        Ok(CheckpointInfo {
+            epoch,
+            bytes,
+            state_bytes,
+        })
+    }
+
+    /// The epoch of the checkpoint on the backend, if any (reads its first bytes).
+    pub async fn backend_checkpoint_epoch(&self) -> Result<Option<u64>, ProxyError> {
+        let head = self
+            .store
+            .get_range(&checkpoint_key(&self.prefix), 0..16)
+            .await?;
+        match head {
+            None => Ok(None),
+            Some(h) if h.len() == 16 && &h[..8] == CHECKPOINT_MAGIC => Ok(Some(
+                u64::from_be_bytes(h[8..16].try_into().expect("8 bytes")),
+            )),
+            Some(_) => Err(ProxyError::Integrity(
+                "the backend checkpoint object is malformed".into(),
+            )),
+        }
+    }
+
+    /// Compares the backend's checkpoint with the local epoch. Normally the backend
+    /// holds checkpoint `epoch - 1`. After a crash in the middle of a checkpoint it
+    /// holds `epoch - 2` (or none at epoch 1): then a new one is taken now, before
+    /// anything is written in the new epoch — unless the upload is recorded as
+    /// landed. Anything else means the backend was
+    /// rolled back (or is written by another proxy): an integrity error. Returns
+    /// whether a checkpoint was taken.
+    pub async fn repair_checkpoint(&self) -> Result<bool, ProxyError> {
+        let local = self.db.epoch();
+        let backend = self.backend_checkpoint_epoch().await?;
+        let behind = match backend {
+            None => local,
+            Some(e) => local.wrapping_sub(e + 1),
+        };
+        // Whether the upload of checkpoint `local - 1` is known to have landed: then
+        // a backend one checkpoint behind was rolled back, not interrupted.
+        let landed = self
+            .db
+            .meta("checkpoint_uploaded")?
+            .and_then(|b| b.try_into().ok().map(u64::from_be_bytes))
+            .is_some_and(|e| e + 1 == local);
+        match behind {
+            0 => Ok(false),
+            1 if !landed => {
+                tracing::warn!(
+                    local_epoch = local,
+                    backend_epoch = ?backend,
+                    "the last checkpoint did not complete: taking one now"
+                );
+                self.checkpoint().await?;
+                Ok(true)
+            }
+            _ => Err(ProxyError::Integrity(format!(
+                "the backend's checkpoint is {} but this data directory is at epoch {local}: \
+                 the backend was rolled back, or another proxy writes to it",
+                backend.map_or("missing".to_string(), |e| format!("at epoch {e}"))
+            ))),
+        }
+    }
+}
+
+/// What `recover` did.
+#[derive(Debug)]
+pub struct Recovered {
+    /// Epoch of the checkpoint used.
+    pub epoch: u64,
+    /// When it was taken (ms since the Unix epoch).
+    pub taken_ms: u64,
+    /// Buckets and objects in the restored index.
+    pub buckets: u64,
+    /// Objects in the restored index.
+    pub objects: u64,
+    /// Backend objects written after the checkpoint, removed.
+    pub swept: u64,
+}
+
+/// `oram-proxy recover`: rebuilds an empty data directory from the backend's
+/// volume header and latest checkpoint, given the key (any [`KeySource`]; a key
+/// file is copied into the data directory). Objects written after that checkpoint
+/// are lost, and the backend objects they left are deleted.
+pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
+    let dir = &cfg.data_dir;
+    if datadir::has_volume(dir) || datadir::state_path(dir).exists() {
+        return Err(ProxyError::Params(format!(
+            "{} already holds a volume: recover into an empty data directory",
+            dir.display()
+        )));
+    }
+    let store = open_store(cfg).await?;
+    let prefix = &cfg.backend.prefix;
+    let params = read_header(store.as_ref(), prefix)
+        .await?
+        .ok_or_else(|| ProxyError::Params(format!("no volume at backend prefix {prefix:?}")))?;
+    params.check_config(cfg, dir)?;
+    let source = KeySource::resolve(cfg)?;
+    let key = match &source {
+        // The key file of the lost machine, wherever the operator kept it.
+        KeySource::File(path) if !path.starts_with(dir) => {
+            let key = source.load(params.kdf.as_ref(), &params.key_check)?;
+            let own = dir.join("master.key");
+            crate::keys::write_private(
+                &own,
+                &format!("{}\n", crate::keys::hex(key.expose_bytes())),
+            )?;
+            key
+        }
+        _ => source.load(params.kdf.as_ref(), &params.key_check)?,
+    };
+    let volume_id = params.volume_id()?;
+    let got = store.get_many(&[checkpoint_key(prefix)]).await?;
+    let obj = got.into_iter().next().flatten().ok_or_else(|| {
+        ProxyError::Params(
+            "the backend holds no checkpoint of this volume yet: nothing to recover from".into(),
+        )
+    })?;
+    if obj.len() < 16 || &obj[..8] != CHECKPOINT_MAGIC {
+        return Err(ProxyError::Integrity(
+            "the checkpoint object is malformed".into(),
+        ));
+    }
+    let epoch = u64::from_be_bytes(obj[8..16].try_into().expect("8 bytes"));
+    let sealer = Sealer::new(&key, volume_id);
+    let snap = sealer
+        .open(
+            &ObjectIdentity {
+                kind: ObjectKind::Meta,
+                position: 0,
+                version: epoch,
+            },
+            &obj[16..],
+        )
+        .map_err(|e| ProxyError::Integrity(format!("the checkpoint does not open: {e}")))?;
+    drop(obj);
+    let db = Db::restore(&datadir::state_path(dir), volume_id.0, &snap)?;
+    drop(snap);
+    let taken_ms = db
+        .meta("checkpoint_ms")?
+        .and_then(|b| b.try_into().ok().map(u64::from_be_bytes))
+        .unwrap_or(0);
+    // The checkpoint is complete: writes from now on go to a new epoch.
+    db.set_epoch(epoch + 1)?;
+    drop(db);
+    datadir::save_volume(dir, &params)?;
+    let vol = Volume::assemble(cfg, params, key, store, false, false).await?;
+    let swept = vol.layer.engine().sweep().await?;
+    let usage = vol.layer.index_counts();
+    Ok(Recovered {
+        epoch,
+        taken_ms,
+        buckets: usage.0,
+        objects: usage.1,
+        swept,
+    })
+}

@@ -1,0 +1,426 @@
+"""Crash torture: a concurrent mixed workload, kill -9 at a random instant, restart, verify.
+
+For each back-end (fs, and S3 on a MinIO started here) the same data directory and
+back-end go through ORAM_CRASH_ITERATIONS (default 30) iterations of:
+
+1. `oram-proxy fsck --data-dir DIR [--config FILE]` (the proxy is down; it must exit 0);
+   skipped before the very first start, when the data directory does not exist yet;
+2. start `oram-proxy serve` and verify every key of the pool against the model: GET
+   (sha256 and size compared), and list_objects_v2 must give exactly the keys found;
+3. 4 worker threads run random PUTs (mostly 1 KiB-256 KiB, some 1-4 MiB, a 20 MiB one
+   in iterations 1, 6, 11, ...), overwrites, DELETEs, copies and multipart uploads
+   (2-3 parts of 5 MiB but the last; some aborted) on a pool of 40 keys;
+4. after a random delay, SIGKILL the proxy and let the workers notice.
+
+A last fsck, start and verification then check the last kill, and the proxy is stopped
+with SIGTERM.
+
+The model. Operations on one key are serialised (a lock per key; a copy also holds its
+source's lock), so a key has at most one operation in flight. Per key the model keeps
+the set of states it may be in (a state is absent, or a sha256 and size):
+- an operation answered with 2xx is *acknowledged*: the key's set becomes its one new
+  state, which must survive any later crash;
+- an operation that failed (exception, non-2xx, or cut by the kill) has an unknown
+  outcome: the new state joins the set, and either the old or the new is accepted;
+- a multipart upload changes the key only through CompleteMultipartUpload: a failure
+  before that, or an abort, leaves the set as it was.
+After a restart each key must be found in one of its allowed states (otherwise it is
+*lost* when found absent, *corrupted* when found with other content or present where it
+must be absent), and is then resolved to the state found. An S3 bucket cannot be half
+created: it is created once, acknowledged, before the first workload.
+
+Environment: ORAM_CRASH_ITERATIONS (iterations per back-end), ORAM_CRASH_SEED (master
+seed, printed; default random), ORAM_TEST_MINIO (MinIO binary; the MinIO case is skipped
+without it), ORAM_CRASH_SKIP_FSCK=1 (development only: a failing or missing `fsck`
+is reported and ignored instead of failing the test). Run with `pytest -s` to see the
+per-iteration lines and the closing summary.
+"""
+
+import collections
+import contextlib
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from conftest import ACCESS, BIN, SECRET, Proxy, free_port, wait_port
+
+ITERATIONS = int(os.environ.get("ORAM_CRASH_ITERATIONS", "30"))
+SKIP_FSCK = os.environ.get("ORAM_CRASH_SKIP_FSCK") == "1"
+KiB, MiB = 1 << 10, 1 << 20
+BUCKET = "torture"
+KEYS = ([f"obj-{i:02d}" for i in range(24)] + [f"dir/a/{i}.bin" for i in range(8)]
+        + [f"dir/sub dir/ü-{i}" for i in range(8)])
+WORKERS = 4
+PART = 5 * MiB  # S3's minimum size of a part but the last
+HUGE = 20 * MiB
+SMALL = 256 * KiB
+BUDGET = 8 * MiB  # above this many stored bytes, no new writes above SMALL (verification reads them all)
+# A 64 MiB volume (the default is 1 GiB): fsck reads every ORAM bucket of the backend, and
+# the workload never stores more than about BUDGET + one 20 MiB object + one old version.
+CAPACITY_BLOCKS = 16384
+FSCK_TIMEOUT = 300
+MINIO_USER, MINIO_PASSWORD = "crashminio", "crashminio-secret"
+
+
+def describe(state):
+    if state is None:
+        return "absent"
+    return state[0] if state[1] < 0 else f"{state[1]} bytes sha256 {state[0][:16]}…"
+
+
+def state_of(data):
+    return (hashlib.sha256(data).hexdigest(), len(data))
+
+
+def client(endpoint, access=ACCESS, secret=SECRET):
+    """boto3 without retries and with short timeouts: a killed proxy shows up as errors at once."""
+    return boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id=access, aws_secret_access_key=secret,
+        region_name="us-east-1",
+        config=Config(signature_version="s3v4", s3={"addressing_style": "path"}, connect_timeout=5,
+                      read_timeout=120, retries={"total_max_attempts": 1, "mode": "standard"},
+                      max_pool_connections=WORKERS + 2),
+    )
+
+
+class Model:
+    """What each key may hold, the per-key locks and the counters."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.allowed = {k: {None} for k in KEYS}
+        self.key_locks = {k: threading.Lock() for k in KEYS}
+        self.large = threading.Lock()  # held by the one write above SMALL in flight
+        self.acked = collections.Counter()  # acknowledged operations of the current iteration
+        self.unknown = 0  # operations with an unknown outcome in the current iteration
+        self.harness_errors = []
+
+    def stored(self):
+        with self.lock:
+            return sum(max((s[1] for s in a if s), default=0) for a in self.allowed.values())
+
+    def definite(self, key):
+        """The key's state if it has only one (None: absent), False if it may be in several."""
+        with self.lock:
+            allowed = self.allowed[key]
+            return next(iter(allowed)) if len(allowed) == 1 else False
+
+    def settle(self, key, new, acknowledged, kind):
+        with self.lock:
+            old = self.allowed[key]
+            if acknowledged:
+                self.acked[kind] += 1
+                if kind != "delete" and any(old):
+                    self.acked["overwrite"] += 1
+                self.allowed[key] = {new}
+            else:
+                self.unknown += 1
+                self.allowed[key] = old | {new}
+
+    @contextlib.contextmanager
+    def large_write(self, wait=None):
+        """Yields whether a write above SMALL may go: one at a time, none while over the budget
+        (the 20 MiB PUT waits up to `wait` seconds instead and ignores the budget)."""
+        if wait:
+            ok = self.large.acquire(timeout=wait)
+        else:
+            ok = self.stored() <= BUDGET and self.large.acquire(blocking=False)
+        try:
+            yield ok
+        finally:
+            if ok:
+                self.large.release()
+
+    def lock_key(self, rng, candidates, stop):
+        while not stop.is_set():
+            key = rng.choice(candidates)
+            if self.key_locks[key].acquire(blocking=False):
+                return key
+            time.sleep(0.001)
+        return None
+
+
+def attempt(model, key, kind, new, request):
+    """Sends one request that would bring `key` to state `new`, and records its outcome."""
+    try:
+        request()
+    except (BotoCoreError, ClientError):
+        return model.settle(key, new, False, kind)
+    model.settle(key, new, True, kind)
+
+
+def one_op(s3, model, rng, key, stop, forced=None):
+    """One random operation on `key` (whose lock is held), or the `forced` one ("huge" or "multipart")."""
+    r = rng.random() if forced is None else 0.3  # 0.27 <= r < 0.32: a multipart upload
+    huge = forced == "huge"
+    if r < 0.15:
+        return attempt(model, key, "delete", None, lambda: s3.delete_object(Bucket=BUCKET, Key=key))
+    if r < 0.27:
+        src = rng.choice([k for k in KEYS if k != key])
+        if not model.key_locks[src].acquire(blocking=False):
+            return
+        try:
+            new = model.definite(src)
+            with model.large_write() if new and new[1] > SMALL else contextlib.nullcontext(True) as ok:
+                if new and ok:
+                    attempt(model, key, "copy", new, lambda: s3.copy_object(
+                        Bucket=BUCKET, Key=key, CopySource={"Bucket": BUCKET, "Key": src}))
+        finally:
+            model.key_locks[src].release()
+        return
+    wants_large = r < 0.32 or rng.random() < 0.08
+    with model.large_write(wait=60 if forced else None) if wants_large else contextlib.nullcontext(False) as large:
+        if large and not huge and r < 0.32:
+            return multipart(s3, model, rng, key, stop)
+        if large:
+            size = HUGE if huge else rng.randint(MiB, 4 * MiB)
+        else:
+            size = int(2 ** rng.uniform(10, 18))  # 1 KiB-256 KiB, log-uniform
+        data = random.Random(rng.getrandbits(64)).randbytes(size)
+        attempt(model, key, "put", state_of(data), lambda: s3.put_object(Bucket=BUCKET, Key=key, Body=data))
+
+
+def multipart(s3, model, rng, key, stop):
+    """2-3 parts; only CompleteMultipartUpload can change the key."""
+    sizes = [PART] * rng.choice([1, 1, 2]) + [rng.randint(KiB, MiB)]
+    whole, parts = hashlib.sha256(), []
+    try:
+        upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+        for n, part_size in enumerate(sizes, 1):
+            if stop.is_set():
+                return
+            data = random.Random(rng.getrandbits(64)).randbytes(part_size)
+            whole.update(data)
+            etag = s3.upload_part(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=n, Body=data)["ETag"]
+            parts.append({"PartNumber": n, "ETag": etag})
+        if rng.random() < 0.2:
+            s3.abort_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload)
+            with model.lock:
+                model.acked["abort"] += 1
+            return
+    except (BotoCoreError, ClientError):
+        return
+    attempt(model, key, "multipart", (whole.hexdigest(), sum(sizes)), lambda: s3.complete_multipart_upload(
+        Bucket=BUCKET, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}))
+
+
+def worker(s3, model, rng, stop, first=None, first_done=None):
+    """Random operations until `stop`; the first one is `first` if given (then sets `first_done`)."""
+    try:
+        while not stop.is_set():
+            # Over the budget, half of the operations delete one of the largest objects.
+            shrink = not first and model.stored() > BUDGET and rng.random() < 0.5
+            with model.lock:
+                candidates = sorted(KEYS, key=lambda k: -max((s[1] for s in model.allowed[k] if s), default=0))[:4]
+            key = model.lock_key(rng, candidates if shrink else KEYS, stop)
+            if key is None:
+                break
+            try:
+                if shrink:
+                    attempt(model, key, "delete", None, lambda: s3.delete_object(Bucket=BUCKET, Key=key))
+                else:
+                    one_op(s3, model, rng, key, stop, first)
+            finally:
+                model.key_locks[key].release()
+                if first:
+                    first_done.set()
+                first = None
+    except Exception as e:  # noqa: BLE001 - a harness bug: reported by the main thread
+        model.harness_errors.append(repr(e))
+
+
+def verify(s3, model, bucket_exists):
+    """Checks every key and the listing; resolves matching keys. Returns (problems, lost, corrupted, reads)."""
+    problems, lost, corrupted, reads, found = [], 0, 0, 0, {}
+    for key in KEYS:
+        allowed = model.allowed[key]
+        try:
+            got = state_of(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+            reads += 1
+        except ClientError as e:
+            code = e.response["Error"]["Code"]
+            got = None if code in ("NoSuchKey", "NoSuchBucket") else ("GET failed: " + code, -1)
+        except BotoCoreError as e:
+            got = (f"GET failed: {e}", -1)
+        found[key] = got
+        if got in allowed:
+            model.allowed[key] = {got}
+            continue
+        expected = " or ".join(sorted(describe(s) for s in allowed))
+        if got is None:
+            lost += 1
+            problems.append(f"LOST {key!r}: expected {expected}, got absent")
+        else:
+            corrupted += 1
+            problems.append(f"CORRUPTED {key!r}: expected {expected}, got {describe(got)}")
+    if not bucket_exists:
+        return problems, lost, corrupted, reads
+    listed = {}
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+            listed.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+    except ClientError as e:
+        problems.append(f"LISTING of bucket {BUCKET!r} failed: {e.response['Error']['Code']} (acknowledged at creation)")
+        return problems, lost, corrupted, reads
+    expected = {k: s[1] for k, s in found.items() if s is not None and s[1] >= 0}
+    for key in sorted(set(listed) | set(expected)):
+        if listed.get(key) != expected.get(key):
+            problems.append(f"LISTING {key!r}: listed {listed.get(key, 'absent')}, GET gave {expected.get(key, 'absent')}")
+    return problems, lost, corrupted, reads
+
+
+def fsck(args, env):
+    """`oram-proxy fsck` on the stopped proxy's data directory; returns its duration."""
+    cmd = [BIN, "fsck", *args]
+    started = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=FSCK_TIMEOUT, env=env)
+    if r.returncode != 0:
+        msg = f"`{' '.join(cmd)}` exited with {r.returncode}:\n{r.stdout}{r.stderr}"
+        if not SKIP_FSCK:
+            pytest.fail(msg, pytrace=False)
+        print(f"    ORAM_CRASH_SKIP_FSCK=1, ignored: {msg.strip().splitlines()[:2]}")
+    return time.monotonic() - started
+
+
+def acked_ops(counter):
+    return sum(v for k, v in counter.items() if k != "overwrite")
+
+
+def torture(name, workdir, extra_args):
+    seed = int(os.environ.get("ORAM_CRASH_SEED", random.randrange(1 << 32)))
+    print(f"\ncrash torture {name}: {ITERATIONS} iterations, seed {seed} (ORAM_CRASH_SEED)")
+    rng = random.Random(seed)
+    model, totals = Model(), collections.Counter()
+    done = unknown = lost = corrupted = verifications = reads = leftovers = 0
+    data_dir = workdir / "data"
+    extra_args = ["--capacity-blocks", str(CAPACITY_BLOCKS), *extra_args]
+    args = ["--data-dir", str(data_dir), *extra_args]
+    env = dict(os.environ, RUST_LOG="info", ORAM_PROXY_ROOT_USER=ACCESS, ORAM_PROXY_ROOT_PASSWORD=SECRET)
+
+    def summary():
+        t = totals
+        return (f"crash torture {name}: {done} iterations, {acked_ops(t)} acknowledged ops ({t['put']} puts,"
+                f" {t['multipart']} multipart, {t['copy']} copies, {t['delete']} deletes, {t['abort']} aborted"
+                f" multipart; {t['overwrite']} overwrites), {unknown} with unknown outcome, {leftovers} unfinished"
+                f" uploads aborted after restarts,"
+                f" {verifications} object verifications ({reads} byte-exact reads), {lost} lost, {corrupted} corrupted")
+
+    for i in range(ITERATIONS + 1):
+        started = time.monotonic()
+        fsck_secs = fsck(args, env) if data_dir.exists() else 0.0
+        p = Proxy(workdir, *extra_args, env={})
+        try:
+            s3 = client(p.endpoint)
+            problems, n_lost, n_corrupted, n_reads = verify(s3, model, bucket_exists=i > 0)
+            lost, corrupted, reads = lost + n_lost, corrupted + n_corrupted, reads + n_reads
+            verifications += len(KEYS)
+            if problems:
+                tail = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(p.logs().splitlines()[-15:]))
+                pytest.fail(f"after kill {i} (seed {seed}): {len(problems)} problems:\n  " + "\n  ".join(problems)
+                            + f"\n{summary()}\nproxy log (tail):\n{tail}", pytrace=False)
+            verified = time.monotonic()
+            line = f"  {name} {i}/{ITERATIONS}: fsck {fsck_secs:.1f}s, start+verify {verified - started - fsck_secs:.1f}s"
+            if i == ITERATIONS:
+                print(f"{line} ({n_reads} reads), final", flush=True)
+                code = p.stop()
+                assert code == 0, f"oram-proxy exited with {code} on SIGTERM:\n{p.logs()}"
+                break
+            if i == 0:
+                s3.create_bucket(Bucket=BUCKET)
+            # Uploads cut by the kill keep their parts: abort them (this works after a crash too).
+            for up in s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []):
+                s3.abort_multipart_upload(Bucket=BUCKET, Key=up["Key"], UploadId=up["UploadId"])
+                leftovers += 1
+            # Iterations 1, 6, 11, 16...: worker 0 starts with a 20 MiB PUT; 3, 8, 13, 18...: with a
+            # multipart upload. In 1, 3, 11, 13...: the kill comes after its answer, else at any time.
+            first, first_done = {1: "huge", 3: "multipart"}.get(i % 5), threading.Event()
+            stop = threading.Event()
+            model.acked, model.unknown = collections.Counter(), 0
+            threads = [threading.Thread(target=worker, daemon=True, args=(
+                s3, model, random.Random(f"{seed}-{i}-{w}"), stop, first if w == 0 else None, first_done))
+                for w in range(WORKERS)]
+            for t in threads:
+                t.start()
+            if first and i % 10 < 5:
+                first_done.wait(timeout=120)
+                time.sleep(rng.uniform(0.5, 4.0))
+            else:
+                time.sleep(rng.uniform(1.0, 8.0) if first == "huge" else rng.uniform(0.5, 4.0))
+            stop.set()
+            os.kill(p.proc.pid, signal.SIGKILL)
+            p.proc.wait(timeout=30)
+            for t in threads:
+                t.join(timeout=60)
+            assert not any(t.is_alive() for t in threads), "a worker did not stop within 60 s of the kill"
+            assert not model.harness_errors, f"harness errors: {model.harness_errors}"
+            totals.update(model.acked)
+            unknown += model.unknown
+            done += 1
+            print(f"{line} ({n_reads} reads), workload+kill {time.monotonic() - verified:.1f}s:"
+                  f" {acked_ops(model.acked)} acknowledged {dict(model.acked)}, {model.unknown} unknown;"
+                  f" {model.stored() / MiB:.1f} MiB stored", flush=True)
+        finally:
+            p.kill()
+            p.stdout.close()
+            p.stderr.close()
+    line = summary()
+    print(line)
+    assert lost == 0 and corrupted == 0, line
+    assert acked_ops(totals) >= ITERATIONS, f"too little work: {line}"
+    shutil.rmtree(data_dir, ignore_errors=True)  # kept only when the test fails
+
+
+@contextlib.contextmanager
+def minio_server(directory):
+    port = free_port()
+    proc = subprocess.Popen(
+        [os.environ["ORAM_TEST_MINIO"], "server", "--quiet", "--address", f"127.0.0.1:{port}",
+         "--console-address", f"127.0.0.1:{free_port()}", str(directory)],
+        env=dict(os.environ, MINIO_ROOT_USER=MINIO_USER, MINIO_ROOT_PASSWORD=MINIO_PASSWORD, MINIO_BROWSER="off"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_crash_torture_fs(tmp_path):
+    torture("fs", tmp_path, [])
+
+
+@pytest.mark.skipif(not os.environ.get("ORAM_TEST_MINIO"),
+                    reason="needs MinIO: set ORAM_TEST_MINIO to its binary (scripts/test.sh builds and exports it)")
+def test_crash_torture_minio(tmp_path):
+    with minio_server(tmp_path / "minio") as endpoint:
+        backend = client(endpoint, MINIO_USER, MINIO_PASSWORD)
+        deadline = time.monotonic() + 60
+        while True:  # MinIO may need a moment after opening its port
+            try:
+                backend.create_bucket(Bucket="oram-crash")
+                break
+            except (BotoCoreError, ClientError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        config = tmp_path / "proxy.toml"
+        config.write_text(
+            f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n\n[backend]\nkind = \"s3\"\n"
+            f"bucket = \"oram-crash\"\nkey_prefix = \"crash\"\nendpoint = {json.dumps(endpoint)}\n"
+            f"region = \"us-east-1\"\naccess_key = \"{MINIO_USER}\"\nsecret_key = \"{MINIO_PASSWORD}\"\n")
+        torture("minio", tmp_path, ["--config", str(config)])
+    shutil.rmtree(tmp_path / "minio")  # kept only when the test fails
