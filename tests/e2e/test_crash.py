@@ -217,14 +217,16 @@ def multipart(s3, model, rng, key, stop):
 
 
 def worker(s3, model, rng, stop, first=None, first_done=None):
-    """Random operations until `stop`; the first one is `first` if given (then sets `first_done`)."""
+    """Random operations until `stop`. The first one is `first` if given; its key is then left
+    alone until the kill (its outcome must survive it) and `first_done` set."""
+    pinned = None
     try:
         while not stop.is_set():
-            # Over the budget, half of the operations delete one of the largest objects.
-            shrink = not first and model.stored() > BUDGET and rng.random() < 0.5
+            # Over the budget, half of the operations delete one of the large objects.
             with model.lock:
-                candidates = sorted(KEYS, key=lambda k: -max((s[1] for s in model.allowed[k] if s), default=0))[:4]
-            key = model.lock_key(rng, candidates if shrink else KEYS, stop)
+                large = [k for k in KEYS if max((s[1] for s in model.allowed[k] if s), default=0) > SMALL]
+            shrink = not first and large and model.stored() > BUDGET and rng.random() < 0.5
+            key = model.lock_key(rng, large if shrink else KEYS, stop)
             if key is None:
                 break
             try:
@@ -233,12 +235,16 @@ def worker(s3, model, rng, stop, first=None, first_done=None):
                 else:
                     one_op(s3, model, rng, key, stop, first)
             finally:
-                model.key_locks[key].release()
                 if first:
+                    pinned, first = key, None
                     first_done.set()
-                first = None
+                else:
+                    model.key_locks[key].release()
     except Exception as e:  # noqa: BLE001 - a harness bug: reported by the main thread
         model.harness_errors.append(repr(e))
+    finally:
+        if pinned:
+            model.key_locks[pinned].release()
 
 
 def verify(s3, model, bucket_exists):
@@ -343,9 +349,9 @@ def torture(name, workdir, extra_args):
             for up in s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []):
                 s3.abort_multipart_upload(Bucket=BUCKET, Key=up["Key"], UploadId=up["UploadId"])
                 leftovers += 1
-            # Iterations 1, 6, 11, 16...: worker 0 starts with a 20 MiB PUT; 3, 8, 13, 18...: with a
-            # multipart upload. In 1, 3, 11, 13...: the kill comes after its answer, else at any time.
-            first, first_done = {1: "huge", 3: "multipart"}.get(i % 5), threading.Event()
+            # Iterations 1, 6, 11, 16...: worker 0 starts with a 20 MiB PUT; 3, 4, 8, 9, 13, 14...: with
+            # a multipart upload. In 1, 3, 4, 11, 13, 14...: the kill comes after its answer, else any time.
+            first, first_done = {1: "huge", 3: "multipart", 4: "multipart"}.get(i % 5), threading.Event()
             stop = threading.Event()
             model.acked, model.unknown = collections.Counter(), 0
             threads = [threading.Thread(target=worker, daemon=True, args=(

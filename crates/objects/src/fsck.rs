@@ -228,7 +228,7 @@ impl ObjectLayer {
                         left = lens[seg];
                     }
                     let take = (left as usize).min(chunk.len());
-                    h.update(&chunk.split_to(take));
+                    h.update(chunk.split_to(take));
                     left -= take as u64;
                     if take == 0 {
                         break;

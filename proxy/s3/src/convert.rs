@@ -160,6 +160,19 @@ impl S3ByteStream for ChannelBody {
 
 /// Turns an object stream of `len` bytes into a response body. The reader task
 /// stays one batch ahead of the client and stops when the client goes away.
+/// Reads the first chunk of an object before the response is committed, so that an
+/// error there (an integrity violation, the backend down) becomes a proper S3 error
+/// response instead of a body cut short.
+pub(crate) async fn prefetch(mut stream: ByteStream) -> Result<ByteStream, ObjectError> {
+    match stream.next().await {
+        None => Ok(Box::pin(futures::stream::empty())),
+        Some(Err(e)) => Err(e),
+        Some(Ok(first)) => Ok(Box::pin(
+            futures::stream::once(async move { Ok(first) }).chain(stream),
+        )),
+    }
+}
+
 pub(crate) fn streaming_blob(mut stream: ByteStream, len: u64) -> StreamingBlob {
     let (tx, rx) = mpsc::channel(1);
     tokio::spawn(async move {

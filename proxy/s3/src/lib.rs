@@ -386,6 +386,7 @@ impl S3 for OramS3 {
             .map(|r| parse_range_header(r, rec.size))
             .transpose()?;
         let stream = self.layer.read(obj, range.clone()).map_err(map_err)?;
+        let stream = prefetch(stream).await.map_err(map_err)?;
         let (len, content_range) = match &range {
             Some(r) => (
                 r.end - r.start,

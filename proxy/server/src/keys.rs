@@ -211,7 +211,7 @@ pub(crate) fn hex(b: &[u8]) -> String {
 
 pub(crate) fn unhex_vec(s: &str) -> Option<Vec<u8>> {
     let s = s.trim();
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len() / 2)
