@@ -1,39 +1,42 @@
 """Crash torture: a concurrent mixed workload, kill -9 at a random instant, restart, verify.
 
-For each back-end (fs, and S3 on a MinIO started here) the same data directory and
-back-end go through ORAM_CRASH_ITERATIONS (default 30) iterations of:
+For each back-end (fs, and S3 on a MinIO started here on 127.0.0.1) one data directory
+and back-end go through ORAM_CRASH_ITERATIONS (default 30) iterations of:
 
-1. `oram-proxy fsck --data-dir DIR [--config FILE]` (the proxy is down; it must exit 0);
-   skipped before the very first start, when the data directory does not exist yet;
-2. start `oram-proxy serve` and verify every key of the pool against the model: GET
-   (sha256 and size compared), and list_objects_v2 must give exactly the keys found;
-3. 4 worker threads run random PUTs (mostly 1 KiB-256 KiB, some 1-4 MiB, a 20 MiB one
-   in iterations 1, 6, 11, ...), overwrites, DELETEs, copies and multipart uploads
-   (2-3 parts of 5 MiB but the last; some aborted) on a pool of 40 keys;
-4. after a random delay, SIGKILL the proxy and let the workers notice.
-
-A last fsck, start and verification then check the last kill, and the proxy is stopped
-with SIGTERM.
+1. `oram-proxy fsck --data-dir DIR --capacity-blocks N [--config FILE]`, the flags of
+   `serve`, while the proxy is down: it must exit 0 (skipped before the first start);
+2. `oram-proxy serve`, then verify every key of the pool against the model: GET (sha256
+   and size compared), and list_objects_v2 must list exactly the keys found, with their
+   sizes; uploads left unfinished by the kill are then aborted;
+3. 4 worker threads run random PUTs (mostly 1 KiB-256 KiB, some 1-4 MiB), overwrites,
+   DELETEs, copies and multipart uploads (2-3 parts, 5 MiB but the last; some aborted)
+   on a pool of 40 keys. Worker 0 starts with a 20 MiB PUT in iterations 1, 6, 11, ...
+   and with a multipart upload in 3, 4, 8, 9, ...; it then leaves that key alone;
+4. SIGKILL after a random delay (0.5-4 s; in iterations 1, 3, 4, 11, 13, 14, ... 0.5-4 s
+   after worker 0's first operation was answered), then the workers stop.
+A last fsck, start and verification check the last kill; the proxy then gets SIGTERM.
+Writes above 256 KiB go one at a time and stop while more than 8 MiB is stored, so that
+verifying stays quick; the volume is 64 MiB (fsck reads all of it).
 
 The model. Operations on one key are serialised (a lock per key; a copy also holds its
-source's lock), so a key has at most one operation in flight. Per key the model keeps
-the set of states it may be in (a state is absent, or a sha256 and size):
-- an operation answered with 2xx is *acknowledged*: the key's set becomes its one new
-  state, which must survive any later crash;
+source's), so a key has at most one operation in flight. Per key the model keeps the
+set of states the key may be in (absent, or a sha256 and a size):
+- an operation answered with 2xx is *acknowledged*: the set becomes its one new state,
+  which must survive every later crash;
 - an operation that failed (exception, non-2xx, or cut by the kill) has an unknown
-  outcome: the new state joins the set, and either the old or the new is accepted;
-- a multipart upload changes the key only through CompleteMultipartUpload: a failure
-  before that, or an abort, leaves the set as it was.
-After a restart each key must be found in one of its allowed states (otherwise it is
-*lost* when found absent, *corrupted* when found with other content or present where it
-must be absent), and is then resolved to the state found. An S3 bucket cannot be half
-created: it is created once, acknowledged, before the first workload.
+  outcome: its new state joins the set, and the old and the new are both accepted;
+- a multipart upload changes the key only by CompleteMultipartUpload: a failure before
+  it, or an abort, leaves the set as it was.
+After a restart each key must be in one of its allowed states, else it is *lost* (found
+absent) or *corrupted* (other content, an error, or present where it must be absent);
+it is then resolved to the state found. The bucket is created, acknowledged, before the
+first workload and must exist after every restart.
 
-Environment: ORAM_CRASH_ITERATIONS (iterations per back-end), ORAM_CRASH_SEED (master
-seed, printed; default random), ORAM_TEST_MINIO (MinIO binary; the MinIO case is skipped
-without it), ORAM_CRASH_SKIP_FSCK=1 (development only: a failing or missing `fsck`
-is reported and ignored instead of failing the test). Run with `pytest -s` to see the
-per-iteration lines and the closing summary.
+Environment: ORAM_CRASH_ITERATIONS (per back-end), ORAM_CRASH_SEED (master seed, printed;
+default random), ORAM_PROXY_BIN (see conftest.py), ORAM_TEST_MINIO (the MinIO binary;
+without it the MinIO case is skipped), ORAM_CRASH_SKIP_FSCK=1 (development only: a failing
+or missing `fsck` is printed and ignored instead of failing the test). `pytest -s` shows
+a line per iteration and the closing summary (also in the failure message).
 """
 
 import collections
@@ -132,7 +135,7 @@ class Model:
     @contextlib.contextmanager
     def large_write(self, wait=None):
         """Yields whether a write above SMALL may go: one at a time, none while over the budget
-        (the 20 MiB PUT waits up to `wait` seconds instead and ignores the budget)."""
+        (worker 0's scripted first operation waits up to `wait` seconds and ignores the budget)."""
         if wait:
             ok = self.large.acquire(timeout=wait)
         else:
@@ -143,12 +146,11 @@ class Model:
             if ok:
                 self.large.release()
 
-    def lock_key(self, rng, candidates, stop):
-        while not stop.is_set():
-            key = rng.choice(candidates)
+    def lock_key(self, rng, candidates):
+        """Locks one of `candidates` that no other worker holds; None if there is none."""
+        for key in rng.sample(candidates, len(candidates)):
             if self.key_locks[key].acquire(blocking=False):
                 return key
-            time.sleep(0.001)
         return None
 
 
@@ -226,9 +228,10 @@ def worker(s3, model, rng, stop, first=None, first_done=None):
             with model.lock:
                 large = [k for k in KEYS if max((s[1] for s in model.allowed[k] if s), default=0) > SMALL]
             shrink = not first and large and model.stored() > BUDGET and rng.random() < 0.5
-            key = model.lock_key(rng, large if shrink else KEYS, stop)
+            key = model.lock_key(rng, large if shrink else KEYS)
             if key is None:
-                break
+                time.sleep(0.01)
+                continue
             try:
                 if shrink:
                     attempt(model, key, "delete", None, lambda: s3.delete_object(Bucket=BUCKET, Key=key))

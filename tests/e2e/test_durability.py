@@ -73,6 +73,14 @@ def test_objects_survive_restart_and_fsck_is_clean(tmp_path):
         verify(p.client(), "durable", want)
     finally:
         assert p.stop() == 0
+    # A lost state database is refused, not silently replaced by an empty one.
+    state = p.data_dir / "state.redb"
+    state.rename(tmp_path / "state.redb.bak")
+    r = run("serve", "--data-dir", str(p.data_dir), "--s3-listen", "127.0.0.1:0")
+    assert r.returncode != 0 and "state.redb is missing" in r.stderr, r.stderr
+    (tmp_path / "state.redb.bak").rename(state)
+    r = fsck("--data-dir", str(p.data_dir))
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_kill_9_mid_upload_loses_no_acknowledged_object(tmp_path):

@@ -197,6 +197,20 @@ impl Volume {
         let source = KeySource::resolve(cfg)?;
         let (params, key, new_key) = if existed {
             let params = datadir::load_volume(dir, cfg)?;
+            let state = datadir::state_path(dir);
+            // Missing state is fine only for a volume that never stored anything (a
+            // first start that stopped before creating it).
+            if !state.exists() {
+                let stored = store.list(&format!("{}/", params.prefix)).await?;
+                if stored.iter().any(|k| *k != header_key(&params.prefix)) {
+                    return Err(ProxyError::Params(format!(
+                        "{} is missing: without it the volume cannot be read. Restore it \
+                         from a backup, or rebuild a new data directory with `oram-proxy \
+                         recover`",
+                        state.display()
+                    )));
+                }
+            }
             let key = source.load(params.kdf.as_ref(), &params.key_check)?;
             (params, key, false)
         } else {
