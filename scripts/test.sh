@@ -63,7 +63,10 @@ cargo test --workspace --locked 2>&1 | tee "$log"
 
 step "end-to-end tests (pytest, real binary on 127.0.0.1)"
 cargo build -p oram-proxy --locked
+rm -f target/crash-torture-summary.txt
 (cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider . 2>&1) | tee -a "$log"
+# The crash torture test's totals (iterations, acknowledged operations, lost, corrupted).
+cat target/crash-torture-summary.txt 2>/dev/null || true
 
 step "benchmarks, one iteration each (criterion --test mode)"
 cargo bench -p oram-benches --locked -- --test

@@ -10,13 +10,15 @@ and back-end go through ORAM_CRASH_ITERATIONS (default 30) iterations of:
    sizes; uploads left unfinished by the kill are then aborted;
 3. 4 worker threads run random PUTs (mostly 1 KiB-256 KiB, some 1-4 MiB), overwrites,
    DELETEs, copies and multipart uploads (2-3 parts, 5 MiB but the last; some aborted)
-   on a pool of 40 keys. Worker 0 starts with a 20 MiB PUT in iterations 1, 6, 11, ...
-   and with a multipart upload in 3, 4, 8, 9, ...; it then leaves that key alone;
-4. SIGKILL after a random delay (0.5-4 s; in iterations 1, 3, 4, 11, 13, 14, ... 0.5-4 s
-   after worker 0's first operation was answered), then the workers stop.
+   on a pool of 40 keys. Worker 0 starts with a 20 MiB PUT in iterations 1, 6, 11, 16, ...
+   and with a multipart upload in 3, 8, 13, 18, ...; it then leaves that key alone;
+4. SIGKILL after a random delay: 0.5-4 s, or (iterations 1, 3, 11, 13, ...; on MinIO
+   iteration 11 and 21 not, to save time) 0.5-4 s after worker 0's first operation was
+   answered; then the workers stop.
 A last fsck, start and verification check the last kill; the proxy then gets SIGTERM.
-Writes above 256 KiB go one at a time and stop while more than 8 MiB is stored, so that
-verifying stays quick; the volume is 64 MiB (fsck reads all of it).
+Writes above 256 KiB go one at a time and none start while more than 8 MiB (MinIO: 4 MiB)
+is stored, so that verifying stays quick; the volume is 64 MiB (MinIO: 32 MiB), as fsck
+reads all of it.
 
 The model. Operations on one key are serialised (a lock per key; a copy also holds its
 source's), so a key has at most one operation in flight. Per key the model keeps the
@@ -57,7 +59,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from conftest import ACCESS, BIN, SECRET, Proxy, free_port, wait_port
+from conftest import ACCESS, BIN, ROOT, SECRET, Proxy, free_port, wait_port
 
 ITERATIONS = int(os.environ.get("ORAM_CRASH_ITERATIONS", "30"))
 SKIP_FSCK = os.environ.get("ORAM_CRASH_SKIP_FSCK") == "1"
@@ -69,10 +71,17 @@ WORKERS = 4
 PART = 5 * MiB  # S3's minimum size of a part but the last
 HUGE = 20 * MiB
 SMALL = 256 * KiB
-BUDGET = 8 * MiB  # above this many stored bytes, no new writes above SMALL (verification reads them all)
-# A 64 MiB volume (the default is 1 GiB): fsck reads every ORAM bucket of the backend, and
-# the workload never stores more than about BUDGET + one 20 MiB object + one old version.
-CAPACITY_BLOCKS = 16384
+# Above this many stored bytes, no new writes above SMALL (each verification reads everything):
+# the debug build does about 2-4 MB/s on fs, 0.6 MB/s on MinIO.
+BUDGET = {"fs": 8 * MiB, "minio": 4 * MiB}
+# Volumes of 64 MiB and 32 MiB (the default is 1 GiB): fsck reads every ORAM bucket of the
+# backend (about 15k and 7k objects), and the workload stores about BUDGET + one 20 MiB object.
+CAPACITY_BLOCKS = {"fs": 16384, "minio": 8192}
+# Worker 0's first operation by iteration number modulo 10, and whether the kill waits for
+# its answer (then it must survive) or may come at any time.
+SCRIPT = {1: ("huge", True), 3: ("multipart", True), 6: ("huge", False), 8: ("multipart", False)}
+# How many 20 MiB PUTs the kill waits for (each costs about 2 minutes on MinIO: PUT, GET, fsck).
+HUGE_ANSWERED = {"fs": 3, "minio": 1}
 FSCK_TIMEOUT = 300
 MINIO_USER, MINIO_PASSWORD = "crashminio", "crashminio-secret"
 
@@ -101,7 +110,8 @@ def client(endpoint, access=ACCESS, secret=SECRET):
 class Model:
     """What each key may hold, the per-key locks and the counters."""
 
-    def __init__(self):
+    def __init__(self, budget):
+        self.budget = budget
         self.lock = threading.Lock()
         self.allowed = {k: {None} for k in KEYS}
         self.key_locks = {k: threading.Lock() for k in KEYS}
@@ -139,7 +149,7 @@ class Model:
         if wait:
             ok = self.large.acquire(timeout=wait)
         else:
-            ok = self.stored() <= BUDGET and self.large.acquire(blocking=False)
+            ok = self.stored() <= self.budget and self.large.acquire(blocking=False)
         try:
             yield ok
         finally:
@@ -185,7 +195,7 @@ def one_op(s3, model, rng, key, stop, forced=None):
     wants_large = r < 0.32 or rng.random() < 0.08
     with model.large_write(wait=60 if forced else None) if wants_large else contextlib.nullcontext(False) as large:
         if large and not huge and r < 0.32:
-            return multipart(s3, model, rng, key, stop)
+            return multipart(s3, model, rng, key, stop, may_abort=forced is None)
         if large:
             size = HUGE if huge else rng.randint(MiB, 4 * MiB)
         else:
@@ -194,8 +204,9 @@ def one_op(s3, model, rng, key, stop, forced=None):
         attempt(model, key, "put", state_of(data), lambda: s3.put_object(Bucket=BUCKET, Key=key, Body=data))
 
 
-def multipart(s3, model, rng, key, stop):
-    """2-3 parts; only CompleteMultipartUpload can change the key."""
+def multipart(s3, model, rng, key, stop, may_abort):
+    """2-3 parts, then complete or (sometimes, if `may_abort`) abort. Only CompleteMultipartUpload
+    can change the key."""
     sizes = [PART] * rng.choice([1, 1, 2]) + [rng.randint(KiB, MiB)]
     whole, parts = hashlib.sha256(), []
     try:
@@ -207,7 +218,7 @@ def multipart(s3, model, rng, key, stop):
             whole.update(data)
             etag = s3.upload_part(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=n, Body=data)["ETag"]
             parts.append({"PartNumber": n, "ETag": etag})
-        if rng.random() < 0.2:
+        if may_abort and rng.random() < 0.2:
             s3.abort_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload)
             with model.lock:
                 model.acked["abort"] += 1
@@ -227,7 +238,7 @@ def worker(s3, model, rng, stop, first=None, first_done=None):
             # Over the budget, half of the operations delete one of the large objects.
             with model.lock:
                 large = [k for k in KEYS if max((s[1] for s in model.allowed[k] if s), default=0) > SMALL]
-            shrink = not first and large and model.stored() > BUDGET and rng.random() < 0.5
+            shrink = not first and large and model.stored() > model.budget and rng.random() < 0.5
             key = model.lock_key(rng, large if shrink else KEYS)
             if key is None:
                 time.sleep(0.01)
@@ -281,12 +292,14 @@ def verify(s3, model, bucket_exists):
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
             listed.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
     except ClientError as e:
-        problems.append(f"LISTING of bucket {BUCKET!r} failed: {e.response['Error']['Code']} (acknowledged at creation)")
+        code = e.response["Error"]["Code"]
+        problems.append(f"LISTING of bucket {BUCKET!r} failed: {code} (its creation was acknowledged)")
         return problems, lost, corrupted, reads
     expected = {k: s[1] for k, s in found.items() if s is not None and s[1] >= 0}
     for key in sorted(set(listed) | set(expected)):
         if listed.get(key) != expected.get(key):
-            problems.append(f"LISTING {key!r}: listed {listed.get(key, 'absent')}, GET gave {expected.get(key, 'absent')}")
+            problems.append(f"LISTING {key!r}: listed with size {listed.get(key, '(absent)')},"
+                            f" GET gave {expected.get(key, '(absent)')}")
     return problems, lost, corrupted, reads
 
 
@@ -311,10 +324,10 @@ def torture(name, workdir, extra_args):
     seed = int(os.environ.get("ORAM_CRASH_SEED", random.randrange(1 << 32)))
     print(f"\ncrash torture {name}: {ITERATIONS} iterations, seed {seed} (ORAM_CRASH_SEED)")
     rng = random.Random(seed)
-    model, totals = Model(), collections.Counter()
-    done = unknown = lost = corrupted = verifications = reads = leftovers = 0
+    model, totals = Model(BUDGET[name]), collections.Counter()
+    done = unknown = lost = corrupted = verifications = reads = leftovers = huge_answered = 0
     data_dir = workdir / "data"
-    extra_args = ["--capacity-blocks", str(CAPACITY_BLOCKS), *extra_args]
+    extra_args = ["--capacity-blocks", str(CAPACITY_BLOCKS[name]), *extra_args]
     args = ["--data-dir", str(data_dir), *extra_args]
     env = dict(os.environ, RUST_LOG="info", ORAM_PROXY_ROOT_USER=ACCESS, ORAM_PROXY_ROOT_PASSWORD=SECRET)
 
@@ -324,11 +337,14 @@ def torture(name, workdir, extra_args):
                 f" {t['multipart']} multipart, {t['copy']} copies, {t['delete']} deletes, {t['abort']} aborted"
                 f" multipart; {t['overwrite']} overwrites), {unknown} with unknown outcome, {leftovers} unfinished"
                 f" uploads aborted after restarts,"
-                f" {verifications} object verifications ({reads} byte-exact reads), {lost} lost, {corrupted} corrupted")
+                f" {verifications} object verifications ({reads} byte-exact reads), {lost} lost,"
+                f" {corrupted} corrupted")
 
     for i in range(ITERATIONS + 1):
         started = time.monotonic()
         fsck_secs = fsck(args, env) if data_dir.exists() else 0.0
+        if i > 0:  # the killed proxy's log (Proxy truncates stderr.log)
+            (workdir / "stderr.log").replace(workdir / "stderr.previous.log")
         p = Proxy(workdir, *extra_args, env={})
         try:
             s3 = client(p.endpoint)
@@ -338,9 +354,11 @@ def torture(name, workdir, extra_args):
             if problems:
                 tail = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(p.logs().splitlines()[-15:]))
                 pytest.fail(f"after kill {i} (seed {seed}): {len(problems)} problems:\n  " + "\n  ".join(problems)
-                            + f"\n{summary()}\nproxy log (tail):\n{tail}", pytrace=False)
+                            + f"\n{summary()}\nproxy log after the restart (tail; the killed one's log is"
+                            f" {workdir / 'stderr.previous.log'}):\n{tail}", pytrace=False)
             verified = time.monotonic()
-            line = f"  {name} {i}/{ITERATIONS}: fsck {fsck_secs:.1f}s, start+verify {verified - started - fsck_secs:.1f}s"
+            line = (f"  {name} {i}/{ITERATIONS}: fsck {fsck_secs:.1f}s,"
+                    f" start+verify {verified - started - fsck_secs:.1f}s")
             if i == ITERATIONS:
                 print(f"{line} ({n_reads} reads), final", flush=True)
                 code = p.stop()
@@ -352,9 +370,10 @@ def torture(name, workdir, extra_args):
             for up in s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []):
                 s3.abort_multipart_upload(Bucket=BUCKET, Key=up["Key"], UploadId=up["UploadId"])
                 leftovers += 1
-            # Iterations 1, 6, 11, 16...: worker 0 starts with a 20 MiB PUT; 3, 4, 8, 9, 13, 14...: with
-            # a multipart upload. In 1, 3, 4, 11, 13, 14...: the kill comes after its answer, else any time.
-            first, first_done = {1: "huge", 3: "multipart", 4: "multipart"}.get(i % 5), threading.Event()
+            (first, after_answer), first_done = SCRIPT.get(i % 10, (None, False)), threading.Event()
+            if first == "huge" and after_answer:
+                huge_answered += 1
+                after_answer = huge_answered <= HUGE_ANSWERED[name]
             stop = threading.Event()
             model.acked, model.unknown = collections.Counter(), 0
             threads = [threading.Thread(target=worker, daemon=True, args=(
@@ -362,7 +381,7 @@ def torture(name, workdir, extra_args):
                 for w in range(WORKERS)]
             for t in threads:
                 t.start()
-            if first and i % 10 < 5:
+            if after_answer:
                 first_done.wait(timeout=120)
                 time.sleep(rng.uniform(0.5, 4.0))
             else:
@@ -386,6 +405,9 @@ def torture(name, workdir, extra_args):
             p.stderr.close()
     line = summary()
     print(line)
+    # Kept for the test script's closing report (pytest captures stdout).
+    with open(ROOT / "target" / "crash-torture-summary.txt", "a") as f:
+        f.write(line + "\n")
     assert lost == 0 and corrupted == 0, line
     assert acked_ops(totals) >= ITERATIONS, f"too little work: {line}"
     shutil.rmtree(data_dir, ignore_errors=True)  # kept only when the test fails
@@ -413,7 +435,7 @@ def test_crash_torture_fs(tmp_path):
 
 
 @pytest.mark.skipif(not os.environ.get("ORAM_TEST_MINIO"),
-                    reason="needs MinIO: set ORAM_TEST_MINIO to its binary (scripts/test.sh builds and exports it)")
+                    reason="needs MinIO: set ORAM_TEST_MINIO to its binary (scripts/test.sh exports it)")
 def test_crash_torture_minio(tmp_path):
     with minio_server(tmp_path / "minio") as endpoint:
         backend = client(endpoint, MINIO_USER, MINIO_PASSWORD)
