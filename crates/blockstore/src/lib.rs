@@ -150,3 +150,22 @@ pub fn clip_range(range: &Range<u64>, len: u64) -> Result<Range<usize>> {
     let end = range.end.min(len) as usize;
     Ok(start..end)
 }
+
+/// Deletes every object under `prefix` that is not in `keep`; returns how many.
+/// Observed: a LIST of `prefix`, then batched DELETEs of the objects not kept.
+pub async fn delete_unreferenced(
+    store: &dyn BlockStore,
+    prefix: &str,
+    keep: &std::collections::BTreeSet<ObjKey>,
+) -> Result<u64> {
+    let dead: Vec<ObjKey> = store
+        .list(prefix)
+        .await?
+        .into_iter()
+        .filter(|k| !keep.contains(k))
+        .collect();
+    for chunk in dead.chunks(1000) {
+        store.delete_many(chunk).await?;
+    }
+    Ok(dead.len() as u64)
+}

@@ -139,16 +139,7 @@ impl Db {
     ///
     /// Refuses a database of another [`FORMAT`] or another volume.
     pub fn open(path: &Path, volume: [u8; 16]) -> Result<Arc<Self>, DbError> {
-        create_private(path)?;
-        let db = redb::Database::create(path).map_err(|source| DbError::Open {
-            path: path.to_path_buf(),
-            source: Box::new(source),
-        })?;
-        let this = Self {
-            db,
-            epoch: AtomicU64::new(0),
-            fail_next_commit: AtomicBool::new(false),
-        };
+        let this = Self::create(path)?;
         this.write(|txn| {
             for (_, t) in TABLES {
                 txn.open_table(t)?;
@@ -163,6 +154,20 @@ impl Db {
         })?;
         this.check(volume)?;
         Ok(Arc::new(this))
+    }
+
+    /// Opens (creating it 0600 if absent) the redb file at `path`.
+    fn create(path: &Path) -> Result<Self, DbError> {
+        create_private(path)?;
+        let db = redb::Database::create(path).map_err(|source| DbError::Open {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        })?;
+        Ok(Self {
+            db,
+            epoch: AtomicU64::new(0),
+            fail_next_commit: AtomicBool::new(false),
+        })
     }
 
     fn check(&self, volume: [u8; 16]) -> Result<(), DbError> {
@@ -187,16 +192,7 @@ impl Db {
             return Err(DbError::Exists(path.to_path_buf()));
         }
         let tables = parse_snapshot(snapshot)?;
-        create_private(path)?;
-        let db = redb::Database::create(path).map_err(|source| DbError::Open {
-            path: path.to_path_buf(),
-            source: Box::new(source),
-        })?;
-        let this = Self {
-            db,
-            epoch: AtomicU64::new(0),
-            fail_next_commit: AtomicBool::new(false),
-        };
+        let this = Self::create(path)?;
         this.write(|txn| {
             for (name, t) in TABLES {
                 let mut table = txn.open_table(t)?;

@@ -10,15 +10,11 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, UserConfig};
-use crate::keys::{check_private, hex, io, unhex_vec, write_private, Kdf};
+use crate::keys::{check_private, hex, io, unhex, write_private, Kdf};
 use crate::ProxyError;
 
 /// Version of the data directory layout (2: durable state database, key check).
 pub const FORMAT: u32 = 2;
-
-fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    unhex_vec(s)?.try_into().ok()
-}
 
 /// Creates the data directory (mode 0700) if needed.
 pub fn ensure_dir(dir: &Path) -> Result<(), ProxyError> {

@@ -91,7 +91,7 @@ impl KeySource {
     pub fn resolve(cfg: &Config) -> Result<Self, ProxyError> {
         if let Ok(hexkey) = std::env::var(ENV_KEY) {
             let hexkey = Zeroizing::new(hexkey);
-            let bytes = unhex32(&hexkey)
+            let bytes = unhex::<32>(&hexkey)
                 .ok_or_else(|| ProxyError::Key(format!("{ENV_KEY} does not hold 64 hex digits")))?;
             return Ok(Self::Env(MasterKey::from_bytes(bytes)));
         }
@@ -192,7 +192,7 @@ pub fn check_value(key: &MasterKey) -> String {
 fn read_key_file(path: &Path) -> Result<MasterKey, ProxyError> {
     check_private(path)?;
     let text = Zeroizing::new(fs::read_to_string(path).map_err(io(path))?);
-    let bytes = unhex32(&text).ok_or_else(|| {
+    let bytes = unhex::<32>(&text).ok_or_else(|| {
         ProxyError::Key(format!("{} does not hold 64 hex digits", path.display()))
     })?;
     Ok(MasterKey::from_bytes(bytes))
@@ -219,7 +219,8 @@ pub(crate) fn unhex_vec(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-fn unhex32(s: &str) -> Option<[u8; 32]> {
+/// Exactly `N` bytes from hex.
+pub(crate) fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
     unhex_vec(s)?.try_into().ok()
 }
 

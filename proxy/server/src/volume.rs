@@ -212,6 +212,7 @@ impl Volume {
                 }
             }
             let key = source.load(params.kdf.as_ref(), &params.key_check)?;
+            ensure_header(store.as_ref(), &params).await?;
             (params, key, false)
         } else {
             let prefix = &cfg.backend.prefix;
@@ -238,9 +239,10 @@ impl Volume {
                 kdf,
             );
             datadir::save_volume(dir, &params)?;
+            // The prefix was just found empty: no need to look again.
+            write_header(store.as_ref(), &params).await?;
             (params, key, new_key)
         };
-        ensure_header(store.as_ref(), &params).await?;
         Self::assemble(cfg, params, key, store, !existed, new_key).await
     }
 

@@ -285,12 +285,7 @@ impl Oram for DirectEngine {
             .into_iter()
             .map(|(b, nv)| self.block_key(b, nv.slot))
             .collect();
-        let listed = self.store.list(&format!("{}/b/", self.cfg.prefix)).await?;
-        let dead: Vec<ObjKey> = listed.into_iter().filter(|k| !live.contains(k)).collect();
-        let n = dead.len() as u64;
-        for chunk in dead.chunks(1000) {
-            self.store.delete_many(chunk).await?;
-        }
-        Ok(n)
+        let prefix = format!("{}/b/", self.cfg.prefix);
+        Ok(oram_blockstore::delete_unreferenced(self.store.as_ref(), &prefix, &live).await?)
     }
 }

@@ -808,16 +808,10 @@ impl Oram for PathOram {
             .filter(|(_, nv)| nv.version > 0)
             .map(|(n, nv)| inner.node_key(n, nv.slot))
             .collect();
+        // The round lock stays held: no access may write while objects are deleted.
+        let prefix = format!("{}/n/", inner.cfg.prefix);
+        let n = oram_blockstore::delete_unreferenced(inner.store.as_ref(), &prefix, &live).await?;
         drop(g);
-        let listed = inner
-            .store
-            .list(&format!("{}/n/", inner.cfg.prefix))
-            .await?;
-        let dead: Vec<ObjKey> = listed.into_iter().filter(|k| !live.contains(k)).collect();
-        let n = dead.len() as u64;
-        for chunk in dead.chunks(1000) {
-            inner.store.delete_many(chunk).await?;
-        }
         Ok(n)
     }
 
