@@ -8,7 +8,7 @@
 # - MinIO: `go install` of a pinned version into $(go env GOPATH)/bin (first build
 #   takes several minutes);
 # - boto3, awscli, moto[server], pytest: a venv in target/e2e-venv;
-# - rclone: Debian's package.
+# - rclone and a TrueType font (for the workload runner's charts): Debian packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,11 +48,16 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt
 export ORAM_TEST_MOTO="$venv/bin/moto_server"
-if ! command -v rclone >/dev/null 2>&1; then
+# rclone for the e2e tests; a TrueType font for the workload runner's chart text.
+apt_pkgs=""
+command -v rclone >/dev/null 2>&1 || apt_pkgs="$apt_pkgs rclone"
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_pkgs="$apt_pkgs fonts-dejavu-core"
+if [ -n "$apt_pkgs" ]; then
     sudo_cmd=""
     [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
     $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq rclone >/dev/null
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq $apt_pkgs >/dev/null
 fi
 rclone version | head -1
 
@@ -61,8 +66,8 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"
 
-step "end-to-end tests (pytest, real binary on 127.0.0.1)"
-cargo build -p oram-proxy --locked
+step "end-to-end tests (pytest, real binaries on 127.0.0.1; includes the workload runner's quick mode)"
+cargo build -p oram-proxy -p oram-linkshape -p oram-workload --locked
 rm -f target/crash-torture-summary.txt
 (cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider . 2>&1) | tee -a "$log"
 # The crash torture test's totals (iterations, acknowledged operations, lost, corrupted).

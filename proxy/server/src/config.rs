@@ -21,6 +21,12 @@ region = "us-east-1"
 # Requests served at once; more get 503 SlowDown (clients retry).
 max_concurrent_requests = 64
 
+[metrics]
+# Address of the operator endpoint: GET /metrics (Prometheus text: backend requests
+# and bytes, engine accesses, stash size, write-backs) and GET /health. Empty: off.
+# Bind it to a private address; it needs no credentials and reveals access counts.
+listen = ""
+
 [engine]
 # "path" (Path ORAM) or "direct" (no ORAM: the non-oblivious baseline).
 kind = "path"
@@ -108,6 +114,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The S3 API.
     pub s3: S3Config,
+    /// The metrics and health endpoint.
+    pub metrics: MetricsConfig,
     /// The engine.
     pub engine: EngineConfig,
     /// The backend store.
@@ -118,6 +126,14 @@ pub struct Config {
     pub key: KeyConfig,
     /// S3 users.
     pub users: Vec<UserConfig>,
+}
+
+/// `[metrics]`
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Listen address of `/metrics` and `/health`; empty: no endpoint.
+    pub listen: String,
 }
 
 /// `[state]`
@@ -154,6 +170,7 @@ impl Default for Config {
         Self {
             data_dir: PathBuf::from("./oram-data"),
             s3: S3Config::default(),
+            metrics: MetricsConfig::default(),
             engine: EngineConfig::default(),
             backend: BackendConfig::default(),
             state: StateConfig::default(),

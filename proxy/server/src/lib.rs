@@ -7,6 +7,7 @@
 pub mod config;
 pub mod datadir;
 pub mod keys;
+pub mod metrics;
 pub mod volume;
 
 use std::net::SocketAddr;
@@ -97,6 +98,8 @@ pub struct StartInfo {
 /// A running proxy.
 pub struct Server {
     s3_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    metrics_stop: Option<oneshot::Sender<()>>,
     _dir_lock: std::fs::File,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
@@ -113,6 +116,11 @@ impl Server {
         self.s3_addr
     }
 
+    /// The address of `/metrics` and `/health`, if enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
     /// The object layer served (for statistics).
     pub fn layer(&self) -> &ObjectLayer {
         &self.layer
@@ -127,6 +135,9 @@ impl Server {
     /// `grace`), writes back everything pending, and takes a final checkpoint.
     pub async fn shutdown(mut self, grace: Duration) -> Result<(), ProxyError> {
         if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(stop) = self.metrics_stop.take() {
             let _ = stop.send(());
         }
         if let Some((stop, task)) = self.checkpointer.take() {
@@ -192,6 +203,7 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
             addr: cfg.s3.listen.clone(),
             source,
         })?;
+    let metrics = metrics::bind(&cfg.metrics.listen).await?;
     let vol = Arc::new(volume::Volume::open(cfg).await?);
     vol.repair_checkpoint().await?;
     let layer = vol.layer.clone();
@@ -211,6 +223,14 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     let (stop, stopped) = oneshot::channel();
     let limit = Arc::new(Semaphore::new(cfg.s3.max_concurrent_requests));
     let task = tokio::spawn(serve(listener, service, limit, stopped));
+    let (metrics_addr, metrics_stop) = match metrics {
+        Some((l, addr)) => {
+            let (tx, rx) = oneshot::channel();
+            tokio::spawn(metrics::serve(l, vol.clone(), rx));
+            (Some(addr), Some(tx))
+        }
+        None => (None, None),
+    };
     let checkpointer = match cfg.state.checkpoint_interval_secs {
         0 => None,
         secs => {
@@ -221,6 +241,8 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     };
     Ok(Server {
         s3_addr,
+        metrics_addr,
+        metrics_stop,
         _dir_lock: dir_lock,
         stop: Some(stop),
         task,

@@ -49,6 +49,9 @@ struct ServeArgs {
     /// S3 listen address (overrides `s3.listen`).
     #[arg(long, value_name = "HOST:PORT")]
     s3_listen: Option<String>,
+    /// Metrics and health endpoint address (overrides `metrics.listen`).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_listen: Option<String>,
     /// Engine: path or direct (overrides `engine.kind`).
     #[arg(long, value_name = "NAME")]
     engine: Option<EngineKind>,
@@ -131,6 +134,9 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     }
     if let Some(l) = args.s3_listen {
         cfg.s3.listen = l;
+    }
+    if let Some(l) = args.metrics_listen {
+        cfg.metrics.listen = l;
     }
     if let Some(e) = args.engine {
         cfg.engine.kind = e;
@@ -346,6 +352,9 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
     println!("oram-proxy {} serving S3", env!("CARGO_PKG_VERSION"));
     println!("  endpoint:   http://{}", server.s3_addr());
     println!("  region:     {}", cfg.s3.region);
+    if let Some(m) = server.metrics_addr() {
+        println!("  metrics:    http://{m}/metrics (and /health)");
+    }
     println!(
         "  engine:     {} ({} blocks of {} bytes = {} MiB)",
         cfg.engine.kind,

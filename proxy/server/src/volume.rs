@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use oram_blockstore::{BlockStore, ObjKey};
+use oram_blockstore::{Accounting, BlockStore, ObjKey};
 use oram_direct::{DirectConfig, DirectEngine};
 use oram_engine::{Oram, OramError};
 use oram_objects::{LayerConfig, ObjectLayer};
@@ -34,8 +34,13 @@ const CHECKPOINT_MAGIC: &[u8; 8] = b"ORAMCKP1";
 pub struct Volume {
     /// Its parameters.
     pub params: VolumeParams,
-    /// The backend.
+    /// The backend (counted by `backend_counters`).
     pub store: Arc<dyn BlockStore>,
+    /// Requests and bytes sent to the backend since the volume was opened (the
+    /// volume header check at open excluded).
+    pub backend_counters: Arc<Accounting<Arc<dyn BlockStore>>>,
+    /// The data directory.
+    pub data_dir: std::path::PathBuf,
     /// The state database.
     pub db: Arc<Db>,
     /// The object layer (and through it the engine).
@@ -257,6 +262,8 @@ impl Volume {
         let volume_id = params.volume_id()?;
         let sealer = Arc::new(Sealer::new(&key, volume_id));
         drop(key);
+        let backend_counters = Arc::new(Accounting::new(store));
+        let store: Arc<dyn BlockStore> = backend_counters.clone();
         let db = Db::open(&datadir::state_path(&cfg.data_dir), volume_id.0)?;
         let state = db.state()?;
         let resent = state.pending().len();
@@ -279,6 +286,8 @@ impl Volume {
         Ok(Self {
             params,
             store,
+            backend_counters,
+            data_dir: cfg.data_dir.clone(),
             db,
             layer,
             created,

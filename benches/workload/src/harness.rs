@@ -1,0 +1,408 @@
+//! The processes of a comparison: MinIO, the link-shaping relay in front of it,
+//! and one oram-proxy per configuration. Everything binds 127.0.0.1 on free ports
+//! and is stopped by PID (on drop too).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::exec::Endpoint;
+
+/// A child process killed (and reaped) on drop.
+pub struct Proc {
+    name: String,
+    child: Option<Child>,
+}
+
+impl Proc {
+    /// Starts `cmd` with its output going to `log`.
+    pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> Result<Self, String> {
+        let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("starting {name}: {e}"))?;
+        Ok(Self {
+            name: name.to_string(),
+            child: Some(child),
+        })
+    }
+
+    /// Its PID.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Whether it has exited.
+    pub fn exited(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_none_or(|c| c.try_wait().ok().flatten().is_some())
+    }
+
+    /// Sends SIGTERM and waits up to `grace` for it to exit (then SIGKILL).
+    pub fn stop(&mut self, grace: Duration) -> Result<(), String> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = child.try_wait() {
+                return if st.success() {
+                    Ok(())
+                } else {
+                    Err(format!("{} exited with {st}", self.name))
+                };
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(format!(
+            "{} did not stop within {grace:?}; killed",
+            self.name
+        ))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> Result<u16, String> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+/// Waits until 127.0.0.1:`port` accepts connections.
+pub fn wait_port(port: u16, timeout: Duration, proc: &mut Proc, log: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        if proc.exited() {
+            let tail = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: String = tail
+                .lines()
+                .rev()
+                .take(15)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            return Err(format!(
+                "{} exited before listening on {port}:\n{tail}",
+                proc.name
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!("{} never listened on {port}", proc.name))
+}
+
+/// A plain HTTP/1.0 GET of `path` on 127.0.0.1:`port`; the body.
+pub fn http_get(port: u16, path: &str) -> Result<String, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).map_err(|e| e.to_string())?;
+    let (head, body) = buf
+        .split_once("\r\n\r\n")
+        .ok_or("malformed HTTP response")?;
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        return Err(format!("GET {path}: {}", head.lines().next().unwrap_or("")));
+    }
+    Ok(body.to_string())
+}
+
+/// Prometheus samples (`name{labels}` → value) of a text exposition.
+pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The shared parts: MinIO and the relay shaping the link to it.
+pub struct Lab {
+    /// Working directory (MinIO data, proxy data dirs, logs).
+    pub dir: PathBuf,
+    _minio: Proc,
+    _relay: Proc,
+    /// MinIO's own port (unshaped: used only to measure stored bytes).
+    pub minio_port: u16,
+    /// MinIO's root credentials, at the relay: every measured request goes
+    /// through it.
+    pub root: Endpoint,
+}
+
+/// The link model.
+#[derive(Clone, Copy, Debug)]
+pub struct Link {
+    /// Round-trip time added, ms.
+    pub rtt_ms: f64,
+    /// Bandwidth per direction, Mbit/s (0: unlimited).
+    pub mbit: f64,
+}
+
+impl Lab {
+    /// Starts MinIO in `dir/minio` and a relay in front of it.
+    pub fn start(dir: &Path, minio: &Path, linkshape: &Path, link: Link) -> Result<Self, String> {
+        std::fs::create_dir_all(dir.join("minio")).map_err(|e| e.to_string())?;
+        let minio_port = free_port()?;
+        let console = free_port()?;
+        let user = "workload-root".to_string();
+        let pass = format!(
+            "wl-{:016x}",
+            crate::dist::stable_hash(&[dir.to_string_lossy().as_bytes()])
+        );
+        let mut cmd = Command::new(minio);
+        cmd.args(["server", "--quiet", "--address"])
+            .arg(format!("127.0.0.1:{minio_port}"))
+            .arg("--console-address")
+            .arg(format!("127.0.0.1:{console}"))
+            .arg(dir.join("minio"))
+            .env("MINIO_ROOT_USER", &user)
+            .env("MINIO_ROOT_PASSWORD", &pass)
+            .env("MINIO_BROWSER", "off");
+        let log = dir.join("minio.log");
+        let mut m = Proc::spawn("minio", cmd, &log)?;
+        wait_port(minio_port, Duration::from_secs(60), &mut m, &log)?;
+        let relay_port = free_port()?;
+        let mut cmd = Command::new(linkshape);
+        cmd.arg("--listen")
+            .arg(format!("127.0.0.1:{relay_port}"))
+            .arg("--target")
+            .arg(format!("127.0.0.1:{minio_port}"))
+            .arg("--rtt-ms")
+            .arg(link.rtt_ms.to_string())
+            .arg("--mbit")
+            .arg(link.mbit.to_string());
+        let log = dir.join("relay.log");
+        let mut r = Proc::spawn("oram-linkshape", cmd, &log)?;
+        wait_port(relay_port, Duration::from_secs(30), &mut r, &log)?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            _minio: m,
+            _relay: r,
+            minio_port,
+            root: Endpoint {
+                url: format!("http://127.0.0.1:{relay_port}"),
+                access_key: user,
+                secret_key: pass,
+            },
+        })
+    }
+
+    /// MinIO's credentials at its own (unshaped) port.
+    pub fn direct(&self) -> Endpoint {
+        Endpoint {
+            url: format!("http://127.0.0.1:{}", self.minio_port),
+            ..self.root.clone()
+        }
+    }
+}
+
+/// The engine parameters of one proxy configuration.
+#[derive(Clone, Debug)]
+pub struct EngineParams {
+    /// `engine.kind`.
+    pub kind: String,
+    /// Bytes per block.
+    pub block_size: u64,
+    /// Logical blocks.
+    pub capacity_blocks: u64,
+    /// Tree-top levels cached locally (ORAM engines).
+    pub cached_levels: u32,
+    /// Blocks per round.
+    pub max_batch: u64,
+    /// Write-back rounds in flight.
+    pub max_inflight_writebacks: u64,
+}
+
+/// A running proxy over the lab's relay.
+pub struct ProxyRun {
+    proc: Proc,
+    /// Its data directory.
+    pub data_dir: PathBuf,
+    /// Its S3 endpoint and user.
+    pub endpoint: Endpoint,
+    /// Its metrics port.
+    pub metrics_port: u16,
+    /// The MinIO bucket holding its volume.
+    pub bucket: String,
+}
+
+impl ProxyRun {
+    /// Initialises a volume in a new MinIO bucket and starts serving it.
+    pub fn start(lab: &Lab, proxy: &Path, name: &str, e: &EngineParams) -> Result<Self, String> {
+        let data_dir = lab.dir.join(format!("proxy-{name}"));
+        let _ = std::fs::remove_dir_all(&data_dir);
+        std::fs::create_dir_all(&data_dir).map_err(|e| e.to_string())?;
+        let (s3_port, metrics_port) = (free_port()?, free_port()?);
+        let bucket = format!("oram-{name}")
+            .to_ascii_lowercase()
+            .replace('_', "-");
+        let secret = format!(
+            "{:032x}",
+            crate::dist::stable_hash(&[name.as_bytes(), b"secret"])
+        );
+        let cfg = format!(
+            "data_dir = {data:?}\n\
+             [s3]\nlisten = \"127.0.0.1:{s3_port}\"\n\
+             [metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n\
+             [engine]\nkind = {kind:?}\nblock_size = {bs}\ncapacity_blocks = {cap}\n\
+             cached_levels = {cl}\nmax_batch = {mb}\nmax_inflight_writebacks = {mi}\n\
+             [backend]\nkind = \"s3\"\nbucket = {bucket:?}\nendpoint = \"{ep}\"\n\
+             access_key = {ak:?}\nsecret_key = {sk:?}\nmax_in_flight = 64\n\
+             attempt_timeout_secs = 300\n\
+             [state]\ncheckpoint_interval_secs = 0\n\
+             [[users]]\naccess_key = \"workload\"\nsecret_key = {secret:?}\n",
+            data = data_dir.join("data").display().to_string(),
+            kind = e.kind,
+            bs = e.block_size,
+            cap = e.capacity_blocks,
+            cl = e.cached_levels,
+            mb = e.max_batch,
+            mi = e.max_inflight_writebacks,
+            ep = lab.root.url,
+            ak = lab.root.access_key,
+            sk = lab.root.secret_key,
+        );
+        let cfg_path = data_dir.join("proxy.toml");
+        std::fs::write(&cfg_path, cfg).map_err(|e| e.to_string())?;
+        let key = format!(
+            "{:016x}{:016x}{:016x}{:016x}",
+            crate::dist::stable_hash(&[name.as_bytes(), b"k1"]),
+            crate::dist::stable_hash(&[name.as_bytes(), b"k2"]),
+            crate::dist::stable_hash(&[name.as_bytes(), b"k3"]),
+            crate::dist::stable_hash(&[name.as_bytes(), b"k4"]),
+        );
+        let init = Command::new(proxy)
+            .arg("init")
+            .arg("--config")
+            .arg(&cfg_path)
+            .env("ORAM_PROXY_MASTER_KEY", &key)
+            .env_remove("ORAM_PROXY_PASSPHRASE")
+            .output()
+            .map_err(|e| format!("oram-proxy init: {e}"))?;
+        if !init.status.success() {
+            return Err(format!(
+                "oram-proxy init ({name}): {}",
+                String::from_utf8_lossy(&init.stderr).trim()
+            ));
+        }
+        let mut cmd = Command::new(proxy);
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(&cfg_path)
+            .env("ORAM_PROXY_MASTER_KEY", &key)
+            .env_remove("ORAM_PROXY_PASSPHRASE")
+            .env("RUST_LOG", "warn");
+        let log = data_dir.join("proxy.log");
+        let mut p = Proc::spawn(&format!("oram-proxy ({name})"), cmd, &log)?;
+        wait_port(s3_port, Duration::from_secs(120), &mut p, &log)?;
+        wait_port(metrics_port, Duration::from_secs(10), &mut p, &log)?;
+        Ok(Self {
+            proc: p,
+            data_dir,
+            endpoint: Endpoint {
+                url: format!("http://127.0.0.1:{s3_port}"),
+                access_key: "workload".into(),
+                secret_key: secret,
+            },
+            metrics_port,
+            bucket,
+        })
+    }
+
+    /// The proxy's metrics now.
+    pub fn metrics(&self) -> Result<BTreeMap<String, f64>, String> {
+        Ok(parse_metrics(&http_get(self.metrics_port, "/metrics")?))
+    }
+
+    /// Waits (at most `timeout`) until no write-back is pending, then returns the
+    /// metrics.
+    pub fn settle(&self, timeout: Duration) -> Result<BTreeMap<String, f64>, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let m = self.metrics()?;
+            if m.get("oram_engine_pending_writebacks")
+                .copied()
+                .unwrap_or(0.0)
+                == 0.0
+                || Instant::now() >= deadline
+            {
+                return Ok(m);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// CPU seconds (user + system) the proxy has used so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.proc.pid())).unwrap_or_default();
+        // Fields after the command name (which may hold spaces) start after ')'.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 after ')'.
+        (ticks(11) + ticks(12)) / 100.0
+    }
+
+    /// Peak resident memory (VmHWM) in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.proc.pid()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    }
+
+    /// Stops the proxy (graceful: final write-back and checkpoint).
+    pub fn stop(&mut self) -> Result<(), String> {
+        self.proc.stop(Duration::from_secs(300))
+    }
+
+    /// Bytes of the proxy's local state on disk (its data directory).
+    pub fn local_bytes(&self) -> u64 {
+        dir_size(&self.data_dir.join("data"))
+    }
+}
+
+fn dir_size(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
