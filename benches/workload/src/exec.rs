@@ -5,60 +5,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_sdk_s3::config::{Credentials, Region};
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::Client;
 use bytes::Bytes;
 use rand::Rng;
 
+use crate::api::Api;
 use crate::cosbench::{OpConfig, OpKind, Selector, Work, WorkKind, Workload};
 use crate::dist::{content, rng_for, FileSet};
-
-/// Where and as whom to send requests.
-#[derive(Clone, Debug)]
-pub struct Endpoint {
-    /// `http://host:port`.
-    pub url: String,
-    /// Access key.
-    pub access_key: String,
-    /// Secret key.
-    pub secret_key: String,
-}
-
-/// An S3 client for `ep` (path-style, SigV4, a few retries for transient errors).
-pub fn client(ep: &Endpoint) -> Client {
-    let http = aws_smithy_http_client::Builder::new().build_http();
-    let conf = aws_sdk_s3::Config::builder()
-        .behavior_version_latest()
-        .region(Region::new("us-east-1"))
-        .endpoint_url(&ep.url)
-        .force_path_style(true)
-        .credentials_provider(Credentials::new(
-            &ep.access_key,
-            &ep.secret_key,
-            None,
-            None,
-            "oram-workload",
-        ))
-        .http_client(http)
-        .build();
-    Client::from_conf(conf)
-}
 
 /// The kind of one recorded request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReqKind {
-    /// CreateBucket.
+    /// Create a container (bucket).
     CreateBucket,
-    /// PutObject.
+    /// Write an object.
     Write,
-    /// GetObject.
+    /// Read an object.
     Read,
-    /// DeleteObject.
+    /// Delete an object.
     Delete,
-    /// ListObjectsV2.
+    /// List a container.
     List,
-    /// DeleteBucket.
+    /// Delete a container.
     DeleteBucket,
 }
 
@@ -149,7 +116,7 @@ pub struct RunOptions {
 }
 
 struct Shared {
-    client: Client,
+    api: Arc<dyn Api>,
     opts: RunOptions,
     expected: Mutex<HashMap<(String, String), Source>>,
     records: Mutex<Vec<Record>>,
@@ -172,35 +139,14 @@ impl Shared {
 
     async fn create_bucket(&self, stage: usize, bucket: &str) {
         let t = Instant::now();
-        let r = self.client.create_bucket().bucket(bucket).send().await;
-        let r = match r {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let code = e.as_service_error().and_then(|s| {
-                    aws_sdk_s3::error::ProvideErrorMetadata::code(s).map(str::to_string)
-                });
-                match code.as_deref() {
-                    Some("BucketAlreadyOwnedByYou") => Ok(()),
-                    _ => Err(format!("{bucket}: {}", err_text(&e))),
-                }
-            }
-        };
+        let r = self.api.create_container(bucket).await;
         self.record(stage, ReqKind::CreateBucket, 0, t, r);
     }
 
     async fn put(&self, stage: usize, bucket: &str, key: &str, body: Bytes, src: Source) {
         let len = body.len() as u64;
         let t = Instant::now();
-        let r = self
-            .client
-            .put_object()
-            .bucket(bucket)
-            .key(key)
-            .body(ByteStream::from(body))
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| format!("PUT {bucket}/{key}: {}", err_text(&e)));
+        let r = self.api.put(bucket, key, body).await;
         if r.is_ok() {
             self.expected
                 .lock()
@@ -212,24 +158,7 @@ impl Shared {
 
     async fn get(&self, stage: usize, bucket: &str, key: &str) {
         let t = Instant::now();
-        let r = async {
-            let out = self
-                .client
-                .get_object()
-                .bucket(bucket)
-                .key(key)
-                .send()
-                .await
-                .map_err(|e| format!("GET {bucket}/{key}: {}", err_text(&e)))?;
-            let body = out
-                .body
-                .collect()
-                .await
-                .map_err(|e| format!("GET {bucket}/{key} body: {e}"))?
-                .into_bytes();
-            Ok::<Bytes, String>(body)
-        }
-        .await;
+        let r = self.api.get(bucket, key).await;
         let latency_end = Instant::now();
         let (bytes, res) = match r {
             Ok(body) => {
@@ -263,15 +192,7 @@ impl Shared {
 
     async fn delete(&self, stage: usize, bucket: &str, key: &str) {
         let t = Instant::now();
-        let r = self
-            .client
-            .delete_object()
-            .bucket(bucket)
-            .key(key)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| format!("DELETE {bucket}/{key}: {}", err_text(&e)));
+        let r = self.api.delete(bucket, key).await;
         self.expected
             .lock()
             .expect("expected")
@@ -281,64 +202,30 @@ impl Shared {
 
     /// Lists and deletes what is left in `bucket`, then deletes it.
     async fn dispose(&self, stage: usize, bucket: &str) {
-        let mut token: Option<String> = None;
+        let mut marker: Option<String> = None;
         loop {
             let t = Instant::now();
-            let r = self
-                .client
-                .list_objects_v2()
-                .bucket(bucket)
-                .set_continuation_token(token.clone())
-                .send()
-                .await;
-            match r {
-                Ok(out) => {
+            match self.api.list(bucket, marker.clone()).await {
+                Ok((names, next)) => {
                     self.record(stage, ReqKind::List, 0, t, Ok(()));
-                    for o in out.contents() {
-                        if let Some(k) = o.key() {
-                            self.delete(stage, bucket, k).await;
-                        }
+                    for k in names {
+                        self.delete(stage, bucket, &k).await;
                     }
-                    token = out.next_continuation_token().map(str::to_string);
-                    if token.is_none() {
+                    marker = next;
+                    if marker.is_none() {
                         break;
                     }
                 }
                 Err(e) => {
-                    self.record(
-                        stage,
-                        ReqKind::List,
-                        0,
-                        t,
-                        Err(format!("LIST {bucket}: {}", err_text(&e))),
-                    );
+                    self.record(stage, ReqKind::List, 0, t, Err(e));
                     break;
                 }
             }
         }
         let t = Instant::now();
-        let r = self
-            .client
-            .delete_bucket()
-            .bucket(bucket)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| format!("DELETE BUCKET {bucket}: {}", err_text(&e)));
+        let r = self.api.delete_container(bucket).await;
         self.record(stage, ReqKind::DeleteBucket, 0, t, r);
     }
-}
-
-fn err_text<E: std::error::Error + 'static>(e: &aws_sdk_s3::error::SdkError<E>) -> String {
-    use std::error::Error;
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(x) = src {
-        s.push_str(": ");
-        s.push_str(&x.to_string());
-        src = x.source();
-    }
-    s
 }
 
 fn pick(sel: Selector, rng: &mut impl Rng, seq: &AtomicU64) -> u64 {
@@ -513,15 +400,15 @@ async fn run_normal(
     Ok(())
 }
 
-/// Runs `wl` against `client`; `tick` is called after every request.
+/// Runs `wl` against `api`; `tick` is called after every request.
 pub async fn run(
     wl: &Workload,
-    client: Client,
+    api: Arc<dyn Api>,
     opts: RunOptions,
     tick: Box<dyn Fn() + Send + Sync>,
 ) -> Result<RunLog, String> {
     let sh = Arc::new(Shared {
-        client,
+        api,
         opts,
         expected: Mutex::new(HashMap::new()),
         records: Mutex::new(Vec::new()),

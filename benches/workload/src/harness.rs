@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::exec::Endpoint;
+use crate::api::Endpoint;
 
 /// A child process killed (and reaped) on drop.
 pub struct Proc {
@@ -249,6 +249,8 @@ pub struct ProxyRun {
     pub data_dir: PathBuf,
     /// Its S3 endpoint and user.
     pub endpoint: Endpoint,
+    /// Its Swift auth URL and user, when started with the Swift API.
+    pub swift: Option<Endpoint>,
     /// Its metrics port.
     pub metrics_port: u16,
     /// The MinIO bucket holding its volume.
@@ -257,11 +259,17 @@ pub struct ProxyRun {
 
 impl ProxyRun {
     /// Initialises a volume in a new MinIO bucket and starts serving it.
-    pub fn start(lab: &Lab, proxy: &Path, name: &str, e: &EngineParams) -> Result<Self, String> {
+    pub fn start(
+        lab: &Lab,
+        proxy: &Path,
+        name: &str,
+        e: &EngineParams,
+        swift: bool,
+    ) -> Result<Self, String> {
         let data_dir = lab.dir.join(format!("proxy-{name}"));
         let _ = std::fs::remove_dir_all(&data_dir);
         std::fs::create_dir_all(&data_dir).map_err(|e| e.to_string())?;
-        let (s3_port, metrics_port) = (free_port()?, free_port()?);
+        let (s3_port, metrics_port, swift_port) = (free_port()?, free_port()?, free_port()?);
         let bucket = format!("oram-{name}")
             .to_ascii_lowercase()
             .replace('_', "-");
@@ -269,10 +277,16 @@ impl ProxyRun {
             "{:032x}",
             crate::dist::stable_hash(&[name.as_bytes(), b"secret"])
         );
+        let swift_section = if swift {
+            format!("[swift]\nlisten = \"127.0.0.1:{swift_port}\"\n")
+        } else {
+            String::new()
+        };
         let cfg = format!(
             "data_dir = {data:?}\n\
              [s3]\nlisten = \"127.0.0.1:{s3_port}\"\n\
              [metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n\
+             {swift_section}\
              [engine]\nkind = {kind:?}\nblock_size = {bs}\ncapacity_blocks = {cap}\n\
              cached_levels = {cl}\nmax_batch = {mb}\nmax_inflight_writebacks = {mi}\n\
              [backend]\nkind = \"s3\"\nbucket = {bucket:?}\nendpoint = \"{ep}\"\n\
@@ -325,14 +339,22 @@ impl ProxyRun {
         let mut p = Proc::spawn(&format!("oram-proxy ({name})"), cmd, &log)?;
         wait_port(s3_port, Duration::from_secs(120), &mut p, &log)?;
         wait_port(metrics_port, Duration::from_secs(10), &mut p, &log)?;
+        if swift {
+            wait_port(swift_port, Duration::from_secs(10), &mut p, &log)?;
+        }
         Ok(Self {
             proc: p,
             data_dir,
             endpoint: Endpoint {
                 url: format!("http://127.0.0.1:{s3_port}"),
                 access_key: "workload".into(),
-                secret_key: secret,
+                secret_key: secret.clone(),
             },
+            swift: swift.then(|| Endpoint {
+                url: format!("http://127.0.0.1:{swift_port}/auth/v1.0"),
+                access_key: "workload:workload".into(),
+                secret_key: secret.clone(),
+            }),
             metrics_port,
             bucket,
         })

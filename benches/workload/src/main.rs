@@ -6,6 +6,7 @@
 //! `--endpoint URL` instead drives one existing S3 endpoint (client-side metrics
 //! only).
 
+mod api;
 mod cosbench;
 mod dist;
 mod exec;
@@ -13,13 +14,15 @@ mod harness;
 mod report;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 
+use api::{Api, Endpoint};
 use cosbench::{OpKind, Selector, WorkKind, Workload};
 use dist::FileSet;
-use exec::{Endpoint, RunOptions};
+use exec::RunOptions;
 use harness::{EngineParams, Lab, Link, ProxyRun};
 use report::{Backend, Row};
 
@@ -112,13 +115,18 @@ struct Args {
     /// Report directory.
     #[arg(long, default_value = "target/workload-report")]
     out: PathBuf,
-    /// Drive this S3 endpoint only (no MinIO, no proxy, no link shaping).
+    /// The API the proxies are driven through: s3, or swift (auth v1). The
+    /// baseline is MinIO, which speaks S3 only.
+    #[arg(long, default_value = "s3", value_parser = ["s3", "swift"])]
+    api: String,
+    /// Drive this endpoint only (no MinIO, no proxy, no link shaping): an S3
+    /// endpoint, or with --api swift an auth v1 URL.
     #[arg(long, value_name = "URL")]
     endpoint: Option<String>,
-    /// Access key for --endpoint.
+    /// Access key (Swift: account:user) for --endpoint.
     #[arg(long, env = "AWS_ACCESS_KEY_ID", hide_env_values = true)]
     access_key: Option<String>,
-    /// Secret key for --endpoint.
+    /// Secret key (Swift: the auth key) for --endpoint.
     #[arg(long, env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
     secret_key: Option<String>,
 }
@@ -272,8 +280,15 @@ fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> EngineParam
 /// baseline).
 type Planned = (String, Workload, Option<(String, u64)>);
 
+async fn make_api(kind: &str, ep: &Endpoint) -> Result<Arc<dyn Api>, String> {
+    Ok(match kind {
+        "swift" => Arc::new(api::Swift::connect(ep).await?),
+        _ => Arc::new(api::S3(api::s3_client(ep))),
+    })
+}
+
 async fn stored_bytes(ep: &Endpoint, bucket: &str) -> Result<u64, String> {
-    let c = exec::client(ep);
+    let c = api::s3_client(ep);
     let mut total = 0;
     let mut token = None;
     loop {
@@ -353,13 +368,8 @@ async fn run(args: Args) -> Result<bool, String> {
             bar.inc_length(planned_total(wl, &opts));
             bar.set_message(format!("{name} at {url}"));
             let b = bar.clone();
-            let log = exec::run(
-                wl,
-                exec::client(&ep),
-                opts.clone(),
-                Box::new(move || b.inc(1)),
-            )
-            .await?;
+            let api = make_api(&args.api, &ep).await?;
+            let log = exec::run(wl, api, opts.clone(), Box::new(move || b.inc(1))).await?;
             let mut row = Row::from_log(name, "baseline", 0, &log);
             row.backend = Backend::of_client(&log);
             row.description = wl.description.clone();
@@ -462,7 +472,8 @@ async fn run(args: Args) -> Result<bool, String> {
         match cfg {
             None => {
                 bar.set_message(format!("[{}/{}] {name}: baseline", i + 1, plan.len()));
-                let log = exec::run(wl, exec::client(&lab.root), opts.clone(), tick).await?;
+                let log =
+                    exec::run(wl, make_api("s3", &lab.root).await?, opts.clone(), tick).await?;
                 let mut row = Row::from_log(name, "baseline", 0, &log);
                 row.backend = Backend::of_client(&log);
                 row.description = wl.description.clone();
@@ -481,23 +492,26 @@ async fn run(args: Args) -> Result<bool, String> {
                     name.to_ascii_lowercase(),
                     report::human(*bs).to_ascii_lowercase()
                 );
-                let mut p = match ProxyRun::start(&lab, &proxy, &run_name, &params) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        bar.println(format!(
-                            "{name} {engine} {}: could not start: {e}",
-                            report::human(*bs)
-                        ));
-                        problems.push(format!(
-                            "{name} / {engine} / {}: proxy did not start: {e}",
-                            report::human(*bs)
-                        ));
-                        continue;
-                    }
-                };
+                let mut p =
+                    match ProxyRun::start(&lab, &proxy, &run_name, &params, args.api == "swift") {
+                        Ok(p) => p,
+                        Err(e) => {
+                            bar.println(format!(
+                                "{name} {engine} {}: could not start: {e}",
+                                report::human(*bs)
+                            ));
+                            problems.push(format!(
+                                "{name} / {engine} / {}: proxy did not start: {e}",
+                                report::human(*bs)
+                            ));
+                            continue;
+                        }
+                    };
                 let before = p.metrics()?;
                 let cpu0 = p.cpu_seconds();
-                let log = exec::run(wl, exec::client(&p.endpoint), opts.clone(), tick).await?;
+                let ep = p.swift.clone().unwrap_or_else(|| p.endpoint.clone());
+                let log =
+                    exec::run(wl, make_api(&args.api, &ep).await?, opts.clone(), tick).await?;
                 let after = p.settle(Duration::from_secs(600))?;
                 let mut row = Row::from_log(name, engine, *bs, &log);
                 row.cpu_s = p.cpu_seconds() - cpu0;
@@ -538,11 +552,12 @@ async fn run(args: Args) -> Result<bool, String> {
         }
     }
     let header = format!(
-        "Mode: {}. Seed {}. Link: {} ms RTT, {} Mbit/s per direction (oram-linkshape), the same for \
+        "Mode: {}, proxies driven through {}. Seed {}. Link: {} ms RTT, {} Mbit/s per direction (oram-linkshape), the same for \
          every configuration. Baseline: client → link → MinIO. Proxies: client → oram-proxy (same \
          machine) → link → MinIO; engine sizing: capacity for everything the workload may write \
          (×1.3), tree-top cache ≤ {} MiB, one round ≤ {} MiB. Machine: {}. Command: `{}`.{}",
         if args.quick { "quick" } else { "full" },
+        if args.api == "swift" { "Swift (auth v1)" } else { "S3" },
         args.seed,
         args.rtt_ms,
         args.mbit,
