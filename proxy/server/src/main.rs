@@ -49,7 +49,7 @@ struct ServeArgs {
     /// S3 listen address (overrides `s3.listen`).
     #[arg(long, value_name = "HOST:PORT")]
     s3_listen: Option<String>,
-    /// Engine: path or direct (overrides `engine.kind`).
+    /// Engine: path, ring or direct (overrides `engine.kind`).
     #[arg(long, value_name = "NAME")]
     engine: Option<EngineKind>,
     /// Block size in bytes (overrides `engine.block_size`; fixed at creation).

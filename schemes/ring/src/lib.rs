@@ -121,6 +121,12 @@ impl RingConfig {
     pub fn default_stash_bound(params: RingParams, max_batch: usize) -> usize {
         64 + 2 * params.a + 3 * params.z + max_batch
     }
+
+    /// The default number of leaves for `capacity` blocks and `z` real slots per
+    /// bucket: the power of two ≥ 2 · capacity / Z.
+    pub fn leaves_for(capacity: u64, z: usize) -> u64 {
+        (2 * capacity).div_ceil(z.max(1) as u64).max(1).next_power_of_two()
+    }
 }
 
 /// Counters specific to Ring ORAM (besides [`EngineStats`]).
@@ -248,7 +254,7 @@ impl RingOram {
             .map_err(|e| OramError::Config(format!("prefix: {e}")))?;
         let leaves = cfg
             .leaves
-            .unwrap_or_else(|| (2 * cfg.capacity).div_ceil(p.z as u64));
+            .unwrap_or_else(|| RingConfig::leaves_for(cfg.capacity, p.z));
         let geo = Geometry::new(cfg.capacity, p.z, cfg.block_size, Some(leaves));
         if geo.leaf_level > 40 {
             return Err(OramError::Config("tree deeper than 40 levels".into()));
