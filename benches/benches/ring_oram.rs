@@ -76,19 +76,33 @@ fn path(store: Arc<dyn BlockStore>, cached: u32) -> PathOram {
 }
 
 /// Fills every block, runs `warm` random reads, then measures `n` random reads.
-async fn per_access(engine: &dyn Oram, acc: &Accounting<MemoryStore>, warm: u64, n: u64) -> (f64, f64, f64, f64) {
+async fn per_access(
+    engine: &dyn Oram,
+    acc: &Accounting<MemoryStore>,
+    warm: u64,
+    n: u64,
+) -> (f64, f64, f64, f64) {
     let data = Bytes::from(vec![7u8; BS]);
     for b in 0..N {
-        engine.access(vec![Op::Write(b, data.clone())]).await.unwrap();
+        engine
+            .access(vec![Op::Write(b, data.clone())])
+            .await
+            .unwrap();
     }
     let counter = AtomicU64::new(1);
     for _ in 0..warm {
-        engine.access(vec![Op::Read(next_block(&counter))]).await.unwrap();
+        engine
+            .access(vec![Op::Read(next_block(&counter))])
+            .await
+            .unwrap();
     }
     engine.flush().await.unwrap();
     let before = acc.snapshot();
     for _ in 0..n {
-        engine.access(vec![Op::Read(next_block(&counter))]).await.unwrap();
+        engine
+            .access(vec![Op::Read(next_block(&counter))])
+            .await
+            .unwrap();
     }
     engine.flush().await.unwrap();
     let d = acc.snapshot().since(&before);
@@ -158,7 +172,11 @@ fn bench_access(c: &mut Criterion) {
         let id = format!("{}/4KiB/cache6", preset.name());
         group.bench_function(BenchmarkId::new("read", &id), |b| {
             b.to_async(&rt).iter(|| async {
-                black_box(oram.access(vec![Op::Read(next_block(&counter))]).await.unwrap());
+                black_box(
+                    oram.access(vec![Op::Read(next_block(&counter))])
+                        .await
+                        .unwrap(),
+                );
             })
         });
         group.bench_function(BenchmarkId::new("write", &id), |b| {

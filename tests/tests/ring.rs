@@ -57,7 +57,10 @@ fn cfg(capacity: u64, bs: usize, preset: RingPreset) -> RingConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_small_preset_on_memory() {
-    let oram = ring(Arc::new(MemoryStore::new()), cfg(300, 64, RingPreset::Small));
+    let oram = ring(
+        Arc::new(MemoryStore::new()),
+        cfg(300, 64, RingPreset::Small),
+    );
     let n = run_model(&oram, 400, 16, 1).await;
     assert!(n > 1000);
     let rep = oram.check(&|_, _| {}).await.unwrap();
@@ -118,7 +121,10 @@ async fn bad_configurations_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stash_stays_under_the_default_bound() {
-    for (preset, cap, accesses) in [(RingPreset::Small, 4096u64, 20_000), (RingPreset::Large, 4096, 20_000)] {
+    for (preset, cap, accesses) in [
+        (RingPreset::Small, 4096u64, 20_000),
+        (RingPreset::Large, 4096, 20_000),
+    ] {
         let mut c = cfg(cap, 16, preset);
         c.cached_levels = 0;
         c.max_batch = 1;
@@ -265,14 +271,17 @@ async fn ring_oram_traces_do_not_depend_on_the_workload() {
         // Public per-bucket state replayed from the trace alone: slots read since
         // the bucket was last written.
         let mut read_since: HashMap<u64, BTreeSet<u64>> = HashMap::new();
+        // Buckets written during the trace: their read count is known from it.
+        let mut known: BTreeSet<u64> = BTreeSet::new();
         let mut leaves = vec![0u64; geo.leaves as usize];
         let mut offsets = vec![0u64; lay.slots()];
         let mut evicted = Vec::new();
         let (mut ranged, mut wholes, mut puts) = (0u64, 0u64, 0u64);
+        let mut checked_reshuffles = 0u64;
         for (i, acc) in o.accesses.iter().enumerate() {
             // The engine counts the fill accesses too.
             let t = OCAP as usize + i;
-            let evicts = (t + 1) % a == 0;
+            let evicts = (t + 1).is_multiple_of(a);
             let mut got: BTreeSet<u64> = BTreeSet::new();
             let mut whole: BTreeSet<u64> = BTreeSet::new();
             let mut put: BTreeSet<u64> = BTreeSet::new();
@@ -291,7 +300,11 @@ async fn ring_oram_traces_do_not_depend_on_the_workload() {
                             "{}: slot {idx} of bucket {n} read twice before a rewrite",
                             o.name
                         );
-                        assert!(reads.len() < s, "{}: S reads without reshuffle", o.name);
+                        assert!(
+                            !known.contains(&n) || reads.len() < s,
+                            "{}: S reads without reshuffle",
+                            o.name
+                        );
                         offsets[idx as usize] += 1;
                         ranged += 1;
                         assert!(got.insert(n), "{}: bucket {n} fetched twice", o.name);
@@ -310,10 +323,19 @@ async fn ring_oram_traces_do_not_depend_on_the_workload() {
                     v => panic!("{}: unexpected {v:?}", o.name),
                 }
             }
-            assert_eq!(whole, put, "{}: access {i} wrote other buckets than it read whole", o.name);
+            assert_eq!(
+                whole, put,
+                "{}: access {i} wrote other buckets than it read whole",
+                o.name
+            );
             // The read path: one bucket per uncached level, plus the eviction path.
             let levels: BTreeSet<u32> = got.iter().map(|&n| Geometry::level_of(n)).collect();
-            assert_eq!(levels.len() as u32, geo.leaf_level + 1 - cached, "{}", o.name);
+            assert_eq!(
+                levels.len() as u32,
+                geo.leaf_level + 1 - cached,
+                "{}",
+                o.name
+            );
             let evict_path: BTreeSet<u64> = if evicts {
                 // The fixed schedule: the g-th eviction takes the g-th leaf in
                 // reverse-lexicographic order, whatever the workload.
@@ -333,10 +355,19 @@ async fn ring_oram_traces_do_not_depend_on_the_workload() {
             // public count.
             for &n in whole.difference(&evict_path) {
                 let count = read_since.get(&n).map_or(0, BTreeSet::len);
-                assert_eq!(count + 1, s, "{}: bucket {n} reshuffled off schedule", o.name);
+                if known.contains(&n) {
+                    assert_eq!(
+                        count + 1,
+                        s,
+                        "{}: bucket {n} reshuffled off schedule",
+                        o.name
+                    );
+                    checked_reshuffles += 1;
+                }
             }
             for n in &put {
                 read_since.remove(n);
+                known.insert(*n);
             }
             // The read leaf: the deepest non-eviction bucket read (or the eviction
             // leaf itself when the two paths coincide).
@@ -356,6 +387,11 @@ async fn ring_oram_traces_do_not_depend_on_the_workload() {
             o.name
         );
         assert!(cl < crit_leaves, "{}: read leaves not uniform", o.name);
+        assert!(
+            checked_reshuffles > 50,
+            "{}: {checked_reshuffles} reshuffles checked",
+            o.name
+        );
         assert!(cs < crit_slots, "{}: slot offsets not uniform", o.name);
         evict_schedules.push(evicted);
         totals.push((ranged, wholes, puts));
@@ -377,12 +413,21 @@ async fn ring_oram_traces_do_not_depend_on_the_workload() {
     // differ only by chance (early reshuffles follow the random paths).
     assert!(evict_schedules.iter().all(|e| *e == evict_schedules[0]));
     assert_eq!(evict_schedules[0].len(), OACC / a);
-    let reals: u64 = seen.iter().map(|o| o.real_by_slot.iter().sum::<u64>()).sum();
+    let reals: u64 = seen
+        .iter()
+        .map(|o| o.real_by_slot.iter().sum::<u64>())
+        .sum();
     assert!(reals >= 200, "too few real reads to judge: {reals}");
     for (r, w, p) in &totals {
         let (r0, w0, p0) = totals[0];
-        assert_eq!(r + w, r0 + w0, "GETs per access are fixed by the tree height");
-        assert!((*p as f64 - p0 as f64).abs() / (p0 as f64) < 0.1, "{totals:?}");
+        // One GET per bucket of the read path, plus the eviction path minus its
+        // (random) overlap with the read path.
+        let (g, g0) = ((r + w) as f64, (r0 + w0) as f64);
+        assert!((g - g0).abs() / g0 < 0.01, "{totals:?}");
+        assert!(
+            (*p as f64 - p0 as f64).abs() / (p0 as f64) < 0.1,
+            "{totals:?}"
+        );
         assert_eq!(w, p);
     }
 }
@@ -444,7 +489,12 @@ async fn a_batch_goes_out_in_one_round_trip_and_its_writes_in_one_put() {
 // ---------------------------------------------------------------- tampering
 
 async fn get(store: &MemoryStore, key: &ObjKey) -> Bytes {
-    store.get_many(&[key.clone()]).await.unwrap().remove(0).unwrap()
+    store
+        .get_many(std::slice::from_ref(key))
+        .await
+        .unwrap()
+        .remove(0)
+        .unwrap()
 }
 
 async fn put(store: &MemoryStore, key: &ObjKey, v: Bytes) {
@@ -522,7 +572,7 @@ async fn tampering_and_replay_are_detected() {
     put(&mem, &root, now.clone()).await;
 
     // 4. Deleted and truncated.
-    mem.delete_many(&[root.clone()]).await.unwrap();
+    mem.delete_many(std::slice::from_ref(&root)).await.unwrap();
     let e = read_all(&oram, CAP, 1, BS).await.unwrap_err();
     assert!(e.contains("missing"), "{e}");
     put(&mem, &root, now.slice(..now.len() - 10)).await;
@@ -594,7 +644,10 @@ fn ring_oram_loses_nothing_when_it_dies_with_write_backs_in_flight() {
         let db = Db::open(&state_path, VOL).unwrap();
         assert!(!db.state().unwrap().pending().is_empty());
         let oram = durable_engine(fs, &db);
-        let got = oram.access((0..blocks).map(Op::Read).collect()).await.unwrap();
+        let got = oram
+            .access((0..blocks).map(Op::Read).collect())
+            .await
+            .unwrap();
         for (b, data) in got.iter().enumerate() {
             assert_eq!(data, &block_data(b as u64, 1, 256), "block {b}");
         }
@@ -613,7 +666,9 @@ fn a_failed_commit_leaves_the_ring_engine_as_before() {
         let fs: Arc<dyn BlockStore> = Arc::new(FsStore::open(dir.path().join("s")).unwrap());
         let db = Db::open(&dir.path().join("state.redb"), VOL).unwrap();
         let oram = durable_engine(fs.clone(), &db);
-        let ops = (0..40).map(|b| Op::Write(b, block_data(b, 1, 256))).collect();
+        let ops = (0..40)
+            .map(|b| Op::Write(b, block_data(b, 1, 256)))
+            .collect();
         oram.access(ops).await.unwrap();
         oram.flush().await.unwrap();
         for attempt in 0..5 {
@@ -647,7 +702,9 @@ fn ring_writes_after_a_checkpoint_never_touch_its_objects_and_sweep_cleans_up() 
         let fs: Arc<dyn BlockStore> = Arc::new(FsStore::open(dir.path().join("s")).unwrap());
         let db = Db::open(&dir.path().join("state.redb"), VOL).unwrap();
         let oram = durable_engine(fs.clone(), &db);
-        let ops = (0..64).map(|b| Op::Write(b, block_data(b, 1, 256))).collect();
+        let ops = (0..64)
+            .map(|b| Op::Write(b, block_data(b, 1, 256)))
+            .collect();
         oram.access(ops).await.unwrap();
         let quiet = oram.quiesce().await.unwrap();
         let keys = fs.list("vol0/").await.unwrap();
@@ -756,7 +813,13 @@ async fn bandwidth_per_access_matches_the_analytical_model() {
     ] {
         let m = measure(preset, cap, bs, cached, n).await;
         let c = cfg(cap, bs, preset);
-        let oram = ring(Arc::new(MemoryStore::new()), RingConfig { cached_levels: cached, ..c });
+        let oram = ring(
+            Arc::new(MemoryStore::new()),
+            RingConfig {
+                cached_levels: cached,
+                ..c
+            },
+        );
         let lay = oram.layout();
         let levels = lay.geo.leaf_level + 1 - oram.cached_levels();
         let paper = paper_bandwidth(lay.params, levels);
@@ -795,7 +858,11 @@ async fn bandwidth_per_access_matches_the_analytical_model() {
                 preset.name()
             );
         };
-        close(m.online_requests, m.expect_online_requests, "online requests");
+        close(
+            m.online_requests,
+            m.expect_online_requests,
+            "online requests",
+        );
         close(m.online_bytes, m.expect_online_bytes, "online bytes");
         close(m.requests, m.expect_requests, "requests");
         close(m.bytes, m.expect_bytes, "bytes");

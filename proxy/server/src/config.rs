@@ -593,7 +593,8 @@ mod tests {
         let c = Config::parse("[engine]\nkind = 'ring'\nring_preset = 'huge'").unwrap();
         assert!(c.validate().unwrap_err().contains("ring_preset"));
         assert!(Config::parse("[engine]\nring_x = 1").is_err());
-        let c = Config::parse("[engine]\nkind = 'ring'\nring_preset = 'large'\nring_s = 70").unwrap();
+        let c =
+            Config::parse("[engine]\nkind = 'ring'\nring_preset = 'large'\nring_s = 70").unwrap();
         c.validate().unwrap();
         let p = c.engine.ring_params().unwrap();
         assert_eq!((p.z, p.s, p.a), (33, 70, 48));

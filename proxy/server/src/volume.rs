@@ -187,7 +187,9 @@ pub fn checkpoint_size(cfg: &Config) -> u64 {
     let mut nodes = nodes;
     if e.kind == EngineKind::Ring {
         // Validated configurations always have Ring parameters.
-        let p = e.ring_params().unwrap_or(oram_ring::RingPreset::Small.params());
+        let p = e
+            .ring_params()
+            .unwrap_or(oram_ring::RingPreset::Small.params());
         let (rz, slots) = (p.z as u64, (p.z + p.s) as u64);
         let buckets = 2 * RingConfig::leaves_for(cap, p.z);
         nodes = buckets * (8 + 8 + 16);

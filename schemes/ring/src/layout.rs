@@ -50,7 +50,11 @@ impl RingPreset {
     pub fn params(self) -> RingParams {
         match self {
             RingPreset::Small => RingParams { z: 4, s: 6, a: 3 },
-            RingPreset::Large => RingParams { z: 33, s: 63, a: 48 },
+            RingPreset::Large => RingParams {
+                z: 33,
+                s: 63,
+                a: 48,
+            },
         }
     }
 
@@ -414,7 +418,11 @@ mod tests {
         assert!((p - b).abs() < 1e-3, "{p} {b}");
         // Exact small cases: Bin(2, 1/2) with S = 1 has E[R] = 1.
         assert!((expected_reshuffles_binomial(2, 0.5, 1) - 1.0).abs() < 1e-12);
-        assert!((expected_reshuffles_binomial(4, 0.5, 2) - (6.0 / 16.0 + 4.0 / 16.0 + 2.0 / 16.0)).abs() < 1e-12);
+        assert!(
+            (expected_reshuffles_binomial(4, 0.5, 2) - (6.0 / 16.0 + 4.0 / 16.0 + 2.0 / 16.0))
+                .abs()
+                < 1e-12
+        );
     }
 
     #[test]

@@ -125,7 +125,10 @@ impl RingConfig {
     /// The default number of leaves for `capacity` blocks and `z` real slots per
     /// bucket: the power of two ≥ 2 · capacity / Z.
     pub fn leaves_for(capacity: u64, z: usize) -> u64 {
-        (2 * capacity).div_ceil(z.max(1) as u64).max(1).next_power_of_two()
+        (2 * capacity)
+            .div_ceil(z.max(1) as u64)
+            .max(1)
+            .next_power_of_two()
     }
 }
 
@@ -213,7 +216,9 @@ impl Counters {
                 accesses: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
                 evictions: u64::from_le_bytes(b[8..].try_into().expect("8 bytes")),
             }),
-            Some(_) => Err(StateError::Corrupt("Ring ORAM counters of the wrong size".into()).into()),
+            Some(_) => {
+                Err(StateError::Corrupt("Ring ORAM counters of the wrong size".into()).into())
+            }
         }
     }
     fn encode(&self) -> Bytes {
@@ -370,7 +375,10 @@ impl RingOram {
                 let nv = rs.state.advance(*n);
                 rs.state.set_pos_meta(*n, meta.encode());
                 rs.state.pending_put(*n, nv, plain.clone());
-                items.push((inner.node_key(*n, nv.slot), inner.seal_bucket(*n, nv.version, &plain)?));
+                items.push((
+                    inner.node_key(*n, nv.slot),
+                    inner.seal_bucket(*n, nv.version, &plain)?,
+                ));
                 written.push((*n, nv.version));
             }
             rs.state.commit()?;
@@ -453,7 +461,11 @@ impl Inner {
                     return Err(self.integrity(
                         node,
                         nv.slot,
-                        format!("object has {} bytes, expected {}", sealed.len(), lay.object_len()),
+                        format!(
+                            "object has {} bytes, expected {}",
+                            sealed.len(),
+                            lay.object_len()
+                        ),
                     ));
                 }
                 let key = self.node_key(node, nv.slot);
@@ -489,10 +501,10 @@ impl Inner {
         let lay = &self.lay;
         let header = layout::decode_header(lay, &lay.header_of(plain))
             .map_err(|e| self.integrity(node, nv.slot, e))?;
-        for i in 0..lay.slots() {
+        for (i, ((hid, _), want)) in header.iter().zip(&meta.ids).enumerate() {
             let (sid, _) = layout::decode_slot(lay, &lay.slot_of(plain, i))
                 .map_err(|e| self.integrity(node, nv.slot, e))?;
-            if header[i].0 != meta.ids[i] || sid != meta.ids[i] {
+            if hid != want || sid != *want {
                 return Err(self.integrity(
                     node,
                     nv.slot,
@@ -595,7 +607,11 @@ impl Inner {
                 metas.insert(n, self.load_meta(rs.state.as_ref(), n)?);
             }
         }
-        let mut whole: BTreeSet<u64> = evict_nodes.iter().copied().filter(|&n| !cached(n)).collect();
+        let mut whole: BTreeSet<u64> = evict_nodes
+            .iter()
+            .copied()
+            .filter(|&n| !cached(n))
+            .collect();
         let mut reshuffled: BTreeSet<u64> = BTreeSet::new();
         for (&n, &r) in &reads_through {
             if !whole.contains(&n) && metas[&n].count as usize + r >= p.s {
@@ -686,10 +702,18 @@ impl Inner {
                 (Some(pd), _, _) => lay.slot_of(&pd.plain, r.slot),
                 (None, 0, None) => continue,
                 (None, 0, Some(_)) => {
-                    return Err(self.integrity(r.node, nv.slot, "object present at a never-written bucket"))
+                    return Err(self.integrity(
+                        r.node,
+                        nv.slot,
+                        "object present at a never-written bucket",
+                    ))
                 }
                 (None, v, None) => {
-                    return Err(self.integrity(r.node, nv.slot, format!("bucket version {v} missing")))
+                    return Err(self.integrity(
+                        r.node,
+                        nv.slot,
+                        format!("bucket version {v} missing"),
+                    ))
                 }
                 (None, v, Some(sealed)) => Bytes::from(
                     self.sealer
@@ -755,9 +779,6 @@ impl Inner {
         for (b, d) in found {
             rs.state.stash_insert(b, d);
         }
-        for (&b, &leaf) in &remap {
-            rs.state.set_position(b, leaf);
-        }
         let zeros = Bytes::from(vec![0u8; lay.block_size]);
         let mut results = Vec::with_capacity(ops.len());
         for op in ops {
@@ -772,6 +793,14 @@ impl Inner {
                     rs.state.stash_insert(b, d);
                     results.push(Bytes::new());
                 }
+            }
+        }
+
+        // Remapped blocks: every one that exists is in the stash now. A block only
+        // ever read and never written gets no position (it still reads as zeros).
+        for (&b, &leaf) in &remap {
+            if rs.state.stash_get(b).is_some() {
+                rs.state.set_position(b, leaf);
             }
         }
 
