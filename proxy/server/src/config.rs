@@ -56,6 +56,10 @@ ring_a = 0
 # max_batch (64 + 2A + 3Z + max_batch). `cached_levels` and `max_batch` apply to
 # Ring ORAM as well.
 ring_stash_bound = 0
+# Ring ORAM: how a bucket is read to evict or reshuffle it: "whole" (one GET of
+# all Z + S slots: fewer requests) or "slots" (Z ranged GETs, as in the paper:
+# fewer bytes).
+ring_evict_read = "whole"
 
 [backend]
 # "fs" (a local directory) or "s3" (AWS S3, IBM Cloud Object Storage, MinIO, ...).
@@ -267,6 +271,8 @@ pub struct EngineConfig {
     pub ring_a: usize,
     /// Ring ORAM stash bound; 0 = derived from Z, A and `max_batch`.
     pub ring_stash_bound: usize,
+    /// Ring ORAM eviction reads: `whole` or `slots`.
+    pub ring_evict_read: String,
 }
 
 impl EngineConfig {
@@ -291,6 +297,13 @@ impl EngineConfig {
             return Err("engine.ring_z + engine.ring_s must be at most 4096".into());
         }
         Ok(p)
+    }
+
+    /// Ring ORAM's eviction reads.
+    pub fn ring_evict_read(&self) -> Result<oram_ring::EvictRead, String> {
+        self.ring_evict_read
+            .parse()
+            .map_err(|e| format!("engine.ring_evict_read: {e}"))
     }
 
     /// Ring ORAM's stash bound: `ring_stash_bound`, or the default for the
@@ -319,6 +332,7 @@ impl Default for EngineConfig {
             ring_s: 0,
             ring_a: 0,
             ring_stash_bound: 0,
+            ring_evict_read: "whole".into(),
         }
     }
 }
@@ -503,6 +517,7 @@ impl Config {
             );
         }
         e.ring_params()?;
+        e.ring_evict_read()?;
         if self.backend.kind == BackendKind::S3 {
             if self.backend.bucket.is_empty() {
                 return Err("backend.bucket is required with the s3 back-end".into());
@@ -598,6 +613,8 @@ mod tests {
         c.validate().unwrap();
         let p = c.engine.ring_params().unwrap();
         assert_eq!((p.z, p.s, p.a), (33, 70, 48));
+        let c = Config::parse("[engine]\nring_evict_read = 'some'").unwrap();
+        assert!(c.validate().unwrap_err().contains("ring_evict_read"));
         assert_eq!("ring".parse::<EngineKind>().unwrap(), EngineKind::Ring);
         let c = Config::parse("[s3]\nlisten = 'localhost'").unwrap();
         assert!(c.validate().is_err());

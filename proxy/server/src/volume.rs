@@ -150,6 +150,7 @@ pub fn build_engine(
                 writeback_attempts: 4,
                 prefix: cfg.backend.prefix.clone(),
                 rng_seed: None,
+                evict_read: e.ring_evict_read().map_err(OramError::Config)?,
             },
             store,
             sealer,

@@ -65,6 +65,30 @@ pub use layout::{
 /// Trusted-state metadata position of the engine's counters (no bucket is 0).
 const COUNTERS: u64 = 0;
 
+/// How a bucket is read to evict or reshuffle it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EvictRead {
+    /// One GET of the whole object (Z + S slots): one request per bucket.
+    #[default]
+    Whole,
+    /// Z ranged GETs, as in the paper: every unread real slot and unread dummies to
+    /// make up Z. Fewer bytes, Z requests per bucket.
+    Slots,
+}
+
+impl std::str::FromStr for EvictRead {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "whole" => Ok(EvictRead::Whole),
+            "slots" => Ok(EvictRead::Slots),
+            _ => Err(format!(
+                "unknown eviction read {s:?} (expected \"whole\" or \"slots\")"
+            )),
+        }
+    }
+}
+
 /// Parameters of a Ring ORAM instance.
 #[derive(Clone, Debug)]
 pub struct RingConfig {
@@ -94,6 +118,8 @@ pub struct RingConfig {
     /// Seed for the leaf and slot choices. `None` (the default, and the only safe
     /// choice in production) seeds from the OS; tests fix it.
     pub rng_seed: Option<[u8; 32]>,
+    /// How buckets are read for EvictPath and early reshuffles.
+    pub evict_read: EvictRead,
 }
 
 impl Default for RingConfig {
@@ -110,6 +136,7 @@ impl Default for RingConfig {
             writeback_attempts: 4,
             prefix: "vol0".into(),
             rng_seed: None,
+            evict_read: EvictRead::Whole,
         }
     }
 }
@@ -199,6 +226,8 @@ struct SlotRead {
     slot: usize,
     /// The block expected in the slot ([`DUMMY`] for a dummy).
     id: u64,
+    /// Part of reading a bucket to evict or reshuffle it (not an online read).
+    evict: bool,
 }
 
 /// The engine's durable counters (trusted-state metadata at position 0).
@@ -634,14 +663,55 @@ impl Inner {
                     ),
                 };
                 meta.mark_read(slot);
-                slot_reads.push(SlotRead { node: n, slot, id });
+                slot_reads.push(SlotRead {
+                    node: n,
+                    slot,
+                    id,
+                    evict: false,
+                });
             }
         }
+        // Buckets to rewrite: one whole GET each, or (as in the paper) Z slots:
+        // every unread real block and unread dummies to make up Z. At least Z + 1
+        // slots are unread (fewer than S reads so far), so the dummies suffice.
+        let fetch_whole: BTreeSet<u64> = match self.cfg.evict_read {
+            EvictRead::Whole => whole.clone(),
+            EvictRead::Slots => {
+                for &n in &whole {
+                    let meta = metas.get_mut(&n).expect("loaded");
+                    let real = meta.valid_real();
+                    for _ in real.len()..p.z {
+                        let d = meta.pick_dummy(&mut rs.rng).ok_or_else(|| {
+                            StateError::Corrupt(format!("bucket {n} has no unread dummy left"))
+                        })?;
+                        meta.mark_read(d);
+                        slot_reads.push(SlotRead {
+                            node: n,
+                            slot: d,
+                            id: DUMMY,
+                            evict: true,
+                        });
+                    }
+                    for (i, b) in real {
+                        meta.mark_read(i);
+                        slot_reads.push(SlotRead {
+                            node: n,
+                            slot: i,
+                            id: b,
+                            evict: true,
+                        });
+                    }
+                }
+                // Requests in slot order per bucket, not real blocks last.
+                slot_reads.sort_by_key(|r| (r.evict, r.node, r.slot));
+                BTreeSet::new()
+            }
+        };
 
         // 3. Fetch everything in one round trip. Buckets still being written back
         // are taken from memory (snapshot taken before the GETs go out); the GETs
         // are sent anyway so that the trace does not depend on write-back timing.
-        let fetched_nodes: BTreeSet<u64> = whole
+        let fetched_nodes: BTreeSet<u64> = fetch_whole
             .iter()
             .copied()
             .chain(slot_reads.iter().map(|r| r.node))
@@ -653,7 +723,7 @@ impl Inner {
                 .filter_map(|n| infl.get(n).map(|pd| (*n, pd.clone())))
                 .collect()
         };
-        let whole_list: Vec<u64> = whole.iter().copied().collect();
+        let whole_list: Vec<u64> = fetch_whole.iter().copied().collect();
         let whole_keys: Vec<ObjKey> = whole_list
             .iter()
             .map(|&n| self.node_key(n, rs.state.node(n).slot))
@@ -696,6 +766,7 @@ impl Inner {
             whole_plain.insert(n, plain);
         }
         let mut found: Vec<(u64, Bytes)> = Vec::new();
+        let mut evict_found: Vec<(u64, u8, u64, Bytes)> = Vec::new();
         for (r, obj) in slot_reads.iter().zip(slot_objs) {
             let nv = rs.state.node(r.node);
             let slot_plain = match (mem.get(&r.node), nv.version, obj) {
@@ -731,7 +802,11 @@ impl Inner {
                 ));
             }
             if id != DUMMY {
-                found.push((id, data));
+                if r.evict {
+                    evict_found.push((r.node, nv.slot, id, data));
+                } else {
+                    found.push((id, data));
+                }
             }
         }
         // Whole buckets: every unread real block; blocks of a reshuffled bucket stay
@@ -739,6 +814,14 @@ impl Inner {
         let wanted: HashSet<u64> = ops.iter().map(Op::block).collect();
         let mut seen: BTreeSet<u64> = found.iter().map(|(b, _)| *b).collect();
         let mut keep: BTreeMap<u64, Vec<(u64, Bytes)>> = BTreeMap::new();
+        for (n, slot, b, data) in evict_found {
+            self.check_block(rs.state.as_ref(), n, slot, b, &mut seen)?;
+            if reshuffled.contains(&n) && !wanted.contains(&b) {
+                keep.entry(n).or_default().push((b, data));
+            } else {
+                found.push((b, data));
+            }
+        }
         for (&n, plain) in &whole_plain {
             let nv = rs.state.node(n);
             let meta = self.load_meta(rs.state.as_ref(), n)?;
@@ -883,7 +966,7 @@ impl Inner {
             let mut rst = self.ring_stats.lock().unwrap_or_else(|e| e.into_inner());
             rst.evictions += n_evict;
             rst.early_reshuffles += reshuffled.len() as u64;
-            for r in &slot_reads {
+            for r in slot_reads.iter().filter(|r| !r.evict) {
                 if r.id == DUMMY {
                     rst.dummy_reads_by_slot[r.slot] += 1;
                 } else {
