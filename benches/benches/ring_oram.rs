@@ -95,9 +95,10 @@ async fn per_access(
     acc: &Accounting<MemoryStore>,
     warm: u64,
     n: u64,
+    fill: bool,
 ) -> (f64, f64, f64, f64) {
     let data = Bytes::from(vec![7u8; BS]);
-    for b in 0..N {
+    for b in 0..if fill { N } else { 0 } {
         engine
             .access(vec![Op::Write(b, data.clone())])
             .await
@@ -145,7 +146,27 @@ fn bandwidth_table(rt: &tokio::runtime::Runtime, fast: bool) {
             // the numbers (a large-Z tree is mostly unwritten after the fill).
             rt.block_on(oram.format()).unwrap();
             let lay = oram.layout();
-            let (or, ob, r, b) = rt.block_on(per_access(&oram, &acc, warm, n));
+            let (mut or, mut ob, r, b, evict_buckets) = rt.block_on(async {
+                let data = Bytes::from(vec![7u8; BS]);
+                for blk in 0..N {
+                    oram.access(vec![Op::Write(blk, data.clone())])
+                        .await
+                        .unwrap();
+                }
+                let before = oram.ring_stats();
+                let (or, ob, r, b) = per_access(&oram, &acc, warm, n, false).await;
+                let after = oram.ring_stats();
+                let levels = u64::from(lay.geo.leaf_level + 1 - oram.cached_levels());
+                let buckets = (after.evictions - before.evictions) * levels
+                    + (after.early_reshuffles - before.early_reshuffles);
+                (or, ob, r, b, buckets as f64 / n as f64)
+            });
+            if evict_read == EvictRead::Slots {
+                // Eviction reads are ranged GETs too: Z per bucket read; not online.
+                let z = lay.params.z as f64;
+                or -= z * evict_buckets;
+                ob -= z * evict_buckets * lay.slot_sealed() as f64;
+            }
             let levels = lay.geo.leaf_level + 1 - oram.cached_levels();
             let paper = paper_bandwidth(lay.params, levels);
             let slot = lay.slot_sealed() as f64;
@@ -157,7 +178,7 @@ fn bandwidth_table(rt: &tokio::runtime::Runtime, fast: bool) {
         }
         let acc = Arc::new(Accounting::new(MemoryStore::new()));
         let oram = path(acc.clone(), cached);
-        let (_, _, r, b) = rt.block_on(per_access(&oram, &acc, warm, n));
+        let (_, _, r, b) = rt.block_on(per_access(&oram, &acc, warm, n, true));
         let levels = oram.geometry().leaf_level + 1 - oram.cached_levels();
         println!(
             "  path              Z= 4             cache {cached}: online = overall {r:5.2} req {b:9.0} B ({:6.2} blocks of {BS} B; analytical {} blocks)",
