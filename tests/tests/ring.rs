@@ -446,6 +446,57 @@ async fn ring_oram_traces_do_not_depend_on_the_workload() {
     }
 }
 
+/// With eviction reads by slot, every read is a slot-sized ranged GET, no slot is
+/// read twice before its bucket is rewritten, and a rewritten bucket was read
+/// exactly Z slots in its rewriting access (all its unread real blocks and dummies
+/// to make up Z), plus the access's own reads of other buckets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_reads_by_slot_look_the_same_for_real_and_dummy_slots() {
+    let rec = Arc::new(Recording::new(MemoryStore::new()));
+    let mut c = ocfg();
+    c.evict_read = EvictRead::Slots;
+    let oram = ring(rec.clone(), c);
+    oram.format().await.unwrap();
+    let lay = oram.layout();
+    let (slot, first) = (lay.slot_sealed() as u64, lay.header_sealed() as u64);
+    let z = lay.params.z;
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    rec.take_trace();
+    let mut read_since: HashMap<u64, BTreeSet<u64>> = HashMap::new();
+    let mut rewrites = 0;
+    for i in 0..1500u64 {
+        let b = rng.gen_range(0..OCAP);
+        let op = if i % 2 == 0 {
+            Op::Read(b)
+        } else {
+            Op::Write(b, block_data(b, i, OBS))
+        };
+        oram.access(vec![op]).await.unwrap();
+        oram.flush().await.unwrap();
+        let t = rec.take_trace();
+        let mut this: HashMap<u64, usize> = HashMap::new();
+        for e in &t {
+            let n = node_of(e);
+            match e.verb {
+                Verb::GetRange => {
+                    let r = e.range.clone().unwrap();
+                    assert_eq!((r.end - r.start, (r.start - first) % slot), (slot, 0));
+                    assert_eq!(e.size, slot);
+                    assert!(read_since.entry(n).or_default().insert(r.start));
+                    *this.entry(n).or_default() += 1;
+                }
+                Verb::Put => {
+                    assert_eq!(this.get(&n).copied(), Some(z), "bucket {n}");
+                    read_since.remove(&n);
+                    rewrites += 1;
+                }
+                v => panic!("unexpected {v:?}"),
+            }
+        }
+    }
+    assert!(rewrites > 1000, "{rewrites}");
+}
+
 /// Chi-square statistic of homogeneity of two count vectors (2 × k table).
 fn homogeneity(a: &[u64], b: &[u64]) -> f64 {
     let ta: u64 = a.iter().sum();
