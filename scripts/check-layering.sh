@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 forbidden='^(hyper|hyper-util|s3s|aws-sdk-[a-z0-9-]+|aws-smithy-[a-z0-9-]+|axum|reqwest|http)$'
 status=0
-for crate in oram-blockstore oram-seal oram-state oram-statedb oram-engine oram-objects oram-linkshape oram-store-memory oram-store-fs oram-path oram-direct; do
+for crate in oram-blockstore oram-seal oram-state oram-statedb oram-engine oram-objects oram-linkshape oram-store-memory oram-store-fs oram-path oram-ring oram-direct; do
     deps=$(cargo tree -p "$crate" -e normal --prefix none --format '{p}' | awk '{print $1}' | sort -u)
     bad=$(echo "$deps" | grep -E "$forbidden" || true)
     if [ -n "$bad" ]; then

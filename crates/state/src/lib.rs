@@ -137,6 +137,13 @@ pub trait TrustedState: Send + 'static {
     /// Replaces a locally kept bucket.
     fn set_local_bucket(&mut self, node: u64, bucket: Bucket);
 
+    /// Engine-specific metadata of backend position `pos`, opaque to the state
+    /// (Ring ORAM: a bucket's slot map, valid bits and read count); `None` if never
+    /// set.
+    fn pos_meta(&self, pos: u64) -> Option<&Bytes>;
+    /// Replaces the metadata of `pos`.
+    fn set_pos_meta(&mut self, pos: u64, meta: Bytes);
+
     /// Journals a write of `pos` that the backend may not have yet. Replaces an
     /// earlier journaled write of `pos`.
     fn pending_put(&mut self, pos: u64, nv: NodeVersion, plain: Bytes);
@@ -157,6 +164,7 @@ pub struct MemState {
     versions: HashMap<u64, NodeVersion>,
     stash: HashMap<u64, Bytes>,
     local: HashMap<u64, Bucket>,
+    meta: HashMap<u64, Bytes>,
     pending: BTreeMap<u64, (NodeVersion, Bytes)>,
 }
 
@@ -218,6 +226,12 @@ impl TrustedState for MemState {
     }
     fn set_local_bucket(&mut self, node: u64, bucket: Bucket) {
         self.local.insert(node, bucket);
+    }
+    fn pos_meta(&self, pos: u64) -> Option<&Bytes> {
+        self.meta.get(&pos)
+    }
+    fn set_pos_meta(&mut self, pos: u64, meta: Bytes) {
+        self.meta.insert(pos, meta);
     }
     fn pending_put(&mut self, pos: u64, nv: NodeVersion, plain: Bytes) {
         self.pending.insert(pos, (nv, plain));
@@ -356,6 +370,10 @@ mod tests {
         assert!(s.local_bucket(1).is_none());
         s.set_local_bucket(1, vec![(4, Bytes::from_static(b"x"))]);
         assert_eq!(s.local_bucket(1).unwrap().len(), 1);
+        assert!(s.pos_meta(9).is_none());
+        s.set_pos_meta(9, Bytes::from_static(b"m1"));
+        s.set_pos_meta(9, Bytes::from_static(b"m2"));
+        assert_eq!(s.pos_meta(9).unwrap().as_ref(), b"m2");
         s.commit().unwrap();
     }
 

@@ -35,8 +35,10 @@ const STASH: Raw = TableDefinition::new("stash");
 const LOCAL: Raw = TableDefinition::new("local");
 const PENDING: Raw = TableDefinition::new("pending");
 const KV: Raw = TableDefinition::new("kv");
-/// Every table, in snapshot order.
-const TABLES: [(&str, Raw); 7] = [
+const POSMETA: Raw = TableDefinition::new("posmeta");
+/// Every table, in snapshot order. Tables added later come last: a snapshot
+/// written before they existed ends (before its zero padding) without them.
+const TABLES: [(&str, Raw); 8] = [
     ("meta", META),
     ("positions", POSITIONS),
     ("nodes", NODES),
@@ -44,6 +46,7 @@ const TABLES: [(&str, Raw); 7] = [
     ("local", LOCAL),
     ("pending", PENDING),
     ("kv", KV),
+    ("posmeta", POSMETA),
 ];
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"ORAMSNP1";
@@ -292,6 +295,7 @@ impl Db {
             nodes: Journal::load(&txn, NODES)?,
             stash: Journal::load(&txn, STASH)?,
             local: Journal::load(&txn, LOCAL)?,
+            posmeta: Journal::load(&txn, POSMETA)?,
             pending: Journal::load(&txn, PENDING)?,
         })
     }
@@ -322,6 +326,10 @@ fn parse_snapshot(mut s: &[u8]) -> Result<SnapshotTables, DbError> {
     }
     let mut out = SnapshotTables::new();
     for (name, _) in TABLES {
+        if s.iter().all(|&b| b == 0) {
+            // An older snapshot without the later tables (only padding is left).
+            continue;
+        }
         let len = take(&mut s, 1)?[0] as usize;
         if take(&mut s, len)? != name.as_bytes() {
             return Err(DbError::Snapshot(format!("table {name} expected")));
@@ -517,6 +525,7 @@ pub struct DbState {
     nodes: Journal<u64, NodeVersion>,
     stash: Journal<u64, Bytes>,
     local: Journal<u64, Bucket>,
+    posmeta: Journal<u64, Bytes>,
     pending: Journal<u64, (NodeVersion, Bytes)>,
 }
 
@@ -575,6 +584,14 @@ impl TrustedState for DbState {
             self.local.insert(node, bucket);
         }
     }
+    fn pos_meta(&self, pos: u64) -> Option<&Bytes> {
+        self.posmeta.get(&pos)
+    }
+    fn set_pos_meta(&mut self, pos: u64, meta: Bytes) {
+        if self.posmeta.get(&pos) != Some(&meta) {
+            self.posmeta.insert(pos, meta);
+        }
+    }
     fn pending_put(&mut self, pos: u64, nv: NodeVersion, plain: Bytes) {
         self.pending.insert(pos, (nv, plain));
     }
@@ -600,6 +617,7 @@ impl TrustedState for DbState {
             self.nodes.write(txn)?;
             self.stash.write(txn)?;
             self.local.write(txn)?;
+            self.posmeta.write(txn)?;
             self.pending.write(txn)
         });
         match r {
@@ -608,6 +626,7 @@ impl TrustedState for DbState {
                 self.nodes.settle();
                 self.stash.settle();
                 self.local.settle();
+                self.posmeta.settle();
                 self.pending.settle();
                 Ok(())
             }
@@ -616,6 +635,7 @@ impl TrustedState for DbState {
                 self.nodes.rollback();
                 self.stash.rollback();
                 self.local.rollback();
+                self.posmeta.rollback();
                 self.pending.rollback();
                 Err(e.into())
             }

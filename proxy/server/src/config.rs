@@ -28,7 +28,8 @@ max_concurrent_requests = 64
 listen = ""
 
 [engine]
-# "path" (Path ORAM) or "direct" (no ORAM: the non-oblivious baseline).
+# "path" (Path ORAM), "ring" (Ring ORAM) or "direct" (no ORAM: the
+# non-oblivious baseline).
 kind = "path"
 # Bytes per ORAM block. Fixed when the data directory is created.
 block_size = 4096
@@ -44,8 +45,27 @@ cached_levels = 10
 stash_bound = 89
 # Blocks moved per engine round (and per streaming step of an object).
 max_batch = 64
-# Path ORAM: rounds whose write-back may be pending at once.
+# Path and Ring ORAM: rounds whose write-back may be pending at once.
 max_inflight_writebacks = 4
+# Ring ORAM: parameter preset, "small" (Z = 4, S = 6, A = 3: small client
+# storage) or "large" (Z = 33, S = 63, A = 48: large client storage, as in the
+# thesis). Fixed when the data directory is created, like the three below.
+ring_preset = "small"
+# Ring ORAM: real slots per bucket (Z); 0 = the preset's.
+ring_z = 0
+# Ring ORAM: dummy slots per bucket (S), i.e. reads before a bucket is
+# reshuffled; 0 = the preset's.
+ring_s = 0
+# Ring ORAM: accesses per eviction (A); 0 = the preset's.
+ring_a = 0
+# Ring ORAM: largest stash allowed after an access; 0 = derived from Z, A and
+# max_batch (64 + 2A + 3Z + max_batch). `cached_levels` and `max_batch` apply to
+# Ring ORAM as well.
+ring_stash_bound = 0
+# Ring ORAM: how a bucket is read to evict or reshuffle it: "whole" (one GET of
+# all Z + S slots: fewer requests) or "slots" (Z ranged GETs, as in the paper:
+# fewer bytes).
+ring_evict_read = "whole"
 
 [backend]
 # "fs" (a local directory) or "s3" (AWS S3, IBM Cloud Object Storage, MinIO, ...).
@@ -208,6 +228,8 @@ impl Default for S3Config {
 pub enum EngineKind {
     /// Path ORAM.
     Path,
+    /// Ring ORAM.
+    Ring,
     /// No ORAM (baseline).
     Direct,
 }
@@ -216,6 +238,7 @@ impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             EngineKind::Path => "path",
+            EngineKind::Ring => "ring",
             EngineKind::Direct => "direct",
         })
     }
@@ -226,9 +249,10 @@ impl std::str::FromStr for EngineKind {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "path" => Ok(EngineKind::Path),
+            "ring" => Ok(EngineKind::Ring),
             "direct" => Ok(EngineKind::Direct),
             _ => Err(format!(
-                "unknown engine {s:?} (expected \"path\" or \"direct\")"
+                "unknown engine {s:?} (expected \"path\", \"ring\" or \"direct\")"
             )),
         }
     }
@@ -252,8 +276,61 @@ pub struct EngineConfig {
     pub stash_bound: usize,
     /// Blocks per round.
     pub max_batch: usize,
-    /// Path ORAM pending write-back rounds.
+    /// Path and Ring ORAM pending write-back rounds.
     pub max_inflight_writebacks: usize,
+    /// Ring ORAM parameter preset (`small` or `large`).
+    pub ring_preset: String,
+    /// Ring ORAM real slots per bucket (Z); 0 = the preset's.
+    pub ring_z: usize,
+    /// Ring ORAM dummy slots per bucket (S); 0 = the preset's.
+    pub ring_s: usize,
+    /// Ring ORAM accesses per eviction (A); 0 = the preset's.
+    pub ring_a: usize,
+    /// Ring ORAM stash bound; 0 = derived from Z, A and `max_batch`.
+    pub ring_stash_bound: usize,
+    /// Ring ORAM eviction reads: `whole` or `slots`.
+    pub ring_evict_read: String,
+}
+
+impl EngineConfig {
+    /// Ring ORAM's Z, S and A: the preset's, with the non-zero `ring_z`, `ring_s`,
+    /// `ring_a` taking precedence.
+    pub fn ring_params(&self) -> Result<oram_ring::RingParams, String> {
+        let preset: oram_ring::RingPreset = self
+            .ring_preset
+            .parse()
+            .map_err(|e| format!("engine.ring_preset: {e}"))?;
+        let mut p = preset.params();
+        if self.ring_z != 0 {
+            p.z = self.ring_z;
+        }
+        if self.ring_s != 0 {
+            p.s = self.ring_s;
+        }
+        if self.ring_a != 0 {
+            p.a = self.ring_a;
+        }
+        if p.z + p.s > 4096 {
+            return Err("engine.ring_z + engine.ring_s must be at most 4096".into());
+        }
+        Ok(p)
+    }
+
+    /// Ring ORAM's eviction reads.
+    pub fn ring_evict_read(&self) -> Result<oram_ring::EvictRead, String> {
+        self.ring_evict_read
+            .parse()
+            .map_err(|e| format!("engine.ring_evict_read: {e}"))
+    }
+
+    /// Ring ORAM's stash bound: `ring_stash_bound`, or the default for the
+    /// parameters.
+    pub fn ring_stash_bound(&self) -> Result<usize, String> {
+        Ok(match self.ring_stash_bound {
+            0 => oram_ring::RingConfig::default_stash_bound(self.ring_params()?, self.max_batch),
+            n => n,
+        })
+    }
 }
 
 impl Default for EngineConfig {
@@ -267,6 +344,12 @@ impl Default for EngineConfig {
             stash_bound: 89,
             max_batch: 64,
             max_inflight_writebacks: 4,
+            ring_preset: "small".into(),
+            ring_z: 0,
+            ring_s: 0,
+            ring_a: 0,
+            ring_stash_bound: 0,
+            ring_evict_read: "whole".into(),
         }
     }
 }
@@ -450,6 +533,8 @@ impl Config {
                     .into(),
             );
         }
+        e.ring_params()?;
+        e.ring_evict_read()?;
         if self.backend.kind == BackendKind::S3 {
             if self.backend.bucket.is_empty() {
                 return Err("backend.bucket is required with the s3 back-end".into());
@@ -537,6 +622,17 @@ mod tests {
         assert!(Config::parse("[s3]\nlisten = 5").is_err());
         let c = Config::parse("[engine]\nblock_size = 1").unwrap();
         assert!(c.validate().unwrap_err().contains("block_size"));
+        let c = Config::parse("[engine]\nkind = 'ring'\nring_preset = 'huge'").unwrap();
+        assert!(c.validate().unwrap_err().contains("ring_preset"));
+        assert!(Config::parse("[engine]\nring_x = 1").is_err());
+        let c =
+            Config::parse("[engine]\nkind = 'ring'\nring_preset = 'large'\nring_s = 70").unwrap();
+        c.validate().unwrap();
+        let p = c.engine.ring_params().unwrap();
+        assert_eq!((p.z, p.s, p.a), (33, 70, 48));
+        let c = Config::parse("[engine]\nring_evict_read = 'some'").unwrap();
+        assert!(c.validate().unwrap_err().contains("ring_evict_read"));
+        assert_eq!("ring".parse::<EngineKind>().unwrap(), EngineKind::Ring);
         let c = Config::parse("[s3]\nlisten = 'localhost'").unwrap();
         assert!(c.validate().is_err());
         let c = Config::parse("[[users]]\naccess_key = 'al'\nsecret_key = 'x'").unwrap();

@@ -9,7 +9,7 @@ use oram_seal::VolumeId;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, UserConfig};
+use crate::config::{Config, EngineKind, UserConfig};
 use crate::keys::{check_private, hex, io, unhex, write_private, Kdf};
 use crate::ProxyError;
 
@@ -60,8 +60,14 @@ pub struct VolumeParams {
     pub block_size: usize,
     /// Logical blocks.
     pub capacity_blocks: u64,
-    /// Bucket size (Path ORAM).
+    /// Bucket size (Path ORAM), real slots per bucket (Ring ORAM).
     pub z: usize,
+    /// Ring ORAM: dummy slots per bucket (S).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring_s: Option<usize>,
+    /// Ring ORAM: accesses per eviction (A).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring_a: Option<usize>,
     /// Backend key prefix.
     pub prefix: String,
     /// Where the key came from when the volume was created (`file`, `env`,
@@ -82,13 +88,19 @@ impl VolumeParams {
         key_check: String,
         kdf: Option<Kdf>,
     ) -> Self {
+        // Validated configurations always have Ring parameters.
+        let ring = (c.engine.kind == EngineKind::Ring)
+            .then(|| c.engine.ring_params().ok())
+            .flatten();
         Self {
             format: FORMAT,
             volume_id: hex(&volume_id.0),
             engine: c.engine.kind.to_string(),
             block_size: c.engine.block_size,
             capacity_blocks: c.engine.capacity_blocks,
-            z: c.engine.z,
+            z: ring.map_or(c.engine.z, |p| p.z),
+            ring_s: ring.map(|p| p.s),
+            ring_a: ring.map(|p| p.a),
             prefix: c.backend.prefix.clone(),
             key_source: key_source.into(),
             key_check,
@@ -145,6 +157,12 @@ impl VolumeParams {
         }
         if p.z != want.z {
             diffs.push(format!("z {} (configured: {})", p.z, want.z));
+        }
+        if (p.ring_s, p.ring_a) != (want.ring_s, want.ring_a) {
+            diffs.push(format!(
+                "ring S, A {:?}, {:?} (configured: {:?}, {:?})",
+                p.ring_s, p.ring_a, want.ring_s, want.ring_a
+            ));
         }
         if p.prefix != want.prefix {
             diffs.push(format!("prefix {} (configured: {})", p.prefix, want.prefix));

@@ -52,7 +52,7 @@ struct ServeArgs {
     /// Metrics and health endpoint address (overrides `metrics.listen`).
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<String>,
-    /// Engine: path or direct (overrides `engine.kind`).
+    /// Engine: path, ring or direct (overrides `engine.kind`).
     #[arg(long, value_name = "NAME")]
     engine: Option<EngineKind>,
     /// Block size in bytes (overrides `engine.block_size`; fixed at creation).

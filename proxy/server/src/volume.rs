@@ -19,6 +19,7 @@ use oram_direct::{DirectConfig, DirectEngine};
 use oram_engine::{Oram, OramError};
 use oram_objects::{LayerConfig, ObjectLayer};
 use oram_path::{PathConfig, PathOram};
+use oram_ring::{RingConfig, RingOram};
 use oram_seal::{MasterKey, ObjectIdentity, ObjectKind, Sealer, VolumeId};
 use oram_state::TrustedState;
 use oram_statedb::Db;
@@ -141,6 +142,25 @@ pub fn build_engine(
             sealer,
             state,
         )?),
+        EngineKind::Ring => Arc::new(RingOram::new(
+            RingConfig {
+                capacity: e.capacity_blocks,
+                block_size: e.block_size,
+                params: e.ring_params().map_err(OramError::Config)?,
+                leaves: None,
+                cached_levels: e.cached_levels,
+                stash_bound: e.ring_stash_bound().map_err(OramError::Config)?,
+                max_batch: e.max_batch,
+                max_inflight_writebacks: e.max_inflight_writebacks,
+                writeback_attempts: 4,
+                prefix: cfg.backend.prefix.clone(),
+                rng_seed: None,
+                evict_read: e.ring_evict_read().map_err(OramError::Config)?,
+            },
+            store,
+            sealer,
+            state,
+        )?),
         EngineKind::Direct => Arc::new(DirectEngine::new(
             DirectConfig {
                 capacity: e.capacity_blocks,
@@ -163,13 +183,28 @@ pub fn checkpoint_size(cfg: &Config) -> u64 {
     // Each row: 8 bytes of framing, the key, the value.
     let positions = cap * (8 + 8 + 8);
     let nodes = (2 * cap + 2) * (8 + 8 + 16);
-    let stash = e.stash_bound as u64 * (8 + 8 + bs);
-    let local = match e.kind {
+    let mut stash = e.stash_bound as u64 * (8 + 8 + bs);
+    let mut local = match e.kind {
         EngineKind::Path => {
             (1u64 << e.cached_levels.min(40)).min(2 * cap + 2) * (16 + z * (12 + bs))
         }
-        EngineKind::Direct => 0,
+        EngineKind::Ring | EngineKind::Direct => 0,
     };
+    let mut nodes = nodes;
+    if e.kind == EngineKind::Ring {
+        // Validated configurations always have Ring parameters.
+        let p = e
+            .ring_params()
+            .unwrap_or(oram_ring::RingPreset::Small.params());
+        let (rz, slots) = (p.z as u64, (p.z + p.s) as u64);
+        let buckets = 2 * RingConfig::leaves_for(cap, p.z);
+        nodes = buckets * (8 + 8 + 16);
+        // Bucket metadata (ids, read flags, count) and the engine's counters.
+        let meta = (buckets + 1) * (8 + 8 + 4 + 9 * slots);
+        let bound = e.ring_stash_bound().unwrap_or(0) as u64;
+        stash = bound * (8 + 8 + bs) + meta;
+        local = (1u64 << e.cached_levels.min(40)).min(buckets) * (16 + rz * (12 + bs));
+    }
     let index = match cfg.state.checkpoint_index_bytes {
         0 => cap * 64,
         n => n,
