@@ -22,7 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the S3 API (creates the data directory on first start).
+    /// Serve the S3 API, and the Swift API with --swift-listen (creates the data
+    /// directory on first start).
     Serve(ServeArgs),
     /// Create the data directory and (S3 back-end) the backend bucket, then exit.
     Init(ServeArgs),
@@ -49,6 +50,9 @@ struct ServeArgs {
     /// S3 listen address (overrides `s3.listen`).
     #[arg(long, value_name = "HOST:PORT")]
     s3_listen: Option<String>,
+    /// Swift API listen address (overrides `swift.listen`; off unless set).
+    #[arg(long, value_name = "HOST:PORT")]
+    swift_listen: Option<String>,
     /// Engine: path or direct (overrides `engine.kind`).
     #[arg(long, value_name = "NAME")]
     engine: Option<EngineKind>,
@@ -131,6 +135,9 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     }
     if let Some(l) = args.s3_listen {
         cfg.s3.listen = l;
+    }
+    if let Some(l) = args.swift_listen {
+        cfg.swift.listen = l;
     }
     if let Some(e) = args.engine {
         cfg.engine.kind = e;
@@ -346,6 +353,9 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
     println!("oram-proxy {} serving S3", env!("CARGO_PKG_VERSION"));
     println!("  endpoint:   http://{}", server.s3_addr());
     println!("  region:     {}", cfg.s3.region);
+    if let Some(a) = server.swift_addr() {
+        println!("  swift auth: http://{a}/auth/v1.0 (X-Auth-User: <access key>:<access key>, X-Auth-Key: <secret key>)");
+    }
     println!(
         "  engine:     {} ({} blocks of {} bytes = {} MiB)",
         cfg.engine.kind,
