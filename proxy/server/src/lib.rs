@@ -476,7 +476,9 @@ async fn serve<H, F, B, E>(
     // Idle or slow clients must not hold connections forever.
     http.http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30));
+        .header_read_timeout(Duration::from_secs(30))
+        // Swift allows 90 metadata headers besides the usual ones.
+        .max_headers(256);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {

@@ -469,9 +469,6 @@ fn list_query(ctx: &Ctx) -> Res<ListQuery> {
         .param("delimiter")
         .filter(|d| !d.is_empty())
         .map(str::to_string);
-    if delimiter.as_ref().is_some_and(|d| d.chars().count() > 1) {
-        return Err(err_msg(412, "Bad delimiter"));
-    }
     let non_empty = |n: &str| ctx.param(n).filter(|v| !v.is_empty()).map(str::to_string);
     let mut q = ListQuery {
         limit,
@@ -485,12 +482,13 @@ fn list_query(ctx: &Ctx) -> Res<ListQuery> {
         path: false,
     };
     if let Some(p) = ctx.param("path") {
-        let mut p = p.trim_end_matches('/').to_string();
-        if !p.is_empty() {
-            p.push('/');
-        }
-        q.prefix = p;
-        q.delimiter = Some("/".into());
+        // Swift: a non-empty path lists the names directly under `path/`.
+        q.prefix = if p.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", p.trim_end_matches('/'))
+        };
+        q.delimiter = None;
         q.path = true;
     }
     Ok(q)
@@ -612,11 +610,18 @@ impl SwiftApi {
         let container = segs.next().filter(|c| !c.is_empty());
         let object = segs.next().filter(|o| !o.is_empty());
         // Everything under /v1 needs a token of this very account.
+        let unauthorized = || SwiftError {
+            headers: vec![(
+                header::WWW_AUTHENTICATE,
+                format!("Swift realm=\"{}\"", percent_encode_path(account)),
+            )],
+            ..err(401)
+        };
         let token = ctx
             .header("x-auth-token")
             .or_else(|| ctx.header("x-storage-token"))
-            .ok_or_else(|| err(401))?;
-        let owner = self.inner.auth.check(token).ok_or_else(|| err(401))?;
+            .ok_or_else(unauthorized)?;
+        let owner = self.inner.auth.check(token).ok_or_else(unauthorized)?;
         if account.strip_prefix("AUTH_") != Some(owner.as_str()) {
             return Err(err(403));
         }
@@ -648,7 +653,10 @@ impl SwiftApi {
             .header("x-auth-key")
             .or_else(|| ctx.header("x-storage-pass"))
             .ok_or_else(|| err(401))?;
-        let (account, token) = self.inner.auth.login(user, key).ok_or_else(|| err(401))?;
+        let (account, token) = self.inner.auth.login(user, key).ok_or_else(|| SwiftError {
+            headers: vec![(header::WWW_AUTHENTICATE, "Swift realm=\"unknown\"".into())],
+            ..err(401)
+        })?;
         let host = ctx.header("host").unwrap_or("127.0.0.1");
         let url = format!("http://{host}/v1/AUTH_{}", percent_encode_path(&account));
         let body = serde_json::json!({"storage": {"default": "local", "local": url}});
@@ -667,10 +675,12 @@ impl SwiftApi {
         if ctx.method != Method::GET && ctx.method != Method::HEAD {
             return Err(err(405));
         }
+        let u = self.inner.layer.usage();
+        let max_file_size = MAX_FILE_SIZE.min(u.capacity_blocks * u.block_size as u64);
         let info = serde_json::json!({
             "swift": {
                 "version": "2.30.1-oram",
-                "max_file_size": MAX_FILE_SIZE,
+                "max_file_size": max_file_size,
                 "max_meta_name_length": MAX_META_NAME_LENGTH,
                 "max_meta_value_length": MAX_META_VALUE_LENGTH,
                 "max_meta_count": MAX_META_COUNT,
@@ -780,7 +790,7 @@ impl SwiftApi {
                         s
                     }
                 };
-                if entries.is_empty() && fmt == Format::Plain {
+                if ctx.method == Method::HEAD || (entries.is_empty() && fmt == Format::Plain) {
                     return Ok(a.header("content-type", content_type_of(fmt)));
                 }
                 a.status = StatusCode::OK;
@@ -1059,7 +1069,13 @@ impl SwiftApi {
             }
         }
         if q.path {
-            entries.retain(|e| matches!(e, Entry::Item(..)));
+            // Names directly under the path: no `/` after it except a last one
+            // (directory markers).
+            let plen = q.prefix.len();
+            entries.retain(|e| {
+                let rest = &e.name()[plen..];
+                !rest.is_empty() && !rest[..rest.len() - 1].contains('/')
+            });
         }
         let (lo, hi) = if q.reverse {
             (q.end_marker.as_deref(), q.marker.as_deref())
@@ -1132,11 +1148,6 @@ impl SwiftApi {
                 if meta.content_type.is_none() {
                     meta.content_type = rec.meta.content_type.clone();
                 }
-                if !meta.extra.contains_key(MANIFEST) {
-                    if let Some(m) = rec.meta.extra.get(MANIFEST) {
-                        meta.extra.insert(MANIFEST.into(), m.clone());
-                    }
-                }
                 layer.set_object_meta(owner, c, o, meta).map_err(obj_err)?;
                 Ok(Answer::new(202).text("text/html; charset=UTF-8", ""))
             }
@@ -1166,9 +1177,11 @@ impl SwiftApi {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: std::fmt::Display,
     {
-        let chunked = ctx
-            .header("transfer-encoding")
-            .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
+        let te = ctx.header("transfer-encoding").map(str::to_ascii_lowercase);
+        if te.as_deref().is_some_and(|t| t.trim() != "chunked") {
+            return Err(err(501));
+        }
+        let chunked = te.is_some();
         let len = match ctx.header("content-length") {
             Some(l) => Some(
                 l.trim()
@@ -1178,7 +1191,8 @@ impl SwiftApi {
             None if chunked => None,
             None => return Err(err(411)),
         };
-        if len.is_some_and(|l| l > MAX_FILE_SIZE) {
+        let u = self.inner.layer.usage();
+        if len.is_some_and(|l| l > MAX_FILE_SIZE.min(u.capacity_blocks * u.block_size as u64)) {
             return Err(err(413));
         }
         let create_only = match ctx.header("if-none-match") {
@@ -1258,8 +1272,30 @@ impl SwiftApi {
             }
         }
         meta.extra.extend(req.extra);
-        let new = match dlo {
-            Some(d) => {
+        let range = ctx
+            .header("range")
+            .and_then(parse_range)
+            .map(|specs| satisfiable(&specs, dlo.as_ref().map_or(rec.size, |d| d.size)));
+        let new = match (dlo, range) {
+            (_, Some(r)) if r.len() != 1 => return Err(err(416)),
+            (dlo, Some(r)) => {
+                // A ranged copy stores just that range, as a new plain object.
+                let r = r[0].clone();
+                meta.extra.remove(MANIFEST);
+                let len = r.end - r.start;
+                let stream = match &dlo {
+                    Some(d) => {
+                        drop(src);
+                        self.dlo_stream(owner, d, r)
+                    }
+                    None => layer.read(src, Some(r)).map_err(obj_err)?,
+                };
+                layer
+                    .put_object(owner, dc, d_o, meta, stream, Some(len))
+                    .await
+                    .map_err(obj_err)?
+            }
+            (Some(d), None) => {
                 // A large object is copied as its joined content: a plain object.
                 drop(src);
                 meta.extra.remove(MANIFEST);
@@ -1269,7 +1305,7 @@ impl SwiftApi {
                     .await
                     .map_err(obj_err)?
             }
-            None => layer
+            (None, None) => layer
                 .copy_object(owner, src, (sc, so), (dc, d_o), Some(meta))
                 .await
                 .map_err(obj_err)?,
@@ -1312,7 +1348,7 @@ impl SwiftApi {
                 return Ok(object_headers(e, &rec, &etag));
             }
             let body = default_body(e.status);
-            return Ok(e.text("text/html; charset=UTF-8", body));
+            return Ok(validators(e, &rec, &etag).text("text/html; charset=UTF-8", body));
         }
         let ranges = ctx
             .header("range")
@@ -1334,8 +1370,20 @@ impl SwiftApi {
             return Ok(a.stream(stream, size));
         };
         let sat = satisfiable(&specs, size);
+        if dlo.is_some() && sat.len() > 1 {
+            // Swift serves a large object whole when asked for several ranges.
+            let d = dlo.as_ref().expect("checked");
+            drop(obj);
+            if ctx.method == Method::HEAD {
+                return Ok(a.with_len(size));
+            }
+            let stream = prime(self.dlo_stream(owner, d, 0..size))
+                .await
+                .map_err(obj_err)?;
+            return Ok(a.stream(stream, size));
+        }
         if sat.is_empty() {
-            return Ok(Answer::new(416)
+            return Ok(validators(Answer::new(416), &rec, &etag)
                 .header("content-range", format!("bytes */{size}"))
                 .text("text/html; charset=UTF-8", default_body(StatusCode::RANGE_NOT_SATISFIABLE)));
         }
@@ -1542,6 +1590,13 @@ fn request_meta(ctx: &Ctx, name: &str, put: bool) -> Res<ObjectMeta> {
         user,
         extra,
     })
+}
+
+/// The validators of an object (on 412 and 416 answers).
+fn validators(a: Answer, rec: &ObjectRecord, etag: &str) -> Answer {
+    a.header("etag", etag)
+        .header("last-modified", http_date_secs(modified_secs(rec.modified_ms)))
+        .header("x-timestamp", x_timestamp(rec.modified_ms))
 }
 
 /// The headers describing an object.

@@ -121,7 +121,11 @@ pub enum RangeSpec {
 
 /// Parses `bytes=...`; `None` if the header is malformed (Swift then ignores it).
 pub fn parse_range(h: &str) -> Option<Vec<RangeSpec>> {
-    let rest = h.trim().strip_prefix("bytes=")?;
+    // Linear white space is allowed around every token, and the unit is
+    // case-insensitive.
+    let compact: String = h.chars().filter(|c| !c.is_whitespace()).collect();
+    let lower = compact.to_ascii_lowercase();
+    let rest = lower.strip_prefix("bytes=")?;
     let mut out = Vec::new();
     for part in rest.split(',') {
         let part = part.trim();
@@ -204,6 +208,19 @@ pub fn guess_content_type(name: &str) -> &'static str {
         "tar" => "application/x-tar",
         "mp4" => "video/mp4",
         "mp3" => "audio/mpeg",
+        "wav" => "audio/x-wav",
+        "ogg" => "audio/ogg",
+        "webm" => "video/webm",
+        "avi" => "video/x-msvideo",
+        "doc" => "application/msword",
+        "rtf" => "application/rtf",
+        "md" => "text/markdown",
+        "py" => "text/x-python",
+        "sh" => "application/x-sh",
+        "ico" => "image/vnd.microsoft.icon",
+        "bmp" => "image/bmp",
+        "tif" | "tiff" => "image/tiff",
+        "webp" => "image/webp",
         _ => "application/octet-stream",
     }
 }
@@ -232,6 +249,7 @@ mod tests {
             Some(vec![From(0, Some(4)), Suffix(3), From(10, None)])
         );
         assert_eq!(parse_range("bytes=5-1"), None);
+        assert_eq!(parse_range("BYTES = 0 - 9 "), Some(vec![From(0, Some(9))]));
         assert_eq!(parse_range("bytes=x-1"), None);
         assert_eq!(parse_range("items=0-1"), None);
         assert_eq!(parse_range("bytes=-"), None);
