@@ -606,7 +606,10 @@ impl SwiftApi {
         if version != "v1" && version != "v1.0" {
             return Err(err(404));
         }
-        let account = segs.next().filter(|a| !a.is_empty()).ok_or_else(|| err(404))?;
+        let account = segs
+            .next()
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| err_msg(412, "Bad URL"))?;
         let container = segs.next().filter(|c| !c.is_empty());
         let object = segs.next().filter(|o| !o.is_empty());
         // Everything under /v1 needs a token of this very account.
@@ -1597,6 +1600,7 @@ fn validators(a: Answer, rec: &ObjectRecord, etag: &str) -> Answer {
     a.header("etag", etag)
         .header("last-modified", http_date_secs(modified_secs(rec.modified_ms)))
         .header("x-timestamp", x_timestamp(rec.modified_ms))
+        .header("accept-ranges", "bytes")
 }
 
 /// The headers describing an object.
@@ -1658,11 +1662,10 @@ fn conditions(ctx: &Ctx, etag: &str, modified_ms: i64) -> Option<u16> {
             return Some(if read { 304 } else { 412 });
         }
     }
-    if ctx.header("if-match").is_none() {
-        if let Some(t) = ctx.header("if-unmodified-since").and_then(parse_http_date) {
-            if modified > t {
-                return Some(412);
-            }
+    // Swift checks If-Unmodified-Since even when If-Match matched.
+    if let Some(t) = ctx.header("if-unmodified-since").and_then(parse_http_date) {
+        if modified > t {
+            return Some(412);
         }
     }
     None
