@@ -39,7 +39,9 @@ use alloc::{extend_runs, nth_block, Allocator, Run};
 pub use fsck::{CheckPhase, LayerCheck};
 pub use listing::{ListParams, ListResult, UploadInfo};
 use records::*;
-pub use records::{AccountRecord, BucketRecord, ObjectMeta, ObjectRecord, PartRecord, Segment, UploadRecord};
+pub use records::{
+    AccountRecord, BucketRecord, ObjectMeta, ObjectRecord, PartRecord, Segment, UploadRecord,
+};
 
 /// Largest object a single PUT may store (S3's limit).
 pub const MAX_PUT_SIZE: u64 = 5 << 30;
@@ -695,11 +697,10 @@ impl ObjectLayer {
     /// The metadata of account `owner` (empty if none was ever set).
     pub fn account_meta(&self, owner: &str) -> Result<BTreeMap<String, String>> {
         let m = self.shared.lock();
-        let rec: Option<AccountRecord> = m
-            .kv
-            .get(&account_key(owner))
-            .map(|v| decode(&v).map_err(|e| corrupt("account record", e)))
-            .transpose()?;
+        let rec: Option<AccountRecord> =
+            m.kv.get(&account_key(owner))
+                .map(|v| decode(&v).map_err(|e| corrupt("account record", e)))
+                .transpose()?;
         Ok(rec.unwrap_or_default().meta)
     }
 
@@ -707,12 +708,11 @@ impl ObjectLayer {
     /// a name).
     pub fn update_account_meta(&self, owner: &str, meta: BTreeMap<String, String>) -> Result<()> {
         let mut m = self.shared.lock();
-        let mut rec: AccountRecord = m
-            .kv
-            .get(&account_key(owner))
-            .map(|v| decode(&v).map_err(|e| corrupt("account record", e)))
-            .transpose()?
-            .unwrap_or_default();
+        let mut rec: AccountRecord =
+            m.kv.get(&account_key(owner))
+                .map(|v| decode(&v).map_err(|e| corrupt("account record", e)))
+                .transpose()?
+                .unwrap_or_default();
         merge_meta(&mut rec.meta, meta);
         if rec.meta.is_empty() {
             m.kv.delete(&account_key(owner));

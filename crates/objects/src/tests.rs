@@ -685,7 +685,9 @@ async fn racing_creates_and_racing_aborts_keep_the_allocator_consistent() {
 async fn containers_accounts_and_metadata() {
     let l = layer(300);
     let meta = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
-        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     };
     // Swift names beyond S3's rules; still refused: '/', NUL, empty, > 256 bytes.
     let name = "Ünïcode Container_1";
@@ -709,15 +711,31 @@ async fn containers_accounts_and_metadata() {
         l.update_bucket_meta("b", name, BTreeMap::new()),
         Err(ObjectError::AccessDenied)
     ));
-    let b = l.update_bucket_meta("a", name, meta(&[("z", "3")])).unwrap();
+    let b = l
+        .update_bucket_meta("a", name, meta(&[("z", "3")]))
+        .unwrap();
     assert_eq!(b.meta, meta(&[("y", "2"), ("z", "3")]));
     // Usage counts objects and bytes.
     assert_eq!(l.bucket_usage("a", name).unwrap(), (0, 0));
-    l.put_object("a", name, "k1", ObjectMeta::default(), body(data(100, 1)), None)
-        .await
-        .unwrap();
+    l.put_object(
+        "a",
+        name,
+        "k1",
+        ObjectMeta::default(),
+        body(data(100, 1)),
+        None,
+    )
+    .await
+    .unwrap();
     let rec = l
-        .put_object("a", name, "k2", ObjectMeta::default(), body(data(5000, 2)), None)
+        .put_object(
+            "a",
+            name,
+            "k2",
+            ObjectMeta::default(),
+            body(data(5000, 2)),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(l.bucket_usage("a", name).unwrap(), (2, 5100));

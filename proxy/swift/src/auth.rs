@@ -89,7 +89,11 @@ impl Auth {
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         tokens.retain(|_, e| e.expires > now);
         if tokens.len() >= MAX_TOKENS {
-            if let Some(k) = tokens.iter().min_by_key(|(_, e)| e.expires).map(|(k, _)| *k) {
+            if let Some(k) = tokens
+                .iter()
+                .min_by_key(|(_, e)| e.expires)
+                .map(|(k, _)| *k)
+            {
                 tokens.remove(&k);
             }
         }

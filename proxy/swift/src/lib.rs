@@ -31,9 +31,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, BodyStream, Full, StreamBody};
 use hyper::body::Frame;
 use md5::{Digest, Md5};
-use oram_objects::{
-    ByteStream, ListParams, ObjectError, ObjectLayer, ObjectMeta, ObjectRecord,
-};
+use oram_objects::{ByteStream, ListParams, ObjectError, ObjectLayer, ObjectMeta, ObjectRecord};
 use rand::RngCore;
 
 pub use auth::SwiftUser;
@@ -229,7 +227,9 @@ async fn prime(mut s: ByteStream) -> Result<ByteStream, ObjectError> {
     match s.next().await {
         None => Ok(Box::pin(futures::stream::empty())),
         Some(Err(e)) => Err(e),
-        Some(Ok(first)) => Ok(Box::pin(futures::stream::once(async { Ok(first) }).chain(s))),
+        Some(Ok(first)) => Ok(Box::pin(
+            futures::stream::once(async { Ok(first) }).chain(s),
+        )),
     }
 }
 
@@ -477,7 +477,10 @@ fn list_query(ctx: &Ctx) -> Res<ListQuery> {
         prefix: ctx.param("prefix").unwrap_or("").to_string(),
         delimiter,
         reverse: ctx.param("reverse").is_some_and(|v| {
-            matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on" | "t" | "y")
+            matches!(
+                v.to_ascii_lowercase().as_str(),
+                "true" | "1" | "yes" | "on" | "t" | "y"
+            )
         }),
         path: false,
     };
@@ -737,9 +740,18 @@ impl SwiftApi {
                     .header("x-account-bytes-used", bytes.to_string())
                     .header("x-timestamp", x_timestamp(created))
                     .header("x-put-timestamp", x_timestamp(created))
-                    .header("x-account-storage-policy-oram-container-count", buckets.len().to_string())
-                    .header("x-account-storage-policy-oram-object-count", objects.to_string())
-                    .header("x-account-storage-policy-oram-bytes-used", bytes.to_string());
+                    .header(
+                        "x-account-storage-policy-oram-container-count",
+                        buckets.len().to_string(),
+                    )
+                    .header(
+                        "x-account-storage-policy-oram-object-count",
+                        objects.to_string(),
+                    )
+                    .header(
+                        "x-account-storage-policy-oram-bytes-used",
+                        bytes.to_string(),
+                    );
                 for (k, v) in layer.account_meta(owner).map_err(obj_err)? {
                     a = a.header(&format!("x-account-meta-{k}"), v);
                 }
@@ -785,7 +797,8 @@ impl SwiftApi {
                                 }
                                 Entry::Subdir(d) => {
                                     let d = xml_escape(d);
-                                    let _ = write!(s, "<subdir name=\"{d}\"><name>{d}</name></subdir>");
+                                    let _ =
+                                        write!(s, "<subdir name=\"{d}\"><name>{d}</name></subdir>");
                                 }
                             }
                         }
@@ -833,7 +846,11 @@ impl SwiftApi {
             text.extend_from_slice(&chunk);
         }
         let text = String::from_utf8(text).map_err(|_| err_msg(400, "Invalid UTF8"))?;
-        let names: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let names: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
         if names.len() > MAX_DELETES_PER_REQUEST {
             return Err(err_msg(
                 413,
@@ -1030,12 +1047,7 @@ impl SwiftApi {
     }
 
     /// A container listing page.
-    fn list_container(
-        &self,
-        owner: &str,
-        c: &str,
-        q: &ListQuery,
-    ) -> Res<Vec<Entry<ObjectRecord>>> {
+    fn list_container(&self, owner: &str, c: &str, q: &ListQuery) -> Res<Vec<Entry<ObjectRecord>>> {
         let layer = &self.inner.layer;
         let mut params = ListParams {
             prefix: q.prefix.clone(),
@@ -1166,10 +1178,7 @@ impl SwiftApi {
                 Ok(Answer::new(204))
             }
             _ => Err(SwiftError {
-                headers: vec![(
-                    header::ALLOW,
-                    "GET, HEAD, PUT, POST, DELETE, COPY".into(),
-                )],
+                headers: vec![(header::ALLOW, "GET, HEAD, PUT, POST, DELETE, COPY".into())],
                 ..err(405)
             }),
         }
@@ -1227,7 +1236,10 @@ impl SwiftApi {
         .map_err(obj_err)?;
         Ok(Answer::new(201)
             .header("etag", &rec.etag)
-            .header("last-modified", http_date_secs(modified_secs(rec.modified_ms)))
+            .header(
+                "last-modified",
+                http_date_secs(modified_secs(rec.modified_ms)),
+            )
             .text("text/html; charset=UTF-8", ""))
     }
 
@@ -1315,12 +1327,15 @@ impl SwiftApi {
         };
         Ok(Answer::new(201)
             .header("etag", &new.etag)
-            .header("last-modified", http_date_secs(modified_secs(new.modified_ms)))
             .header(
-                "x-copied-from",
-                percent_encode_path(&format!("{sc}/{so}")),
+                "last-modified",
+                http_date_secs(modified_secs(new.modified_ms)),
             )
-            .header("x-copied-from-account", format!("AUTH_{}", percent_encode_path(owner)))
+            .header("x-copied-from", percent_encode_path(&format!("{sc}/{so}")))
+            .header(
+                "x-copied-from-account",
+                format!("AUTH_{}", percent_encode_path(owner)),
+            )
             .header(
                 "x-copied-from-last-modified",
                 http_date_secs(modified_secs(rec.modified_ms)),
@@ -1388,7 +1403,10 @@ impl SwiftApi {
         if sat.is_empty() {
             return Ok(validators(Answer::new(416), &rec, &etag)
                 .header("content-range", format!("bytes */{size}"))
-                .text("text/html; charset=UTF-8", default_body(StatusCode::RANGE_NOT_SATISFIABLE)));
+                .text(
+                    "text/html; charset=UTF-8",
+                    default_body(StatusCode::RANGE_NOT_SATISFIABLE),
+                ));
         }
         a.status = StatusCode::PARTIAL_CONTENT;
         if sat.len() == 1 {
@@ -1598,7 +1616,10 @@ fn request_meta(ctx: &Ctx, name: &str, put: bool) -> Res<ObjectMeta> {
 /// The validators of an object (on 412 and 416 answers).
 fn validators(a: Answer, rec: &ObjectRecord, etag: &str) -> Answer {
     a.header("etag", etag)
-        .header("last-modified", http_date_secs(modified_secs(rec.modified_ms)))
+        .header(
+            "last-modified",
+            http_date_secs(modified_secs(rec.modified_ms)),
+        )
         .header("x-timestamp", x_timestamp(rec.modified_ms))
         .header("accept-ranges", "bytes")
 }
@@ -1609,10 +1630,15 @@ fn object_headers(mut a: Answer, rec: &ObjectRecord, etag: &str) -> Answer {
     a = a
         .header(
             "content-type",
-            m.content_type.as_deref().unwrap_or("application/octet-stream"),
+            m.content_type
+                .as_deref()
+                .unwrap_or("application/octet-stream"),
         )
         .header("etag", etag)
-        .header("last-modified", http_date_secs(modified_secs(rec.modified_ms)))
+        .header(
+            "last-modified",
+            http_date_secs(modified_secs(rec.modified_ms)),
+        )
         .header("x-timestamp", x_timestamp(rec.modified_ms))
         .header("accept-ranges", "bytes");
     for (name, v) in [
