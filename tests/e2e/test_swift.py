@@ -24,9 +24,9 @@ def conn(proxy, user=f"{ACCESS}:{ACCESS}", key=SECRET, **kw):
     return swiftclient.Connection(authurl=proxy.swift_auth, user=user, key=key, retries=0, **kw)
 
 
-def swift_cli(proxy, *args, check=True):
+def swift_cli(proxy, *args, check=True, cwd=None):
     env = dict(os.environ, ST_AUTH=proxy.swift_auth, ST_USER=f"{ACCESS}:{ACCESS}", ST_KEY=SECRET)
-    r = subprocess.run([SWIFT_CLI, *args], env=env, capture_output=True, timeout=300)
+    r = subprocess.run([SWIFT_CLI, *args], env=env, capture_output=True, timeout=300, cwd=cwd)
     if check and r.returncode != 0:
         raise AssertionError(f"swift {' '.join(args)} failed:\n{r.stdout.decode()}\n{r.stderr.decode()}")
     return r
@@ -154,8 +154,7 @@ def test_library_containers_objects_metadata_ranges(swift_proxy):
 def test_cli_tree_segments_copy_stat_delete(swift_proxy, tmp_path):
     src = tmp_path / "src"
     files = make_tree(src, {"a.txt": 10, "sub/b.bin": 70_000, "sub/deep/c.dat": 0, "big.bin": 3_500_000})
-    os.chdir(tmp_path)
-    swift_cli(swift_proxy, "upload", "cli-ctr", "src", "--segment-size", "1000000")
+    swift_cli(swift_proxy, "upload", "cli-ctr", "src", "--segment-size", "1000000", cwd=tmp_path)
     listed = swift_cli(swift_proxy, "list", "cli-ctr").stdout.decode().split()
     assert sorted(listed) == sorted(f"src/{k}" for k in files)
     # The large file is a manifest over segments in cli-ctr_segments.

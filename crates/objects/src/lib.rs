@@ -581,6 +581,7 @@ impl ObjectLayer {
                     owner: owner.into(),
                     created_ms: now_ms(),
                     meta: BTreeMap::new(),
+                    meta_modified_ms: 0,
                 };
                 m.kv.put(&bucket_key(name), encode(&rec));
                 m.kv.commit()?;
@@ -651,6 +652,7 @@ impl ObjectLayer {
             Some(b) if b.owner != owner => Err(ObjectError::BucketAlreadyExists(name.into())),
             Some(mut b) => {
                 merge_meta(&mut b.meta, meta);
+                b.meta_modified_ms = now_ms();
                 m.kv.put(&bucket_key(name), encode(&b));
                 m.kv.commit()?;
                 Ok(false)
@@ -661,6 +663,7 @@ impl ObjectLayer {
                     owner: owner.into(),
                     created_ms: now_ms(),
                     meta: BTreeMap::new(),
+                    meta_modified_ms: 0,
                 };
                 merge_meta(&mut rec.meta, meta);
                 m.kv.put(&bucket_key(name), encode(&rec));
@@ -681,6 +684,7 @@ impl ObjectLayer {
         let mut m = self.shared.lock();
         let mut b = m.owned_bucket(owner, name)?;
         merge_meta(&mut b.meta, meta);
+        b.meta_modified_ms = now_ms();
         m.kv.put(&bucket_key(name), encode(&b));
         m.kv.commit()?;
         Ok(b)

@@ -58,6 +58,14 @@ pub struct BucketRecord {
     /// lower case.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meta: BTreeMap<String, String>,
+    /// Time of the last metadata change (0: never changed since creation),
+    /// milliseconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub meta_modified_ms: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 /// Per-account attributes (the Swift front-end's `x-account-meta-*`). An account

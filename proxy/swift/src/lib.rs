@@ -353,20 +353,22 @@ fn meta_updates(
         if key.is_empty() {
             return Err(err_msg(400, "Metadata name cannot be empty"));
         }
+        // Swift keeps metadata values as raw bytes; the index keeps text, so bytes
+        // that are not UTF-8 become U+FFFD (the limits apply to the bytes sent).
+        let raw_len = value.len();
         let value = if removal {
             String::new()
         } else {
-            String::from_utf8(value.as_bytes().to_vec())
-                .map_err(|_| err_msg(400, "Metadata must be valid UTF-8"))?
+            String::from_utf8_lossy(value.as_bytes()).into_owned()
         };
         if key.len() > MAX_META_NAME_LENGTH {
             return Err(err_msg(400, format!("Metadata name too long: {n}")));
         }
-        if value.len() > MAX_META_VALUE_LENGTH {
+        if raw_len > MAX_META_VALUE_LENGTH {
             return Err(err_msg(400, format!("Metadata value longer than 256: {n}")));
         }
         count += 1;
-        size += key.len() + value.len();
+        size += key.len() + if removal { 0 } else { raw_len };
         if count > MAX_META_COUNT {
             return Err(err_msg(400, "Too many metadata items; max 90"));
         }
@@ -379,6 +381,28 @@ fn meta_updates(
         }
     }
     Ok(out)
+}
+
+/// Checks Swift's count and size limits on the metadata `stored` would have after
+/// `updates` (an empty value removes a name).
+fn check_merged(
+    mut stored: BTreeMap<String, String>,
+    updates: &BTreeMap<String, String>,
+) -> Res<()> {
+    for (k, v) in updates {
+        if v.is_empty() {
+            stored.remove(k);
+        } else {
+            stored.insert(k.clone(), v.clone());
+        }
+    }
+    if stored.len() > MAX_META_COUNT {
+        return Err(err_msg(400, "Too many metadata items; max 90"));
+    }
+    if stored.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() > MAX_META_OVERALL_SIZE {
+        return Err(err_msg(400, "Total metadata too large; max 4096"));
+    }
+    Ok(())
 }
 
 fn check_container_name(name: &str) -> Res<()> {
@@ -817,6 +841,7 @@ impl SwiftApi {
             }
             Method::POST => {
                 let meta = meta_updates(ctx, "x-account-meta-", Some("x-remove-account-meta-"))?;
+                check_merged(layer.account_meta(owner).map_err(obj_err)?, &meta)?;
                 layer.update_account_meta(owner, meta).map_err(obj_err)?;
                 Ok(Answer::new(204))
             }
@@ -942,6 +967,12 @@ impl SwiftApi {
         let layer = &self.inner.layer;
         match ctx.method {
             Method::PUT => {
+                // One storage policy: the ORAM.
+                if let Some(p) = ctx.header_utf8("x-storage-policy")? {
+                    if !p.trim().is_empty() && !p.trim().eq_ignore_ascii_case("oram") {
+                        return Err(err_msg(400, format!("Invalid X-Storage-Policy {p:?}")));
+                    }
+                }
                 let meta =
                     meta_updates(ctx, "x-container-meta-", Some("x-remove-container-meta-"))?;
                 let created = layer.create_container(owner, c, meta).map_err(obj_err)?;
@@ -950,6 +981,7 @@ impl SwiftApi {
             Method::POST => {
                 let meta =
                     meta_updates(ctx, "x-container-meta-", Some("x-remove-container-meta-"))?;
+                check_merged(layer.head_bucket(owner, c).map_err(obj_err)?.meta, &meta)?;
                 layer.update_bucket_meta(owner, c, meta).map_err(obj_err)?;
                 Ok(Answer::new(204))
             }
@@ -975,7 +1007,10 @@ impl SwiftApi {
             .header("x-timestamp", x_timestamp(b.created_ms))
             .header("x-put-timestamp", x_timestamp(b.created_ms))
             .header("x-storage-policy", "oram")
-            .header("last-modified", http_date_secs(modified_secs(b.created_ms)));
+            .header(
+                "last-modified",
+                http_date_secs(modified_secs(b.created_ms.max(b.meta_modified_ms))),
+            );
         for (k, v) in &b.meta {
             a = a.header(&format!("x-container-meta-{k}"), v);
         }
@@ -1388,9 +1423,8 @@ impl SwiftApi {
             return Ok(a.stream(stream, size));
         };
         let sat = satisfiable(&specs, size);
-        if dlo.is_some() && sat.len() > 1 {
+        if let (Some(d), true) = (&dlo, sat.len() > 1) {
             // Swift serves a large object whole when asked for several ranges.
-            let d = dlo.as_ref().expect("checked");
             drop(obj);
             if ctx.method == Method::HEAD {
                 return Ok(a.with_len(size));

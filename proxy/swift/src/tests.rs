@@ -1,5 +1,4 @@
 use super::*;
-use http_body_util::BodyExt as _;
 
 fn q(
     prefix: &str,
@@ -149,12 +148,19 @@ async fn login(api: &SwiftApi, who: &str) -> String {
         api,
         "GET",
         "/auth/v1.0",
-        &[("x-auth-user", &user), ("x-auth-key", &key), ("host", "h:1")],
+        &[
+            ("x-auth-user", &user),
+            ("x-auth-key", &key),
+            ("host", "h:1"),
+        ],
         b"",
     )
     .await;
     assert_eq!(s, 200);
-    assert_eq!(h["x-storage-url"], format!("http://h:1/v1/AUTH_{who}").as_str());
+    assert_eq!(
+        h["x-storage-url"],
+        format!("http://h:1/v1/AUTH_{who}").as_str()
+    );
     h["x-auth-token"].to_str().unwrap().to_string()
 }
 
@@ -214,16 +220,41 @@ async fn objects_listings_limits_and_large_objects() {
     }
     let (s, _, body) = call(&a, "GET", "/v1/AUTH_alice/c?delimiter=/", &t, b"").await;
     assert_eq!((s, &body[..]), (200, "a/\nb\nü\n".as_bytes()));
-    let (_, h, body) = call(&a, "GET", "/v1/AUTH_alice/c?format=json&prefix=a/&reverse=1", &t, b"").await;
-    assert!(h["content-type"].to_str().unwrap().starts_with("application/json"));
+    let (_, h, body) = call(
+        &a,
+        "GET",
+        "/v1/AUTH_alice/c?format=json&prefix=a/&reverse=1",
+        &t,
+        b"",
+    )
+    .await;
+    assert!(h["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/json"));
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(v[0]["name"], "a/2");
     assert_eq!(v[1]["hash"], "900150983cd24fb0d6963f7d28e17f72");
-    let (_, _, body) = call(&a, "GET", "/v1/AUTH_alice/c?format=xml&marker=a/2&end_marker=%C3%BC", &t, b"").await;
+    let (_, _, body) = call(
+        &a,
+        "GET",
+        "/v1/AUTH_alice/c?format=xml&marker=a/2&end_marker=%C3%BC",
+        &t,
+        b"",
+    )
+    .await;
     let xml = String::from_utf8(body.to_vec()).unwrap();
-    assert!(xml.contains("<container name=\"c\"><object><name>b</name>"), "{xml}");
+    assert!(
+        xml.contains("<container name=\"c\"><object><name>b</name>"),
+        "{xml}"
+    );
     assert!(!xml.contains("a/2") && !xml.contains('ü'));
-    assert_eq!(call(&a, "GET", "/v1/AUTH_alice/c?limit=10001", &t, b"").await.0, 412);
+    assert_eq!(
+        call(&a, "GET", "/v1/AUTH_alice/c?limit=10001", &t, b"")
+            .await
+            .0,
+        412
+    );
     // Not empty: 409.
     assert_eq!(call(&a, "DELETE", "/v1/AUTH_alice/c", &t, b"").await.0, 409);
     // A dynamic large object over a/1 and a/2.
@@ -232,7 +263,10 @@ async fn objects_listings_limits_and_large_objects() {
         ("content-length", "0"),
         ("x-object-manifest", "c/a/"),
     ];
-    assert_eq!(call(&a, "PUT", "/v1/AUTH_alice/c/big", &h, b"").await.0, 201);
+    assert_eq!(
+        call(&a, "PUT", "/v1/AUTH_alice/c/big", &h, b"").await.0,
+        201
+    );
     let (s, h, body) = call(&a, "GET", "/v1/AUTH_alice/c/big", &t, b"").await;
     assert_eq!((s, &body[..]), (200, &b"abcabc"[..]));
     assert!(h["etag"].to_str().unwrap().starts_with('"'));
@@ -240,14 +274,34 @@ async fn objects_listings_limits_and_large_objects() {
     let (s, _, body) = call(&a, "GET", "/v1/AUTH_alice/c/big", &r, b"").await;
     assert_eq!((s, &body[..]), (206, &b"ca"[..]));
     let m = [("x-auth-token", tok.as_str())];
-    let (_, _, body) = call(&a, "GET", "/v1/AUTH_alice/c/big?multipart-manifest=get", &m, b"").await;
+    let (_, _, body) = call(
+        &a,
+        "GET",
+        "/v1/AUTH_alice/c/big?multipart-manifest=get",
+        &m,
+        b"",
+    )
+    .await;
     assert!(body.is_empty());
     // Bulk delete of everything, then the container.
     let list = "/c/a/1\n/c/a/2\n/c/b\n/c/%C3%BC\n/c/big\n/c/none\n/c\n";
-    let h = [("x-auth-token", tok.as_str()), ("accept", "application/json")];
-    let (s, _, body) = call(&a, "POST", "/v1/AUTH_alice?bulk-delete", &h, list.as_bytes()).await;
+    let h = [
+        ("x-auth-token", tok.as_str()),
+        ("accept", "application/json"),
+    ];
+    let (s, _, body) = call(
+        &a,
+        "POST",
+        "/v1/AUTH_alice?bulk-delete",
+        &h,
+        list.as_bytes(),
+    )
+    .await;
     assert_eq!(s, 200);
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!((v["Number Deleted"].as_u64(), v["Number Not Found"].as_u64()), (Some(6), Some(1)));
+    assert_eq!(
+        (v["Number Deleted"].as_u64(), v["Number Not Found"].as_u64()),
+        (Some(6), Some(1))
+    );
     assert_eq!(call(&a, "HEAD", "/v1/AUTH_alice/c", &t, b"").await.0, 404);
 }
