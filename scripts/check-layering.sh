@@ -13,5 +13,19 @@ for crate in oram-blockstore oram-seal oram-state oram-statedb oram-engine oram-
         status=1
     fi
 done
-[ $status -eq 0 ] && echo "layering: engine, object layer, sealing, state and store crates are free of HTTP/S3 crates"
+# The front-ends speak to the object layer only: no concrete engine, back-end or
+# state database, and neither front-end depends on the other's protocol crates.
+engines='^(oram-path|oram-direct|oram-store-memory|oram-store-fs|oram-store-s3|oram-statedb)$'
+for crate in oram-s3 oram-swift; do
+    deps=$(cargo tree -p "$crate" -e normal --prefix none --format '{p}' | awk '{print $1}' | sort -u)
+    bad=$(echo "$deps" | grep -E "$engines" || true)
+    if [ "$crate" = oram-swift ]; then
+        bad="$bad$(echo "$deps" | grep -E '^(s3s|aws-sdk-[a-z0-9-]+|aws-smithy-[a-z0-9-]+|oram-s3)$' || true)"
+    fi
+    if [ -n "$bad" ]; then
+        echo "layering violation: front-end $crate depends on: $bad" >&2
+        status=1
+    fi
+done
+[ $status -eq 0 ] && echo "layering: engine, object layer, sealing, state and store crates are free of HTTP/S3 crates; front-ends use only the object layer"
 exit $status

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, layering, every Rust test (including the
 # S3 back-end against MinIO and moto, and aws-sdk-s3 against the proxy), the
-# end-to-end tests with real clients (boto3, aws cli, rclone) against the real
-# binary, and one pass of every benchmark.
+# end-to-end tests with real clients (boto3, aws cli, rclone, python-swiftclient,
+# swift-bench) against the real binary, Swift's own functional tests
+# (scripts/swift-functional.sh), and one pass of every benchmark.
 #
 # Installs what it needs; a fresh machine needs only Rust, Go, Python 3 and apt:
 # - MinIO: `go install` of a pinned version into $(go env GOPATH)/bin (first build
 #   takes several minutes);
-# - boto3, awscli, moto[server], pytest: a venv in target/e2e-venv;
+# - boto3, awscli, moto[server], pytest, python-swiftclient, swift-bench: a venv in
+#   ${CARGO_TARGET_DIR:-target}/e2e-venv;
+# - Swift 2.30.1's functional tests: the PyPI sdist, its test imports, and Debian's
+#   liberasurecode-dev (scripts/swift-functional.sh);
 # - rclone and a TrueType font (for the workload runner's charts): Debian packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +46,8 @@ if [ ! -x "$minio_bin" ] || [ "$(cat "$minio_stamp" 2>/dev/null)" != "$MINIO_VER
     echo "$MINIO_VERSION" > "$minio_stamp"
 fi
 export ORAM_TEST_MINIO="$minio_bin"
-venv="$(pwd)/target/e2e-venv"
+target="${CARGO_TARGET_DIR:-$(pwd)/target}"
+venv="$target/e2e-venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
@@ -68,10 +73,14 @@ cargo test --workspace --locked 2>&1 | tee "$log"
 
 step "end-to-end tests (pytest, real binaries on 127.0.0.1; includes the workload runner's quick mode)"
 cargo build -p oram-proxy -p oram-linkshape -p oram-workload --locked
-rm -f target/crash-torture-summary.txt
+rm -f "$target/crash-torture-summary.txt"
 (cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider . 2>&1) | tee -a "$log"
+
+step "Swift 2.30.1 functional tests against the proxy (minimum pass count)"
+# Its per-file counts are printed; they are not added to the closing total.
+scripts/swift-functional.sh "$venv/bin/python"
 # The crash torture test's totals (iterations, acknowledged operations, lost, corrupted).
-cat target/crash-torture-summary.txt 2>/dev/null || true
+cat "$target/crash-torture-summary.txt" 2>/dev/null || true
 
 step "benchmarks, one iteration each (criterion --test mode)"
 cargo bench -p oram-benches --locked -- --test

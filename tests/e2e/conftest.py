@@ -2,7 +2,8 @@
 
 Every proxy started here listens on a free loopback port, lives in a temporary
 data directory, and is stopped by PID (SIGTERM, then SIGKILL after a bounded
-wait). The binary is target/debug/oram-proxy unless ORAM_PROXY_BIN says otherwise.
+wait). The binary is $CARGO_TARGET_DIR (default target)/debug/oram-proxy unless
+ORAM_PROXY_BIN says otherwise.
 """
 
 import os
@@ -17,7 +18,8 @@ import pytest
 from botocore.config import Config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = os.environ.get("ORAM_PROXY_BIN", str(ROOT / "target" / "debug" / "oram-proxy"))
+TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
+BIN = os.environ.get("ORAM_PROXY_BIN", str(TARGET / "debug" / "oram-proxy"))
 ACCESS = "e2e-admin"
 SECRET = "e2e-secret-key-0123"
 
@@ -43,12 +45,16 @@ def wait_port(port, timeout=60):
 class Proxy:
     """One oram-proxy process."""
 
-    def __init__(self, workdir, *args, env=None, creds=True):
+    def __init__(self, workdir, *args, env=None, creds=True, swift=False):
         self.workdir = pathlib.Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.workdir / "data"
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
+        # The Swift API, on its own free port when asked for.
+        self.swift_port = free_port() if swift else None
+        self.swift_auth = f"http://127.0.0.1:{self.swift_port}/auth/v1.0" if swift else None
+        swift_args = ["--swift-listen", f"127.0.0.1:{self.swift_port}"] if swift else []
         full_env = dict(os.environ)
         full_env["RUST_LOG"] = "info"
         if creds:
@@ -58,7 +64,7 @@ class Proxy:
         self.stdout = open(self.workdir / "stdout.log", "w+")
         self.stderr = open(self.workdir / "stderr.log", "w+")
         self.proc = subprocess.Popen(
-            [BIN, "serve", "--data-dir", str(self.data_dir), "--s3-listen", f"127.0.0.1:{self.port}", *args],
+            [BIN, "serve", "--data-dir", str(self.data_dir), "--s3-listen", f"127.0.0.1:{self.port}", *swift_args, *args],
             stdout=self.stdout,
             stderr=self.stderr,
             env=full_env,
@@ -70,7 +76,11 @@ class Proxy:
                 raise RuntimeError(f"oram-proxy exited with {self.proc.returncode}: {self.logs()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
+                    pass
+                if self.swift_port:
+                    with socket.create_connection(("127.0.0.1", self.swift_port), timeout=0.5):
+                        pass
+                return
             except OSError:
                 time.sleep(0.1)
         self.kill()
@@ -136,6 +146,15 @@ class Proxy:
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory):
     p = Proxy(tmp_path_factory.mktemp("proxy"))
+    yield p
+    code = p.stop()
+    assert code == 0, f"oram-proxy exited with {code} on SIGTERM:\n{p.logs()}"
+
+
+@pytest.fixture(scope="module")
+def swift_proxy(tmp_path_factory):
+    """A proxy serving both S3 and Swift."""
+    p = Proxy(tmp_path_factory.mktemp("swift-proxy"), swift=True)
     yield p
     code = p.stop()
     assert code == 0, f"oram-proxy exited with {code} on SIGTERM:\n{p.logs()}"

@@ -59,7 +59,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from conftest import ACCESS, BIN, ROOT, SECRET, Proxy, free_port, wait_port
+from conftest import ACCESS, BIN, ROOT, SECRET, TARGET, Proxy, free_port, wait_port
 
 ITERATIONS = int(os.environ.get("ORAM_CRASH_ITERATIONS", "30"))
 SKIP_FSCK = os.environ.get("ORAM_CRASH_SKIP_FSCK") == "1"
@@ -406,7 +406,7 @@ def torture(name, workdir, extra_args):
     line = summary()
     print(line)
     # Kept for the test script's closing report (pytest captures stdout).
-    with open(ROOT / "target" / "crash-torture-summary.txt", "a") as f:
+    with open(TARGET / "crash-torture-summary.txt", "a") as f:
         f.write(line + "\n")
     assert lost == 0 and corrupted == 0, line
     assert acked_ops(totals) >= ITERATIONS, f"too little work: {line}"

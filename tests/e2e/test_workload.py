@@ -15,9 +15,9 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT
+from conftest import TARGET
 
-RUNNER = os.environ.get("ORAM_WORKLOAD_BIN", str(ROOT / "target" / "debug" / "oram-workload"))
+RUNNER = os.environ.get("ORAM_WORKLOAD_BIN", str(TARGET / "debug" / "oram-workload"))
 MINIO = os.environ.get("ORAM_TEST_MINIO")
 
 PRICES = {  # $/1000 GET, $/1000 PUT+LIST, $/GB egress

@@ -39,7 +39,9 @@ use alloc::{extend_runs, nth_block, Allocator, Run};
 pub use fsck::{CheckPhase, LayerCheck};
 pub use listing::{ListParams, ListResult, UploadInfo};
 use records::*;
-pub use records::{BucketRecord, ObjectMeta, ObjectRecord, PartRecord, Segment, UploadRecord};
+pub use records::{
+    AccountRecord, BucketRecord, ObjectMeta, ObjectRecord, PartRecord, Segment, UploadRecord,
+};
 
 /// Largest object a single PUT may store (S3's limit).
 pub const MAX_PUT_SIZE: u64 = 5 << 30;
@@ -226,6 +228,13 @@ pub fn valid_bucket_name(name: &str) -> bool {
         && b[b.len() - 1].is_ascii_alphanumeric()
         && !name.contains("..")
         && name.parse::<std::net::Ipv4Addr>().is_err()
+}
+
+/// Whether `name` is a valid Swift container name: 1–256 bytes of UTF-8 without
+/// `/` or NUL. Every valid S3 bucket name is one. Container names share the bucket
+/// namespace (global, as in S3).
+pub fn valid_container_name(name: &str) -> bool {
+    (1..=256).contains(&name.len()) && !name.contains(['/', '\0'])
 }
 
 fn check_key(key: &str) -> Result<()> {
@@ -447,6 +456,28 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Sets each `(name, value)` of `updates` in `meta`; an empty value removes it.
+fn merge_meta(meta: &mut BTreeMap<String, String>, updates: BTreeMap<String, String>) {
+    for (k, v) in updates {
+        if v.is_empty() {
+            meta.remove(&k);
+        } else {
+            meta.insert(k, v);
+        }
+    }
+}
+
+fn bucket_usage(kv: &dyn KvState, bucket: &str) -> Result<(u64, u64)> {
+    let (mut n, mut bytes) = (0u64, 0u64);
+    scan_prefix(kv, &objects_base(bucket), |_, v| {
+        let rec: ObjectRecord = decode(v).map_err(|e| corrupt("object record", e))?;
+        n += 1;
+        bytes += rec.size;
+        Ok(())
+    })?;
+    Ok((n, bytes))
+}
+
 /// Where byte `offset` of an object is: segment index and offset within it.
 fn locate(segments: &[Segment], mut offset: u64) -> Option<(usize, u64)> {
     for (i, s) in segments.iter().enumerate() {
@@ -549,6 +580,8 @@ impl ObjectLayer {
                     name: name.into(),
                     owner: owner.into(),
                     created_ms: now_ms(),
+                    meta: BTreeMap::new(),
+                    meta_modified_ms: 0,
                 };
                 m.kv.put(&bucket_key(name), encode(&rec));
                 m.kv.commit()?;
@@ -599,6 +632,120 @@ impl ObjectLayer {
         m.kv.commit()?;
         m.alloc.free(&runs);
         Ok(())
+    }
+
+    /// Creates container `name` (Swift naming rules, see [`valid_container_name`])
+    /// owned by `owner` with metadata `meta`; if `owner` already has it, merges
+    /// `meta` into its metadata instead (an empty value removes a name). Returns
+    /// whether it was created.
+    pub fn create_container(
+        &self,
+        owner: &str,
+        name: &str,
+        meta: BTreeMap<String, String>,
+    ) -> Result<bool> {
+        if !valid_container_name(name) {
+            return Err(ObjectError::InvalidBucketName(name.into()));
+        }
+        let mut m = self.shared.lock();
+        match m.bucket(name)? {
+            Some(b) if b.owner != owner => Err(ObjectError::BucketAlreadyExists(name.into())),
+            Some(mut b) => {
+                merge_meta(&mut b.meta, meta);
+                b.meta_modified_ms = now_ms();
+                m.kv.put(&bucket_key(name), encode(&b));
+                m.kv.commit()?;
+                Ok(false)
+            }
+            None => {
+                let mut rec = BucketRecord {
+                    name: name.into(),
+                    owner: owner.into(),
+                    created_ms: now_ms(),
+                    meta: BTreeMap::new(),
+                    meta_modified_ms: 0,
+                };
+                merge_meta(&mut rec.meta, meta);
+                m.kv.put(&bucket_key(name), encode(&rec));
+                m.kv.commit()?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Merges `meta` into the metadata of bucket `name` (an empty value removes a
+    /// name); returns the updated record.
+    pub fn update_bucket_meta(
+        &self,
+        owner: &str,
+        name: &str,
+        meta: BTreeMap<String, String>,
+    ) -> Result<BucketRecord> {
+        let mut m = self.shared.lock();
+        let mut b = m.owned_bucket(owner, name)?;
+        merge_meta(&mut b.meta, meta);
+        b.meta_modified_ms = now_ms();
+        m.kv.put(&bucket_key(name), encode(&b));
+        m.kv.commit()?;
+        Ok(b)
+    }
+
+    /// Objects in bucket `name` and their total size in bytes (a scan of the
+    /// bucket's index entries).
+    pub fn bucket_usage(&self, owner: &str, name: &str) -> Result<(u64, u64)> {
+        let m = self.shared.lock();
+        m.owned_bucket(owner, name)?;
+        bucket_usage(m.kv.as_ref(), name)
+    }
+
+    /// The metadata of account `owner` (empty if none was ever set).
+    pub fn account_meta(&self, owner: &str) -> Result<BTreeMap<String, String>> {
+        let m = self.shared.lock();
+        let rec: Option<AccountRecord> =
+            m.kv.get(&account_key(owner))
+                .map(|v| decode(&v).map_err(|e| corrupt("account record", e)))
+                .transpose()?;
+        Ok(rec.unwrap_or_default().meta)
+    }
+
+    /// Merges `meta` into the metadata of account `owner` (an empty value removes
+    /// a name).
+    pub fn update_account_meta(&self, owner: &str, meta: BTreeMap<String, String>) -> Result<()> {
+        let mut m = self.shared.lock();
+        let mut rec: AccountRecord =
+            m.kv.get(&account_key(owner))
+                .map(|v| decode(&v).map_err(|e| corrupt("account record", e)))
+                .transpose()?
+                .unwrap_or_default();
+        merge_meta(&mut rec.meta, meta);
+        if rec.meta.is_empty() {
+            m.kv.delete(&account_key(owner));
+        } else {
+            m.kv.put(&account_key(owner), encode(&rec));
+        }
+        m.kv.commit()?;
+        Ok(())
+    }
+
+    /// Replaces the metadata of `bucket/key` without touching its data (a new
+    /// last-modified time, same ETag and blocks).
+    pub fn set_object_meta(
+        &self,
+        owner: &str,
+        bucket: &str,
+        key: &str,
+        meta: ObjectMeta,
+    ) -> Result<ObjectRecord> {
+        let mut m = self.shared.lock();
+        m.owned_bucket(owner, bucket)?;
+        let mut rec = m
+            .object(bucket, key)?
+            .ok_or_else(|| ObjectError::NoSuchKey(key.into()))?;
+        rec.meta = meta;
+        rec.modified_ms = now_ms();
+        m.kv.put(&object_key(bucket, key), encode(&rec));
+        m.kv.commit()?;
+        Ok(rec)
     }
 
     // ---- objects ----

@@ -1,8 +1,13 @@
 //! Index records and how they are laid out in the key-value state.
 //!
 //! Keys: `b/<bucket>` → [`BucketRecord`]; `o/<bucket>\0<key>` → [`ObjectRecord`];
-//! `u/<upload id>` → [`UploadRecord`]. Values are JSON. Bucket names never contain
-//! `\0`, so the objects of a bucket are one contiguous key range.
+//! `u/<upload id>` → [`UploadRecord`]; `a/<account>` → [`AccountRecord`]. Values
+//! are JSON. Bucket names never contain `\0`, so the objects of a bucket are one
+//! contiguous key range.
+//!
+//! Fields added after the first release carry `#[serde(default)]` and are left out
+//! when empty, so records written before them still decode and records that do not
+//! use them are byte-for-byte what they were.
 
 use std::collections::BTreeMap;
 
@@ -23,8 +28,12 @@ pub struct ObjectMeta {
     pub content_language: Option<String>,
     /// `Cache-Control`.
     pub cache_control: Option<String>,
-    /// User metadata (`x-amz-meta-*`), names in lower case.
+    /// User metadata (`x-amz-meta-*`, `x-object-meta-*`), names in lower case.
     pub user: BTreeMap<String, String>,
+    /// Other per-object attributes a front-end keeps (the Swift front-end: the
+    /// dynamic large object manifest `x-object-manifest`), names in lower case.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, String>,
 }
 
 /// A stretch of object data: `len` bytes in the blocks of `runs`, in order.
@@ -45,6 +54,27 @@ pub struct BucketRecord {
     pub owner: String,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_ms: i64,
+    /// Container metadata (the Swift front-end's `x-container-meta-*`), names in
+    /// lower case.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub meta: BTreeMap<String, String>,
+    /// Time of the last metadata change (0: never changed since creation),
+    /// milliseconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub meta_modified_ms: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
+}
+
+/// Per-account attributes (the Swift front-end's `x-account-meta-*`). An account
+/// without any has no record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountRecord {
+    /// Account metadata, names in lower case.
+    #[serde(default)]
+    pub meta: BTreeMap<String, String>,
 }
 
 /// A stored object.
@@ -106,6 +136,10 @@ pub(crate) fn object_key(bucket: &str, key: &str) -> Vec<u8> {
     [objects_base(bucket).as_slice(), key.as_bytes()].concat()
 }
 
+pub(crate) fn account_key(account: &str) -> Vec<u8> {
+    [b"a/".as_slice(), account.as_bytes()].concat()
+}
+
 pub(crate) fn upload_key(upload_id: &str) -> Vec<u8> {
     [b"u/".as_slice(), upload_id.as_bytes()].concat()
 }
@@ -157,6 +191,20 @@ pub(crate) fn decode<T: for<'a> Deserialize<'a>>(v: &[u8]) -> Result<T, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_written_before_the_metadata_fields_still_decode() {
+        let old = br#"{"name":"bkt","owner":"alice","created_ms":5}"#;
+        let b: BucketRecord = decode(old).unwrap();
+        assert!(b.meta.is_empty());
+        // Unused new fields are not written: the record is what it was.
+        assert_eq!(encode(&b), old.to_vec());
+        let old_meta = br#"{"content_type":"text/plain","content_encoding":null,"content_disposition":null,"content_language":null,"cache_control":null,"user":{"a":"b"}}"#;
+        let m: ObjectMeta = decode(old_meta).unwrap();
+        assert!(m.extra.is_empty());
+        assert_eq!(m.user["a"], "b");
+        assert_eq!(encode(&m), old_meta.to_vec());
+    }
 
     #[test]
     fn prefix_end_bounds_the_range() {

@@ -680,3 +680,79 @@ async fn racing_creates_and_racing_aborts_keep_the_allocator_consistent() {
         );
     }
 }
+
+#[tokio::test]
+async fn containers_accounts_and_metadata() {
+    let l = layer(300);
+    let meta = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    // Swift names beyond S3's rules; still refused: '/', NUL, empty, > 256 bytes.
+    let name = "Ünïcode Container_1";
+    assert!(l.create_container("a", name, meta(&[("x", "1")])).unwrap());
+    for bad in ["", "a/b", "a\0b", &"c".repeat(257)] {
+        assert!(matches!(
+            l.create_container("a", bad, BTreeMap::new()),
+            Err(ObjectError::InvalidBucketName(_))
+        ));
+    }
+    // A second PUT merges metadata; an empty value removes a name.
+    assert!(!l
+        .create_container("a", name, meta(&[("y", "2"), ("x", "")]))
+        .unwrap());
+    assert_eq!(l.head_bucket("a", name).unwrap().meta, meta(&[("y", "2")]));
+    assert!(matches!(
+        l.create_container("b", name, BTreeMap::new()),
+        Err(ObjectError::BucketAlreadyExists(_))
+    ));
+    assert!(matches!(
+        l.update_bucket_meta("b", name, BTreeMap::new()),
+        Err(ObjectError::AccessDenied)
+    ));
+    let b = l
+        .update_bucket_meta("a", name, meta(&[("z", "3")]))
+        .unwrap();
+    assert_eq!(b.meta, meta(&[("y", "2"), ("z", "3")]));
+    // Usage counts objects and bytes.
+    assert_eq!(l.bucket_usage("a", name).unwrap(), (0, 0));
+    l.put_object(
+        "a",
+        name,
+        "k1",
+        ObjectMeta::default(),
+        body(data(100, 1)),
+        None,
+    )
+    .await
+    .unwrap();
+    let rec = l
+        .put_object(
+            "a",
+            name,
+            "k2",
+            ObjectMeta::default(),
+            body(data(5000, 2)),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(l.bucket_usage("a", name).unwrap(), (2, 5100));
+    // Metadata-only update keeps data and ETag.
+    let new = ObjectMeta {
+        extra: meta(&[("x-object-manifest", "c/p")]),
+        ..ObjectMeta::default()
+    };
+    let r = l.set_object_meta("a", name, "k2", new.clone()).unwrap();
+    assert_eq!((r.etag.clone(), r.meta.clone()), (rec.etag, new));
+    let (_, s) = l.get_object("a", name, "k2", None).unwrap();
+    assert_eq!(read_all(s).await.unwrap(), data(5000, 2));
+    // Account metadata per account.
+    assert!(l.account_meta("a").unwrap().is_empty());
+    l.update_account_meta("a", meta(&[("m", "v")])).unwrap();
+    assert_eq!(l.account_meta("a").unwrap(), meta(&[("m", "v")]));
+    assert!(l.account_meta("b").unwrap().is_empty());
+    l.update_account_meta("a", meta(&[("m", "")])).unwrap();
+    assert!(l.account_meta("a").unwrap().is_empty());
+}

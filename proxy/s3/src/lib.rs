@@ -97,6 +97,7 @@ macro_rules! object_meta {
                 .metadata
                 .map(|m| m.into_iter().collect())
                 .unwrap_or_default(),
+            extra: Default::default(),
         }
     };
 }

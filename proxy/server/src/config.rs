@@ -26,6 +26,15 @@ max_concurrent_requests = 64
 # and bytes, engine accesses, stash size, write-backs) and GET /health. Empty: off.
 # Bind it to a private address; it needs no credentials and reveals access counts.
 listen = ""
+[swift]
+# Address the OpenStack Swift API listens on; "" (the default) leaves it off
+# (--swift-listen). Auth v1 at http://<listen>/auth/v1.0 with
+# X-Auth-User: <access_key>:<access_key> and X-Auth-Key: <secret_key>.
+listen = ""
+# Lifetime of a Swift auth token, seconds.
+token_ttl_secs = 86400
+# Requests served at once; more get 503 (clients retry).
+max_concurrent_requests = 64
 
 [engine]
 # "path" (Path ORAM), "ring" (Ring ORAM) or "direct" (no ORAM: the
@@ -136,6 +145,8 @@ pub struct Config {
     pub s3: S3Config,
     /// The metrics and health endpoint.
     pub metrics: MetricsConfig,
+    /// The Swift API.
+    pub swift: SwiftConfig,
     /// The engine.
     pub engine: EngineConfig,
     /// The backend store.
@@ -191,6 +202,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./oram-data"),
             s3: S3Config::default(),
             metrics: MetricsConfig::default(),
+            swift: SwiftConfig::default(),
             engine: EngineConfig::default(),
             backend: BackendConfig::default(),
             state: StateConfig::default(),
@@ -217,6 +229,28 @@ impl Default for S3Config {
         Self {
             listen: "127.0.0.1:8480".into(),
             region: "us-east-1".into(),
+            max_concurrent_requests: 64,
+        }
+    }
+}
+
+/// `[swift]`
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwiftConfig {
+    /// Listen address; empty: the Swift API is off.
+    pub listen: String,
+    /// Token lifetime in seconds.
+    pub token_ttl_secs: u64,
+    /// Requests served at once.
+    pub max_concurrent_requests: usize,
+}
+
+impl Default for SwiftConfig {
+    fn default() -> Self {
+        Self {
+            listen: String::new(),
+            token_ttl_secs: 86_400,
             max_concurrent_requests: 64,
         }
     }
@@ -560,6 +594,23 @@ impl Config {
                     self.s3.listen
                 )
             })?;
+        if !self.swift.listen.is_empty() {
+            self.swift
+                .listen
+                .parse::<std::net::SocketAddr>()
+                .map_err(|_| {
+                    format!(
+                        "swift.listen {:?} is not HOST:PORT with an IP address",
+                        self.swift.listen
+                    )
+                })?;
+            if self.swift.max_concurrent_requests == 0 || self.swift.token_ttl_secs == 0 {
+                return Err(
+                    "swift.max_concurrent_requests and swift.token_ttl_secs must be positive"
+                        .into(),
+                );
+            }
+        }
         for u in &self.users {
             u.validate()?;
         }
@@ -620,6 +671,12 @@ mod tests {
             .contains("bogus"));
         assert!(Config::parse("[engine]\nkind = 'ring2'").is_err());
         assert!(Config::parse("[s3]\nlisten = 5").is_err());
+        let c = Config::parse("[swift]\nlisten = '127.0.0.1:8481'").unwrap();
+        assert!(c.validate().is_ok());
+        assert!(Config::default().swift.listen.is_empty());
+        let c = Config::parse("[swift]\nlisten = 'nowhere'").unwrap();
+        assert!(c.validate().is_err());
+        assert!(Config::parse("[swift]\nlisten = ''\nbogus = 1").is_err());
         let c = Config::parse("[engine]\nblock_size = 1").unwrap();
         assert!(c.validate().unwrap_err().contains("block_size"));
         let c = Config::parse("[engine]\nkind = 'ring'\nring_preset = 'huge'").unwrap();

@@ -1,5 +1,5 @@
 //! The oram-proxy server: wires a back-end, sealing, an engine, the object layer and
-//! the S3 front-end together, and runs the HTTP server with a concurrency limit and
+//! the S3 (and, when configured, Swift) front-ends together, and runs the HTTP server with a concurrency limit and
 //! graceful shutdown. The binary (`main.rs`) adds the command line.
 //!
 //! This is the only crate that names concrete engines and back-ends.
@@ -100,6 +100,8 @@ pub struct Server {
     s3_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     metrics_stop: Option<oneshot::Sender<()>>,
+    swift_addr: Option<SocketAddr>,
+    swift: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
     _dir_lock: std::fs::File,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
@@ -121,6 +123,11 @@ impl Server {
         self.metrics_addr
     }
 
+    /// The address the Swift API listens on, if it is on.
+    pub fn swift_addr(&self) -> Option<SocketAddr> {
+        self.swift_addr
+    }
+
     /// The object layer served (for statistics).
     pub fn layer(&self) -> &ObjectLayer {
         &self.layer
@@ -139,6 +146,15 @@ impl Server {
         }
         if let Some(stop) = self.metrics_stop.take() {
             let _ = stop.send(());
+        }
+        if let Some((stop, task)) = self.swift.take() {
+            let _ = stop.send(());
+            if tokio::time::timeout(grace + Duration::from_secs(1), task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("in-flight Swift requests did not finish within {grace:?}");
+            }
         }
         if let Some((stop, task)) = self.checkpointer.take() {
             let _ = stop.send(());
@@ -204,6 +220,17 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
             source,
         })?;
     let metrics = metrics::bind(&cfg.metrics.listen).await?;
+    let swift_listener = match cfg.swift.listen.as_str() {
+        "" => None,
+        addr => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| ProxyError::Bind {
+                    addr: addr.to_string(),
+                    source,
+                })?,
+        ),
+    };
     let vol = Arc::new(volume::Volume::open(cfg).await?);
     vol.repair_checkpoint().await?;
     let layer = vol.layer.clone();
@@ -222,7 +249,11 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     })?;
     let (stop, stopped) = oneshot::channel();
     let limit = Arc::new(Semaphore::new(cfg.s3.max_concurrent_requests));
-    let task = tokio::spawn(serve(listener, service, limit, stopped));
+    let s3_handler = move |req: http::Request<hyper::body::Incoming>| {
+        let service = service.clone();
+        async move { service.call(req.map(s3s::Body::from)).await }
+    };
+    let task = tokio::spawn(serve(listener, s3_handler, s3_overloaded, limit, stopped));
     let (metrics_addr, metrics_stop) = match metrics {
         Some((l, addr)) => {
             let (tx, rx) = oneshot::channel();
@@ -230,6 +261,45 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
             (Some(addr), Some(tx))
         }
         None => (None, None),
+    };
+    let (swift_addr, swift) = match swift_listener {
+        None => (None, None),
+        Some(l) => {
+            let addr = l.local_addr().map_err(|source| ProxyError::Bind {
+                addr: cfg.swift.listen.clone(),
+                source,
+            })?;
+            // A Swift account is the S3 access key: `<key>:<key>` with the secret.
+            let swift_users = users
+                .iter()
+                .map(|u| oram_swift::SwiftUser {
+                    account: u.access_key.clone(),
+                    user: u.access_key.clone(),
+                    key: u.secret_key.clone(),
+                })
+                .collect();
+            let api = oram_swift::SwiftApi::new(
+                layer.clone(),
+                swift_users,
+                oram_swift::SwiftConfig {
+                    token_ttl: Duration::from_secs(cfg.swift.token_ttl_secs),
+                },
+            );
+            let handler = move |req: http::Request<hyper::body::Incoming>| {
+                let api = api.clone();
+                async move { Ok::<_, std::convert::Infallible>(api.handle(req).await) }
+            };
+            let (tx, rx) = oneshot::channel();
+            let limit = Arc::new(Semaphore::new(cfg.swift.max_concurrent_requests));
+            let t = tokio::spawn(serve(
+                l,
+                handler,
+                oram_swift::SwiftApi::overloaded,
+                limit,
+                rx,
+            ));
+            (Some(addr), Some((tx, t)))
+        }
     };
     let checkpointer = match cfg.state.checkpoint_interval_secs {
         0 => None,
@@ -243,6 +313,8 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
         s3_addr,
         metrics_addr,
         metrics_stop,
+        swift_addr,
+        swift,
         _dir_lock: dir_lock,
         stop: Some(stop),
         task,
@@ -369,14 +441,14 @@ pub async fn recover(cfg: &Config) -> Result<volume::Recovered, ProxyError> {
 const MAX_CONNECTIONS: usize = 1024;
 
 /// A response body that keeps the request's concurrency permit until it is done.
-struct LimitedBody {
-    inner: s3s::Body,
+struct LimitedBody<B> {
+    inner: B,
     _permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
-impl hyper::body::Body for LimitedBody {
-    type Data = <s3s::Body as hyper::body::Body>::Data;
-    type Error = <s3s::Body as hyper::body::Body>::Error;
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for LimitedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
@@ -394,19 +466,41 @@ impl hyper::body::Body for LimitedBody {
     }
 }
 
-/// The accept loop: each connection is served until `stopped` fires; then the
-/// connections are asked to finish their current requests and close.
-async fn serve(
+/// S3's answer beyond the concurrency limit: 503 SlowDown, which clients retry.
+fn s3_overloaded() -> http::Response<s3s::Body> {
+    s3s::s3_error!(SlowDown, "Too many requests in flight; slow down.")
+        .to_http_response()
+        .unwrap_or_else(|_| {
+            let mut r = http::Response::new(s3s::Body::empty());
+            *r.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+            r
+        })
+}
+
+/// The accept loop: each connection is served by `handler` until `stopped` fires;
+/// then the connections are asked to finish their current requests and close.
+/// Beyond `limit` requests at once, `overloaded` answers.
+async fn serve<H, F, B, E>(
     listener: TcpListener,
-    service: s3s::service::S3Service,
+    handler: H,
+    overloaded: fn() -> http::Response<B>,
     limit: Arc<Semaphore>,
     mut stopped: oneshot::Receiver<()>,
-) {
+) where
+    H: Fn(http::Request<hyper::body::Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = Result<http::Response<B>, E>> + Send + 'static,
+    B: hyper::body::Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
     let mut http = ConnBuilder::new(TokioExecutor::new());
     // Idle or slow clients must not hold connections forever.
     http.http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30));
+        .header_read_timeout(Duration::from_secs(30))
+        // Swift allows 90 metadata headers besides the usual ones.
+        .max_headers(256);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -425,28 +519,23 @@ async fn serve(
             },
             _ = &mut stopped => break,
         };
-        let service = service.clone();
+        let handler = handler.clone();
         let limit = limit.clone();
         let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-            let service = service.clone();
+            let handler = handler.clone();
             let limit = limit.clone();
             async move {
-                // Over the limit: shed load with a 503 SlowDown that clients retry.
+                // Over the limit: shed load with an answer that clients retry.
                 let Ok(permit) = limit.try_acquire_owned() else {
-                    return s3s::s3_error!(SlowDown, "Too many requests in flight; slow down.")
-                        .to_http_response()
-                        .map(|r| {
-                            r.map(|b| LimitedBody {
-                                inner: b,
-                                _permit: None,
-                            })
-                        })
-                        .map_err(|e| s3s::HttpError::new(Box::new(e)));
+                    return Ok(overloaded().map(|b| LimitedBody {
+                        inner: b,
+                        _permit: None,
+                    }));
                 };
                 // The permit lives until the response body is sent: a download counts
                 // as in flight until its last byte.
-                let resp = service.call(req.map(s3s::Body::from)).await?;
-                Ok(resp.map(|b| LimitedBody {
+                let resp = handler(req).await?;
+                Ok::<_, E>(resp.map(|b| LimitedBody {
                     inner: b,
                     _permit: Some(permit),
                 }))

@@ -22,7 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the S3 API (creates the data directory on first start).
+    /// Serve the S3 API, and the Swift API with --swift-listen (creates the data
+    /// directory on first start).
     Serve(ServeArgs),
     /// Create the data directory and (S3 back-end) the backend bucket, then exit.
     Init(ServeArgs),
@@ -52,6 +53,9 @@ struct ServeArgs {
     /// Metrics and health endpoint address (overrides `metrics.listen`).
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<String>,
+    /// Swift API listen address (overrides `swift.listen`; off unless set).
+    #[arg(long, value_name = "HOST:PORT")]
+    swift_listen: Option<String>,
     /// Engine: path, ring or direct (overrides `engine.kind`).
     #[arg(long, value_name = "NAME")]
     engine: Option<EngineKind>,
@@ -137,6 +141,9 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     }
     if let Some(l) = args.metrics_listen {
         cfg.metrics.listen = l;
+    }
+    if let Some(l) = args.swift_listen {
+        cfg.swift.listen = l;
     }
     if let Some(e) = args.engine {
         cfg.engine.kind = e;
@@ -354,6 +361,9 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
     println!("  region:     {}", cfg.s3.region);
     if let Some(m) = server.metrics_addr() {
         println!("  metrics:    http://{m}/metrics (and /health)");
+    }
+    if let Some(a) = server.swift_addr() {
+        println!("  swift auth: http://{a}/auth/v1.0 (X-Auth-User: <access key>:<access key>, X-Auth-Key: <secret key>)");
     }
     println!(
         "  engine:     {} ({} blocks of {} bytes = {} MiB)",
