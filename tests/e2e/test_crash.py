@@ -59,7 +59,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from conftest import ACCESS, BIN, ROOT, SECRET, TARGET, Proxy, free_port, wait_port
+from conftest import ACCESS, BIN, SECRET, TARGET, Proxy, free_port, wait_port
 
 ITERATIONS = int(os.environ.get("ORAM_CRASH_ITERATIONS", "30"))
 SKIP_FSCK = os.environ.get("ORAM_CRASH_SKIP_FSCK") == "1"
