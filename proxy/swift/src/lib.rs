@@ -1124,7 +1124,7 @@ impl SwiftApi {
             let plen = q.prefix.len();
             entries.retain(|e| {
                 let rest = &e.name()[plen..];
-                !rest.is_empty() && !rest[..rest.len() - 1].contains('/')
+                !rest.is_empty() && !rest.strip_suffix('/').unwrap_or(rest).contains('/')
             });
         }
         let (lo, hi) = if q.reverse {

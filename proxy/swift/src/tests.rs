@@ -220,6 +220,9 @@ async fn objects_listings_limits_and_large_objects() {
     }
     let (s, _, body) = call(&a, "GET", "/v1/AUTH_alice/c?delimiter=/", &t, b"").await;
     assert_eq!((s, &body[..]), (200, "a/\nb\nü\n".as_bytes()));
+    // `path=` over names ending in a multi-byte character (once a panic).
+    let (s, _, body) = call(&a, "GET", "/v1/AUTH_alice/c?path=", &t, b"").await;
+    assert_eq!((s, &body[..]), (200, "b\nü\n".as_bytes()));
     let (_, h, body) = call(
         &a,
         "GET",

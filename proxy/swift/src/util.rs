@@ -162,7 +162,7 @@ pub fn satisfiable(specs: &[RangeSpec], size: u64) -> Vec<std::ops::Range<u64>> 
         .iter()
         .filter_map(|s| match *s {
             RangeSpec::From(first, last) if first < size => {
-                Some(first..last.map_or(size, |l| (l + 1).min(size)))
+                Some(first..last.map_or(size, |l| l.saturating_add(1).min(size)))
             }
             RangeSpec::Suffix(n) if n > 0 && size > 0 => Some(size - n.min(size)..size),
             _ => None,
@@ -258,6 +258,8 @@ mod tests {
         assert_eq!(satisfiable(&[Suffix(50)], 20), vec![0..20]);
         assert!(satisfiable(&[Suffix(0)], 20).is_empty());
         assert!(satisfiable(&[From(0, None)], 0).is_empty());
+        // The largest last byte a client can send does not overflow.
+        assert_eq!(satisfiable(&[From(5, Some(u64::MAX))], 20), vec![5..20]);
     }
 
     #[test]
