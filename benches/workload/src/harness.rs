@@ -410,6 +410,11 @@ impl ProxyRun {
         self.proc.stop(Duration::from_secs(300))
     }
 
+    /// Deletes the proxy's data directory (after it stopped; logs are kept).
+    pub fn remove_data(&self) {
+        let _ = std::fs::remove_dir_all(self.data_dir.join("data"));
+    }
+
     /// Bytes of the proxy's local state on disk (its data directory).
     pub fn local_bytes(&self) -> u64 {
         dir_size(&self.data_dir.join("data"))

@@ -287,24 +287,51 @@ async fn make_api(kind: &str, ep: &Endpoint) -> Result<Arc<dyn Api>, String> {
     })
 }
 
-async fn stored_bytes(ep: &Endpoint, bucket: &str) -> Result<u64, String> {
+/// Sums the sizes of what a proxy left in its backend bucket, then deletes it all
+/// (the next configurations need the disk).
+async fn stored_bytes_then_delete(ep: &Endpoint, bucket: &str) -> Result<u64, String> {
+    use aws_sdk_s3::types::{Delete, ObjectIdentifier};
     let c = api::s3_client(ep);
     let mut total = 0;
-    let mut token = None;
     loop {
         let out = c
             .list_objects_v2()
             .bucket(bucket)
-            .set_continuation_token(token)
             .send()
             .await
             .map_err(|e| format!("listing {bucket}: {e}"))?;
         total += out.contents().iter().filter_map(|o| o.size()).sum::<i64>() as u64;
-        token = out.next_continuation_token().map(str::to_string);
-        if token.is_none() {
-            return Ok(total);
+        let ids: Vec<ObjectIdentifier> = out
+            .contents()
+            .iter()
+            .filter_map(|o| {
+                ObjectIdentifier::builder()
+                    .set_key(o.key().map(str::to_string))
+                    .build()
+                    .ok()
+            })
+            .collect();
+        if ids.is_empty() {
+            break;
         }
+        let del = Delete::builder()
+            .set_objects(Some(ids))
+            .quiet(true)
+            .build()
+            .map_err(|e| e.to_string())?;
+        c.delete_objects()
+            .bucket(bucket)
+            .delete(del)
+            .send()
+            .await
+            .map_err(|e| format!("emptying {bucket}: {e}"))?;
     }
+    c.delete_bucket()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| format!("deleting {bucket}: {e}"))?;
+    Ok(total)
 }
 
 fn machine() -> String {
@@ -524,8 +551,9 @@ async fn run(args: Args) -> Result<bool, String> {
                 if let Err(e) = p.stop() {
                     problems.push(format!("{name} / {engine} / {}: {e}", report::human(*bs)));
                 }
-                row.remote_bytes = stored_bytes(&lab.direct(), &p.bucket).await?;
                 row.local_bytes = p.local_bytes();
+                row.remote_bytes = stored_bytes_then_delete(&lab.direct(), &p.bucket).await?;
+                p.remove_data();
                 row.description = wl.description.clone();
                 rows.push(row);
             }
