@@ -95,9 +95,14 @@ def test_counts_and_ratios_are_consistent(report):
             # Every written byte reached the backend, in objects of at least a block.
             assert i["backend_bytes_up"] >= i["client_bytes_up"], what
             assert i["backend_put"] > 0 and i["backend_bytes_up"] / i["backend_put"] >= bs, what
-            assert i["backend_bytes_down"] > 0, what
+            if r["config"] == "direct":
+                # Without ORAM every read fetches its blocks (an ORAM may serve a
+                # small volume from its tree-top cache).
+                assert i["backend_bytes_down"] > 0, what
             assert i["remote_bytes"] > 0 and i["local_bytes"] > 0, what
             assert i["proxy_peak_rss_bytes"] > 0, what
         if r["config"] == "path":
-            # An ORAM moves whole paths: more than the blocks the client touched.
+            # Path ORAM reads a whole path per access (its leaf level is never
+            # cached) and moves more than the blocks the client touched.
+            assert i["backend_get"] >= i["reads"], what
             assert i["bandwidth_overhead"] > 2, what
