@@ -46,7 +46,9 @@ pub trait Api: Send + Sync {
     fn delete_container<'a>(&'a self, c: &'a str) -> Call<'a, ()>;
 }
 
-/// An S3 client for `ep` (path-style, SigV4).
+/// An S3 client for `ep` (path-style, SigV4). The SDK's stalled-stream protection
+/// (abort a download that sends nothing for 5 s) is off: with large blocks one
+/// ORAM access of a download can take longer than that over the shaped link.
 pub fn s3_client(ep: &Endpoint) -> Client {
     let http = aws_smithy_http_client::Builder::new().build_http();
     let conf = aws_sdk_s3::Config::builder()
@@ -62,6 +64,7 @@ pub fn s3_client(ep: &Endpoint) -> Client {
             "oram-workload",
         ))
         .http_client(http)
+        .stalled_stream_protection(aws_sdk_s3::config::StalledStreamProtectionConfig::disabled())
         .build();
     Client::from_conf(conf)
 }
