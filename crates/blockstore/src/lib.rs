@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use rand::Rng;
 
 /// Errors a block store reports.
 #[derive(Debug, thiserror::Error)]
@@ -168,4 +169,31 @@ pub async fn delete_unreferenced(
         store.delete_many(chunk).await?;
     }
     Ok(dead.len() as u64)
+}
+
+/// PUTs `items`, trying up to `attempts` times in all with exponential back-off
+/// (20 ms doubling up to 2 s, plus up to half as much random jitter); `on_retry`
+/// runs before each retry. Returns the last error if every attempt failed.
+/// Observed: the same PUTs, repeated after each failure.
+pub async fn put_many_retrying(
+    store: &dyn BlockStore,
+    items: Vec<(ObjKey, Bytes)>,
+    attempts: u32,
+    on_retry: impl Fn(),
+) -> Result<()> {
+    let mut delay = std::time::Duration::from_millis(20);
+    let mut attempt = 1;
+    loop {
+        match store.put_many(items.clone()).await {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt >= attempts => return Err(e),
+            Err(_) => {
+                on_retry();
+                let jitter = rand::thread_rng().gen_range(0..=delay.as_millis() as u64 / 2);
+                tokio::time::sleep(delay + std::time::Duration::from_millis(jitter)).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(2));
+                attempt += 1;
+            }
+        }
+    }
 }

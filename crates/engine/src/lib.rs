@@ -195,6 +195,34 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
+    /// Ends a check: `found` maps every block found stored to where (any value),
+    /// `positions` are the blocks the trusted state places somewhere, `journaled`
+    /// the write-backs still journaled. A positioned block stored nowhere is a
+    /// problem (unless objects could not be read: then it is their problem), as is
+    /// anything still journaled after a flush; `blocks_found` and `written_blocks`
+    /// are filled from `found`.
+    pub fn finish<'a, V>(
+        &mut self,
+        positions: impl IntoIterator<Item = &'a u64>,
+        found: std::collections::HashMap<u64, V>,
+        journaled: usize,
+    ) {
+        for b in positions {
+            if !found.contains_key(b) && self.objects_bad == 0 {
+                self.problem(format!("block {b} has a position but is stored nowhere"));
+            }
+        }
+        let mut written: Vec<u64> = found.into_keys().collect();
+        written.sort_unstable();
+        self.blocks_found = written.len() as u64;
+        self.written_blocks = written;
+        if journaled > 0 {
+            self.problem(format!(
+                "{journaled} write-backs still journaled after a flush"
+            ));
+        }
+    }
+
     /// Records a problem (keeps the first 1000).
     pub fn problem(&mut self, p: impl Into<String>) {
         self.problems_total += 1;

@@ -42,7 +42,6 @@ pub mod layout;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::{BufMut, Bytes};
@@ -1148,20 +1147,7 @@ impl Inner {
             progress(end - 1, total);
             node = end;
         }
-        for b in positions.keys() {
-            if !found.contains_key(b) && rep.objects_bad == 0 {
-                rep.problem(format!("block {b} has a position but is stored nowhere"));
-            }
-        }
-        let mut written: Vec<u64> = found.into_keys().collect();
-        written.sort_unstable();
-        rep.blocks_found = written.len() as u64;
-        rep.written_blocks = written;
-        if journaled > 0 {
-            rep.problem(format!(
-                "{journaled} write-backs still journaled after a flush"
-            ));
-        }
+        rep.finish(positions.keys(), found, journaled);
         Ok(rep)
     }
 
@@ -1201,21 +1187,16 @@ impl Inner {
                 self.seal_bucket(*node, nv.version, plain)?,
             ));
         }
-        let mut delay = Duration::from_millis(20);
-        let mut attempt = 1;
-        loop {
-            match self.store.put_many(items.clone()).await {
-                Ok(()) => return Ok(()),
-                Err(e) if attempt >= self.cfg.writeback_attempts => return Err(e.into()),
-                Err(_) => {
-                    self.retries.fetch_add(1, Ordering::Relaxed);
-                    let jitter = rand::thread_rng().gen_range(0..=delay.as_millis() as u64 / 2);
-                    tokio::time::sleep(delay + Duration::from_millis(jitter)).await;
-                    delay = (delay * 2).min(Duration::from_secs(2));
-                    attempt += 1;
-                }
-            }
-        }
+        oram_blockstore::put_many_retrying(
+            self.store.as_ref(),
+            items,
+            self.cfg.writeback_attempts,
+            || {
+                self.retries.fetch_add(1, Ordering::Relaxed);
+            },
+        )
+        .await?;
+        Ok(())
     }
 }
 
