@@ -535,6 +535,16 @@ impl<T> Entry<T> {
     }
 }
 
+/// A plain-text listing: one name per line.
+fn plain_listing<T>(entries: &[Entry<T>]) -> String {
+    let mut s = String::new();
+    for e in entries {
+        s.push_str(e.name());
+        s.push('\n');
+    }
+    s
+}
+
 /// Applies prefix, delimiter, markers, reverse and limit to a sorted list of names.
 fn filter_names<T>(items: Vec<(String, T)>, q: &ListQuery) -> Vec<Entry<T>> {
     let mut out: Vec<Entry<T>> = Vec::new();
@@ -783,14 +793,7 @@ impl SwiftApi {
                 let fmt = listing_format(ctx);
                 let entries = filter_names(items, &q);
                 let text = match fmt {
-                    Format::Plain => {
-                        let mut s = String::new();
-                        for e in &entries {
-                            s.push_str(e.name());
-                            s.push('\n');
-                        }
-                        s
-                    }
+                    Format::Plain => plain_listing(&entries),
                     Format::Json => {
                         let v: Vec<serde_json::Value> = entries
                             .iter()
@@ -1022,14 +1025,7 @@ impl SwiftApi {
             self.list_container(owner, c, &q)?
         };
         let text = match fmt {
-            Format::Plain => {
-                let mut s = String::new();
-                for e in &entries {
-                    s.push_str(e.name());
-                    s.push('\n');
-                }
-                s
-            }
+            Format::Plain => plain_listing(&entries),
             Format::Json => {
                 let v: Vec<serde_json::Value> = entries
                     .iter()
