@@ -1,9 +1,24 @@
 //! The ORAM engine interface.
 //!
-//! An engine stores `capacity()` logical blocks of `block_size()` bytes on an
-//! untrusted [`oram_blockstore::BlockStore`] and serves batches of reads and writes.
+//! An engine stores logical blocks of `block_size()` bytes on an untrusted
+//! [`oram_blockstore::BlockStore`] and serves batches of operations ([`Op`]).
 //! What the storage server may learn from a batch is stated by each engine; for the
-//! oblivious engines it is the number of accesses (`ops.len()`) and their timing.
+//! oblivious engines it is the number of operations (`ops.len()`) and their timing.
+//!
+//! Besides reads and writes, the operations a partition framework needs are here:
+//! read-and-remove ([`Op::Take`]), dummy accesses ([`Op::Dummy`]), block ids wider
+//! than one sub-ORAM's capacity ([`Oram::id_limit`]) and a *staged* access
+//! ([`Oram::access_staged`]) whose changes a parent commits, once, together with
+//! other engines' ([`StagedAccess::commit_all`]).
+//!
+//! [`EngineSettings`] is what each engine crate's configuration implements, so that
+//! the binary builds engines without knowing their internals; the `conformance`
+//! feature brings the test suite every engine runs ([`conformance`]).
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+mod settings;
+mod staged;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -11,21 +26,38 @@ use oram_blockstore::StoreError;
 use oram_seal::SealError;
 use oram_state::StateError;
 
-/// One logical block access.
+pub use settings::{snapshot_row, EngineSettings, Parts, Shape};
+pub use staged::StagedAccess;
+
+/// One logical operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// Read a block; a block never written reads as zeros.
     Read(u64),
     /// Write a block; the data must be exactly `block_size()` bytes.
     Write(u64, Bytes),
+    /// Read a block and remove it: its data is answered and the engine no longer
+    /// stores it (it reads as zeros afterwards). For moving a block to another
+    /// partition. Looks like any other access.
+    Take(u64),
+    /// An access of no block, indistinguishable from a read to the storage server.
+    /// Answers an empty `Bytes`.
+    Dummy,
 }
 
 impl Op {
-    /// The logical block the access is for.
-    pub fn block(&self) -> u64 {
+    /// The logical block the operation is for (`None` for a dummy).
+    pub fn block(&self) -> Option<u64> {
         match self {
-            Op::Read(b) | Op::Write(b, _) => *b,
+            Op::Read(b) | Op::Write(b, _) | Op::Take(b) => Some(*b),
+            Op::Dummy => None,
         }
+    }
+
+    /// Whether the operation changes what is stored (a write or a take): its
+    /// answer must wait until the change is durable.
+    pub fn mutates(&self) -> bool {
+        matches!(self, Op::Write(..) | Op::Take(_))
     }
 }
 
@@ -36,7 +68,8 @@ pub enum OramError {
     #[error("backend: {0}")]
     Store(#[from] StoreError),
     /// A backend object failed authentication, is missing, or holds something it
-    /// must not: the backend was tampered with (or rolled back). No data is returned.
+    /// must not, or a block is not where the trusted state says: the backend was
+    /// tampered with (or rolled back). No data is returned.
     #[error("integrity violation at {key}: {reason}")]
     Integrity {
         /// The backend object concerned.
@@ -54,12 +87,12 @@ pub enum OramError {
         /// The configured bound.
         bound: usize,
     },
-    /// A block index at or beyond the capacity.
-    #[error("block {block} out of range (capacity {capacity})")]
+    /// A block id at or beyond the engine's id limit.
+    #[error("block {block} out of range (limit {capacity})")]
     BlockOutOfRange {
         /// The block asked for.
         block: u64,
-        /// The engine's capacity in blocks.
+        /// The engine's id limit.
         capacity: u64,
     },
     /// A write whose data is not exactly one block.
@@ -75,19 +108,45 @@ pub enum OramError {
     /// Sealing failed (nonce space exhausted, object too large).
     #[error("sealing: {0}")]
     Seal(SealError),
-    /// The trusted state failed.
+    /// The trusted state failed (a failed commit stops the engine until the
+    /// process restarts).
     #[error("trusted state: {0}")]
     State(#[from] StateError),
     /// The engine's parameters are unusable.
     #[error("invalid engine configuration: {0}")]
     Config(String),
+    /// The engine does not offer this operation.
+    #[error("not supported by this engine: {0}")]
+    Unsupported(&'static str),
 }
 
 /// Result type of engine operations.
 pub type Result<T, E = OramError> = std::result::Result<T, E>;
 
+/// Whether a statistic counts up or goes up and down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatKind {
+    /// Only grows (a Prometheus counter).
+    Counter,
+    /// A level now (a Prometheus gauge).
+    Gauge,
+}
+
+/// One engine-specific statistic (Ring ORAM's evictions, say).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// Metric name without prefix, `snake_case` (e.g. `evictions_total`).
+    pub name: &'static str,
+    /// One line saying what it counts.
+    pub help: &'static str,
+    /// Counter or gauge.
+    pub kind: StatKind,
+    /// The value now.
+    pub value: u64,
+}
+
 /// Counters an engine exposes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
     /// Logical block accesses served.
     pub accesses: u64,
@@ -103,6 +162,8 @@ pub struct EngineStats {
     pub pending_writebacks: u64,
     /// Write-back attempts that failed and were retried.
     pub writeback_retries: u64,
+    /// Engine-specific statistics, in a fixed order.
+    pub extra: Vec<Stat>,
 }
 
 impl EngineStats {
@@ -113,6 +174,11 @@ impl EngineStats {
         } else {
             self.stash_sum as f64 / self.rounds as f64
         }
+    }
+
+    /// The engine-specific statistic `name`, if the engine has it.
+    pub fn extra(&self, name: &str) -> Option<u64> {
+        self.extra.iter().find(|s| s.name == name).map(|s| s.value)
     }
 }
 
@@ -126,15 +192,33 @@ pub trait Oram: Send + Sync {
     fn name(&self) -> &'static str;
     /// Bytes per logical block.
     fn block_size(&self) -> usize;
-    /// Number of logical blocks (valid indices are `0..capacity()`).
+    /// Number of logical blocks the engine has room for.
     fn capacity(&self) -> u64;
+    /// Block ids are `0..id_limit()`: the capacity, unless the engine is a
+    /// partition of a larger id space (it then holds at most `capacity()` blocks
+    /// at once, with ids up to the limit).
+    fn id_limit(&self) -> u64 {
+        self.capacity()
+    }
 
-    /// Performs `ops` in order and returns one result per op: the block's data for a
-    /// `Read`, an empty `Bytes` for a `Write`. Later ops see earlier writes.
+    /// Performs `ops` in order and returns one result per op: the block's data for
+    /// a `Read` or `Take`, an empty `Bytes` for a `Write` or `Dummy`. Later ops see
+    /// earlier writes. Returns once the changes are durable; a batch of reads only
+    /// may be answered before the bookkeeping of its round is (see each engine).
     ///
     /// Observed by the storage server: depends on the engine; an oblivious engine
     /// reveals only `ops.len()` and the timing.
     async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>>;
+
+    /// Performs `ops` (at most one round's worth) like [`Oram::access`], but does
+    /// not commit: the caller commits the returned changes, together with other
+    /// engines' and its own, with [`StagedAccess::commit_all`]. Until then the
+    /// engine serves nothing else; dropping the access uncommitted undoes it (its
+    /// reads were still seen, as for a failed access).
+    async fn access_staged(&self, ops: Vec<Op>) -> Result<StagedAccess> {
+        let _ = ops;
+        Err(OramError::Unsupported("staged access"))
+    }
 
     /// Waits until every access already answered is stored on the backend, retrying
     /// failed write-backs once.
@@ -163,6 +247,14 @@ pub trait Oram: Send + Sync {
     /// (left by writes after the checkpoint a state was rebuilt from). Returns how
     /// many. Observed: a LIST of the engine's objects and DELETEs of the unused ones.
     async fn sweep(&self) -> Result<u64>;
+
+    /// Writes every backend object the engine may ever read that was never
+    /// written, so that every read finds an object of full size (no
+    /// lazy-initialisation pattern). Engines without one do nothing. Observed: one
+    /// PUT per such object, in position order.
+    async fn format(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Holds off an engine's accesses while alive (see [`Oram::quiesce`]).
@@ -232,11 +324,16 @@ impl CheckReport {
     }
 }
 
-/// Checks an op against an engine's capacity and block size.
-pub fn validate_op(op: &Op, capacity: u64, block_size: usize) -> Result<()> {
-    let block = op.block();
-    if block >= capacity {
-        return Err(OramError::BlockOutOfRange { block, capacity });
+/// Checks an op against an engine's id limit and block size.
+pub fn validate_op(op: &Op, id_limit: u64, block_size: usize) -> Result<()> {
+    let Some(block) = op.block() else {
+        return Ok(());
+    };
+    if block >= id_limit {
+        return Err(OramError::BlockOutOfRange {
+            block,
+            capacity: id_limit,
+        });
     }
     if let Op::Write(_, d) = op {
         if d.len() != block_size {

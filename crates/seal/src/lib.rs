@@ -8,12 +8,14 @@
 //!   `K = HKDF-Expand(PRK, "oram-proxy/v1/session" ‖ volume id ‖ session id, 32)`.
 //! * Every seal uses `K` with the 96-bit nonce `0⁴ ‖ counter₆₄`, where `counter` is an
 //!   in-memory atomic that starts at 0 and is never reused within the session.
-//! * Associated data: `"oram-proxy/v1" ‖ format ‖ volume id ‖ kind ‖ position ‖ version`
-//!   ([`ObjectIdentity`]), so an object moved to another position, another volume or
-//!   put back at an older version fails to open.
+//! * Associated data: `"oram-proxy/v1" ‖ format ‖ volume id ‖ kind ‖ space ‖ position ‖
+//!   version ‖ generation` ([`ObjectIdentity`]), so an object moved to another
+//!   position, another space (partition), another volume, put back at an older
+//!   version, or written by a lost timeline (another generation) fails to open.
 //!
 //! Sealed layout: `format (1) ‖ session id (16) ‖ nonce (12) ‖ ciphertext ‖ tag (16)`,
-//! [`OVERHEAD`] = 45 bytes.
+//! [`OVERHEAD`] = 45 bytes. Format 2 (this one) added space and generation to the
+//! associated data; objects of format 1 are refused ([`SealError::UnknownFormat`]).
 //!
 //! # Why a (key, nonce) pair never repeats, also across restarts
 //!
@@ -49,13 +51,17 @@ pub const MASTER_KEY_LEN: usize = 32;
 /// Bytes a sealed object has beyond its plaintext.
 pub const OVERHEAD: usize = HEADER_LEN + TAG_LEN;
 
-const FORMAT_V1: u8 = 1;
+/// The sealed-object format: 2 (space and generation in the associated data).
+const FORMAT: u8 = 2;
 const SESSION_LEN: usize = 16;
 const NONCE_LEN: usize = 12;
 const TAG_LEN: usize = 16;
 const HEADER_LEN: usize = 1 + SESSION_LEN + NONCE_LEN;
 const PRK_SALT: &[u8] = b"oram-proxy/v1/prk";
 const AD_LABEL: &[u8] = b"oram-proxy/v1";
+/// Bytes of associated data: label, format, volume, kind, space, position,
+/// version, generation.
+const AD_LEN: usize = 13 + 1 + 16 + 1 + 4 + 8 + 8 + 8;
 /// Session keys cached for opening; beyond this the cache is emptied and refilled.
 const SESSION_CACHE_MAX: usize = 256;
 
@@ -159,16 +165,37 @@ pub enum ObjectKind {
 }
 
 /// What an object *is*: bound into its seal as associated data, so that an object
-/// opened as anything else — another position, another version — fails.
+/// opened as anything else — another position, space, version or generation —
+/// fails.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct ObjectIdentity {
     /// The kind of object.
     pub kind: ObjectKind,
+    /// The namespace (partition, sub-ORAM) the object belongs to; 0 for an engine
+    /// with one space. Bucket 5 of one partition never opens as bucket 5 of another.
+    pub space: u32,
     /// Its physical position (node, slot or block index).
     pub position: u64,
     /// Its version: how many times this position has been written. The trusted state
     /// remembers the current version, so a replayed older copy fails to open.
     pub version: u64,
+    /// The generation of the trusted state that wrote it (random, new at every
+    /// restore from a checkpoint), so that an authentic object of a lost timeline
+    /// with the same version never opens as current.
+    pub generation: u64,
+}
+
+impl ObjectIdentity {
+    /// An identity in space 0, generation 0 (checkpoints, tests).
+    pub fn plain(kind: ObjectKind, position: u64, version: u64) -> Self {
+        Self {
+            kind,
+            space: 0,
+            position,
+            version,
+            generation: 0,
+        }
+    }
 }
 
 /// Seals and opens the objects of one volume.
@@ -236,7 +263,7 @@ impl Sealer {
         let mut nonce = [0u8; NONCE_LEN];
         nonce[4..].copy_from_slice(&n.to_be_bytes());
         let mut out = Vec::with_capacity(Self::sealed_len(plaintext.len()));
-        out.push(FORMAT_V1);
+        out.push(FORMAT);
         out.extend_from_slice(&self.session);
         out.extend_from_slice(&nonce);
         out.extend_from_slice(plaintext);
@@ -254,7 +281,7 @@ impl Sealer {
         if sealed.len() < OVERHEAD {
             return Err(SealError::Truncated { len: sealed.len() });
         }
-        if sealed[0] != FORMAT_V1 {
+        if sealed[0] != FORMAT {
             return Err(SealError::UnknownFormat(sealed[0]));
         }
         let session: [u8; SESSION_LEN] = sealed[1..1 + SESSION_LEN].try_into().expect("len");
@@ -290,14 +317,16 @@ impl Sealer {
         c
     }
 
-    fn associated_data(&self, id: &ObjectIdentity) -> [u8; 13 + 1 + 16 + 1 + 8 + 8] {
-        let mut ad = [0u8; 13 + 1 + 16 + 1 + 8 + 8];
+    fn associated_data(&self, id: &ObjectIdentity) -> [u8; AD_LEN] {
+        let mut ad = [0u8; AD_LEN];
         ad[..13].copy_from_slice(AD_LABEL);
-        ad[13] = FORMAT_V1;
+        ad[13] = FORMAT;
         ad[14..30].copy_from_slice(&self.volume.0);
         ad[30] = id.kind as u8;
-        ad[31..39].copy_from_slice(&id.position.to_le_bytes());
-        ad[39..47].copy_from_slice(&id.version.to_le_bytes());
+        ad[31..35].copy_from_slice(&id.space.to_le_bytes());
+        ad[35..43].copy_from_slice(&id.position.to_le_bytes());
+        ad[43..51].copy_from_slice(&id.version.to_le_bytes());
+        ad[51..59].copy_from_slice(&id.generation.to_le_bytes());
         ad
     }
 }
@@ -318,11 +347,7 @@ mod tests {
     use super::*;
 
     fn id(position: u64, version: u64) -> ObjectIdentity {
-        ObjectIdentity {
-            kind: ObjectKind::TreeBucket,
-            position,
-            version,
-        }
+        ObjectIdentity::plain(ObjectKind::TreeBucket, position, version)
     }
 
     fn setup() -> (MasterKey, VolumeId, Sealer) {
@@ -386,6 +411,25 @@ mod tests {
             ..id(5, 2)
         };
         assert_eq!(s.open(&other_kind, &sealed), Err(SealError::Integrity));
+        let other_space = ObjectIdentity {
+            space: 1,
+            ..id(5, 2)
+        };
+        assert_eq!(s.open(&other_space, &sealed), Err(SealError::Integrity));
+        let other_generation = ObjectIdentity {
+            generation: 77,
+            ..id(5, 2)
+        };
+        assert_eq!(
+            s.open(&other_generation, &sealed),
+            Err(SealError::Integrity)
+        );
+        let mut older_format = sealed.to_vec();
+        older_format[0] = 1;
+        assert_eq!(
+            s.open(&id(5, 2), &older_format),
+            Err(SealError::UnknownFormat(1))
+        );
         let other_volume = Sealer::new(&mk, VolumeId([2u8; 16]));
         assert_eq!(
             other_volume.open(&id(5, 2), &sealed),

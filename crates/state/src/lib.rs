@@ -1,19 +1,49 @@
 //! Trusted local state: what an ORAM engine must remember and the cloud must never see.
 //!
-//! Engines keep their position map, stash, per-object versions (for freshness) and
-//! locally cached buckets (tree-top cache) behind [`TrustedState`]. This crate has the
-//! in-memory implementation, [`MemState`]; a durable one replaces it without touching
-//! the engines (the durable one is in `oram-statedb`). [`TrustedState::commit`]
-//! marks the points where an engine's state is consistent and must be made durable.
+//! Engines keep their position map, stash, per-object versions (for freshness),
+//! locally cached buckets (tree-top cache), per-key metadata, write-back journal and
+//! intent record behind [`TrustedState`]: one **space** (namespace) of the state.
+//! [`SpaceState`] implements it; kept in memory only it is [`MemState`], and the
+//! durable state database (`oram-statedb`) hands out the same type bound to its
+//! group committer.
+//!
+//! # Commits
+//!
+//! Changes are made in memory and grouped by commits. [`TrustedState::commit`]
+//! hands every change since the last commit to the durable store *at the call*
+//! and returns a [`CommitFuture`] that resolves when they are durable; the caller
+//! may release its locks before awaiting it. [`TrustedState::stage`] takes the
+//! changes without committing them: a parent engine merges the [`Staged`] changes
+//! of several spaces (and its own) and commits them once, atomically; once that
+//! commit resolves, each space [`TrustedState::settle`]s (durable) or
+//! [`TrustedState::rollback`]s (not) its changes.
+//!
+//! A durable store that fails a commit is **failed**: that commit and every later
+//! one fail ([`StateError::Failed`]); the process must restart and reloads the last
+//! durable state. (A database that saw an I/O error cannot be trusted to hold
+//! what a retry would write.)
 //!
 //! Metadata above the engine (the object layer's index of buckets, objects and
-//! uploads) lives behind [`KvState`], an ordered byte map with the same commit
-//! discipline; [`MemKv`] is its in-memory implementation.
+//! uploads) lives behind [`KvState`], an ordered byte map with the same commits;
+//! [`MemKv`] is its in-memory implementation.
 
-use std::collections::{BTreeMap, HashMap};
-use std::ops::Bound;
+mod codec;
+mod commit;
+mod kv;
+mod space;
+mod tracked;
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
+
+pub use codec::{
+    decode_bucket, decode_node, decode_pending, encode_bucket, encode_node, encode_pending,
+};
+pub use commit::{ready, ChangeSet, CommitFuture, Durable, Staged, Table, TableWrite};
+pub use kv::{btree_range, KvMap, KvState, MemKv};
+pub use space::{MemState, SpaceState};
+pub use tracked::Tracked;
 
 /// The contents of one tree bucket: `(block id, block data)` for every real block in it.
 pub type Bucket = Vec<(u64, Bytes)>;
@@ -27,21 +57,50 @@ pub enum StateError {
     /// The stored state is inconsistent or was written by something else.
     #[error("trusted state corrupt: {0}")]
     Corrupt(String),
-    /// The database holding the state failed; the changes since the last commit
-    /// were undone.
+    /// The database holding the state failed this commit. The store is failed
+    /// from now on (see [`StateError::Failed`]).
     #[error("trusted state storage: {0}")]
     Storage(String),
+    /// The durable store failed an earlier commit and accepts none since: restart
+    /// the process, which reloads the last durable state.
+    #[error("trusted state failed earlier ({0}); restart to reload the last durable state")]
+    Failed(String),
+}
+
+/// A namespace of the trusted state: the engine of one partition, one sub-ORAM.
+/// Every table is keyed by space, so two spaces never see each other's entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Space(pub u32);
+
+/// Where the write of a backend position may go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SlotPolicy {
+    /// The write lands only after the commit that makes it current (it is
+    /// journaled first): it may overwrite the live object once that object is no
+    /// longer one the last checkpoint refers to. Two slots per position.
+    #[default]
+    AfterCommit,
+    /// The write may land *before* the commit that makes it current (a whole-level
+    /// shuffle written ahead): it must overwrite neither the live object nor the
+    /// one the last checkpoint refers to. Three slots per position.
+    BeforeCommit,
 }
 
 /// The version and storage slot of one backend position (a tree node, a block).
 ///
-/// Every position has two backend objects, slots 0 and 1. Writes go to the slot
-/// *not* named by the last checkpoint ([`TrustedState::epoch`] counts checkpoints):
-/// the first write of a position after a checkpoint flips its slot, later writes in
-/// the same epoch overwrite that slot. So the objects a checkpoint refers to stay
-/// untouched until the next checkpoint is durable, and a machine rebuilt from the
-/// checkpoint finds every one of them. Which slot is written depends only on which
-/// positions were written since the checkpoint, which the storage server sees anyway.
+/// Every position has up to three backend objects (slots 0, 1, 2). Writes never
+/// go to the slot the last checkpoint refers to ([`TrustedState::epoch`] counts
+/// checkpoints), so the objects of a checkpoint stay untouched until the next
+/// checkpoint is durable and a machine rebuilt from it finds every one of them;
+/// writes that land before their commit ([`SlotPolicy::BeforeCommit`]) also spare
+/// the live object. Which slot is written depends only on which positions were
+/// written since the checkpoint, which the storage server sees anyway.
+///
+/// `generation` is the state's generation when the position was written: a random
+/// number drawn when the state is created and at every restore from a checkpoint,
+/// bound into the object's seal, so that an object of a lost timeline (written
+/// after the checkpoint a state was restored from) never opens as current even
+/// where its version number repeats.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NodeVersion {
     /// Writes of this position so far; 0 = never written (no object).
@@ -50,34 +109,41 @@ pub struct NodeVersion {
     pub slot: u8,
     /// The epoch of the last write.
     pub epoch: u64,
+    /// The state's generation at the last write.
+    pub generation: u64,
+    /// The slot the last checkpoint refers to, when the position was written in
+    /// the current epoch (otherwise it is `slot`).
+    pub base: u8,
 }
 
+/// Slots a position may use.
+pub const SLOTS: u8 = 3;
+
 impl NodeVersion {
-    /// The version after one more write during `epoch`.
-    pub fn next(self, epoch: u64) -> Self {
-        let slot = if self.version == 0 || self.epoch == epoch {
-            self.slot
-        } else {
-            1 - self.slot
+    /// The version after one more write during `epoch`, in `generation`, under
+    /// `policy`.
+    pub fn next(self, epoch: u64, generation: u64, policy: SlotPolicy) -> Self {
+        let written = self.version > 0;
+        let this_epoch = written && self.epoch == epoch;
+        // The slot the last checkpoint refers to (if any object exists).
+        let ckpt = if this_epoch { self.base } else { self.slot };
+        let pick = |avoid: &[u8]| {
+            (0..SLOTS)
+                .find(|s| !avoid.contains(s))
+                .expect("three slots avoid two")
+        };
+        let slot = match (policy, written) {
+            (_, false) => self.slot,
+            (SlotPolicy::AfterCommit, true) if this_epoch => self.slot,
+            (SlotPolicy::AfterCommit, true) => pick(&[self.slot]),
+            (SlotPolicy::BeforeCommit, true) => pick(&[self.slot, ckpt]),
         };
         Self {
             version: self.version + 1,
             slot,
             epoch,
-        }
-    }
-
-    /// Packs slot and epoch into one integer (for storage).
-    pub fn packed_epoch_slot(&self) -> u64 {
-        (self.epoch << 1) | u64::from(self.slot & 1)
-    }
-
-    /// The inverse of [`NodeVersion::packed_epoch_slot`].
-    pub fn from_packed(version: u64, packed: u64) -> Self {
-        Self {
-            version,
-            slot: (packed & 1) as u8,
-            epoch: packed >> 1,
+            generation,
+            base: if written { ckpt } else { slot },
         }
     }
 }
@@ -86,20 +152,55 @@ impl NodeVersion {
 /// not yet on the backend: `(position, version, plaintext)`.
 pub type PendingWrite = (u64, NodeVersion, Bytes);
 
-/// The trusted state of one engine instance. Never leaves the proxy machine unsealed.
+/// The checkpoint epoch and the generation a state writes in, shared by every
+/// space of one store.
+#[derive(Debug, Default)]
+pub struct Lineage {
+    epoch: AtomicU64,
+    generation: AtomicU64,
+}
+
+impl Lineage {
+    /// A lineage at `epoch` in `generation`.
+    pub fn new(epoch: u64, generation: u64) -> Self {
+        Self {
+            epoch: AtomicU64::new(epoch),
+            generation: AtomicU64::new(generation),
+        }
+    }
+    /// The checkpoint epoch (checkpoints completed).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+    /// The generation (random; new at every restore).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+    /// Moves to `epoch` (once it is durable).
+    pub fn set_epoch(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::SeqCst);
+    }
+    /// Moves to `generation` (once it is durable).
+    pub fn set_generation(&self, generation: u64) {
+        self.generation.store(generation, Ordering::SeqCst);
+    }
+}
+
+/// The trusted state of one space. Never leaves the proxy machine unsealed.
 ///
 /// Positions are leaves for tree engines; versions count the writes of a backend
 /// position (node, slot or block) so that replayed older objects are detected.
-///
-/// Changes are grouped by [`TrustedState::commit`]: after a successful commit they
-/// survive a crash; after a failed one the state is back where the previous commit
-/// left it (all changes since are undone), so an engine can fail the operation and
-/// carry on.
+/// See the crate documentation for commits, staging and failures.
 pub trait TrustedState: Send + 'static {
-    /// The leaf `block` is mapped to, or `None` if the block was never written.
+    /// The space this state belongs to.
+    fn space(&self) -> Space;
+
+    /// The leaf `block` is mapped to, or `None` if the block is not stored.
     fn position(&self, block: u64) -> Option<u64>;
     /// Maps `block` to `leaf`.
     fn set_position(&mut self, block: u64, leaf: u64);
+    /// Forgets `block`'s position (the block is no longer stored).
+    fn remove_position(&mut self, block: u64);
     /// Number of blocks with a position.
     fn positions_len(&self) -> u64;
     /// Every `(block, leaf)` pair, in block order.
@@ -107,9 +208,16 @@ pub trait TrustedState: Send + 'static {
 
     /// The current version of backend position `pos` (version 0 if never written).
     fn node(&self, pos: u64) -> NodeVersion;
-    /// Records one more write of `pos` in the current epoch and returns its version.
+    /// Records one more write of `pos` ([`SlotPolicy::AfterCommit`]) and returns
+    /// its version.
     fn advance(&mut self, pos: u64) -> NodeVersion {
-        let next = self.node(pos).next(self.epoch());
+        self.advance_with(pos, SlotPolicy::AfterCommit)
+    }
+    /// Records one more write of `pos` under `policy` and returns its version.
+    fn advance_with(&mut self, pos: u64, policy: SlotPolicy) -> NodeVersion {
+        let next = self
+            .node(pos)
+            .next(self.epoch(), self.generation(), policy);
         self.set_node(pos, next);
         next
     }
@@ -119,6 +227,8 @@ pub trait TrustedState: Send + 'static {
     fn nodes(&self) -> Vec<(u64, NodeVersion)>;
     /// The checkpoint epoch writes happen in (0 when never checkpointed).
     fn epoch(&self) -> u64;
+    /// The generation writes happen in.
+    fn generation(&self) -> u64;
 
     /// Puts `block` into the stash (replacing an earlier copy).
     fn stash_insert(&mut self, block: u64, data: Bytes);
@@ -137,12 +247,16 @@ pub trait TrustedState: Send + 'static {
     /// Replaces a locally kept bucket.
     fn set_local_bucket(&mut self, node: u64, bucket: Bucket);
 
-    /// Engine-specific metadata of backend position `pos`, opaque to the state
-    /// (Ring ORAM: a bucket's slot map, valid bits and read count); `None` if never
-    /// set.
-    fn pos_meta(&self, pos: u64) -> Option<&Bytes>;
-    /// Replaces the metadata of `pos`.
-    fn set_pos_meta(&mut self, pos: u64, meta: Bytes);
+    /// Engine-specific metadata under an engine-chosen key (Ring ORAM: a bucket's
+    /// slot map and its read state, as two keys), opaque to the state. A change
+    /// rewrites only its own key.
+    fn meta(&self, key: &[u8]) -> Option<&Bytes>;
+    /// Sets the metadata under `key`.
+    fn set_meta(&mut self, key: &[u8], value: Bytes);
+    /// Removes the metadata under `key`.
+    fn remove_meta(&mut self, key: &[u8]);
+    /// Every metadata entry whose key starts with `prefix`, in key order.
+    fn meta_range(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Bytes)>;
 
     /// Journals a write of `pos` that the backend may not have yet. Replaces an
     /// earlier journaled write of `pos`.
@@ -152,191 +266,30 @@ pub trait TrustedState: Send + 'static {
     /// Every journaled write, in position order: after a crash they are sent again.
     fn pending(&self) -> Vec<PendingWrite>;
 
-    /// Marks a consistent point: everything set so far must survive a crash from
-    /// here on. On error every change since the last commit is undone.
-    fn commit(&mut self) -> Result<(), StateError>;
-}
+    /// The intent record: what the round in progress reads, committed before its
+    /// reads go out, so that after a crash the same round is finished first.
+    fn intent(&self) -> Option<&Bytes>;
+    /// Sets or clears the intent record.
+    fn set_intent(&mut self, intent: Option<Bytes>);
 
-/// Trusted state in process memory: lost when the process ends.
-#[derive(Default, Debug)]
-pub struct MemState {
-    positions: HashMap<u64, u64>,
-    versions: HashMap<u64, NodeVersion>,
-    stash: HashMap<u64, Bytes>,
-    local: HashMap<u64, Bucket>,
-    meta: HashMap<u64, Bytes>,
-    pending: BTreeMap<u64, (NodeVersion, Bytes)>,
-}
-
-impl MemState {
-    /// An empty state.
-    pub fn new() -> Self {
-        Self::default()
+    /// The changes since the last [`TrustedState::settle`], to be committed (alone
+    /// or merged with other spaces' changes) by the caller, who then settles them
+    /// (durable) or rolls them back (not). Stage once per settle.
+    fn stage(&mut self) -> Staged;
+    /// The staged changes are durable: they can no longer be undone.
+    fn settle(&mut self);
+    /// Undoes every change since the last settle.
+    fn rollback(&mut self);
+    /// Hands every change since the last settle to the durable store now and
+    /// settles them; the future resolves when they are durable. On error the store
+    /// is failed (see the crate documentation); memory keeps the changes. An
+    /// engine that wants to undo a failed commit stages, awaits, and settles or
+    /// rolls back itself.
+    fn commit(&mut self) -> CommitFuture {
+        let staged = self.stage();
+        self.settle();
+        staged.commit()
     }
-}
-
-impl TrustedState for MemState {
-    fn position(&self, block: u64) -> Option<u64> {
-        self.positions.get(&block).copied()
-    }
-    fn set_position(&mut self, block: u64, leaf: u64) {
-        self.positions.insert(block, leaf);
-    }
-    fn positions_len(&self) -> u64 {
-        self.positions.len() as u64
-    }
-    fn positions(&self) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = self.positions.iter().map(|(a, b)| (*a, *b)).collect();
-        v.sort_unstable();
-        v
-    }
-    fn node(&self, pos: u64) -> NodeVersion {
-        self.versions.get(&pos).copied().unwrap_or_default()
-    }
-    fn set_node(&mut self, pos: u64, nv: NodeVersion) {
-        self.versions.insert(pos, nv);
-    }
-    fn nodes(&self) -> Vec<(u64, NodeVersion)> {
-        let mut v: Vec<(u64, NodeVersion)> = self.versions.iter().map(|(a, b)| (*a, *b)).collect();
-        v.sort_unstable_by_key(|x| x.0);
-        v
-    }
-    fn epoch(&self) -> u64 {
-        0
-    }
-    fn stash_insert(&mut self, block: u64, data: Bytes) {
-        self.stash.insert(block, data);
-    }
-    fn stash_remove(&mut self, block: u64) -> Option<Bytes> {
-        self.stash.remove(&block)
-    }
-    fn stash_get(&self, block: u64) -> Option<&Bytes> {
-        self.stash.get(&block)
-    }
-    fn stash_len(&self) -> usize {
-        self.stash.len()
-    }
-    fn stash_blocks(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self.stash.keys().copied().collect();
-        v.sort_unstable();
-        v
-    }
-    fn local_bucket(&self, node: u64) -> Option<&Bucket> {
-        self.local.get(&node)
-    }
-    fn set_local_bucket(&mut self, node: u64, bucket: Bucket) {
-        self.local.insert(node, bucket);
-    }
-    fn pos_meta(&self, pos: u64) -> Option<&Bytes> {
-        self.meta.get(&pos)
-    }
-    fn set_pos_meta(&mut self, pos: u64, meta: Bytes) {
-        self.meta.insert(pos, meta);
-    }
-    fn pending_put(&mut self, pos: u64, nv: NodeVersion, plain: Bytes) {
-        self.pending.insert(pos, (nv, plain));
-    }
-    fn pending_done(&mut self, pos: u64, version: u64) {
-        if self
-            .pending
-            .get(&pos)
-            .is_some_and(|(nv, _)| nv.version == version)
-        {
-            self.pending.remove(&pos);
-        }
-    }
-    fn pending(&self) -> Vec<PendingWrite> {
-        self.pending
-            .iter()
-            .map(|(p, (nv, b))| (*p, *nv, b.clone()))
-            .collect()
-    }
-    fn commit(&mut self) -> Result<(), StateError> {
-        Ok(())
-    }
-}
-
-/// An ordered map from byte keys to byte values: trusted metadata such as the
-/// object index. Never leaves the proxy machine unsealed.
-pub trait KvState: Send + 'static {
-    /// The value stored under `key`.
-    fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
-    /// Stores `value` under `key`, replacing any earlier value.
-    fn put(&mut self, key: &[u8], value: Vec<u8>);
-    /// Removes `key`; returns whether it existed.
-    fn delete(&mut self, key: &[u8]) -> bool;
-    /// Up to `limit` entries with `start <= key` (or `start < key` when
-    /// `inclusive` is false) and `key < end` (when `end` is given), in key order.
-    fn range(
-        &self,
-        start: &[u8],
-        inclusive: bool,
-        end: Option<&[u8]>,
-        limit: usize,
-    ) -> Vec<(Vec<u8>, Vec<u8>)>;
-    /// Marks a consistent point that must survive a crash (no-op in memory). On
-    /// error every change since the last commit is undone.
-    fn commit(&mut self) -> Result<(), StateError>;
-}
-
-/// [`KvState`] in process memory: lost when the process ends.
-#[derive(Default, Debug)]
-pub struct MemKv {
-    map: BTreeMap<Vec<u8>, Vec<u8>>,
-}
-
-impl MemKv {
-    /// An empty map.
-    pub fn new() -> Self {
-        Self::default()
-    }
-}
-
-impl KvState for MemKv {
-    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
-        self.map.get(key).cloned()
-    }
-    fn put(&mut self, key: &[u8], value: Vec<u8>) {
-        self.map.insert(key.to_vec(), value);
-    }
-    fn delete(&mut self, key: &[u8]) -> bool {
-        self.map.remove(key).is_some()
-    }
-    fn range(
-        &self,
-        start: &[u8],
-        inclusive: bool,
-        end: Option<&[u8]>,
-        limit: usize,
-    ) -> Vec<(Vec<u8>, Vec<u8>)> {
-        btree_range(&self.map, start, inclusive, end, limit)
-    }
-    fn commit(&mut self) -> Result<(), StateError> {
-        Ok(())
-    }
-}
-
-/// [`KvState::range`] over an ordered map (shared by the implementations).
-pub fn btree_range(
-    map: &BTreeMap<Vec<u8>, Vec<u8>>,
-    start: &[u8],
-    inclusive: bool,
-    end: Option<&[u8]>,
-    limit: usize,
-) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let lo = if inclusive {
-        Bound::Included(start)
-    } else {
-        Bound::Excluded(start)
-    };
-    if end.is_some_and(|e| e < start || (e == start && !inclusive)) {
-        return Vec::new();
-    }
-    let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
-    map.range::<[u8], _>((lo, hi))
-        .take(limit)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 #[cfg(test)]
@@ -344,81 +297,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mem_state_behaves_like_maps() {
-        let mut s = MemState::new();
-        assert_eq!(s.position(3), None);
-        s.set_position(3, 9);
-        assert_eq!(s.position(3), Some(9));
-        assert_eq!(s.positions_len(), 1);
-        assert_eq!(s.node(7).version, 0);
-        assert_eq!(s.advance(7).version, 1);
-        assert_eq!(s.advance(7).version, 2);
-        assert_eq!(s.node(7).slot, 0, "one epoch: the slot never flips");
-        s.pending_put(7, s.node(7), Bytes::from_static(b"p"));
-        s.pending_done(7, 1);
-        assert_eq!(s.pending().len(), 1, "an older version does not clear it");
-        s.pending_done(7, 2);
-        assert!(s.pending().is_empty());
-        s.stash_insert(5, Bytes::from_static(b"a"));
-        s.stash_insert(1, Bytes::from_static(b"b"));
-        s.stash_insert(5, Bytes::from_static(b"c"));
-        assert_eq!(s.stash_len(), 2);
-        assert_eq!(s.stash_blocks(), vec![1, 5]);
-        assert_eq!(s.stash_get(5).unwrap().as_ref(), b"c");
-        assert_eq!(s.stash_remove(5).unwrap().as_ref(), b"c");
-        assert_eq!(s.stash_remove(5), None);
-        assert!(s.local_bucket(1).is_none());
-        s.set_local_bucket(1, vec![(4, Bytes::from_static(b"x"))]);
-        assert_eq!(s.local_bucket(1).unwrap().len(), 1);
-        assert!(s.pos_meta(9).is_none());
-        s.set_pos_meta(9, Bytes::from_static(b"m1"));
-        s.set_pos_meta(9, Bytes::from_static(b"m2"));
-        assert_eq!(s.pos_meta(9).unwrap().as_ref(), b"m2");
-        s.commit().unwrap();
-    }
-
-    #[test]
-    fn slots_flip_once_per_epoch() {
+    fn slots_flip_once_per_epoch_after_commit() {
+        let p = SlotPolicy::AfterCommit;
         let v0 = NodeVersion::default();
-        let a = v0.next(0);
-        assert_eq!((a.version, a.slot), (1, 0));
-        let b = a.next(0);
+        let a = v0.next(0, 5, p);
+        assert_eq!((a.version, a.slot, a.generation), (1, 0, 5));
+        let b = a.next(0, 5, p);
         assert_eq!((b.version, b.slot), (2, 0));
-        let c = b.next(1);
-        assert_eq!((c.version, c.slot, c.epoch), (3, 1, 1));
-        let d = c.next(1);
-        assert_eq!((d.version, d.slot), (4, 1));
-        let e = d.next(3);
+        let c = b.next(1, 5, p);
+        assert_eq!((c.version, c.slot, c.epoch, c.base), (3, 1, 1, 0));
+        let d = c.next(1, 6, p);
+        assert_eq!((d.version, d.slot, d.generation), (4, 1, 6));
+        let e = d.next(3, 6, p);
         assert_eq!((e.version, e.slot), (5, 0));
         // First write in a later epoch goes to slot 0 (nothing to protect).
-        assert_eq!(v0.next(7).slot, 0);
-        assert_eq!(NodeVersion::from_packed(5, e.packed_epoch_slot()), e);
+        assert_eq!(v0.next(7, 0, p).slot, 0);
     }
 
     #[test]
-    fn mem_kv_ranges() {
-        let mut kv = MemKv::new();
-        for k in ["a", "b", "b/1", "b/2", "c"] {
-            kv.put(k.as_bytes(), k.as_bytes().to_vec());
+    fn writes_ahead_of_their_commit_spare_the_live_and_the_checkpoint_slot() {
+        let p = SlotPolicy::BeforeCommit;
+        let mut nv = NodeVersion::default().next(0, 1, p);
+        assert_eq!(nv.slot, 0);
+        // Epoch 1: the checkpoint refers to slot 0, which is also live.
+        for epoch in 1..6u64 {
+            let ckpt = nv.slot;
+            for _ in 0..4 {
+                let live = nv.slot;
+                let next = nv.next(epoch, 1, p);
+                assert_ne!(next.slot, live, "overwrote the live object");
+                assert_ne!(next.slot, ckpt, "overwrote the checkpoint's object");
+                assert!(next.slot < SLOTS);
+                assert_eq!(next.base, ckpt);
+                nv = next;
+            }
         }
-        let keys = |v: Vec<(Vec<u8>, Vec<u8>)>| {
-            v.into_iter()
-                .map(|(k, _)| String::from_utf8(k).unwrap())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            keys(kv.range(b"b", true, Some(b"c"), 10)),
-            ["b", "b/1", "b/2"]
-        );
-        assert_eq!(keys(kv.range(b"b", false, None, 2)), ["b/1", "b/2"]);
-        assert_eq!(keys(kv.range(b"", true, None, 100)).len(), 5);
-        // Empty or inverted bounds give nothing (no panic).
-        assert!(kv.range(b"c", false, Some(b"c"), 10).is_empty());
-        assert!(kv.range(b"d", true, Some(b"c"), 10).is_empty());
-        assert!(kv.delete(b"b"));
-        assert!(!kv.delete(b"b"));
-        assert_eq!(kv.get(b"b/1"), Some(b"b/1".to_vec()));
-        assert_eq!(kv.get(b"b"), None);
-        kv.commit().unwrap();
     }
 }

@@ -1,39 +1,52 @@
+use bytes::Bytes;
+use oram_state::{KvState, Staged, TrustedState};
+
 use super::*;
 
 const VOL: [u8; 16] = [7; 16];
+const S0: Space = Space(0);
 
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
 
-#[test]
-fn state_survives_reopen_and_uncommitted_changes_do_not() {
+#[tokio::test]
+async fn state_survives_reopen_and_uncommitted_changes_do_not() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.redb");
+    let generation;
     {
         let db = Db::open(&path, VOL).unwrap();
-        let mut s = db.state().unwrap();
+        generation = db.generation();
+        assert_ne!(generation, 0);
+        let mut s = db.state(S0).unwrap();
         s.set_position(3, 9);
         s.advance(5);
         s.stash_insert(4, b("four"));
         s.set_local_bucket(1, vec![(8, b("eight"))]);
         s.pending_put(5, s.node(5), b("bucket"));
-        s.commit().unwrap();
+        s.set_meta(b"m/1", b("meta"));
+        s.set_intent(Some(b("plan")));
+        s.commit().await.unwrap();
         let mut kv = db.kv().unwrap();
         kv.put(b"o/x", b"rec".to_vec());
-        kv.commit().unwrap();
+        kv.commit().await.unwrap();
         // Not committed: gone after the "crash" (drop without commit).
         s.set_position(3, 1);
         s.stash_insert(6, b("six"));
         kv.put(b"o/y", b"lost".to_vec());
     }
     let db = Db::open(&path, VOL).unwrap();
-    let s = db.state().unwrap();
+    assert_eq!(db.generation(), generation, "a reopen keeps the generation");
+    let s = db.state(S0).unwrap();
     assert_eq!(s.position(3), Some(9));
     assert_eq!(s.node(5).version, 1);
+    assert_eq!(s.node(5).generation, generation);
     assert_eq!(s.stash_blocks(), vec![4]);
     assert_eq!(s.stash_get(4).unwrap(), &b("four"));
     assert_eq!(s.local_bucket(1).unwrap(), &vec![(8, b("eight"))]);
+    assert_eq!(s.meta(b"m/1"), Some(&b("meta")));
+    assert_eq!(s.intent(), Some(&b("plan")));
     let p = s.pending();
     assert_eq!(p.len(), 1);
     assert_eq!(
@@ -45,45 +58,123 @@ fn state_survives_reopen_and_uncommitted_changes_do_not() {
     assert_eq!(kv.get(b"o/y"), None);
 }
 
-#[test]
-fn failed_commit_undoes_memory_too() {
+#[tokio::test]
+async fn a_failed_commit_fails_the_database_and_acknowledged_data_survives() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(&dir.path().join("s.redb"), VOL).unwrap();
-    let mut s = db.state().unwrap();
-    s.set_position(1, 10);
-    s.stash_insert(1, b("one"));
-    s.commit().unwrap();
-    s.set_position(1, 11);
-    s.set_position(2, 20);
-    s.stash_remove(1);
-    s.stash_insert(2, b("two"));
-    s.advance(3);
-    db.inject_commit_failure();
-    assert!(matches!(s.commit(), Err(StateError::Storage(_))));
-    assert_eq!(s.position(1), Some(10));
-    assert_eq!(s.position(2), None);
+    let path = dir.path().join("s.redb");
+    {
+        let db = Db::open(&path, VOL).unwrap();
+        let mut s = db.state(S0).unwrap();
+        let mut kv = db.kv().unwrap();
+        s.set_position(1, 10);
+        s.stash_insert(1, b("one"));
+        s.commit().await.unwrap();
+        kv.put(b"a", b"1".to_vec());
+        kv.commit().await.unwrap();
+        // The injected failure stands for an I/O error of the disk.
+        db.inject_commit_failure();
+        s.set_position(1, 11);
+        s.stash_insert(2, b("two"));
+        assert!(matches!(s.commit().await, Err(StateError::Storage(_))));
+        assert!(db.failure().unwrap().contains("injected"));
+        // Fail-stop: every later commit fails too, of any view, naming the cause.
+        kv.put(b"a", b"2".to_vec());
+        let err = kv.commit().await.unwrap_err();
+        assert!(matches!(err, StateError::Failed(_)), "{err}");
+        assert!(err.to_string().contains("restart"), "{err}");
+        s.set_position(3, 30);
+        assert!(s.commit().await.is_err());
+        assert!(db.set_epoch(9).await.is_err());
+        assert_eq!(db.epoch(), 0, "the epoch moves only once durable");
+        // An engine holding its own lock may still undo what it did not commit.
+        s.set_position(4, 40);
+        s.rollback();
+        assert_eq!(s.position(4), None);
+    }
+    // The restart reloads the last durable state: everything acknowledged, nothing else.
+    let db = Db::open(&path, VOL).unwrap();
+    assert!(db.failure().is_none());
+    let s = db.state(S0).unwrap();
+    assert_eq!(s.positions(), vec![(1, 10)]);
     assert_eq!(s.stash_blocks(), vec![1]);
-    assert_eq!(s.node(3).version, 0);
-    let mut kv = db.kv().unwrap();
-    kv.put(b"a", b"1".to_vec());
-    kv.commit().unwrap();
-    kv.put(b"a", b"2".to_vec());
-    kv.delete(b"a");
-    kv.put(b"b", b"3".to_vec());
-    db.inject_commit_failure();
-    assert!(kv.commit().is_err());
-    assert_eq!(kv.get(b"a"), Some(b"1".to_vec()));
-    assert_eq!(kv.get(b"b"), None);
-    // And the next commit works and writes only the new changes.
-    s.set_position(4, 40);
-    s.commit().unwrap();
-    drop((s, kv));
-    let s = db.state().unwrap();
-    assert_eq!(s.positions(), vec![(1, 10), (4, 40)]);
+    assert_eq!(db.kv().unwrap().get(b"a"), Some(b"1".to_vec()));
+    let mut s = s;
+    s.set_position(5, 50);
+    s.commit().await.unwrap();
 }
 
-#[test]
-fn refuses_other_volume_and_format() {
+#[tokio::test]
+async fn concurrent_commits_share_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(&dir.path().join("g.redb"), VOL).unwrap();
+    let mut states: Vec<_> = (0..16).map(|i| db.state(Space(i)).unwrap()).collect();
+    let mut kv = db.kv().unwrap();
+    let (groups_before, _) = db.committer().counts();
+    let mut waits = Vec::new();
+    {
+        // Everything submitted while the committer is held forms one group.
+        let _hold = db.committer().hold();
+        for (i, s) in states.iter_mut().enumerate() {
+            s.set_position(i as u64, 100 + i as u64);
+            waits.push(s.commit());
+        }
+        kv.put(b"k", b"v".to_vec());
+        waits.push(kv.commit());
+    }
+    for w in waits {
+        w.await.unwrap();
+    }
+    let (groups, commits) = db.committer().counts();
+    assert_eq!(groups - groups_before, 1, "17 commits, one transaction");
+    assert!(commits >= 17);
+    for (i, s) in states.iter().enumerate() {
+        assert_eq!(db.state(Space(i as u32)).unwrap().position(i as u64), Some(100 + i as u64));
+        assert_eq!(s.positions_len(), 1, "spaces do not see each other");
+    }
+}
+
+#[tokio::test]
+async fn spaces_commit_together_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sp.redb");
+    {
+        let db = Db::open(&path, VOL).unwrap();
+        let mut a = db.state(Space(1)).unwrap();
+        let mut c = db.state(Space(2)).unwrap();
+        a.stash_insert(7, b("block"));
+        a.commit().await.unwrap();
+        // A move of block 7 from space 1 to space 2, staged on both, committed once.
+        a.stash_remove(7);
+        c.stash_insert(7, b("block"));
+        let mut staged = a.stage();
+        staged.merge(c.stage()).unwrap();
+        staged.commit().await.unwrap();
+        a.settle();
+        c.settle();
+        // A second move, staged but never committed (a crash).
+        c.stash_remove(7);
+        a.stash_insert(7, b("block"));
+        let mut lost = c.stage();
+        lost.merge(a.stage()).unwrap();
+        drop(lost);
+        c.rollback();
+        a.rollback();
+        assert_eq!(c.stash_blocks(), vec![7], "undone in memory too");
+        // Changes of another database cannot join.
+        let other = Db::open(&dir.path().join("other.redb"), VOL).unwrap();
+        let mut o = other.state(Space(1)).unwrap();
+        o.set_position(1, 1);
+        let mut mixed = a.stage();
+        assert!(mixed.merge(o.stage()).is_err());
+        assert!(Staged::default().merge(Staged::default()).is_ok());
+    }
+    let db = Db::open(&path, VOL).unwrap();
+    assert_eq!(db.state(Space(1)).unwrap().stash_len(), 0);
+    assert_eq!(db.state(Space(2)).unwrap().stash_blocks(), vec![7]);
+}
+
+#[tokio::test]
+async fn refuses_other_volume_and_format() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.redb");
     drop(Db::open(&path, VOL).unwrap());
@@ -92,7 +183,7 @@ fn refuses_other_volume_and_format() {
         Err(DbError::OtherVolume)
     ));
     let db = Db::open(&path, VOL).unwrap();
-    db.set_meta("format", &99u64.to_be_bytes()).unwrap();
+    db.set_meta("format", &99u64.to_be_bytes()).await.unwrap();
     drop(db);
     assert!(matches!(
         Db::open(&path, VOL),
@@ -100,21 +191,22 @@ fn refuses_other_volume_and_format() {
     ));
 }
 
-#[test]
-fn snapshot_restores_everything_and_epoch_persists() {
+#[tokio::test]
+async fn snapshot_restores_everything_in_a_new_generation() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(&dir.path().join("a.redb"), VOL).unwrap();
-    let mut s = db.state().unwrap();
+    let mut s = db.state(Space(3)).unwrap();
     for i in 0..100u64 {
         s.set_position(i, i * 3);
         s.advance(i + 1000);
     }
     s.stash_insert(7, b("seven"));
-    s.commit().unwrap();
+    s.set_meta(b"x", b("meta"));
+    s.commit().await.unwrap();
     let mut kv = db.kv().unwrap();
     kv.put(b"b/bucket", b"{}".to_vec());
-    kv.commit().unwrap();
-    db.set_epoch(4).unwrap();
+    kv.commit().await.unwrap();
+    db.set_epoch(4).await.unwrap();
     let snap = db.snapshot().unwrap();
     // Padding with zeros (as the checkpoint does) is accepted.
     let mut padded = snap.clone();
@@ -122,10 +214,12 @@ fn snapshot_restores_everything_and_epoch_persists() {
     let path_b = dir.path().join("b.redb");
     let r = Db::restore(&path_b, VOL, &padded).unwrap();
     assert_eq!(r.epoch(), 4);
-    let rs = r.state().unwrap();
+    assert_ne!(r.generation(), db.generation(), "a restore draws a new generation");
+    let rs = r.state(Space(3)).unwrap();
     assert_eq!(rs.positions(), s.positions());
-    assert_eq!(rs.nodes(), s.nodes());
+    assert_eq!(rs.nodes(), s.nodes(), "restored objects keep their generation");
     assert_eq!(rs.stash_get(7).unwrap(), &b("seven"));
+    assert_eq!(rs.meta(b"x"), Some(&b("meta")));
     assert_eq!(r.kv().unwrap().get(b"b/bucket"), Some(b"{}".to_vec()));
     assert!(matches!(
         Db::restore(&path_b, VOL, &padded),
@@ -133,54 +227,17 @@ fn snapshot_restores_everything_and_epoch_persists() {
     ));
     assert!(Db::restore(&dir.path().join("c.redb"), [2; 16], &snap).is_err());
     assert!(Db::restore(&dir.path().join("d.redb"), VOL, &snap[..snap.len() - 3]).is_err());
-    // Slots written after the epoch moved flip once.
+    let mut old = snap.clone();
+    old[..8].copy_from_slice(b"ORAMSNP1");
+    let err = Db::restore(&dir.path().join("e.redb"), VOL, &old).unwrap_err();
+    assert!(err.to_string().contains("older"), "{err}");
+    // Slots written after the epoch moved flip once; new writes carry the new
+    // generation.
     drop(rs);
-    let mut s2 = r.state().unwrap();
+    let mut s2 = r.state(Space(3)).unwrap();
     let before = s2.node(1000);
     let after = s2.advance(1000);
     assert_ne!(before.slot, after.slot);
+    assert_eq!(after.generation, r.generation());
     assert_eq!(s2.advance(1000).slot, after.slot);
-}
-
-#[test]
-fn position_metadata_is_durable_undone_on_failure_and_snapshotted() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("m.redb");
-    {
-        let db = Db::open(&path, VOL).unwrap();
-        let mut s = db.state().unwrap();
-        s.set_pos_meta(5, b("five"));
-        s.commit().unwrap();
-        s.set_pos_meta(5, b("changed"));
-        s.set_pos_meta(6, b("six"));
-        db.inject_commit_failure();
-        assert!(s.commit().is_err());
-        assert_eq!(s.pos_meta(5), Some(&b("five")));
-        assert_eq!(s.pos_meta(6), None);
-        s.set_pos_meta(7, b("seven"));
-        s.commit().unwrap();
-    }
-    let db = Db::open(&path, VOL).unwrap();
-    let s = db.state().unwrap();
-    assert_eq!(s.pos_meta(5), Some(&b("five")));
-    assert_eq!(s.pos_meta(7), Some(&b("seven")));
-    let snap = db.snapshot().unwrap();
-    let r = Db::restore(&dir.path().join("r.redb"), VOL, &snap).unwrap();
-    assert_eq!(r.state().unwrap().pos_meta(7), Some(&b("seven")));
-}
-
-#[test]
-fn a_snapshot_from_before_the_metadata_table_still_restores() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(&dir.path().join("a.redb"), VOL).unwrap();
-    let mut s = db.state().unwrap();
-    s.set_position(1, 2);
-    s.commit().unwrap();
-    let snap = db.snapshot().unwrap();
-    // The empty `posmeta` table is the last 1 + 7 + 8 bytes; an older build wrote
-    // none, and the checkpoint pads with zeros.
-    let mut old = snap[..snap.len() - 16].to_vec();
-    old.resize(old.len() + 100, 0);
-    let r = Db::restore(&dir.path().join("b.redb"), VOL, &old).unwrap();
-    assert_eq!(r.state().unwrap().position(1), Some(2));
 }

@@ -7,25 +7,30 @@
 //!
 //! **What the storage server observes:** exactly which blocks are read and which are
 //! written, and when — the access pattern in full. Reads of never-written blocks
-//! cause no request at all.
+//! and dummy accesses cause no request at all.
 //!
 //! **Crash safety:** a write's new version and data are committed to the trusted
 //! state (journaled) before the PUT, and resent first thing after a crash or a
 //! failed PUT; a version number is never used for two different contents. As for
 //! tree buckets, each block has two slots (`<prefix>/b/<b>` and `<prefix>/b/<b>.1`)
-//! so that the objects a checkpoint refers to stay intact until the next one.
+//! so that the objects a checkpoint refers to stay intact until the next one. A
+//! taken block ([`Op::Take`]) keeps its version (so no version is ever reused) and
+//! is marked absent in the trusted state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey};
 use oram_engine::{
-    open_error, validate_op, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result,
+    open_error, snapshot_row, validate_op, CheckReport, EngineSettings, EngineStats, Op, Oram,
+    OramError, Parts, Quiesced, Result, Shape, StagedAccess,
 };
 use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
 use oram_state::{NodeVersion, TrustedState};
+use serde::{Deserialize, Serialize};
+use tokio::sync::OwnedMutexGuard;
 
 /// Parameters of a direct engine.
 #[derive(Clone, Debug)]
@@ -48,14 +53,63 @@ impl Default for DirectConfig {
     }
 }
 
+/// The direct engine's settings in `[engine]` (`kind = "direct"`): none besides
+/// the volume's shape.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectSettings {}
+
+impl EngineSettings for DirectSettings {
+    fn kind(&self) -> &'static str {
+        "direct"
+    }
+    fn validate(&self, _: &Shape) -> std::result::Result<(), String> {
+        Ok(())
+    }
+    fn fixed(&self, _: &Shape) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+    fn state_bound(&self, shape: &Shape) -> u64 {
+        // A version per block and an absence mark per block, at most.
+        shape.capacity * (snapshot_row(8, 24) + snapshot_row(9, 0))
+    }
+    fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
+        let cfg = DirectConfig {
+            capacity: shape.capacity,
+            block_size: shape.block_size,
+            prefix: shape.prefix.clone(),
+        };
+        Ok(Arc::new(DirectEngine::new(
+            cfg,
+            parts.store,
+            parts.sealer,
+            parts.state,
+        )?))
+    }
+}
+
 /// The direct (non-oblivious) engine.
 pub struct DirectEngine {
     cfg: DirectConfig,
     store: Arc<dyn BlockStore>,
     sealer: Arc<Sealer>,
+    /// The trusted state's space (bound into every seal).
+    space: u32,
+    /// The trusted state; held by one batch from its reads until its PUTs are done.
     state: Arc<tokio::sync::Mutex<Box<dyn TrustedState>>>,
+    /// Guards the counters (updated once per batch).
     stats: Mutex<EngineStats>,
 }
+
+/// The trusted-state key marking block `b` taken (absent, version kept).
+fn taken_key(b: u64) -> [u8; 9] {
+    let mut k = [b't'; 9];
+    k[1..].copy_from_slice(&b.to_be_bytes());
+    k
+}
+
+/// The PUTs of a batch, journaled: `(block, version, key, sealed)`.
+type Puts = Vec<(u64, u64, ObjKey, Bytes)>;
 
 impl DirectEngine {
     /// Creates the engine; block versions live in `state`.
@@ -76,12 +130,13 @@ impl DirectEngine {
             cfg,
             store,
             sealer,
+            space: state.space().0,
             state: Arc::new(tokio::sync::Mutex::new(state)),
             stats: Mutex::new(EngineStats::default()),
         })
     }
 
-    /// The backend key of logical block `block` in `slot` (0 or 1).
+    /// The backend key of logical block `block` in `slot`.
     pub fn block_key(&self, block: u64, slot: u8) -> ObjKey {
         let key = if slot == 0 {
             format!("{}/b/{block}", self.cfg.prefix)
@@ -108,9 +163,19 @@ impl DirectEngine {
         Ok(())
     }
 
+    fn identity(&self, block: u64, nv: &NodeVersion) -> ObjectIdentity {
+        ObjectIdentity {
+            kind: ObjectKind::DirectBlock,
+            space: self.space,
+            position: block,
+            version: nv.version,
+            generation: nv.generation,
+        }
+    }
+
     fn seal(&self, block: u64, nv: &NodeVersion, plain: &[u8]) -> Result<Bytes> {
         self.sealer
-            .seal(&Self::identity(block, nv.version), plain)
+            .seal(&self.identity(block, nv), plain)
             .map_err(OramError::Seal)
     }
 
@@ -122,7 +187,7 @@ impl DirectEngine {
         })?;
         let plain = self
             .sealer
-            .open(&Self::identity(block, nv.version), &sealed)
+            .open(&self.identity(block, &nv), &sealed)
             .map_err(|e| open_error(key.as_str(), e))?;
         if plain.len() != self.cfg.block_size {
             return Err(OramError::Integrity {
@@ -137,12 +202,98 @@ impl DirectEngine {
         Ok(plain.into())
     }
 
-    fn identity(block: u64, version: u64) -> ObjectIdentity {
-        ObjectIdentity {
-            kind: ObjectKind::DirectBlock,
-            position: block,
-            version,
+    /// Reads what `ops` need, serves them, and journals the new versions (not
+    /// committed). Returns the answers and the PUTs to send once committed.
+    async fn run(&self, state: &mut dyn TrustedState, ops: Vec<Op>) -> Result<(Vec<Bytes>, Puts)> {
+        for op in &ops {
+            validate_op(op, self.cfg.capacity, self.cfg.block_size)?;
         }
+        self.resend(state).await?;
+        let stored = |state: &dyn TrustedState, b: u64| {
+            state.node(b).version > 0 && state.meta(&taken_key(b)).is_none()
+        };
+        // Blocks to fetch: read (or taken) before any write of the same batch.
+        let mut written: HashMap<u64, ()> = HashMap::new();
+        let mut fetch: BTreeMap<u64, NodeVersion> = BTreeMap::new();
+        for op in &ops {
+            match op {
+                Op::Read(b) | Op::Take(b) if !written.contains_key(b) => {
+                    if stored(state, *b) {
+                        fetch.insert(*b, state.node(*b));
+                    }
+                }
+                Op::Write(b, _) => {
+                    written.insert(*b, ());
+                }
+                _ => {}
+            }
+        }
+        let keys: Vec<ObjKey> = fetch
+            .iter()
+            .map(|(&b, nv)| self.block_key(b, nv.slot))
+            .collect();
+        let got = self.store.get_many(&keys).await?;
+        let mut current: HashMap<u64, Option<Bytes>> = HashMap::new();
+        for ((&b, &nv), obj) in fetch.iter().zip(got) {
+            current.insert(b, Some(self.open(b, nv, obj)?));
+        }
+        let zeros = Bytes::from(vec![0u8; self.cfg.block_size]);
+        let mut answers = Vec::with_capacity(ops.len());
+        let mut changed: BTreeMap<u64, Option<Bytes>> = BTreeMap::new();
+        for op in ops {
+            let value = |current: &HashMap<u64, Option<Bytes>>, b: u64| {
+                current.get(&b).cloned().flatten().unwrap_or_else(|| zeros.clone())
+            };
+            answers.push(match op {
+                Op::Read(b) => value(&current, b),
+                Op::Write(b, d) => {
+                    current.insert(b, Some(d.clone()));
+                    changed.insert(b, Some(d));
+                    Bytes::new()
+                }
+                Op::Take(b) => {
+                    let v = value(&current, b);
+                    current.insert(b, None);
+                    changed.insert(b, None);
+                    v
+                }
+                Op::Dummy => Bytes::new(),
+            });
+        }
+        // Journal the new versions; the PUTs follow the commit.
+        let mut puts = Vec::new();
+        for (b, data) in changed {
+            match data {
+                Some(d) => {
+                    state.remove_meta(&taken_key(b));
+                    let nv = state.advance(b);
+                    state.pending_put(b, nv, d.clone());
+                    puts.push((b, nv.version, self.block_key(b, nv.slot), self.seal(b, &nv, &d)?));
+                }
+                None => state.set_meta(&taken_key(b), Bytes::new()),
+            }
+        }
+        Ok((answers, puts))
+    }
+
+    /// Sends a committed batch's PUTs and drops their journal entries (committed
+    /// with the next commit).
+    async fn put(&self, state: &mut dyn TrustedState, puts: Puts) -> Result<()> {
+        if puts.is_empty() {
+            return Ok(());
+        }
+        let items = puts.iter().map(|(_, _, k, v)| (k.clone(), v.clone())).collect();
+        self.store.put_many(items).await?;
+        for (b, v, _, _) in puts {
+            state.pending_done(b, v);
+        }
+        Ok(())
+    }
+
+    fn count(&self, ops: usize) {
+        let mut st = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        st.accesses += ops as u64;
+        st.rounds += 1;
     }
 }
 
@@ -161,71 +312,59 @@ impl Oram for DirectEngine {
     }
 
     async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>> {
-        for op in &ops {
-            validate_op(op, self.cfg.capacity, self.cfg.block_size)?;
-        }
+        let n = ops.len();
         let mut state = self.state.lock().await;
-        self.resend(state.as_mut()).await?;
-        // Blocks to fetch: read before any write of the same batch, and written before.
-        let mut written: HashMap<u64, Bytes> = HashMap::new();
-        let mut fetch: BTreeMap<u64, NodeVersion> = BTreeMap::new();
-        for op in &ops {
-            match op {
-                Op::Read(b) if !written.contains_key(b) => {
-                    let nv = state.node(*b);
-                    if nv.version > 0 {
-                        fetch.insert(*b, nv);
+        let (answers, puts) = match self.run(state.as_mut(), ops).await {
+            Ok(r) => r,
+            Err(e) => {
+                state.rollback();
+                return Err(e);
+            }
+        };
+        if let Err(e) = state.stage().commit().await {
+            state.rollback();
+            return Err(e.into());
+        }
+        state.settle();
+        // Durable now: a PUT that fails stays journaled and is resent first by the
+        // next access (which fails while the backend refuses).
+        let _ = self.put(state.as_mut(), puts).await;
+        self.count(n);
+        Ok(answers)
+    }
+
+    async fn access_staged(&self, ops: Vec<Op>) -> Result<StagedAccess> {
+        let n = ops.len();
+        let mut state: OwnedMutexGuard<Box<dyn TrustedState>> =
+            self.state.clone().lock_owned().await;
+        let (answers, puts) = match self.run(state.as_mut(), ops).await {
+            Ok(r) => r,
+            Err(e) => {
+                state.rollback();
+                return Err(e);
+            }
+        };
+        let changes = state.stage();
+        let store = self.store.clone();
+        self.count(n);
+        Ok(StagedAccess::new(answers, changes, move |outcome| {
+            let mut state = state;
+            if outcome.is_err() {
+                state.rollback();
+                return;
+            }
+            state.settle();
+            // Committed: send the PUTs, holding the state until they are done (a
+            // failed PUT stays journaled and is resent first by the next access).
+            tokio::spawn(async move {
+                let items = puts.iter().map(|(_, _, k, v)| (k.clone(), v.clone())).collect();
+                if store.put_many(items).await.is_ok() {
+                    for (b, v, _, _) in puts {
+                        state.pending_done(b, v);
                     }
                 }
-                Op::Read(_) => {}
-                Op::Write(b, d) => {
-                    written.insert(*b, d.clone());
-                }
-            }
-        }
-        let keys: Vec<ObjKey> = fetch
-            .iter()
-            .map(|(&b, nv)| self.block_key(b, nv.slot))
-            .collect();
-        let got = self.store.get_many(&keys).await?;
-        let mut current: HashMap<u64, Bytes> = HashMap::new();
-        for ((&b, &nv), obj) in fetch.iter().zip(got) {
-            current.insert(b, self.open(b, nv, obj)?);
-        }
-        let zeros = Bytes::from(vec![0u8; self.cfg.block_size]);
-        let mut results = Vec::with_capacity(ops.len());
-        for op in ops {
-            match op {
-                Op::Read(b) => {
-                    results.push(current.get(&b).cloned().unwrap_or_else(|| zeros.clone()))
-                }
-                Op::Write(b, d) => {
-                    current.insert(b, d);
-                    results.push(Bytes::new());
-                }
-            }
-        }
-        // Journal the new versions first, then PUT; a failed PUT is resent by the
-        // next access (or after a crash), before anything else.
-        let mut items = Vec::with_capacity(written.len());
-        let mut versions = Vec::with_capacity(written.len());
-        for &b in written.keys() {
-            let nv = state.advance(b);
-            state.pending_put(b, nv, current[&b].clone());
-            items.push((self.block_key(b, nv.slot), self.seal(b, &nv, &current[&b])?));
-            versions.push((b, nv.version));
-        }
-        if !items.is_empty() {
-            state.commit()?;
-            self.store.put_many(items).await?;
-            for (b, v) in versions {
-                state.pending_done(b, v);
-            }
-        }
-        let mut st = self.stats.lock().unwrap_or_else(|e| e.into_inner());
-        st.accesses += results.len() as u64;
-        st.rounds += 1;
-        Ok(results)
+            });
+        }))
     }
 
     async fn flush(&self) -> Result<()> {
@@ -233,21 +372,25 @@ impl Oram for DirectEngine {
     }
 
     fn stats(&self) -> EngineStats {
-        *self.stats.lock().unwrap_or_else(|e| e.into_inner())
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     async fn quiesce(&self) -> Result<Quiesced> {
         let mut state = self.state.clone().lock_owned().await;
         self.resend(state.as_mut()).await?;
-        state.commit()?;
+        state.commit().await?;
         Ok(Quiesced::new(state))
     }
 
     async fn check(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<CheckReport> {
         let mut state = self.state.lock().await;
         self.resend(state.as_mut()).await?;
-        state.commit()?;
-        let nodes = state.nodes();
+        state.commit().await?;
+        let nodes: Vec<(u64, NodeVersion)> = state
+            .nodes()
+            .into_iter()
+            .filter(|(b, _)| state.meta(&taken_key(*b)).is_none())
+            .collect();
         let total = nodes.len() as u64;
         let mut rep = CheckReport::default();
         let mut done = 0;
@@ -280,7 +423,7 @@ impl Oram for DirectEngine {
 
     async fn sweep(&self) -> Result<u64> {
         let state = self.state.lock().await;
-        let live: std::collections::BTreeSet<ObjKey> = state
+        let live: BTreeSet<ObjKey> = state
             .nodes()
             .into_iter()
             .map(|(b, nv)| self.block_key(b, nv.slot))

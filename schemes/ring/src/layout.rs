@@ -17,7 +17,7 @@
 //! bucket's metadata, sealed to the backend so that it can be rebuilt from there.
 
 use bytes::{BufMut, Bytes};
-use oram_path::Geometry;
+use oram_tree::Geometry;
 use oram_seal::OVERHEAD;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -142,17 +142,15 @@ impl Layout {
     /// `g mod leaves` with its `L` bits reversed, so consecutive evictions spread
     /// over the tree and every bucket at level `l` is evicted every `2^l` of them.
     pub fn evict_leaf(&self, g: u64) -> u64 {
-        let l = self.geo.leaf_level;
-        if l == 0 {
-            return 0;
-        }
-        (g % self.geo.leaves).reverse_bits() >> (64 - l)
+        self.geo.reverse_lexicographic(g)
     }
 }
 
 /// What the trusted state remembers of one bucket (Ring ORAM's metadata): the block
-/// id in every slot, which slots were read since the bucket was last written, and
-/// how many reads that was.
+/// id in every slot (written with the bucket), which slots were read since the
+/// bucket was last written, and how many reads that was (changed by every read).
+/// The two parts are kept under separate keys, so a read rewrites only the small
+/// second one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Meta {
     /// Reads since the bucket was last written.
@@ -173,34 +171,56 @@ impl Meta {
         }
     }
 
-    /// Encoding for the trusted state: count (u32 LE), then per slot the id (u64
-    /// LE) and the read flag (one byte).
-    pub fn encode(&self) -> Bytes {
-        let mut v = Vec::with_capacity(4 + 9 * self.ids.len());
-        v.put_u32_le(self.count);
-        for (id, r) in self.ids.iter().zip(&self.read) {
+    /// The slot map for the trusted state: per slot the id (u64 LE).
+    pub fn encode_ids(&self) -> Bytes {
+        let mut v = Vec::with_capacity(8 * self.ids.len());
+        for id in &self.ids {
             v.put_u64_le(*id);
-            v.push(u8::from(*r));
         }
         v.into()
     }
 
-    /// The inverse of [`Meta::encode`] for a bucket of `slots` slots.
-    pub fn decode(b: &[u8], slots: usize) -> Result<Self, String> {
-        if b.len() != 4 + 9 * slots {
+    /// The read state for the trusted state: count (u32 LE), then one bit per slot.
+    pub fn encode_reads(&self) -> Bytes {
+        let mut v = Vec::with_capacity(4 + self.read.len().div_ceil(8));
+        v.put_u32_le(self.count);
+        v.resize(4 + self.read.len().div_ceil(8), 0);
+        for (i, r) in self.read.iter().enumerate() {
+            if *r {
+                v[4 + i / 8] |= 1 << (i % 8);
+            }
+        }
+        v.into()
+    }
+
+    /// The inverse of [`Meta::encode_ids`] and [`Meta::encode_reads`] (no read
+    /// state: nothing read) for a bucket of `slots` slots.
+    pub fn decode(ids: &[u8], reads: Option<&[u8]>, slots: usize) -> Result<Self, String> {
+        if ids.len() != 8 * slots {
             return Err(format!(
-                "bucket metadata has {} bytes, expected {}",
-                b.len(),
-                4 + 9 * slots
+                "bucket slot map has {} bytes, expected {}",
+                ids.len(),
+                8 * slots
             ));
         }
-        let count = u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
-        let mut ids = Vec::with_capacity(slots);
-        let mut read = Vec::with_capacity(slots);
-        for c in b[4..].chunks_exact(9) {
-            ids.push(u64::from_le_bytes(c[..8].try_into().expect("8 bytes")));
-            read.push(c[8] != 0);
-        }
+        let ids: Vec<u64> = ids
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        let (count, read) = match reads {
+            None => (0, vec![false; slots]),
+            Some(r) if r.len() == 4 + slots.div_ceil(8) => (
+                u32::from_le_bytes(r[..4].try_into().expect("4 bytes")),
+                (0..slots).map(|i| r[4 + i / 8] & (1 << (i % 8)) != 0).collect(),
+            ),
+            Some(r) => {
+                return Err(format!(
+                    "bucket read state has {} bytes, expected {}",
+                    r.len(),
+                    4 + slots.div_ceil(8)
+                ))
+            }
+        };
         Ok(Self { count, ids, read })
     }
 
@@ -217,12 +237,16 @@ impl Meta {
             .collect()
     }
 
+    /// The unread dummy slots, in slot order.
+    pub fn unread_dummies(&self) -> Vec<usize> {
+        (0..self.ids.len())
+            .filter(|&i| self.ids[i] == DUMMY && !self.read[i])
+            .collect()
+    }
+
     /// A uniformly random unread dummy slot, if one is left.
     pub fn pick_dummy(&self, rng: &mut impl Rng) -> Option<usize> {
-        let free: Vec<usize> = (0..self.ids.len())
-            .filter(|&i| self.ids[i] == DUMMY && !self.read[i])
-            .collect();
-        free.choose(rng).copied()
+        self.unread_dummies().choose(rng).copied()
     }
 
     /// Marks slot `i` read.
@@ -440,16 +464,6 @@ mod tests {
     }
 
     #[test]
-    fn reverse_lexicographic_eviction_visits_every_bucket_evenly() {
-        let l = lay(4, 6); // 16 leaves
-        let first: Vec<u64> = (0..4).map(|g| l.evict_leaf(g)).collect();
-        assert_eq!(first, vec![0, 8, 4, 12]);
-        let all: std::collections::BTreeSet<u64> = (0..16).map(|g| l.evict_leaf(g)).collect();
-        assert_eq!(all.len(), 16);
-        assert_eq!(l.evict_leaf(16), 0);
-    }
-
-    #[test]
     fn shuffled_bucket_round_trips_and_metadata_codec() {
         let l = lay(4, 6);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
@@ -475,8 +489,12 @@ mod tests {
         assert_eq!(meta.count, 1);
         let d = meta.pick_dummy(&mut rng).unwrap();
         assert_eq!(meta.ids[d], DUMMY);
-        assert_eq!(Meta::decode(&meta.encode(), 10).unwrap(), meta);
-        assert!(Meta::decode(&meta.encode(), 11).is_err());
+        let (ids, reads) = (meta.encode_ids(), meta.encode_reads());
+        assert_eq!(reads.len(), 4 + 2, "a read rewrites a few bytes, not the slot map");
+        assert_eq!(Meta::decode(&ids, Some(&reads), 10).unwrap(), meta);
+        assert!(Meta::decode(&ids, Some(&reads), 11).is_err());
+        let unread = Meta::decode(&ids, None, 10).unwrap();
+        assert_eq!((unread.count, unread.ids), (0, meta.ids.clone()));
     }
 
     /// The slot a real block sits in and the dummy slot read instead are both

@@ -1,57 +1,93 @@
-//! Pure, synchronous Path ORAM mechanics: tree geometry, bucket encoding and
-//! eviction planning. No I/O, so they are tested directly.
+//! Tree geometry and eviction planning: pure, synchronous, tested directly.
 //!
-//! Nodes are numbered as a binary heap: the root is 1, the children of `n` are `2n`
-//! and `2n + 1`, and leaf `x` (0-based) is node `leaves + x` at level `L`.
+//! Nodes are numbered level by level from the root, 1: level `l` holds nodes
+//! `first(l) .. first(l) + k^l` where `k` is the arity and
+//! `first(l) = 1 + (k^l − 1)/(k − 1)`. For a binary tree this is the heap numbering
+//! (children of `n` are `2n` and `2n + 1`, leaf `x` is node `leaves + x`), which is
+//! how Path and Ring ORAM name their backend objects.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use bytes::{BufMut, Bytes};
-use oram_state::Bucket;
-
-/// Slot id marking an empty slot in an encoded bucket.
-pub const EMPTY_SLOT: u64 = u64::MAX;
-
-/// The shape of a Path ORAM tree.
+/// The shape of a tree ORAM: arity, height, bucket size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
+    /// Children per inner node (2 for Path and Ring ORAM).
+    pub arity: u64,
     /// Level of the leaves (`L`); the root is level 0, a path has `L + 1` buckets.
     pub leaf_level: u32,
-    /// Number of leaves, `2^L`.
+    /// Number of leaves, `arity^L`.
     pub leaves: u64,
-    /// Blocks per bucket.
+    /// Real blocks per bucket (Z).
     pub z: usize,
     /// Bytes per block.
     pub block_size: usize,
 }
 
 impl Geometry {
-    /// The tree for `capacity` blocks: `leaves` leaves if given (rounded up to a power
-    /// of two), else the smallest power of two ≥ ⌈capacity / 2⌉.
+    /// The binary tree for `capacity` blocks: `leaves` leaves if given (rounded up
+    /// to a power of two), else the smallest power of two ≥ ⌈capacity / 2⌉.
     pub fn new(capacity: u64, z: usize, block_size: usize, leaves: Option<u64>) -> Self {
         let wanted = leaves.unwrap_or(capacity.div_ceil(2)).max(1);
-        let leaves = wanted.next_power_of_two();
+        Self::with_arity(2, wanted, z, block_size)
+    }
+
+    /// The tree of the given arity (≥ 2) with at least `leaves` leaves (rounded up
+    /// to a power of the arity).
+    pub fn with_arity(arity: u64, leaves: u64, z: usize, block_size: usize) -> Self {
+        assert!(arity >= 2, "a tree has arity 2 or more");
+        let mut n = 1u64;
+        let mut level = 0;
+        while n < leaves.max(1) {
+            n = n.checked_mul(arity).expect("tree too large");
+            level += 1;
+        }
         Self {
-            leaf_level: leaves.trailing_zeros(),
-            leaves,
+            arity,
+            leaf_level: level,
+            leaves: n,
             z,
             block_size,
         }
     }
 
+    /// The first node of `level`.
+    pub fn first_of_level(&self, level: u32) -> u64 {
+        if self.arity == 2 {
+            1 << level
+        } else {
+            1 + (self.arity.pow(level) - 1) / (self.arity - 1)
+        }
+    }
+
     /// Number of buckets in the tree.
     pub fn node_count(&self) -> u64 {
-        2 * self.leaves - 1
+        self.first_of_level(self.leaf_level + 1) - 1
+    }
+
+    /// Number of buckets in the levels above `level` (the first `level` levels):
+    /// nodes `1 ..= nodes_above(level)`.
+    pub fn nodes_above(&self, level: u32) -> u64 {
+        self.first_of_level(level.min(self.leaf_level + 1)) - 1
     }
 
     /// Level of `node` (root = 0).
-    pub fn level_of(node: u64) -> u32 {
-        63 - node.leading_zeros()
+    pub fn level(&self, node: u64) -> u32 {
+        if self.arity == 2 {
+            return 63 - node.leading_zeros();
+        }
+        let mut l = 0;
+        while l < 63 && self.first_of_level(l + 1) <= node {
+            l += 1;
+        }
+        l
     }
 
     /// The bucket at `level` on the path to `leaf`.
     pub fn node_on_path(&self, leaf: u64, level: u32) -> u64 {
-        (self.leaves + leaf) >> (self.leaf_level - level)
+        if self.arity == 2 {
+            return (self.leaves + leaf) >> (self.leaf_level - level);
+        }
+        self.first_of_level(level) + leaf / self.arity.pow(self.leaf_level - level)
     }
 
     /// The buckets of the path to `leaf`, root first.
@@ -61,61 +97,32 @@ impl Geometry {
 
     /// Whether `node` lies on the path to `leaf`.
     pub fn on_path(&self, node: u64, leaf: u64) -> bool {
-        let level = Self::level_of(node);
+        let level = self.level(node);
         level <= self.leaf_level && self.node_on_path(leaf, level) == node
     }
 
-    /// Size of an encoded bucket: `z` slots of an 8-byte id and a block.
-    pub fn bucket_bytes(&self) -> usize {
-        self.z * (8 + self.block_size)
-    }
-}
-
-/// Encodes a bucket as `z` fixed-size slots (empty slots are id `EMPTY_SLOT` and zeros),
-/// so every bucket has the same size whatever it holds.
-pub fn encode_bucket(geo: &Geometry, bucket: &[(u64, Bytes)]) -> Bytes {
-    assert!(bucket.len() <= geo.z, "bucket over capacity");
-    let mut out = Vec::with_capacity(geo.bucket_bytes());
-    for (id, data) in bucket {
-        debug_assert_eq!(data.len(), geo.block_size);
-        out.put_u64_le(*id);
-        out.extend_from_slice(data);
-    }
-    for _ in bucket.len()..geo.z {
-        out.put_u64_le(EMPTY_SLOT);
-        out.resize(out.len() + geo.block_size, 0);
-    }
-    out.into()
-}
-
-/// Decodes a bucket; `Err` describes a malformed encoding.
-pub fn decode_bucket(geo: &Geometry, plain: &Bytes) -> Result<Bucket, String> {
-    if plain.len() != geo.bucket_bytes() {
-        return Err(format!(
-            "bucket has {} bytes, expected {}",
-            plain.len(),
-            geo.bucket_bytes()
-        ));
-    }
-    let slot = 8 + geo.block_size;
-    let mut out = Vec::new();
-    for i in 0..geo.z {
-        let s = i * slot;
-        let id = u64::from_le_bytes(plain[s..s + 8].try_into().expect("8 bytes"));
-        if id != EMPTY_SLOT {
-            out.push((id, plain.slice(s + 8..s + slot)));
+    /// The leaf of the `g`-th eviction in reverse-lexicographic order: `g mod
+    /// leaves` with its `L` base-`arity` digits reversed, so that consecutive
+    /// evictions spread over the tree and every bucket at level `l` is evicted
+    /// once every `arity^l` of them.
+    pub fn reverse_lexicographic(&self, g: u64) -> u64 {
+        let mut x = g % self.leaves;
+        let mut out = 0;
+        for _ in 0..self.leaf_level {
+            out = out * self.arity + x % self.arity;
+            x /= self.arity;
         }
+        out
     }
-    Ok(out)
 }
 
 /// Plans the eviction of stashed blocks into the buckets being written.
 ///
 /// `stash` lists `(block, leaf)`; `write_nodes` is a union of root-to-leaf paths. Each
 /// block goes into the deepest bucket of `write_nodes` on its own path that still has
-/// room, blocks able to go deepest placed first (the greedy bottom-up filling of
-/// Path ORAM, extended to a union of paths). Returns node → blocks placed there;
-/// blocks not placed stay in the stash.
+/// room (`z` blocks), blocks able to go deepest placed first (the greedy bottom-up
+/// filling of Path ORAM, extended to a union of paths). Returns node → blocks placed
+/// there; blocks not placed stay in the stash.
 pub fn plan_eviction(
     geo: &Geometry,
     stash: &[(u64, u64)],
@@ -183,8 +190,9 @@ mod tests {
         assert_eq!(g.path(7).collect::<Vec<_>>(), vec![1, 3, 7, 15]);
         assert_eq!(g.path(5).collect::<Vec<_>>(), vec![1, 3, 6, 13]);
         assert!(g.on_path(6, 5) && g.on_path(6, 4) && !g.on_path(6, 3));
-        assert_eq!(Geometry::level_of(1), 0);
-        assert_eq!(Geometry::level_of(15), 3);
+        assert_eq!(g.level(1), 0);
+        assert_eq!(g.level(15), 3);
+        assert_eq!(g.nodes_above(2), 3);
         // Every node of the tree is on some path.
         let all: BTreeSet<u64> = (0..g.leaves)
             .flat_map(|x| g.path(x).collect::<Vec<_>>())
@@ -193,17 +201,33 @@ mod tests {
     }
 
     #[test]
-    fn bucket_codec_round_trips_at_fixed_size() {
-        let g = Geometry::new(64, 4, 16, None);
-        let b: Bucket = vec![
-            (3, Bytes::from(vec![1u8; 16])),
-            (9, Bytes::from(vec![2u8; 16])),
-        ];
-        let enc = encode_bucket(&g, &b);
-        assert_eq!(enc.len(), g.bucket_bytes());
-        assert_eq!(encode_bucket(&g, &[]).len(), g.bucket_bytes());
-        assert_eq!(decode_bucket(&g, &enc).unwrap(), b);
-        assert!(decode_bucket(&g, &enc.slice(1..)).is_err());
+    fn k_ary_trees_number_levels_in_order() {
+        let g = Geometry::with_arity(4, 10, 2, 8); // 16 leaves, L = 2
+        assert_eq!((g.leaves, g.leaf_level, g.node_count()), (16, 2, 21));
+        assert_eq!(g.first_of_level(1), 2);
+        assert_eq!(g.first_of_level(2), 6);
+        assert_eq!(g.path(0).collect::<Vec<_>>(), vec![1, 2, 6]);
+        assert_eq!(g.path(15).collect::<Vec<_>>(), vec![1, 5, 21]);
+        assert_eq!(g.path(6).collect::<Vec<_>>(), vec![1, 3, 12]);
+        for n in 1..=g.node_count() {
+            let l = g.level(n);
+            assert!(g.first_of_level(l) <= n && n < g.first_of_level(l + 1));
+        }
+        let all: BTreeSet<u64> = (0..g.leaves).flat_map(|x| g.path(x)).collect();
+        assert_eq!(all.len() as u64, g.node_count());
+        // Digit reversal visits every leaf once per round of evictions.
+        let order: BTreeSet<u64> = (0..16).map(|i| g.reverse_lexicographic(i)).collect();
+        assert_eq!(order.len(), 16);
+        assert_eq!(g.reverse_lexicographic(1), 4);
+    }
+
+    #[test]
+    fn reverse_lexicographic_order_of_a_binary_tree() {
+        let g = Geometry::new(32, 4, 4, Some(16));
+        let first: Vec<u64> = (0..4).map(|i| g.reverse_lexicographic(i)).collect();
+        assert_eq!(first, vec![0, 8, 4, 12]);
+        assert_eq!(g.reverse_lexicographic(16), 0);
+        assert_eq!(Geometry::new(1, 4, 4, Some(1)).reverse_lexicographic(5), 0);
     }
 
     #[test]

@@ -1,0 +1,316 @@
+//! The checks with a durable state: crashes (the runtime dropped with its tasks
+//! and memory), a failed commit, a restore from a snapshot (a recover), and the
+//! objects a checkpoint refers to. The fs store and the redb state database are
+//! real, on disk.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use oram_blockstore::{BlockStore, ObjKey, Recording, TraceEvent, Verb};
+use oram_state::{Space, TrustedState};
+use oram_statedb::Db;
+use oram_store_fs::FsStore;
+
+use super::*;
+use crate::OramError;
+
+const VOL: [u8; 16] = [3; 16];
+
+fn durable_params() -> Params {
+    Params {
+        capacity: 512,
+        block_size: 256,
+        cached_levels: 3,
+        ..Params::default()
+    }
+}
+
+fn engine(s: &dyn Subject, p: &Params, store: Arc<dyn BlockStore>, db: &Arc<Db>) -> Arc<dyn Oram> {
+    s.build(p, store, test_sealer(), Box::new(db.state(Space(0)).unwrap()))
+}
+
+/// Ends a "process": drops the runtime with every task still in it.
+fn crash(rt: tokio::runtime::Runtime) {
+    rt.shutdown_timeout(std::time::Duration::from_secs(5));
+}
+
+/// Half the writes land; the other half are answered while their write-backs
+/// hang; the process dies. A restart resends the journal and loses nothing.
+pub fn loses_nothing_when_it_dies_with_write_backs_in_flight(s: Arc<dyn Subject>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (state_path, store_path) = (dir.path().join("state.redb"), dir.path().join("store"));
+    let p = durable_params();
+    let blocks = 96u64;
+    let mut model = Model::new();
+    let rt = runtime();
+    rt.block_on(async {
+        let store = Arc::new(FaultStore::new(FsStore::open(&store_path).unwrap()));
+        let db = Db::open(&state_path, VOL).unwrap();
+        let e = engine(s.as_ref(), &p, store.clone(), &db);
+        fill(e.as_ref(), &mut model, 0..blocks / 2, 1).await;
+        store.set_puts_open(false);
+        for chunk in (blocks / 2..blocks).collect::<Vec<_>>().chunks(16) {
+            let ops: Vec<Op> = chunk
+                .iter()
+                .map(|&b| Op::Write(b, block_data(b, 1, p.block_size)))
+                .collect();
+            if s.writes_back() {
+                // Acknowledged: the round committed before answering.
+                e.access(ops.clone()).await.unwrap();
+                for op in ops {
+                    if let Op::Write(b, d) = op {
+                        model.insert(b, d);
+                    }
+                }
+            } else {
+                // The PUT hangs: journaled, never acknowledged. Either outcome of
+                // such a write is fine after the crash, but nothing else may change.
+                let e2 = e.clone();
+                let t = tokio::spawn(async move { e2.access(ops).await });
+                // Wait (bounded) until the writes are journaled.
+                for _ in 0..1000 {
+                    if !db.state(Space(0)).unwrap().pending().is_empty() {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                assert!(!t.is_finished(), "a write was answered before its PUT");
+                break;
+            }
+        }
+        if s.writes_back() {
+            assert!(e.stats().pending_writebacks > 0);
+        }
+    });
+    crash(rt);
+    runtime().block_on(async {
+        let fs: Arc<dyn BlockStore> = Arc::new(FsStore::open(&store_path).unwrap());
+        let db = Db::open(&state_path, VOL).unwrap();
+        assert!(
+            !db.state(Space(0)).unwrap().pending().is_empty(),
+            "the journal holds the write-backs that never landed"
+        );
+        let e = engine(s.as_ref(), &p, fs, &db);
+        let zeros = bytes::Bytes::from(vec![0; p.block_size]);
+        let got = e.access((0..blocks).map(Op::Read).collect()).await.unwrap();
+        for (b, data) in got.iter().enumerate() {
+            let b = b as u64;
+            match model.get(&b) {
+                Some(want) => assert_eq!(data, want, "block {b}"),
+                // An unacknowledged journaled write: its new value or nothing.
+                None => assert!(*data == zeros || *data == block_data(b, 1, p.block_size)),
+            }
+        }
+        let rep = e.check(&|_, _| {}).await.unwrap();
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+        assert!(rep.blocks_found >= model.len() as u64);
+        assert!(db.state(Space(0)).unwrap().pending().is_empty());
+    });
+}
+
+/// A round whose reads went out but that never committed (the process died while
+/// the backend held its GETs) is repeated first after the restart: the same
+/// requests, before anything new is drawn. Oblivious engines only.
+pub fn a_crash_between_reads_and_commit_repeats_the_same_reads(s: Arc<dyn Subject>) {
+    if !s.oblivious() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (state_path, store_path) = (dir.path().join("state.redb"), dir.path().join("store"));
+    let p = durable_params();
+    let mut model = Model::new();
+    let rt = runtime();
+    let held = rt.block_on(async {
+        let store = Arc::new(FaultStore::new(FsStore::open(&store_path).unwrap()));
+        let db = Db::open(&state_path, VOL).unwrap();
+        let e = engine(s.as_ref(), &p, store.clone(), &db);
+        fill(e.as_ref(), &mut model, 0..64, 1).await;
+        store.set_gets_open(false);
+        let e2 = e.clone();
+        let t = tokio::spawn(async move { e2.access(vec![Op::Read(7), Op::Read(9)]).await });
+        // The round's reads arrive at the (holding) backend (after its intent
+        // record is durable: bounded wait); then the process dies.
+        for _ in 0..1000 {
+            if !store.held().is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(!t.is_finished());
+        let mut held = store.held();
+        held.sort_by(|a, b| (a.0, &a.1, a.2.as_ref().map(|r| r.start)).cmp(&(b.0, &b.1, b.2.as_ref().map(|r| r.start))));
+        held
+    });
+    crash(rt);
+    assert!(!held.is_empty(), "the round's reads never went out");
+    runtime().block_on(async {
+        let rec = Arc::new(Recording::new(FsStore::open(&store_path).unwrap()));
+        let db = Db::open(&state_path, VOL).unwrap();
+        assert!(db.state(Space(0)).unwrap().intent().is_some(), "no intent record");
+        let e = engine(s.as_ref(), &p, rec.clone(), &db);
+        // Something else entirely: the interrupted round comes first.
+        e.access(vec![Op::Read(30)]).await.unwrap();
+        // Rounds are sequential: the first fetches are the repeated round's.
+        let fetches: Vec<TraceEvent> = rec
+            .take_trace()
+            .into_iter()
+            .filter(|t| matches!(t.verb, Verb::Get | Verb::GetRange))
+            .collect();
+        assert!(fetches.len() > held.len(), "the new access read nothing of its own");
+        assert_eq!(
+            fetches_of(&fetches[..held.len()]),
+            held,
+            "the interrupted round was not repeated as it was"
+        );
+        assert_eq!(e.stats().extra("rounds_repeated_total"), Some(1));
+        read_back(e.as_ref(), &model, 64, p.max_batch).await;
+        e.flush().await.unwrap();
+        assert!(db.state(Space(0)).unwrap().intent().is_none());
+    });
+}
+
+/// A commit that fails (an I/O error of the state database) fails its access and
+/// every later one; the data acknowledged before is intact after a restart.
+pub fn a_failed_commit_fails_cleanly_and_a_restart_loses_nothing(s: Arc<dyn Subject>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (state_path, store_path) = (dir.path().join("state.redb"), dir.path().join("store"));
+    let p = durable_params();
+    let mut model = Model::new();
+    runtime().block_on(async {
+        let fs: Arc<dyn BlockStore> = Arc::new(FsStore::open(&store_path).unwrap());
+        let db = Db::open(&state_path, VOL).unwrap();
+        let e = engine(s.as_ref(), &p, fs, &db);
+        fill(e.as_ref(), &mut model, 0..40, 1).await;
+        db.inject_commit_failure();
+        for attempt in 0..3u64 {
+            let err = e
+                .access(vec![Op::Write(attempt, block_data(attempt, 2, p.block_size))])
+                .await
+                .unwrap_err();
+            assert!(matches!(err, OramError::State(_)), "{err}");
+        }
+        assert!(db.failure().is_some());
+    });
+    runtime().block_on(async {
+        let fs: Arc<dyn BlockStore> = Arc::new(FsStore::open(&store_path).unwrap());
+        let db = Db::open(&state_path, VOL).unwrap();
+        let e = engine(s.as_ref(), &p, fs, &db);
+        read_back(e.as_ref(), &model, 40, p.max_batch).await;
+        let rep = e.check(&|_, _| {}).await.unwrap();
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+        assert_eq!(rep.blocks_found, 40);
+    });
+}
+
+/// Every object under `prefix`, with its contents.
+async fn objects(store: &dyn BlockStore, prefix: &str) -> Vec<(ObjKey, bytes::Bytes)> {
+    let keys = store.list(prefix).await.unwrap();
+    let vals = store.get_many(&keys).await.unwrap();
+    keys.into_iter().zip(vals).map(|(k, v)| (k, v.unwrap())).collect()
+}
+
+fn restore(dir: &Path, name: &str, snap: &[u8]) -> Arc<Db> {
+    Db::restore(&dir.join(name), VOL, snap).unwrap()
+}
+
+/// A checkpoint (snapshot), writes after it (a timeline that gets lost), a
+/// restore from the checkpoint (a recover) and new writes; then the provider
+/// puts the lost timeline's objects back. Reading them is an integrity error,
+/// never their data — although their versions repeat the new timeline's.
+pub fn a_replay_from_a_lost_timeline_is_an_integrity_error(s: Arc<dyn Subject>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("store");
+    let p = Params {
+        capacity: 64,
+        block_size: 64,
+        cached_levels: 1,
+        ..Params::default()
+    };
+    runtime().block_on(async {
+        let fs: Arc<dyn BlockStore> = Arc::new(FsStore::open(&store_path).unwrap());
+        let prefix = format!("{}/", p.prefix);
+        let (snap, lost) = {
+            let db = Db::open(&dir.path().join("a.redb"), VOL).unwrap();
+            let e = engine(s.as_ref(), &p, fs.clone(), &db);
+            let mut old = Model::new();
+            fill(e.as_ref(), &mut old, 0..p.capacity, 1).await;
+            let quiet = e.quiesce().await.unwrap();
+            let snap = db.snapshot().unwrap();
+            db.set_epoch(db.epoch() + 1).await.unwrap();
+            drop(quiet);
+            let before = objects(fs.as_ref(), &prefix).await;
+            fill(e.as_ref(), &mut old, 0..p.capacity, 2).await;
+            let lost: Vec<_> = objects(fs.as_ref(), &prefix)
+                .await
+                .into_iter()
+                .filter(|o| !before.contains(o))
+                .collect();
+            (snap, lost)
+        };
+        assert!(!lost.is_empty());
+        // The recover: a state rebuilt from the checkpoint (its epoch complete),
+        // post-checkpoint objects swept.
+        let db = restore(dir.path(), "b.redb", &snap);
+        db.set_epoch(db.epoch() + 1).await.unwrap();
+        let e = engine(s.as_ref(), &p, fs.clone(), &db);
+        assert!(e.sweep().await.unwrap() > 0);
+        let mut model = Model::new();
+        fill(e.as_ref(), &mut model, 0..p.capacity, 3).await;
+        let now = objects(fs.as_ref(), &prefix).await;
+        let collide = lost.iter().filter(|(k, _)| now.iter().any(|(k2, _)| k2 == k)).count();
+        assert!(collide > 0, "no object of the lost timeline sits where the new one writes");
+        // The provider puts the lost timeline back.
+        fs.put_many(lost).await.unwrap();
+        let zeros = bytes::Bytes::from(vec![0; p.block_size]);
+        let mut reasons = Vec::new();
+        for b in 0..p.capacity {
+            match e.access(vec![Op::Read(b)]).await {
+                Ok(v) => assert!(
+                    v[0] == model[&b] && v[0] != zeros,
+                    "block {b}: data of a lost timeline, or zeros"
+                ),
+                Err(OramError::Integrity { reason, .. }) => reasons.push(reason),
+                Err(e) => panic!("unexpected error: {e}"),
+            }
+        }
+        // Caught when the object is opened: it was sealed in another generation.
+        assert!(
+            reasons.iter().any(|r| r.contains("authentication failed")),
+            "the replayed objects went unnoticed: {reasons:?}"
+        );
+    });
+}
+
+/// A checkpoint's objects stay untouched by later writes; a state restored from
+/// it reads the checkpoint's data after a sweep.
+pub fn writes_after_a_checkpoint_spare_its_objects(s: Arc<dyn Subject>) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = durable_params();
+    runtime().block_on(async {
+        let fs: Arc<dyn BlockStore> = Arc::new(FsStore::open(dir.path().join("store")).unwrap());
+        let db = Db::open(&dir.path().join("state.redb"), VOL).unwrap();
+        let e = engine(s.as_ref(), &p, fs.clone(), &db);
+        let mut model = Model::new();
+        fill(e.as_ref(), &mut model, 0..64, 1).await;
+        let quiet = e.quiesce().await.unwrap();
+        let before = objects(fs.as_ref(), &format!("{}/", p.prefix)).await;
+        let snap = db.snapshot().unwrap();
+        db.set_epoch(db.epoch() + 1).await.unwrap();
+        drop(quiet);
+        let mut later = Model::new();
+        for v in 2..6 {
+            fill(e.as_ref(), &mut later, 0..64, v).await;
+        }
+        for (k, v) in &before {
+            let got = fs.get_many(std::slice::from_ref(k)).await.unwrap();
+            assert_eq!(got[0].as_ref(), Some(v), "{k}, which the checkpoint refers to, was overwritten");
+        }
+        drop(e);
+        let restored = restore(dir.path(), "restored.redb", &snap);
+        let old = engine(s.as_ref(), &p, fs.clone(), &restored);
+        assert!(old.sweep().await.unwrap() > 0, "post-checkpoint objects removed");
+        read_back(old.as_ref(), &model, 64, p.max_batch).await;
+        let rep = old.check(&|_, _| {}).await.unwrap();
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    });
+}

@@ -1,0 +1,146 @@
+//! [`FaultStore`]: a store wrapper that fails or holds chosen requests.
+//!
+//! It is a stand-in for failures a real store cannot produce on demand: a
+//! backend answering one chosen GET with an error (as a provider probing the
+//! engine would), PUTs or GETs that hang until released (a crash at a chosen
+//! instant of a round), a backend that is down. Everything it passes through
+//! goes to the real store it wraps.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use oram_blockstore::{BlockStore, ObjKey, StoreError, Verb};
+use tokio::sync::watch;
+
+/// A fetch request as the provider sees it (without its answer).
+pub type Seen = (Verb, String, Option<Range<u64>>);
+
+/// Wraps a store; every fault is off until switched on.
+pub struct FaultStore<S> {
+    inner: S,
+    puts_open: watch::Sender<bool>,
+    gets_open: watch::Sender<bool>,
+    down: AtomicBool,
+    puts_down: AtomicBool,
+    fail_fetches: AtomicU64,
+    /// Fetch requests that arrived while GETs were held (the lock guards only
+    /// this list).
+    held: Mutex<Vec<Seen>>,
+}
+
+impl<S> FaultStore<S> {
+    /// `inner` with no fault.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            puts_open: watch::channel(true).0,
+            gets_open: watch::channel(true).0,
+            down: AtomicBool::new(false),
+            puts_down: AtomicBool::new(false),
+            fail_fetches: AtomicU64::new(0),
+            held: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// PUTs wait while closed (they hang until reopened).
+    pub fn set_puts_open(&self, open: bool) {
+        self.puts_open.send_replace(open);
+    }
+
+    /// GETs wait while closed; the requests that arrive meanwhile are logged
+    /// ([`FaultStore::held`]).
+    pub fn set_gets_open(&self, open: bool) {
+        self.gets_open.send_replace(open);
+    }
+
+    /// The fetch requests that arrived while GETs were held.
+    pub fn held(&self) -> Vec<Seen> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Every request fails with [`StoreError::Unavailable`] while down.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Only PUTs fail while set.
+    pub fn set_puts_down(&self, down: bool) {
+        self.puts_down.store(down, Ordering::SeqCst);
+    }
+
+    /// The next `n` fetch calls (a `get_many` or a `get_range`) fail, as a
+    /// provider answering 5xx would.
+    pub fn fail_next_fetches(&self, n: u64) {
+        self.fail_fetches.store(n, Ordering::SeqCst);
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("test: backend down".into()));
+        }
+        Ok(())
+    }
+
+    async fn fetch_gate(&self, seen: impl FnOnce() -> Vec<Seen>) -> Result<(), StoreError> {
+        self.check()?;
+        if !*self.gets_open.borrow() {
+            self.held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(seen());
+            let mut rx = self.gets_open.subscribe();
+            let _ = rx.wait_for(|o| *o).await;
+        }
+        let failing = self
+            .fail_fetches
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failing {
+            return Err(StoreError::Unavailable("test: one request failed".into()));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<S: BlockStore> BlockStore for FaultStore<S> {
+    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>, StoreError> {
+        self.fetch_gate(|| {
+            keys.iter()
+                .map(|k| (Verb::Get, k.to_string(), None))
+                .collect()
+        })
+        .await?;
+        self.inner.get_many(keys).await
+    }
+    async fn get_range(&self, key: &ObjKey, r: Range<u64>) -> Result<Option<Bytes>, StoreError> {
+        self.fetch_gate(|| vec![(Verb::GetRange, key.to_string(), Some(r.clone()))])
+            .await?;
+        self.inner.get_range(key, r).await
+    }
+    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<(), StoreError> {
+        self.check()?;
+        let mut rx = self.puts_open.subscribe();
+        let _ = rx.wait_for(|o| *o).await;
+        if self.puts_down.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("test: PUTs failing".into()));
+        }
+        self.inner.put_many(items).await
+    }
+    async fn delete_many(&self, keys: &[ObjKey]) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.delete_many(keys).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>, StoreError> {
+        self.check()?;
+        self.inner.list(prefix).await
+    }
+}

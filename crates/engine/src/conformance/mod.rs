@@ -1,0 +1,341 @@
+//! The engine conformance suite: every engine runs it, with one line in its
+//! tests:
+//!
+//! ```ignore
+//! oram_engine::engine_conformance!(MySubject);
+//! ```
+//!
+//! where `MySubject` implements [`Subject`] (how to build the engine, and what it
+//! claims). The macro makes one `#[test]` per check. Everything is real — the
+//! memory and fs stores, real sealing, the redb state database on disk — except
+//! [`FaultStore`], which produces the failures a real store cannot produce on
+//! demand, and [`oram_blockstore::Recording`], which records what the provider
+//! sees.
+//!
+//! The checks: a model test against a `HashMap` (batches with repeated blocks,
+//! takes and dummies, wide block ids, concurrent callers, bad ops); crashes with
+//! write-backs in flight (the journal) and between a round's reads and its commit
+//! (the intent record); a failed commit; tampering (flipped, swapped, replayed,
+//! deleted, truncated objects); replay of a lost timeline after a restore (the
+//! generation); a block missing from where the state says; trace shape and
+//! position uniformity over very different workloads, also with a failed request
+//! in the middle, and the repetition of a failed round; quiesce, check, sweep and
+//! checkpoint slots; a failing backend; bounded write-backs; staged accesses.
+//! Engines that are not oblivious ([`Subject::oblivious`] false) must *fail* the
+//! trace checks: the negative control that shows those checks can fail.
+
+mod checks;
+mod crash;
+mod faults;
+mod traces;
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use oram_blockstore::{BlockStore, TraceEvent, Verb};
+use oram_seal::{MasterKey, Sealer, VolumeId};
+use oram_state::TrustedState;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+pub use checks::*;
+pub use crash::*;
+pub use faults::{FaultStore, Seen};
+pub use traces::*;
+
+use crate::{Op, Oram};
+
+/// The size and randomness of an engine under test.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Blocks the engine has room for.
+    pub capacity: u64,
+    /// Block ids are `0..id_limit` (`None`: the capacity).
+    pub id_limit: Option<u64>,
+    /// Bytes per block.
+    pub block_size: usize,
+    /// Most ops per round.
+    pub max_batch: usize,
+    /// Tree levels kept locally (engines without a tree ignore it).
+    pub cached_levels: u32,
+    /// Rounds of write-backs pending at once.
+    pub max_inflight_writebacks: usize,
+    /// The seed of the engine's random choices.
+    pub seed: [u8; 32],
+    /// Backend key prefix.
+    pub prefix: String,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self {
+            capacity: 256,
+            id_limit: None,
+            block_size: 64,
+            max_batch: 16,
+            cached_levels: 2,
+            max_inflight_writebacks: 4,
+            seed: [7; 32],
+            prefix: "vol0".into(),
+        }
+    }
+}
+
+/// An engine under test: how to build it and what it claims.
+pub trait Subject: Send + Sync + 'static {
+    /// Builds the engine for `p` over `store` and `state`.
+    fn build(
+        &self,
+        p: &Params,
+        store: Arc<dyn BlockStore>,
+        sealer: Arc<Sealer>,
+        state: Box<dyn TrustedState>,
+    ) -> Arc<dyn Oram>;
+
+    /// Whether the engine is oblivious: its traces must pass the trace checks
+    /// (`true`) or fail them (`false`, a negative control).
+    fn oblivious(&self) -> bool;
+
+    /// What one access (of one op) reveals for the uniformity test: bin indices
+    /// below [`Subject::bins`] (tree engines: the leaves read; `direct`: the
+    /// block).
+    fn positions(&self, p: &Params, access: &[TraceEvent]) -> Vec<u64>;
+
+    /// Number of bins of [`Subject::positions`].
+    fn bins(&self, p: &Params) -> u64;
+
+    /// For a tree engine, its number of leaves (`None`: no tree, no positions).
+    fn leaves(&self, p: &Params) -> Option<u64>;
+
+    /// Whether writes go back to the backend in the background (answers first).
+    fn writes_back(&self) -> bool;
+
+    /// Whether the engine takes block ids beyond its capacity ([`Params::id_limit`]).
+    fn wide_ids(&self) -> bool;
+}
+
+/// Generates one `#[test]` per conformance check for a [`Subject`].
+#[macro_export]
+macro_rules! engine_conformance {
+    ($subject:expr) => {
+        mod engine_conformance {
+            #[allow(unused_imports)]
+            use super::*;
+            fn subject() -> ::std::sync::Arc<dyn $crate::conformance::Subject> {
+                ::std::sync::Arc::new($subject)
+            }
+            $crate::engine_conformance!(@tests
+                model_matches_a_hashmap,
+                concurrent_callers_see_their_own_writes,
+                bad_ops_are_refused_without_effect,
+                loses_nothing_when_it_dies_with_write_backs_in_flight,
+                a_crash_between_reads_and_commit_repeats_the_same_reads,
+                a_failed_read_is_repeated_as_the_same_access,
+                a_failed_commit_fails_cleanly_and_a_restart_loses_nothing,
+                tampering_is_an_integrity_error_never_wrong_data,
+                a_replay_from_a_lost_timeline_is_an_integrity_error,
+                a_block_missing_from_where_the_state_says_is_an_integrity_error,
+                traces_do_not_depend_on_the_workload,
+                quiesce_check_and_sweep,
+                writes_after_a_checkpoint_spare_its_objects,
+                a_failing_backend_fails_cleanly_and_loses_nothing,
+                write_backs_are_bounded_and_answers_do_not_wait_for_them,
+                staged_accesses_commit_together_or_not_at_all
+            );
+        }
+    };
+    (@tests $($name:ident),*) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::conformance::$name(subject());
+            }
+        )*
+    };
+}
+
+/// A sealer with a fixed test key.
+pub fn test_sealer() -> Arc<Sealer> {
+    Arc::new(Sealer::new(
+        &MasterKey::from_bytes([42u8; 32]),
+        VolumeId([3u8; 16]),
+    ))
+}
+
+/// A block of `size` bytes whose content identifies `(block, version)`.
+pub fn block_data(block: u64, version: u64, size: usize) -> Bytes {
+    let seed =
+        block.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ version.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    (0..size)
+        .map(|i| (seed.rotate_left((i % 64) as u32) as u8) ^ (i as u8))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// A multi-threaded runtime (two workers), as the proxy runs engines.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The engine's model: what each block holds.
+pub type Model = HashMap<u64, Bytes>;
+
+/// Runs `rounds` random batches (1..=`max_batch` ops over ids below `ids`, with
+/// repeated blocks, takes and dummies) against `engine` and `model`, checking
+/// every answer; returns the number of ops.
+pub async fn run_model(
+    engine: &dyn Oram,
+    model: &mut Model,
+    ids: u64,
+    rounds: usize,
+    max_batch: usize,
+    seed: u64,
+) -> usize {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let bs = engine.block_size();
+    let zeros = Bytes::from(vec![0; bs]);
+    let mut version = seed << 32;
+    let mut total = 0;
+    for r in 0..rounds {
+        let n = rng.gen_range(1..=max_batch);
+        // A small hot set makes repeated blocks within a batch common.
+        let hot = rng.gen_bool(0.3);
+        let mut ops = Vec::with_capacity(n);
+        for _ in 0..n {
+            let b = if hot {
+                rng.gen_range(0..ids.min(4))
+            } else {
+                rng.gen_range(0..ids)
+            };
+            ops.push(match rng.gen_range(0..20) {
+                0..=8 => Op::Read(b),
+                9..=17 => {
+                    version += 1;
+                    Op::Write(b, block_data(b, version, bs))
+                }
+                18 => Op::Take(b),
+                _ => Op::Dummy,
+            });
+        }
+        let results = engine.access(ops.clone()).await.expect("access failed");
+        assert_eq!(results.len(), ops.len());
+        for (op, got) in ops.into_iter().zip(results) {
+            match op {
+                Op::Read(b) => {
+                    let want = model.get(&b).unwrap_or(&zeros);
+                    assert!(got == *want, "round {r}: block {b} read wrong data");
+                }
+                Op::Write(b, d) => {
+                    assert!(got.is_empty());
+                    model.insert(b, d);
+                }
+                Op::Take(b) => {
+                    let want = model.remove(&b).unwrap_or_else(|| zeros.clone());
+                    assert!(got == want, "round {r}: block {b} taken with wrong data");
+                }
+                Op::Dummy => assert!(got.is_empty()),
+            }
+        }
+        total += n;
+        if r % 97 == 0 {
+            engine.flush().await.expect("flush");
+        }
+    }
+    total
+}
+
+/// Reads every block below `ids` back, in batches, and compares with `model`.
+pub async fn read_back(engine: &dyn Oram, model: &Model, ids: u64, batch: usize) {
+    let zeros = Bytes::from(vec![0; engine.block_size()]);
+    let all: Vec<u64> = (0..ids).collect();
+    for chunk in all.chunks(batch.max(1)) {
+        let got = engine
+            .access(chunk.iter().map(|&b| Op::Read(b)).collect())
+            .await
+            .expect("read back");
+        for (&b, g) in chunk.iter().zip(got) {
+            assert!(
+                g == *model.get(&b).unwrap_or(&zeros),
+                "block {b} read back wrong"
+            );
+        }
+    }
+}
+
+/// Writes `blocks` (version `version`), one access each, and flushes.
+pub async fn fill(engine: &dyn Oram, model: &mut Model, blocks: Range<u64>, version: u64) {
+    let bs = engine.block_size();
+    for b in blocks {
+        let d = block_data(b, version, bs);
+        engine
+            .access(vec![Op::Write(b, d.clone())])
+            .await
+            .expect("fill");
+        model.insert(b, d);
+    }
+    engine.flush().await.expect("flush after fill");
+}
+
+/// The chi-square statistic of `counts` against a uniform distribution.
+pub fn chi_square(counts: &[u64]) -> f64 {
+    let total: u64 = counts.iter().sum();
+    let expected = total as f64 / counts.len() as f64;
+    counts
+        .iter()
+        .map(|&c| (c as f64 - expected).powi(2) / expected)
+        .sum()
+}
+
+/// The critical value of the chi-square distribution with `df` degrees of freedom
+/// at significance 0.001 (Wilson–Hilferty approximation, within 1% for df ≥ 10).
+pub fn chi_square_critical_001(df: u64) -> f64 {
+    let df = df.max(1) as f64;
+    let z = 3.090_232; // standard normal quantile of 0.999
+    let t = 2.0 / (9.0 * df);
+    df * (1.0 - t + z * t.sqrt()).powi(3)
+}
+
+/// What the provider sees of an access without keys: per request, verb, size
+/// and range length, sorted.
+pub fn shape_of(access: &[TraceEvent]) -> Vec<(Verb, u64, u64)> {
+    let mut v: Vec<(Verb, u64, u64)> = access
+        .iter()
+        .map(|e| {
+            let len = e.range.as_ref().map_or(0, |r| r.end - r.start);
+            (e.verb, e.size, len)
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// The fetch requests of a trace (verb, key, range), sorted.
+pub fn fetches_of(trace: &[TraceEvent]) -> Vec<Seen> {
+    let mut v: Vec<Seen> = trace
+        .iter()
+        .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange))
+        .map(|e| (e.verb, e.key.clone(), e.range.clone()))
+        .collect();
+    v.sort_by(|a, b| (a.0, &a.1, a.2.as_ref().map(|r| r.start)).cmp(&(b.0, &b.1, b.2.as_ref().map(|r| r.start))));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chi_square_helpers() {
+        assert_eq!(chi_square(&[10, 10, 10, 10]), 0.0);
+        assert_eq!(chi_square(&[20, 0, 10, 10]), 20.0);
+        // Tabulated: df = 10 → 29.59, df = 100 → 149.45 at p = 0.001.
+        assert!((chi_square_critical_001(10) - 29.59).abs() < 0.3);
+        assert!((chi_square_critical_001(100) - 149.45).abs() < 0.5);
+    }
+}

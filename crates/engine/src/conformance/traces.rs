@@ -1,0 +1,267 @@
+//! Obliviousness: what the provider sees must not depend on the logical
+//! workload, also when a request fails.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use oram_blockstore::{Recording, TraceEvent};
+use oram_state::MemState;
+use oram_store_memory::MemoryStore;
+
+use super::*;
+
+const ACCESSES: usize = 2000;
+
+type Workload = (&'static str, Box<dyn Fn(usize) -> Op>);
+
+fn workloads(p: &Params) -> Vec<Workload> {
+    let (cap, bs) = (p.capacity, p.block_size);
+    let random: Vec<Op> = {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        (0..ACCESSES)
+            .map(|i| {
+                let b = rng.gen_range(0..cap);
+                if rng.gen_bool(0.5) {
+                    Op::Read(b)
+                } else {
+                    Op::Write(b, block_data(b, i as u64, bs))
+                }
+            })
+            .collect()
+    };
+    vec![
+        ("same block, reads", Box::new(|_| Op::Read(5))),
+        (
+            "same block, writes",
+            Box::new(move |i| Op::Write(5, block_data(5, i as u64, bs))),
+        ),
+        ("sequential scan", Box::new(move |i| Op::Read(i as u64 % cap))),
+        (
+            "sequential writes",
+            Box::new(move |i| Op::Write(i as u64 % cap, block_data(0, i as u64, bs))),
+        ),
+        ("uniform random", Box::new(move |i| random[i].clone())),
+    ]
+}
+
+/// Formats, fills every block, then records the workload one access at a time
+/// (each flushed, so the order of requests is stable). In the middle, one
+/// access's first request fails; the access is then tried again, as a client
+/// would.
+async fn record(s: &dyn Subject, p: &Params, w: &dyn Fn(usize) -> Op) -> Vec<Vec<TraceEvent>> {
+    let faults = Arc::new(FaultStore::new(MemoryStore::new()));
+    let rec = Arc::new(Recording::new(faults.clone()));
+    let e = s.build(p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+    e.format().await.unwrap();
+    let mut model = Model::new();
+    fill(e.as_ref(), &mut model, 0..p.capacity, 0).await;
+    rec.take_trace();
+    let mut accesses = Vec::with_capacity(ACCESSES + 1);
+    for i in 0..ACCESSES {
+        if i == ACCESSES / 2 {
+            faults.fail_next_fetches(1);
+            assert!(e.access(vec![w(i)]).await.is_err(), "the failure was not seen");
+            accesses.push(rec.take_trace());
+        }
+        e.access(vec![w(i)]).await.unwrap();
+        e.flush().await.unwrap();
+        accesses.push(rec.take_trace());
+    }
+    accesses
+}
+
+/// A verdict on a set of traces.
+struct Verdict {
+    /// Chi-square of the access shapes' homogeneity across workloads, and its
+    /// critical value.
+    shapes: (f64, f64),
+    /// Per workload, chi-square of the positions' uniformity.
+    positions: Vec<(&'static str, f64)>,
+    critical: f64,
+}
+
+impl Verdict {
+    fn oblivious(&self) -> bool {
+        self.shapes.0 <= self.shapes.1 && self.positions.iter().all(|(_, c)| *c < self.critical)
+    }
+}
+
+/// Chi-square test of homogeneity of the shape histograms (rows: workloads),
+/// shapes rarer than 5 per workload pooled; `(statistic, critical value)`.
+fn homogeneity(rows: &[BTreeMap<Vec<(oram_blockstore::Verb, u64, u64)>, u64>]) -> (f64, f64) {
+    let mut totals: BTreeMap<&Vec<_>, u64> = BTreeMap::new();
+    for r in rows {
+        for (k, v) in r {
+            *totals.entry(k).or_default() += v;
+        }
+    }
+    let common: Vec<&Vec<_>> = totals
+        .iter()
+        .filter(|(_, &n)| n >= 5 * rows.len() as u64)
+        .map(|(k, _)| *k)
+        .collect();
+    // Columns: the common shapes, then everything else pooled.
+    let table: Vec<Vec<f64>> = rows
+        .iter()
+        .map(|r| {
+            let mut row: Vec<f64> = common.iter().map(|k| *r.get(*k).unwrap_or(&0) as f64).collect();
+            let rest: u64 = r.iter().filter(|(k, _)| !common.contains(k)).map(|(_, v)| v).sum();
+            row.push(rest as f64);
+            row
+        })
+        .collect();
+    let cols = table[0].len();
+    let col_sum: Vec<f64> = (0..cols).map(|c| table.iter().map(|r| r[c]).sum()).collect();
+    let grand: f64 = col_sum.iter().sum();
+    let mut chi = 0.0;
+    let mut used = 0usize;
+    for (c, &cs) in col_sum.iter().enumerate() {
+        if cs == 0.0 {
+            continue;
+        }
+        used += 1;
+        for r in &table {
+            let row_sum: f64 = r.iter().sum();
+            let e = row_sum * cs / grand;
+            chi += (r[c] - e).powi(2) / e;
+        }
+    }
+    let df = ((rows.len() - 1) * used.max(1).saturating_sub(1)) as u64;
+    if df == 0 {
+        return (chi, 0.0);
+    }
+    (chi, chi_square_critical_001(df))
+}
+
+fn judge(s: &dyn Subject, p: &Params, traces: &[(&'static str, Vec<Vec<TraceEvent>>)]) -> Verdict {
+    let rows: Vec<BTreeMap<_, u64>> = traces
+        .iter()
+        .map(|(_, t)| {
+            let mut h = BTreeMap::new();
+            for a in t {
+                *h.entry(shape_of(a)).or_default() += 1;
+            }
+            h
+        })
+        .collect();
+    let bins = s.bins(p);
+    let positions = traces
+        .iter()
+        .map(|(name, t)| {
+            let mut counts = vec![0u64; bins as usize];
+            for a in t {
+                for x in s.positions(p, a) {
+                    counts[x as usize] += 1;
+                }
+            }
+            (*name, chi_square(&counts))
+        })
+        .collect();
+    Verdict {
+        shapes: homogeneity(&rows),
+        positions,
+        critical: chi_square_critical_001(bins - 1),
+    }
+}
+
+/// Five workloads of equal length — one block read over and over, one block
+/// written over and over, a sequential scan, sequential writes, uniform random
+/// reads and writes — with one failed request in the middle: the shapes of the
+/// accesses (verbs, sizes, range lengths) must be distributed alike (chi-square
+/// test of homogeneity) and the positions read uniform (chi-square, significance
+/// 0.001; seeds are fixed, so the outcome is reproducible). An engine that is not
+/// oblivious must fail.
+pub fn traces_do_not_depend_on_the_workload(s: Arc<dyn Subject>) {
+    let p = Params {
+        capacity: 256,
+        block_size: 32,
+        max_batch: 1,
+        seed: [77; 32],
+        ..Params::default()
+    };
+    runtime().block_on(async {
+        let mut traces = Vec::new();
+        for (name, w) in workloads(&p) {
+            traces.push((name, record(s.as_ref(), &p, &*w).await));
+        }
+        let v = judge(s.as_ref(), &p, &traces);
+        println!(
+            "shapes: chi-square {:.1} (critical {:.1}); positions (critical {:.1}): {:?}",
+            v.shapes.0, v.shapes.1, v.critical, v.positions
+        );
+        if s.oblivious() {
+            assert!(v.shapes.0 <= v.shapes.1, "access shapes depend on the workload");
+            for (name, c) in &v.positions {
+                assert!(*c < v.critical, "{name}: positions not uniform ({c:.1})");
+            }
+        } else {
+            assert!(!v.oblivious(), "the negative control passed: the check cannot fail");
+            assert!(v.positions[0].1 > 100.0 * v.critical, "one block over and over looks uniform");
+        }
+    });
+}
+
+/// A round whose request fails is repeated first, exactly (the same requests,
+/// whatever the next access asks for); the next access's own round reads fresh
+/// positions. Oblivious engines only.
+pub fn a_failed_read_is_repeated_as_the_same_access(s: Arc<dyn Subject>) {
+    if !s.oblivious() {
+        return;
+    }
+    const TRIALS: u64 = 16;
+    runtime().block_on(async {
+        let mut same_path = 0;
+        for t in 0..TRIALS {
+            let p = Params {
+                capacity: 128,
+                block_size: 32,
+                max_batch: 4,
+                cached_levels: 1,
+                seed: [t as u8 + 1; 32],
+                ..Params::default()
+            };
+            let faults = Arc::new(FaultStore::new(MemoryStore::new()));
+            let rec = Arc::new(Recording::new(faults.clone()));
+            let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+            let mut model = Model::new();
+            fill(e.as_ref(), &mut model, 0..64, 1).await;
+            rec.take_trace();
+            // One stored block and one never written, in one round.
+            let (x, y) = (t % 64, 100 + t);
+            faults.fail_next_fetches(1);
+            let err = e.access(vec![Op::Read(x), Op::Read(y)]).await.unwrap_err();
+            assert!(matches!(err, crate::OramError::Store(_)), "{err}");
+            let failed = fetches_of(&rec.take_trace());
+            assert!(!failed.is_empty());
+            // Retried as it was (even trials), or something else entirely.
+            let next = if t % 2 == 0 {
+                vec![Op::Read(x), Op::Read(y)]
+            } else {
+                vec![Op::Read((x + 32) % 64), Op::Write(110, block_data(110, 1, 32))]
+            };
+            let got = e.access(next.clone()).await.unwrap();
+            if let Op::Read(b) = next[0] {
+                assert_eq!(got[0], model[&b]);
+            }
+            e.flush().await.unwrap();
+            let trace = rec.take_trace();
+            let fetches: Vec<&TraceEvent> = trace
+                .iter()
+                .filter(|e| matches!(e.verb, oram_blockstore::Verb::Get | oram_blockstore::Verb::GetRange))
+                .collect();
+            assert!(fetches.len() > failed.len(), "trial {t}: the access read nothing of its own");
+            let (repeat, own) = fetches.split_at(failed.len());
+            let repeat: Vec<TraceEvent> = repeat.iter().map(|e| (*e).clone()).collect();
+            assert_eq!(fetches_of(&repeat), failed, "trial {t}: the failed round was not repeated exactly");
+            assert_eq!(e.stats().extra("rounds_repeated_total"), Some(1));
+            let keys = |v: &[Seen]| v.iter().map(|r| r.1.clone()).collect::<std::collections::BTreeSet<_>>();
+            let own: Vec<TraceEvent> = own.iter().map(|e| (*e).clone()).collect();
+            if keys(&fetches_of(&own)) == keys(&failed) {
+                same_path += 1;
+            }
+        }
+        // Reading the same buckets again is what a failure used to cause every
+        // time; now it is chance (both leaves again).
+        assert!(same_path <= TRIALS / 4, "{same_path} of {TRIALS} retries read the failed paths again");
+    });
+}

@@ -1,0 +1,68 @@
+//! What an engine crate's configuration offers the binary: validation, the
+//! parameters fixed at volume creation, a bound on its trusted state, and the
+//! engine itself — so the binary builds engines without knowing their internals.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use oram_blockstore::BlockStore;
+use oram_seal::Sealer;
+use oram_state::TrustedState;
+
+use crate::{Oram, Result};
+
+/// What every engine of a volume is given: its size and its backend prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Logical blocks.
+    pub capacity: u64,
+    /// Bytes per block.
+    pub block_size: usize,
+    /// Blocks per round (the object layer's streaming step too).
+    pub max_batch: usize,
+    /// Backend key prefix of the volume (a valid key).
+    pub prefix: String,
+}
+
+/// The pieces an engine is built from.
+pub struct Parts {
+    /// The backend.
+    pub store: Arc<dyn BlockStore>,
+    /// The volume's sealer.
+    pub sealer: Arc<Sealer>,
+    /// The engine's trusted state (one space).
+    pub state: Box<dyn TrustedState>,
+}
+
+/// An engine crate's configuration (the payload of the binary's `[engine]`
+/// section for one `kind`).
+pub trait EngineSettings: Debug + Send + Sync {
+    /// The engine's name (`path`, `ring`, `direct`): the `kind` it is configured by.
+    fn kind(&self) -> &'static str;
+
+    /// Checks values that parse but cannot work.
+    fn validate(&self, shape: &Shape) -> std::result::Result<(), String>;
+
+    /// The parameters that decide where data lives — which backend object holds
+    /// what, what is kept locally instead — by name. They are recorded when a
+    /// volume is created; a start with other values is refused, since the data
+    /// would not be found (or silently lost).
+    fn fixed(&self, shape: &Shape) -> BTreeMap<String, String>;
+
+    /// An upper bound of the bytes the engine's trusted state takes in a snapshot
+    /// of the state database (position map, versions, stash at its bound, local
+    /// buckets, metadata, intent record), so that the sealed checkpoint can be
+    /// padded to a size that depends only on the parameters.
+    fn state_bound(&self, shape: &Shape) -> u64;
+
+    /// Builds the engine. Write-backs journaled in the state by an earlier run are
+    /// queued to be resent (by the first flush or access).
+    fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>>;
+}
+
+/// Bytes one row of an engine table takes in a snapshot: the framing (4 + 4), the
+/// space (4), a key of `key` bytes and a value of `value` bytes.
+pub fn snapshot_row(key: u64, value: u64) -> u64 {
+    4 + 4 + 4 + key + value
+}

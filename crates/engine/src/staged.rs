@@ -1,0 +1,97 @@
+//! Staged accesses: the changes of an access handed to a parent, which commits
+//! them once, together with other engines' and its own.
+
+use bytes::Bytes;
+use oram_state::Staged;
+
+use crate::{OramError, Result};
+
+/// How the engine ends a staged round once the parent's commit is settled:
+/// `Ok` — the changes are durable, start the write-backs; `Err` — they never will
+/// be, undo them in memory.
+type Finish = Box<dyn FnOnce(std::result::Result<(), String>) + Send>;
+
+/// An access performed but not committed ([`crate::Oram::access_staged`]). The
+/// engine serves nothing else until it is committed or dropped; dropping it
+/// uncommitted undoes its changes in the engine's memory.
+pub struct StagedAccess {
+    answers: Vec<Bytes>,
+    changes: Option<Staged>,
+    finish: Option<Finish>,
+}
+
+impl std::fmt::Debug for StagedAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedAccess")
+            .field("answers", &self.answers.len())
+            .field("changes", &self.changes)
+            .finish()
+    }
+}
+
+impl StagedAccess {
+    /// An access with `answers`, whose trusted-state `changes` are not committed;
+    /// `finish` is called once with the outcome of their commit (or an error if
+    /// the access is dropped uncommitted). For engines.
+    pub fn new(
+        answers: Vec<Bytes>,
+        changes: Staged,
+        finish: impl FnOnce(std::result::Result<(), String>) + Send + 'static,
+    ) -> Self {
+        Self {
+            answers,
+            changes: Some(changes),
+            finish: Some(Box::new(finish)),
+        }
+    }
+
+    /// The answers (valid only once committed: until then the changes that
+    /// produced them may still be undone).
+    pub fn answers(&self) -> &[Bytes] {
+        &self.answers
+    }
+
+    /// Commits the changes of every access in `parts` and `extra` (the parent's
+    /// own, e.g. its map of which partition holds a block) in **one** atomic
+    /// commit, then lets each engine finish its round. Returns each part's
+    /// answers. All parts' states must live in the same durable store.
+    pub async fn commit_all(mut parts: Vec<StagedAccess>, extra: Staged) -> Result<Vec<Vec<Bytes>>> {
+        let mut all = extra;
+        let mut merged = Ok(());
+        for p in &mut parts {
+            if let Some(c) = p.changes.take() {
+                if merged.is_ok() {
+                    merged = all.merge(c);
+                }
+            }
+        }
+        let outcome = match merged {
+            Ok(()) => all.commit().await,
+            Err(e) => Err(e),
+        };
+        let result = outcome.as_ref().map(|_| ()).map_err(|e| e.to_string());
+        let mut answers = Vec::with_capacity(parts.len());
+        for mut p in parts {
+            if let Some(f) = p.finish.take() {
+                f(result.clone());
+            }
+            answers.push(std::mem::take(&mut p.answers));
+        }
+        outcome.map_err(OramError::State)?;
+        Ok(answers)
+    }
+
+    /// Commits this access alone; returns its answers.
+    pub async fn commit(self) -> Result<Vec<Bytes>> {
+        let mut a = Self::commit_all(vec![self], Staged::default()).await?;
+        Ok(a.pop().unwrap_or_default())
+    }
+}
+
+impl Drop for StagedAccess {
+    fn drop(&mut self) {
+        if let Some(f) = self.finish.take() {
+            f(Err("staged access dropped without a commit".into()));
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Path ORAM's part of the `[engine]` configuration (`kind = "path"`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use oram_engine::{snapshot_row, EngineSettings, Oram, Parts, Result, Shape};
+use serde::{Deserialize, Serialize};
+
+use crate::{Geometry, PathConfig, PathOram};
+
+/// Path ORAM's settings in `[engine]` (with `kind = "path"`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PathSettings {
+    /// Blocks per bucket (Z). Fixed when the volume is created.
+    pub z: usize,
+    /// Tree levels kept in local memory (tree-top cache). Fixed when the volume is
+    /// created: the cached buckets live in the trusted state, not on the backend.
+    pub cached_levels: u32,
+    /// Largest stash allowed after an access.
+    pub stash_bound: usize,
+    /// Rounds whose write-back may be pending at once.
+    pub max_inflight_writebacks: usize,
+}
+
+impl Default for PathSettings {
+    fn default() -> Self {
+        Self {
+            z: 4,
+            cached_levels: 10,
+            stash_bound: 89,
+            max_inflight_writebacks: 4,
+        }
+    }
+}
+
+impl PathSettings {
+    /// The documentation of these settings in `oram-proxy example-config`, at
+    /// their defaults.
+    pub const EXAMPLE: &'static str = r#"# Path ORAM (kind = "path"): blocks per bucket (Z). Fixed when the data
+# directory is created.
+z = 4
+# Path ORAM: tree levels kept in local memory (tree-top cache); each saves a
+# backend GET and PUT per access and costs 2^level buckets of memory. Fixed when
+# the data directory is created (those buckets live in the local state).
+cached_levels = 10
+# Path ORAM: largest stash allowed after an access.
+stash_bound = 89
+# Path ORAM: rounds whose write-back may be pending at once.
+max_inflight_writebacks = 4
+"#;
+
+    /// The engine configuration for a volume of `shape`.
+    pub fn config(&self, shape: &Shape) -> PathConfig {
+        PathConfig {
+            capacity: shape.capacity,
+            block_size: shape.block_size,
+            z: self.z,
+            cached_levels: self.cached_levels,
+            stash_bound: self.stash_bound,
+            max_batch: shape.max_batch,
+            max_inflight_writebacks: self.max_inflight_writebacks,
+            prefix: shape.prefix.clone(),
+            ..PathConfig::default()
+        }
+    }
+
+    fn geometry(&self, shape: &Shape) -> Geometry {
+        Geometry::new(shape.capacity, self.z, shape.block_size, None)
+    }
+}
+
+impl EngineSettings for PathSettings {
+    fn kind(&self) -> &'static str {
+        "path"
+    }
+
+    fn validate(&self, _: &Shape) -> std::result::Result<(), String> {
+        if self.z == 0 || self.max_inflight_writebacks == 0 {
+            return Err("engine.z and engine.max_inflight_writebacks must be positive".into());
+        }
+        Ok(())
+    }
+
+    fn fixed(&self, shape: &Shape) -> BTreeMap<String, String> {
+        let geo = self.geometry(shape);
+        BTreeMap::from([
+            ("z".to_string(), self.z.to_string()),
+            ("leaves".to_string(), geo.leaves.to_string()),
+            (
+                "cached_levels".to_string(),
+                self.cached_levels.min(geo.leaf_level + 1).to_string(),
+            ),
+        ])
+    }
+
+    fn state_bound(&self, shape: &Shape) -> u64 {
+        let geo = self.geometry(shape);
+        let (cap, bs, z) = (shape.capacity, shape.block_size as u64, self.z as u64);
+        let positions = cap * snapshot_row(8, 8);
+        let nodes = geo.node_count() * snapshot_row(8, 24);
+        let stash = self.stash_bound as u64 * snapshot_row(8, bs);
+        let cached = self.cached_levels.min(geo.leaf_level + 1);
+        let local = geo.nodes_above(cached) * snapshot_row(8, z * (12 + bs));
+        // The intent record: a varint (≤ 10 bytes) per block and per draw, two
+        // draws per op.
+        let intent = snapshot_row(0, 32 + 30 * shape.max_batch as u64);
+        positions + nodes + stash + local + intent
+    }
+
+    fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
+        Ok(Arc::new(PathOram::new(
+            self.config(shape),
+            parts.store,
+            parts.sealer,
+            parts.state,
+        )?))
+    }
+}

@@ -1,0 +1,198 @@
+//! Ring ORAM's part of the `[engine]` configuration (`kind = "ring"`). The names
+//! keep their `ring_` prefix from the flat configuration of earlier versions, so
+//! existing configuration files keep working.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use oram_engine::{snapshot_row, EngineSettings, Oram, OramError, Parts, Result, Shape};
+use serde::{Deserialize, Serialize};
+
+use crate::{EvictRead, Layout, RingConfig, RingOram, RingParams, RingPreset};
+
+/// Ring ORAM's settings in `[engine]` (with `kind = "ring"`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RingSettings {
+    /// Parameter preset (`small` or `large`).
+    pub ring_preset: String,
+    /// Real slots per bucket (Z); 0 = the preset's.
+    pub ring_z: usize,
+    /// Dummy slots per bucket (S); 0 = the preset's.
+    pub ring_s: usize,
+    /// Accesses per eviction (A); 0 = the preset's.
+    pub ring_a: usize,
+    /// Stash bound; 0 = derived from Z, A and `max_batch`.
+    pub ring_stash_bound: usize,
+    /// Eviction reads: `whole` or `slots`.
+    pub ring_evict_read: String,
+    /// Tree levels kept in local memory (tree-top cache). Fixed at creation.
+    pub cached_levels: u32,
+    /// Rounds whose write-back may be pending at once.
+    pub max_inflight_writebacks: usize,
+}
+
+impl Default for RingSettings {
+    fn default() -> Self {
+        Self {
+            ring_preset: "small".into(),
+            ring_z: 0,
+            ring_s: 0,
+            ring_a: 0,
+            ring_stash_bound: 0,
+            ring_evict_read: "whole".into(),
+            cached_levels: 10,
+            max_inflight_writebacks: 4,
+        }
+    }
+}
+
+impl RingSettings {
+    /// The documentation of these settings in `oram-proxy example-config`, at
+    /// their defaults, commented out (they apply with `kind = "ring"` only).
+    pub const EXAMPLE: &'static str = r#"# Ring ORAM (kind = "ring"): parameter preset, "small" (Z = 4, S = 6, A = 3:
+# small client storage) or "large" (Z = 33, S = 63, A = 48: large client
+# storage, as in the thesis). Fixed when the data directory is created, like the
+# three below.
+# ring_preset = "small"
+# Ring ORAM: real slots per bucket (Z); 0 = the preset's.
+# ring_z = 0
+# Ring ORAM: dummy slots per bucket (S), i.e. reads before a bucket is
+# reshuffled; 0 = the preset's.
+# ring_s = 0
+# Ring ORAM: accesses per eviction (A); 0 = the preset's.
+# ring_a = 0
+# Ring ORAM: largest stash allowed after an access; 0 = derived from Z, A and
+# max_batch (64 + 2A + 3Z + max_batch).
+# ring_stash_bound = 0
+# Ring ORAM: how a bucket is read to evict or reshuffle it: "whole" (one GET of
+# all Z + S slots: fewer requests) or "slots" (Z ranged GETs, as in the paper:
+# fewer bytes).
+# ring_evict_read = "whole"
+# Ring ORAM also takes cached_levels (fixed at creation) and
+# max_inflight_writebacks, as above.
+"#;
+
+    /// Z, S and A: the preset's, with the non-zero `ring_z`, `ring_s`, `ring_a`
+    /// taking precedence.
+    pub fn params(&self) -> std::result::Result<RingParams, String> {
+        let preset: RingPreset = self
+            .ring_preset
+            .parse()
+            .map_err(|e| format!("engine.ring_preset: {e}"))?;
+        let mut p = preset.params();
+        if self.ring_z != 0 {
+            p.z = self.ring_z;
+        }
+        if self.ring_s != 0 {
+            p.s = self.ring_s;
+        }
+        if self.ring_a != 0 {
+            p.a = self.ring_a;
+        }
+        if p.z + p.s > 4096 {
+            return Err("engine.ring_z + engine.ring_s must be at most 4096".into());
+        }
+        Ok(p)
+    }
+
+    /// The eviction reads.
+    pub fn evict_read(&self) -> std::result::Result<EvictRead, String> {
+        self.ring_evict_read
+            .parse()
+            .map_err(|e| format!("engine.ring_evict_read: {e}"))
+    }
+
+    /// The stash bound: `ring_stash_bound`, or the default for the parameters.
+    pub fn stash_bound(&self, max_batch: usize) -> std::result::Result<usize, String> {
+        Ok(match self.ring_stash_bound {
+            0 => RingConfig::default_stash_bound(self.params()?, max_batch),
+            n => n,
+        })
+    }
+
+    /// The engine configuration for a volume of `shape`.
+    pub fn config(&self, shape: &Shape) -> std::result::Result<RingConfig, String> {
+        Ok(RingConfig {
+            capacity: shape.capacity,
+            block_size: shape.block_size,
+            params: self.params()?,
+            cached_levels: self.cached_levels,
+            stash_bound: self.stash_bound(shape.max_batch)?,
+            max_batch: shape.max_batch,
+            max_inflight_writebacks: self.max_inflight_writebacks,
+            prefix: shape.prefix.clone(),
+            evict_read: self.evict_read()?,
+            ..RingConfig::default()
+        })
+    }
+
+    fn layout(&self, shape: &Shape) -> std::result::Result<Layout, String> {
+        let p = self.params()?;
+        let leaves = RingConfig::leaves_for(shape.capacity, p.z);
+        Ok(Layout {
+            geo: oram_tree::Geometry::new(shape.capacity, p.z, shape.block_size, Some(leaves)),
+            params: p,
+            block_size: shape.block_size,
+        })
+    }
+}
+
+impl EngineSettings for RingSettings {
+    fn kind(&self) -> &'static str {
+        "ring"
+    }
+
+    fn validate(&self, _: &Shape) -> std::result::Result<(), String> {
+        let p = self.params()?;
+        self.evict_read()?;
+        if p.z == 0 || p.s == 0 || p.a == 0 || self.max_inflight_writebacks == 0 {
+            return Err("Ring ORAM's Z, S, A and max_inflight_writebacks must be positive".into());
+        }
+        Ok(())
+    }
+
+    fn fixed(&self, shape: &Shape) -> BTreeMap<String, String> {
+        let mut m = BTreeMap::new();
+        if let Ok(lay) = self.layout(shape) {
+            let p = lay.params;
+            m.insert("z".into(), p.z.to_string());
+            m.insert("s".into(), p.s.to_string());
+            m.insert("a".into(), p.a.to_string());
+            m.insert("leaves".into(), lay.geo.leaves.to_string());
+            let cached = self.cached_levels.min(lay.geo.leaf_level + 1);
+            m.insert("cached_levels".into(), cached.to_string());
+        }
+        m
+    }
+
+    fn state_bound(&self, shape: &Shape) -> u64 {
+        // Validated settings always have parameters.
+        let Ok(lay) = self.layout(shape) else {
+            return 0;
+        };
+        let (cap, bs) = (shape.capacity, shape.block_size as u64);
+        let geo = lay.geo;
+        let slots = lay.slots() as u64;
+        let buckets = geo.node_count();
+        let positions = cap * snapshot_row(8, 8);
+        let nodes = buckets * snapshot_row(8, 24);
+        let bound = self.stash_bound(shape.max_batch).unwrap_or(0) as u64;
+        let stash = bound * snapshot_row(8, bs);
+        // Per bucket: its slot map and read state; and the engine's counters.
+        let meta = buckets * (snapshot_row(9, 8 * slots) + snapshot_row(9, 4 + slots.div_ceil(8)))
+            + snapshot_row(1, 16);
+        let cached = self.cached_levels.min(geo.leaf_level + 1);
+        let local = geo.nodes_above(cached) * snapshot_row(8, lay.params.z as u64 * (12 + bs));
+        // The intent record: two leaf draws per op and a dummy choice per bucket
+        // of every read path and (reading by slots) per eviction slot, ≤ 10 bytes each.
+        let path = u64::from(geo.leaf_level) + 1;
+        let intent = snapshot_row(0, 32 + shape.max_batch as u64 * (30 + 10 * path) + 10 * slots * path);
+        positions + nodes + stash + meta + local + intent
+    }
+
+    fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
+        let cfg = self.config(shape).map_err(OramError::Config)?;
+        Ok(Arc::new(RingOram::new(cfg, parts.store, parts.sealer, parts.state)?))
+    }
+}
