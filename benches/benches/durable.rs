@@ -63,7 +63,10 @@ fn bench_durable(c: &mut Criterion) {
     let data = Bytes::from(vec![7u8; BS]);
     for (name, oram) in [
         ("memory", engine(Box::new(MemState::new()))),
-        ("redb", engine(Box::new(db.state().unwrap()))),
+        (
+            "redb",
+            engine(Box::new(db.state(oram_state::Space(0)).unwrap())),
+        ),
     ] {
         let counter = AtomicU64::new(0);
         rt.block_on(async {

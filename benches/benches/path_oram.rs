@@ -91,7 +91,7 @@ fn bench_access(c: &mut Criterion) {
 
             // The crypto of one access alone: open and seal each uncached bucket of a path.
             let remote = (oram.geometry().leaf_level + 1 - oram.cached_levels()) as usize;
-            let bucket = oram.geometry().bucket_bytes();
+            let bucket = oram_path::bucket::bucket_bytes(&oram.geometry());
             let cipher = Aes256Gcm::new_from_slice(&[1u8; 32]).unwrap();
             let mut buf = vec![0u8; bucket];
             group.bench_function(BenchmarkId::new("crypto_only", &id), |b| {

@@ -145,7 +145,7 @@ fn bandwidth_table(rt: &tokio::runtime::Runtime, fast: bool) {
             // Every bucket written up front: no 404s of never-written buckets in
             // the numbers (a large-Z tree is mostly unwritten after the fill).
             rt.block_on(oram.format()).unwrap();
-            let lay = oram.layout();
+            let lay = oram.scheme().layout();
             let (mut or, mut ob, r, b, evict_buckets) = rt.block_on(async {
                 let data = Bytes::from(vec![7u8; BS]);
                 for blk in 0..N {
@@ -161,9 +161,9 @@ fn bandwidth_table(rt: &tokio::runtime::Runtime, fast: bool) {
                         .await
                         .unwrap();
                 }
-                let before = oram.ring_stats();
+                let before = oram.scheme().ring_stats();
                 let (or, ob, r, b) = per_access(&oram, &acc, 0, n, false).await;
-                let after = oram.ring_stats();
+                let after = oram.scheme().ring_stats();
                 let levels = u64::from(lay.geo.leaf_level + 1 - oram.cached_levels());
                 let buckets = (after.evictions - before.evictions) * levels
                     + (after.early_reshuffles - before.early_reshuffles);

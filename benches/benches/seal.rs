@@ -16,11 +16,7 @@ use oram_seal::{MasterKey, ObjectIdentity, ObjectKind, Sealer, VolumeId};
 
 fn bench_seal(c: &mut Criterion) {
     let sealer = Sealer::new(&MasterKey::generate(), VolumeId::random());
-    let id = ObjectIdentity {
-        kind: ObjectKind::TreeBucket,
-        position: 17,
-        version: 3,
-    };
+    let id = ObjectIdentity::plain(ObjectKind::TreeBucket, 17, 3);
     let cipher = Aes256Gcm::new_from_slice(&[1u8; 32]).unwrap();
     let mut group = c.benchmark_group("seal");
     for size in [4096usize, 4 * (4096 + 8), 65536, 4 * (65536 + 8)] {

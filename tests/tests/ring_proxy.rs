@@ -6,7 +6,7 @@
 use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
-use oram_proxy::{Config, EngineKind, UserConfig};
+use oram_proxy::{Config, Engine, UserConfig};
 use oram_tests::block_data;
 
 fn config(dir: &std::path::Path) -> Config {
@@ -15,11 +15,13 @@ fn config(dir: &std::path::Path) -> Config {
         ..Config::default()
     };
     cfg.s3.listen = "127.0.0.1:0".into();
-    cfg.engine.kind = EngineKind::Ring;
-    cfg.engine.ring_preset = "small".into();
+    cfg.engine.kind = Engine::Ring(oram_ring::RingSettings {
+        ring_preset: "small".into(),
+        cached_levels: 3,
+        ..Default::default()
+    });
     cfg.engine.capacity_blocks = 2048;
     cfg.engine.block_size = 4096;
-    cfg.engine.cached_levels = 3;
     cfg.backend.path = Some(dir.join("store"));
     // Outside the data directory, so that the volume can be recovered without it.
     cfg.key.key_file = Some(dir.join("master.key"));
@@ -65,7 +67,7 @@ async fn the_proxy_serves_s3_on_ring_oram_across_restart_fsck_and_recovery() {
     let big = block_data(1, 1, 300_000).to_vec();
     {
         let server = oram_proxy::start(&cfg, None).await.expect("proxy starts");
-        assert_eq!(server.layer().engine().name(), "ring");
+        assert_eq!(server.volume().engine.name(), "ring");
         let c = client(&format!("http://{}", server.s3_addr()));
         c.create_bucket().bucket("ringb").send().await.unwrap();
         c.put_object()
@@ -105,7 +107,11 @@ async fn the_proxy_serves_s3_on_ring_oram_across_restart_fsck_and_recovery() {
     assert!(rep.is_clean(), "{rep:?}");
     // Other Ring parameters are refused with a message naming them.
     let mut other = cfg.clone();
-    other.engine.ring_preset = "large".into();
+    other.engine.kind = Engine::Ring(oram_ring::RingSettings {
+        ring_preset: "large".into(),
+        cached_levels: 3,
+        ..Default::default()
+    });
     let err = oram_proxy::start(&other, None)
         .await
         .err()

@@ -57,7 +57,10 @@ fn proxy_config(minio: &Minio, dir: &std::path::Path) -> Config {
     };
     cfg.s3.listen = "127.0.0.1:0".into();
     cfg.engine.capacity_blocks = 4096;
-    cfg.engine.cached_levels = 3;
+    cfg.engine.kind = oram_proxy::Engine::Path(oram_path::PathSettings {
+        cached_levels: 3,
+        ..Default::default()
+    });
     cfg.backend.kind = BackendKind::S3;
     cfg.backend.bucket = "oram-volume".into();
     cfg.backend.key_prefix = "p".into();

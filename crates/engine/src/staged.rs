@@ -55,7 +55,10 @@ impl StagedAccess {
     /// own, e.g. its map of which partition holds a block) in **one** atomic
     /// commit, then lets each engine finish its round. Returns each part's
     /// answers. All parts' states must live in the same durable store.
-    pub async fn commit_all(mut parts: Vec<StagedAccess>, extra: Staged) -> Result<Vec<Vec<Bytes>>> {
+    pub async fn commit_all(
+        mut parts: Vec<StagedAccess>,
+        extra: Staged,
+    ) -> Result<Vec<Vec<Bytes>>> {
         let mut all = extra;
         let mut merged = Ok(());
         for p in &mut parts {

@@ -321,6 +321,20 @@ impl Drop for ReadPin {
 }
 
 impl Shared {
+    /// Runs `f` under the metadata lock, hands the index changes it made to the
+    /// durable store, releases the lock, and returns `f`'s value once the changes
+    /// are durable (concurrent callers share one fsync; no fsync under the lock).
+    /// If `f` fails it must not have changed the index.
+    async fn update<T>(&self, f: impl FnOnce(&mut Meta) -> Result<T>) -> Result<T> {
+        let (value, done) = {
+            let mut m = self.lock();
+            let value = f(&mut m)?;
+            (value, m.kv.commit())
+        };
+        done.await?;
+        Ok(value)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Meta> {
         // Every critical section leaves Meta consistent before it can panic.
         self.meta.lock().unwrap_or_else(|e| e.into_inner())
@@ -567,27 +581,29 @@ impl ObjectLayer {
     // ---- buckets ----
 
     /// Creates bucket `name` owned by `owner`.
-    pub fn create_bucket(&self, owner: &str, name: &str) -> Result<BucketRecord> {
+    pub async fn create_bucket(&self, owner: &str, name: &str) -> Result<BucketRecord> {
         if !valid_bucket_name(name) {
             return Err(ObjectError::InvalidBucketName(name.into()));
         }
-        let mut m = self.shared.lock();
-        match m.bucket(name)? {
-            Some(b) if b.owner == owner => Err(ObjectError::BucketAlreadyOwnedByYou(name.into())),
-            Some(_) => Err(ObjectError::BucketAlreadyExists(name.into())),
-            None => {
-                let rec = BucketRecord {
-                    name: name.into(),
-                    owner: owner.into(),
-                    created_ms: now_ms(),
-                    meta: BTreeMap::new(),
-                    meta_modified_ms: 0,
-                };
-                m.kv.put(&bucket_key(name), encode(&rec));
-                m.kv.commit()?;
-                Ok(rec)
-            }
-        }
+        self.shared
+            .update(|m| match m.bucket(name)? {
+                Some(b) if b.owner == owner => {
+                    Err(ObjectError::BucketAlreadyOwnedByYou(name.into()))
+                }
+                Some(_) => Err(ObjectError::BucketAlreadyExists(name.into())),
+                None => {
+                    let rec = BucketRecord {
+                        name: name.into(),
+                        owner: owner.into(),
+                        created_ms: now_ms(),
+                        meta: BTreeMap::new(),
+                        meta_modified_ms: 0,
+                    };
+                    m.kv.put(&bucket_key(name), encode(&rec));
+                    Ok(rec)
+                }
+            })
+            .await
     }
 
     /// The bucket, if `owner` owns it.
@@ -610,27 +626,31 @@ impl ObjectLayer {
     }
 
     /// Deletes an empty bucket; its unfinished multipart uploads are aborted.
-    pub fn delete_bucket(&self, owner: &str, name: &str) -> Result<()> {
-        let mut m = self.shared.lock();
-        m.owned_bucket(owner, name)?;
-        let base = objects_base(name);
-        if !m
-            .kv
-            .range(&base, true, prefix_end(&base).as_deref(), 1)
-            .is_empty()
-        {
-            return Err(ObjectError::BucketNotEmpty(name.into()));
-        }
-        let uploads = listing::all_uploads(m.kv.as_ref())?;
-        let mut runs: Vec<Run> = Vec::new();
-        for (id, u) in uploads.into_iter().filter(|(_, u)| u.bucket == name) {
-            m.kv.delete(&upload_key(&id));
-            runs.extend(u.parts.values().flat_map(|p| p.segment.runs.clone()));
-        }
-        m.kv.delete(&bucket_key(name));
+    pub async fn delete_bucket(&self, owner: &str, name: &str) -> Result<()> {
+        let runs = self
+            .shared
+            .update(|m| {
+                m.owned_bucket(owner, name)?;
+                let base = objects_base(name);
+                if !m
+                    .kv
+                    .range(&base, true, prefix_end(&base).as_deref(), 1)
+                    .is_empty()
+                {
+                    return Err(ObjectError::BucketNotEmpty(name.into()));
+                }
+                let uploads = listing::all_uploads(m.kv.as_ref())?;
+                let mut runs: Vec<Run> = Vec::new();
+                for (id, u) in uploads.into_iter().filter(|(_, u)| u.bucket == name) {
+                    m.kv.delete(&upload_key(&id));
+                    runs.extend(u.parts.values().flat_map(|p| p.segment.runs.clone()));
+                }
+                m.kv.delete(&bucket_key(name));
+                Ok(runs)
+            })
+            .await?;
         // Blocks are freed only once the index no longer refers to them durably.
-        m.kv.commit()?;
-        m.alloc.free(&runs);
+        self.shared.lock().alloc.free(&runs);
         Ok(())
     }
 
@@ -638,7 +658,7 @@ impl ObjectLayer {
     /// owned by `owner` with metadata `meta`; if `owner` already has it, merges
     /// `meta` into its metadata instead (an empty value removes a name). Returns
     /// whether it was created.
-    pub fn create_container(
+    pub async fn create_container(
         &self,
         owner: &str,
         name: &str,
@@ -647,47 +667,48 @@ impl ObjectLayer {
         if !valid_container_name(name) {
             return Err(ObjectError::InvalidBucketName(name.into()));
         }
-        let mut m = self.shared.lock();
-        match m.bucket(name)? {
-            Some(b) if b.owner != owner => Err(ObjectError::BucketAlreadyExists(name.into())),
-            Some(mut b) => {
-                merge_meta(&mut b.meta, meta);
-                b.meta_modified_ms = now_ms();
-                m.kv.put(&bucket_key(name), encode(&b));
-                m.kv.commit()?;
-                Ok(false)
-            }
-            None => {
-                let mut rec = BucketRecord {
-                    name: name.into(),
-                    owner: owner.into(),
-                    created_ms: now_ms(),
-                    meta: BTreeMap::new(),
-                    meta_modified_ms: 0,
-                };
-                merge_meta(&mut rec.meta, meta);
-                m.kv.put(&bucket_key(name), encode(&rec));
-                m.kv.commit()?;
-                Ok(true)
-            }
-        }
+        self.shared
+            .update(|m| match m.bucket(name)? {
+                Some(b) if b.owner != owner => Err(ObjectError::BucketAlreadyExists(name.into())),
+                Some(mut b) => {
+                    merge_meta(&mut b.meta, meta);
+                    b.meta_modified_ms = now_ms();
+                    m.kv.put(&bucket_key(name), encode(&b));
+                    Ok(false)
+                }
+                None => {
+                    let mut rec = BucketRecord {
+                        name: name.into(),
+                        owner: owner.into(),
+                        created_ms: now_ms(),
+                        meta: BTreeMap::new(),
+                        meta_modified_ms: 0,
+                    };
+                    merge_meta(&mut rec.meta, meta);
+                    m.kv.put(&bucket_key(name), encode(&rec));
+                    Ok(true)
+                }
+            })
+            .await
     }
 
     /// Merges `meta` into the metadata of bucket `name` (an empty value removes a
     /// name); returns the updated record.
-    pub fn update_bucket_meta(
+    pub async fn update_bucket_meta(
         &self,
         owner: &str,
         name: &str,
         meta: BTreeMap<String, String>,
     ) -> Result<BucketRecord> {
-        let mut m = self.shared.lock();
-        let mut b = m.owned_bucket(owner, name)?;
-        merge_meta(&mut b.meta, meta);
-        b.meta_modified_ms = now_ms();
-        m.kv.put(&bucket_key(name), encode(&b));
-        m.kv.commit()?;
-        Ok(b)
+        self.shared
+            .update(|m| {
+                let mut b = m.owned_bucket(owner, name)?;
+                merge_meta(&mut b.meta, meta);
+                b.meta_modified_ms = now_ms();
+                m.kv.put(&bucket_key(name), encode(&b));
+                Ok(b)
+            })
+            .await
     }
 
     /// Objects in bucket `name` and their total size in bytes (a scan of the
@@ -710,42 +731,50 @@ impl ObjectLayer {
 
     /// Merges `meta` into the metadata of account `owner` (an empty value removes
     /// a name).
-    pub fn update_account_meta(&self, owner: &str, meta: BTreeMap<String, String>) -> Result<()> {
-        let mut m = self.shared.lock();
-        let mut rec: AccountRecord =
-            m.kv.get(&account_key(owner))
-                .map(|v| decode(&v).map_err(|e| corrupt("account record", e)))
-                .transpose()?
-                .unwrap_or_default();
-        merge_meta(&mut rec.meta, meta);
-        if rec.meta.is_empty() {
-            m.kv.delete(&account_key(owner));
-        } else {
-            m.kv.put(&account_key(owner), encode(&rec));
-        }
-        m.kv.commit()?;
-        Ok(())
+    pub async fn update_account_meta(
+        &self,
+        owner: &str,
+        meta: BTreeMap<String, String>,
+    ) -> Result<()> {
+        self.shared
+            .update(|m| {
+                let mut rec: AccountRecord =
+                    m.kv.get(&account_key(owner))
+                        .map(|v| decode(&v).map_err(|e| corrupt("account record", e)))
+                        .transpose()?
+                        .unwrap_or_default();
+                merge_meta(&mut rec.meta, meta);
+                if rec.meta.is_empty() {
+                    m.kv.delete(&account_key(owner));
+                } else {
+                    m.kv.put(&account_key(owner), encode(&rec));
+                }
+                Ok(())
+            })
+            .await
     }
 
     /// Replaces the metadata of `bucket/key` without touching its data (a new
     /// last-modified time, same ETag and blocks).
-    pub fn set_object_meta(
+    pub async fn set_object_meta(
         &self,
         owner: &str,
         bucket: &str,
         key: &str,
         meta: ObjectMeta,
     ) -> Result<ObjectRecord> {
-        let mut m = self.shared.lock();
-        m.owned_bucket(owner, bucket)?;
-        let mut rec = m
-            .object(bucket, key)?
-            .ok_or_else(|| ObjectError::NoSuchKey(key.into()))?;
-        rec.meta = meta;
-        rec.modified_ms = now_ms();
-        m.kv.put(&object_key(bucket, key), encode(&rec));
-        m.kv.commit()?;
-        Ok(rec)
+        self.shared
+            .update(|m| {
+                m.owned_bucket(owner, bucket)?;
+                let mut rec = m
+                    .object(bucket, key)?
+                    .ok_or_else(|| ObjectError::NoSuchKey(key.into()))?;
+                rec.meta = meta;
+                rec.modified_ms = now_ms();
+                m.kv.put(&object_key(bucket, key), encode(&rec));
+                Ok(rec)
+            })
+            .await
     }
 
     // ---- objects ----
@@ -808,6 +837,7 @@ impl ObjectLayer {
             segments: vec![segment],
         };
         self.commit_object(owner, bucket, key, rec, create_only)
+            .await
     }
 
     /// Writes a client body into fresh blocks: refused up front if `expected_len`
@@ -890,7 +920,7 @@ impl ObjectLayer {
 
     /// Makes `rec` the object `bucket/key` in one step and releases the old version.
     /// If the bucket vanished meanwhile, frees `rec`'s blocks instead.
-    fn commit_object(
+    async fn commit_object(
         &self,
         owner: &str,
         bucket: &str,
@@ -898,30 +928,32 @@ impl ObjectLayer {
         rec: ObjectRecord,
         create_only: bool,
     ) -> Result<ObjectRecord> {
-        let mut m = self.shared.lock();
-        if let Err(e) = m.owned_bucket(owner, bucket) {
-            m.release(rec.id, &rec.segments);
-            return Err(e);
-        }
-        let old = match m.object(bucket, key) {
-            Ok(Some(_)) if create_only => {
-                m.release(rec.id, &rec.segments);
-                return Err(ObjectError::AlreadyExists(key.into()));
-            }
-            Ok(old) => old,
-            Err(e) => {
+        let (old, done) = {
+            let mut m = self.shared.lock();
+            if let Err(e) = m.owned_bucket(owner, bucket) {
                 m.release(rec.id, &rec.segments);
                 return Err(e);
             }
+            let old = match m.object(bucket, key) {
+                Ok(Some(_)) if create_only => {
+                    m.release(rec.id, &rec.segments);
+                    return Err(ObjectError::AlreadyExists(key.into()));
+                }
+                Ok(old) => old,
+                Err(e) => {
+                    m.release(rec.id, &rec.segments);
+                    return Err(e);
+                }
+            };
+            m.kv.put(&object_key(bucket, key), encode(&rec));
+            (old, m.kv.commit())
         };
-        m.kv.put(&object_key(bucket, key), encode(&rec));
-        if let Err(e) = m.kv.commit() {
-            // The index is back as it was: the new blocks are unused again.
-            m.release(rec.id, &rec.segments);
-            return Err(e.into());
-        }
+        // The old version's blocks are freed only once the new record is durable.
+        // (A failed commit fails the state store: nothing is committed any more,
+        // so the new blocks are not freed either.)
+        done.await?;
         if let Some(old) = old {
-            m.release(old.id, &old.segments);
+            self.shared.lock().release(old.id, &old.segments);
         }
         Ok(rec)
     }
@@ -1031,15 +1063,18 @@ impl ObjectLayer {
 
     /// Deletes `bucket/key`; a missing key is not an error (as in S3). Returns
     /// whether an object was deleted.
-    pub fn delete_object(&self, owner: &str, bucket: &str, key: &str) -> Result<bool> {
-        let mut m = self.shared.lock();
-        m.owned_bucket(owner, bucket)?;
-        let Some(old) = m.object(bucket, key)? else {
-            return Ok(false);
+    pub async fn delete_object(&self, owner: &str, bucket: &str, key: &str) -> Result<bool> {
+        let (old, done) = {
+            let mut m = self.shared.lock();
+            m.owned_bucket(owner, bucket)?;
+            let Some(old) = m.object(bucket, key)? else {
+                return Ok(false);
+            };
+            m.kv.delete(&object_key(bucket, key));
+            (old, m.kv.commit())
         };
-        m.kv.delete(&object_key(bucket, key));
-        m.kv.commit()?;
-        m.release(old.id, &old.segments);
+        done.await?;
+        self.shared.lock().release(old.id, &old.segments);
         Ok(true)
     }
 
@@ -1057,20 +1092,23 @@ impl ObjectLayer {
     ) -> Result<ObjectRecord> {
         check_key(dst.1)?;
         if src_name == dst {
-            let mut m = self.shared.lock();
-            m.owned_bucket(owner, dst.0)?;
-            let mut rec = m
-                .object(dst.0, dst.1)?
-                .ok_or_else(|| ObjectError::NoSuchKey(dst.1.into()))?;
-            if rec.id != src.rec.id {
-                return Err(ObjectError::Conflict(dst.1.into()));
-            }
-            if let Some(meta) = meta {
-                rec.meta = meta;
-            }
-            rec.modified_ms = now_ms();
-            m.kv.put(&object_key(dst.0, dst.1), encode(&rec));
-            m.kv.commit()?;
+            let (rec, done) = {
+                let mut m = self.shared.lock();
+                m.owned_bucket(owner, dst.0)?;
+                let mut rec = m
+                    .object(dst.0, dst.1)?
+                    .ok_or_else(|| ObjectError::NoSuchKey(dst.1.into()))?;
+                if rec.id != src.rec.id {
+                    return Err(ObjectError::Conflict(dst.1.into()));
+                }
+                if let Some(meta) = meta {
+                    rec.meta = meta;
+                }
+                rec.modified_ms = now_ms();
+                m.kv.put(&object_key(dst.0, dst.1), encode(&rec));
+                (rec, m.kv.commit())
+            };
+            done.await?;
             return Ok(rec);
         }
         self.shared.lock().owned_bucket(owner, dst.0)?;
@@ -1089,7 +1127,7 @@ impl ObjectLayer {
             meta: meta.unwrap_or(src_meta),
             segments,
         };
-        self.commit_object(owner, dst.0, dst.1, rec, false)
+        self.commit_object(owner, dst.0, dst.1, rec, false).await
     }
 
     /// Lists the objects of a bucket (see [`ListParams`]).
@@ -1107,7 +1145,7 @@ impl ObjectLayer {
     // ---- multipart ----
 
     /// Starts a multipart upload; returns its id.
-    pub fn create_multipart(
+    pub async fn create_multipart(
         &self,
         owner: &str,
         bucket: &str,
@@ -1115,21 +1153,24 @@ impl ObjectLayer {
         meta: ObjectMeta,
     ) -> Result<String> {
         check_key(key)?;
-        let mut m = self.shared.lock();
-        m.owned_bucket(owner, bucket)?;
-        let mut id = [0u8; 16];
-        rand::thread_rng().fill_bytes(&mut id);
-        let id = hex(&id);
-        let rec = UploadRecord {
-            bucket: bucket.into(),
-            key: key.into(),
-            owner: owner.into(),
-            initiated_ms: now_ms(),
-            meta,
-            parts: BTreeMap::new(),
+        let (id, done) = {
+            let mut m = self.shared.lock();
+            m.owned_bucket(owner, bucket)?;
+            let mut id = [0u8; 16];
+            rand::thread_rng().fill_bytes(&mut id);
+            let id = hex(&id);
+            let rec = UploadRecord {
+                bucket: bucket.into(),
+                key: key.into(),
+                owner: owner.into(),
+                initiated_ms: now_ms(),
+                meta,
+                parts: BTreeMap::new(),
+            };
+            m.kv.put(&upload_key(&id), encode(&rec));
+            (id, m.kv.commit())
         };
-        m.kv.put(&upload_key(&id), encode(&rec));
-        m.kv.commit()?;
+        done.await?;
         Ok(id)
     }
 
@@ -1171,22 +1212,22 @@ impl ObjectLayer {
             modified_ms: now_ms(),
             segment,
         };
-        let mut m = self.shared.lock();
-        let mut u = match m.upload(owner, upload_id) {
-            Ok(u) => u,
-            Err(e) => {
-                m.alloc.free(&part.segment.runs);
-                return Err(e);
-            }
+        let (old, done) = {
+            let mut m = self.shared.lock();
+            let mut u = match m.upload(owner, upload_id) {
+                Ok(u) => u,
+                Err(e) => {
+                    m.alloc.free(&part.segment.runs);
+                    return Err(e);
+                }
+            };
+            let old = u.parts.insert(number, part.clone());
+            m.kv.put(&upload_key(upload_id), encode(&u));
+            (old, m.kv.commit())
         };
-        let old = u.parts.insert(number, part.clone());
-        m.kv.put(&upload_key(upload_id), encode(&u));
-        if let Err(e) = m.kv.commit() {
-            m.alloc.free(&part.segment.runs);
-            return Err(e.into());
-        }
+        done.await?;
         if let Some(old) = old {
-            m.alloc.free(&old.segment.runs);
+            self.shared.lock().alloc.free(&old.segment.runs);
         }
         Ok(part)
     }
@@ -1208,65 +1249,69 @@ impl ObjectLayer {
 
     /// Completes an upload from the listed `(part number, ETag)` pairs; the object
     /// replaces any earlier one atomically. Parts not listed are freed.
-    pub fn complete_multipart(
+    pub async fn complete_multipart(
         &self,
         owner: &str,
         target: (&str, &str, &str),
         parts: &[(u32, String)],
     ) -> Result<ObjectRecord> {
         let (bucket, key, upload_id) = target;
-        let mut m = self.shared.lock();
-        m.owned_bucket(owner, bucket)?;
-        let mut u = m.upload(owner, upload_id)?;
-        if u.bucket != bucket || u.key != key {
-            return Err(ObjectError::NoSuchUpload(upload_id.into()));
-        }
-        if parts.is_empty() {
-            return Err(ObjectError::InvalidPart("no parts listed".into()));
-        }
-        if parts.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err(ObjectError::InvalidPartOrder);
-        }
-        let mut segments = Vec::with_capacity(parts.len());
-        let mut md5s = Vec::with_capacity(parts.len() * 16);
-        for (i, (n, etag)) in parts.iter().enumerate() {
-            let p = u
-                .parts
-                .get(n)
-                .ok_or_else(|| ObjectError::InvalidPart(format!("part {n} not uploaded")))?;
-            if etag.trim_matches('"') != p.etag {
-                return Err(ObjectError::InvalidPart(format!(
-                    "part {n}: ETag does not match"
-                )));
+        let (u, rec, old, done) = {
+            let mut m = self.shared.lock();
+            m.owned_bucket(owner, bucket)?;
+            let mut u = m.upload(owner, upload_id)?;
+            if u.bucket != bucket || u.key != key {
+                return Err(ObjectError::NoSuchUpload(upload_id.into()));
             }
-            if i + 1 < parts.len() && p.size < self.shared.cfg.min_part_size {
-                return Err(ObjectError::PartTooSmall {
-                    part: *n,
-                    size: p.size,
-                    min: self.shared.cfg.min_part_size,
-                });
+            if parts.is_empty() {
+                return Err(ObjectError::InvalidPart("no parts listed".into()));
             }
-            let raw: Vec<u8> = (0..16)
-                .map(|j| u8::from_str_radix(&p.etag[2 * j..2 * j + 2], 16).unwrap_or(0))
-                .collect();
-            md5s.extend_from_slice(&raw);
-            segments.push(p.segment.clone());
-        }
-        for (n, _) in parts {
-            u.parts.remove(n);
-        }
-        let rec = ObjectRecord {
-            id: random_id(),
-            size: segments.iter().map(|s| s.len).sum(),
-            etag: format!("{}-{}", hex(&Md5::digest(&md5s)), parts.len()),
-            modified_ms: now_ms(),
-            meta: u.meta.clone(),
-            segments,
+            if parts.windows(2).any(|w| w[0].0 >= w[1].0) {
+                return Err(ObjectError::InvalidPartOrder);
+            }
+            let mut segments = Vec::with_capacity(parts.len());
+            let mut md5s = Vec::with_capacity(parts.len() * 16);
+            for (i, (n, etag)) in parts.iter().enumerate() {
+                let p = u
+                    .parts
+                    .get(n)
+                    .ok_or_else(|| ObjectError::InvalidPart(format!("part {n} not uploaded")))?;
+                if etag.trim_matches('"') != p.etag {
+                    return Err(ObjectError::InvalidPart(format!(
+                        "part {n}: ETag does not match"
+                    )));
+                }
+                if i + 1 < parts.len() && p.size < self.shared.cfg.min_part_size {
+                    return Err(ObjectError::PartTooSmall {
+                        part: *n,
+                        size: p.size,
+                        min: self.shared.cfg.min_part_size,
+                    });
+                }
+                let raw: Vec<u8> = (0..16)
+                    .map(|j| u8::from_str_radix(&p.etag[2 * j..2 * j + 2], 16).unwrap_or(0))
+                    .collect();
+                md5s.extend_from_slice(&raw);
+                segments.push(p.segment.clone());
+            }
+            for (n, _) in parts {
+                u.parts.remove(n);
+            }
+            let rec = ObjectRecord {
+                id: random_id(),
+                size: segments.iter().map(|s| s.len).sum(),
+                etag: format!("{}-{}", hex(&Md5::digest(&md5s)), parts.len()),
+                modified_ms: now_ms(),
+                meta: u.meta.clone(),
+                segments,
+            };
+            let old = m.object(bucket, key)?;
+            m.kv.put(&object_key(bucket, key), encode(&rec));
+            m.kv.delete(&upload_key(upload_id));
+            (u, rec, old, m.kv.commit())
         };
-        let old = m.object(bucket, key)?;
-        m.kv.put(&object_key(bucket, key), encode(&rec));
-        m.kv.delete(&upload_key(upload_id));
-        m.kv.commit()?;
+        done.await?;
+        let mut m = self.shared.lock();
         let unused: Vec<Run> = u
             .parts
             .values()
@@ -1282,22 +1327,25 @@ impl ObjectLayer {
     /// Aborts an upload and frees its parts (all under one lock, so a part upload
     /// racing the abort either lands before and is freed here, or finds the upload
     /// gone and frees its own blocks).
-    pub fn abort_multipart(&self, owner: &str, target: (&str, &str, &str)) -> Result<()> {
+    pub async fn abort_multipart(&self, owner: &str, target: (&str, &str, &str)) -> Result<()> {
         let (bucket, key, upload_id) = target;
-        let mut m = self.shared.lock();
-        m.owned_bucket(owner, bucket)?;
-        let u = m.upload(owner, upload_id)?;
-        if u.bucket != bucket || u.key != key {
-            return Err(ObjectError::NoSuchUpload(upload_id.into()));
-        }
-        m.kv.delete(&upload_key(upload_id));
-        m.kv.commit()?;
+        let (u, done) = {
+            let mut m = self.shared.lock();
+            m.owned_bucket(owner, bucket)?;
+            let u = m.upload(owner, upload_id)?;
+            if u.bucket != bucket || u.key != key {
+                return Err(ObjectError::NoSuchUpload(upload_id.into()));
+            }
+            m.kv.delete(&upload_key(upload_id));
+            (u, m.kv.commit())
+        };
+        done.await?;
         let runs: Vec<Run> = u
             .parts
             .values()
             .flat_map(|p| p.segment.runs.clone())
             .collect();
-        m.alloc.free(&runs);
+        self.shared.lock().alloc.free(&runs);
         Ok(())
     }
 

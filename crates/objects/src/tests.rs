@@ -60,7 +60,7 @@ async fn read_all(s: ByteStream) -> Result<Bytes> {
 #[tokio::test]
 async fn put_get_range_overwrite_delete() {
     let l = layer(500);
-    l.create_bucket("alice", "bkt").unwrap();
+    l.create_bucket("alice", "bkt").await.unwrap();
     for len in [0usize, 1, 63, 64, 65, 1000, 5000] {
         let d = data(len, len as u8);
         let rec = l
@@ -91,8 +91,8 @@ async fn put_get_range_overwrite_delete() {
     // Overwrites freed the earlier versions' blocks: only the last (5000 B) is used.
     let used = l.usage().capacity_blocks - l.usage().free_blocks;
     assert_eq!(used, 5000u64.div_ceil(BS as u64));
-    assert!(l.delete_object("alice", "bkt", "k").unwrap());
-    assert!(!l.delete_object("alice", "bkt", "k").unwrap());
+    assert!(l.delete_object("alice", "bkt", "k").await.unwrap());
+    assert!(!l.delete_object("alice", "bkt", "k").await.unwrap());
     assert_eq!(l.usage().free_blocks, 500);
     assert!(matches!(
         l.head_object("alice", "bkt", "k"),
@@ -103,7 +103,7 @@ async fn put_get_range_overwrite_delete() {
 #[tokio::test]
 async fn readers_keep_the_version_they_opened() {
     let l = layer(400);
-    l.create_bucket("a", "bkt").unwrap();
+    l.create_bucket("a", "bkt").await.unwrap();
     let v1 = data(3000, 1);
     l.put_object(
         "a",
@@ -160,7 +160,7 @@ async fn readers_keep_the_version_they_opened() {
 #[tokio::test]
 async fn failed_uploads_leave_the_old_object_and_free_their_blocks() {
     let l = layer(300);
-    l.create_bucket("a", "bkt").unwrap();
+    l.create_bucket("a", "bkt").await.unwrap();
     let old = data(1000, 1);
     l.put_object(
         "a",
@@ -232,13 +232,13 @@ async fn failed_uploads_leave_the_old_object_and_free_their_blocks() {
 #[tokio::test]
 async fn buckets_belong_to_their_owner() {
     let l = layer(100);
-    l.create_bucket("alice", "shared-name").unwrap();
+    l.create_bucket("alice", "shared-name").await.unwrap();
     assert!(matches!(
-        l.create_bucket("alice", "shared-name"),
+        l.create_bucket("alice", "shared-name").await,
         Err(ObjectError::BucketAlreadyOwnedByYou(_))
     ));
     assert!(matches!(
-        l.create_bucket("bob", "shared-name"),
+        l.create_bucket("bob", "shared-name").await,
         Err(ObjectError::BucketAlreadyExists(_))
     ));
     assert!(matches!(
@@ -258,7 +258,7 @@ async fn buckets_belong_to_their_owner() {
         Err(ObjectError::AccessDenied)
     ));
     assert!(matches!(
-        l.delete_bucket("bob", "shared-name"),
+        l.delete_bucket("bob", "shared-name").await,
         Err(ObjectError::AccessDenied)
     ));
     assert_eq!(l.list_buckets("alice").unwrap().len(), 1);
@@ -266,7 +266,7 @@ async fn buckets_belong_to_their_owner() {
     for bad in ["ab", "Upper", "-x-", "a..b", "192.168.1.1", &"a".repeat(64)] {
         assert!(
             matches!(
-                l.create_bucket("alice", bad),
+                l.create_bucket("alice", bad).await,
                 Err(ObjectError::InvalidBucketName(_))
             ),
             "{bad}"
@@ -283,11 +283,11 @@ async fn buckets_belong_to_their_owner() {
     .await
     .unwrap();
     assert!(matches!(
-        l.delete_bucket("alice", "shared-name"),
+        l.delete_bucket("alice", "shared-name").await,
         Err(ObjectError::BucketNotEmpty(_))
     ));
-    l.delete_object("alice", "shared-name", "x").unwrap();
-    l.delete_bucket("alice", "shared-name").unwrap();
+    l.delete_object("alice", "shared-name", "x").await.unwrap();
+    l.delete_bucket("alice", "shared-name").await.unwrap();
     assert!(matches!(
         l.head_bucket("alice", "shared-name"),
         Err(ObjectError::NoSuchBucket(_))
@@ -297,7 +297,7 @@ async fn buckets_belong_to_their_owner() {
 #[tokio::test]
 async fn listing_with_prefix_delimiter_and_pages() {
     let l = layer(300);
-    l.create_bucket("a", "bkt").unwrap();
+    l.create_bucket("a", "bkt").await.unwrap();
     let keys = ["a/1", "a/2", "a/b/3", "b", "c/1", "c/2", "d"];
     for k in keys {
         l.put_object("a", "bkt", k, ObjectMeta::default(), body(data(3, 0)), None)
@@ -358,9 +358,10 @@ async fn listing_with_prefix_delimiter_and_pages() {
 #[tokio::test]
 async fn multipart_upload_complete_abort() {
     let l = layer(600);
-    l.create_bucket("a", "bkt").unwrap();
+    l.create_bucket("a", "bkt").await.unwrap();
     let id = l
         .create_multipart("a", "bkt", "big", ObjectMeta::default())
+        .await
         .unwrap();
     let parts: Vec<Bytes> = (0..3)
         .map(|i| data(if i < 2 { 150 } else { 77 }, i))
@@ -391,15 +392,18 @@ async fn multipart_upload_complete_abort() {
             "a",
             ("bkt", "big", &id),
             &[(2, listed[1].1.clone()), (1, listed[0].1.clone())]
-        ),
+        )
+        .await,
         Err(ObjectError::InvalidPartOrder)
     ));
     assert!(matches!(
-        l.complete_multipart("a", ("bkt", "big", &id), &[(1, "\"0000\"".into())]),
+        l.complete_multipart("a", ("bkt", "big", &id), &[(1, "\"0000\"".into())])
+            .await,
         Err(ObjectError::InvalidPart(_))
     ));
     let rec = l
         .complete_multipart("a", ("bkt", "big", &id), &listed)
+        .await
         .unwrap();
     assert!(rec.etag.ends_with("-3"), "{}", rec.etag);
     let want: Bytes = [parts[0].clone(), p2, parts[2].clone()].concat().into();
@@ -409,12 +413,14 @@ async fn multipart_upload_complete_abort() {
     let (_, s) = l.get_object("a", "bkt", "big", Some(140..310)).unwrap();
     assert_eq!(read_all(s).await.unwrap(), want.slice(140..310));
     assert!(matches!(
-        l.complete_multipart("a", ("bkt", "big", &id), &listed),
+        l.complete_multipart("a", ("bkt", "big", &id), &listed)
+            .await,
         Err(ObjectError::NoSuchUpload(_))
     ));
     // Small non-final parts are refused; abort frees everything.
     let id2 = l
         .create_multipart("a", "bkt", "x", ObjectMeta::default())
+        .await
         .unwrap();
     let free = l.usage().free_blocks;
     let a = l
@@ -426,11 +432,12 @@ async fn multipart_upload_complete_abort() {
         .await
         .unwrap();
     assert!(matches!(
-        l.complete_multipart("a", ("bkt", "x", &id2), &[(1, a.etag), (2, b.etag)]),
+        l.complete_multipart("a", ("bkt", "x", &id2), &[(1, a.etag), (2, b.etag)])
+            .await,
         Err(ObjectError::PartTooSmall { part: 1, .. })
     ));
     assert_eq!(l.list_uploads("a", "bkt", "").unwrap().len(), 1);
-    l.abort_multipart("a", ("bkt", "x", &id2)).unwrap();
+    l.abort_multipart("a", ("bkt", "x", &id2)).await.unwrap();
     assert_eq!(l.usage().free_blocks, free);
     assert!(l.list_uploads("a", "bkt", "").unwrap().is_empty());
 }
@@ -438,8 +445,8 @@ async fn multipart_upload_complete_abort() {
 #[tokio::test]
 async fn copy_and_metadata_replace() {
     let l = layer(300);
-    l.create_bucket("a", "src").unwrap();
-    l.create_bucket("a", "dst").unwrap();
+    l.create_bucket("a", "src").await.unwrap();
+    l.create_bucket("a", "dst").await.unwrap();
     let meta = ObjectMeta {
         content_type: Some("text/plain".into()),
         user: [("k".to_string(), "v".to_string())].into(),
@@ -492,7 +499,7 @@ async fn copy_and_metadata_replace() {
 #[tokio::test]
 async fn range_reads_touch_only_their_blocks() {
     let l = layer(400);
-    l.create_bucket("a", "bkt").unwrap();
+    l.create_bucket("a", "bkt").await.unwrap();
     let d = data(100 * BS, 4);
     l.put_object(
         "a",
@@ -526,7 +533,7 @@ async fn range_reads_touch_only_their_blocks() {
 #[tokio::test]
 async fn copy_onto_itself_after_a_replace_is_a_conflict() {
     let l = layer(100);
-    l.create_bucket("a", "bkt").unwrap();
+    l.create_bucket("a", "bkt").await.unwrap();
     l.put_object(
         "a",
         "bkt",
@@ -563,7 +570,7 @@ async fn copy_onto_itself_after_a_replace_is_a_conflict() {
 #[tokio::test]
 async fn reads_check_their_range() {
     let l = layer(100);
-    l.create_bucket("a", "bkt").unwrap();
+    l.create_bucket("a", "bkt").await.unwrap();
     l.put_object(
         "a",
         "bkt",
@@ -601,7 +608,7 @@ async fn reads_check_their_range() {
 #[tokio::test]
 async fn listing_after_the_prefix_range_is_empty() {
     let l = layer(100);
-    l.create_bucket("a", "bkt").unwrap();
+    l.create_bucket("a", "bkt").await.unwrap();
     for k in ["a1", "a2", "b1"] {
         l.put_object("a", "bkt", k, ObjectMeta::default(), body(data(3, 0)), None)
             .await
@@ -630,7 +637,7 @@ async fn listing_after_the_prefix_range_is_empty() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_creates_and_racing_aborts_keep_the_allocator_consistent() {
     let l = layer(2000);
-    l.create_bucket("a", "bkt").unwrap();
+    l.create_bucket("a", "bkt").await.unwrap();
     let free = l.usage().free_blocks;
     for i in 0..40 {
         // Two create-only PUTs of the same new key: exactly one wins.
@@ -658,10 +665,11 @@ async fn racing_creates_and_racing_aborts_keep_the_allocator_consistent() {
             a.err().or(b.err()),
             Some(ObjectError::AlreadyExists(_))
         ));
-        l.delete_object("a", "bkt", &key).unwrap();
+        l.delete_object("a", "bkt", &key).await.unwrap();
         // A part upload racing an abort: the part is freed either way.
         let id = l
             .create_multipart("a", "bkt", "mp", ObjectMeta::default())
+            .await
             .unwrap();
         let l2 = l.clone();
         let id2 = id.clone();
@@ -670,9 +678,9 @@ async fn racing_creates_and_racing_aborts_keep_the_allocator_consistent() {
                 .await
         });
         tokio::task::yield_now().await;
-        let _ = l.abort_multipart("a", ("bkt", "mp", &id));
+        let _ = l.abort_multipart("a", ("bkt", "mp", &id)).await;
         let _ = up.await.unwrap();
-        let _ = l.abort_multipart("a", ("bkt", "mp", &id));
+        let _ = l.abort_multipart("a", ("bkt", "mp", &id)).await;
         assert_eq!(
             l.usage().free_blocks,
             free,
@@ -691,28 +699,33 @@ async fn containers_accounts_and_metadata() {
     };
     // Swift names beyond S3's rules; still refused: '/', NUL, empty, > 256 bytes.
     let name = "Ünïcode Container_1";
-    assert!(l.create_container("a", name, meta(&[("x", "1")])).unwrap());
+    assert!(l
+        .create_container("a", name, meta(&[("x", "1")]))
+        .await
+        .unwrap());
     for bad in ["", "a/b", "a\0b", &"c".repeat(257)] {
         assert!(matches!(
-            l.create_container("a", bad, BTreeMap::new()),
+            l.create_container("a", bad, BTreeMap::new()).await,
             Err(ObjectError::InvalidBucketName(_))
         ));
     }
     // A second PUT merges metadata; an empty value removes a name.
     assert!(!l
         .create_container("a", name, meta(&[("y", "2"), ("x", "")]))
+        .await
         .unwrap());
     assert_eq!(l.head_bucket("a", name).unwrap().meta, meta(&[("y", "2")]));
     assert!(matches!(
-        l.create_container("b", name, BTreeMap::new()),
+        l.create_container("b", name, BTreeMap::new()).await,
         Err(ObjectError::BucketAlreadyExists(_))
     ));
     assert!(matches!(
-        l.update_bucket_meta("b", name, BTreeMap::new()),
+        l.update_bucket_meta("b", name, BTreeMap::new()).await,
         Err(ObjectError::AccessDenied)
     ));
     let b = l
         .update_bucket_meta("a", name, meta(&[("z", "3")]))
+        .await
         .unwrap();
     assert_eq!(b.meta, meta(&[("y", "2"), ("z", "3")]));
     // Usage counts objects and bytes.
@@ -744,15 +757,22 @@ async fn containers_accounts_and_metadata() {
         extra: meta(&[("x-object-manifest", "c/p")]),
         ..ObjectMeta::default()
     };
-    let r = l.set_object_meta("a", name, "k2", new.clone()).unwrap();
+    let r = l
+        .set_object_meta("a", name, "k2", new.clone())
+        .await
+        .unwrap();
     assert_eq!((r.etag.clone(), r.meta.clone()), (rec.etag, new));
     let (_, s) = l.get_object("a", name, "k2", None).unwrap();
     assert_eq!(read_all(s).await.unwrap(), data(5000, 2));
     // Account metadata per account.
     assert!(l.account_meta("a").unwrap().is_empty());
-    l.update_account_meta("a", meta(&[("m", "v")])).unwrap();
+    l.update_account_meta("a", meta(&[("m", "v")]))
+        .await
+        .unwrap();
     assert_eq!(l.account_meta("a").unwrap(), meta(&[("m", "v")]));
     assert!(l.account_meta("b").unwrap().is_empty());
-    l.update_account_meta("a", meta(&[("m", "")])).unwrap();
+    l.update_account_meta("a", meta(&[("m", "")]))
+        .await
+        .unwrap();
     assert!(l.account_meta("a").unwrap().is_empty());
 }

@@ -167,8 +167,5 @@ impl Staged {
 }
 
 fn same_sink(a: &Arc<dyn Durable>, b: &Arc<dyn Durable>) -> bool {
-    std::ptr::eq(
-        Arc::as_ptr(a) as *const (),
-        Arc::as_ptr(b) as *const (),
-    )
+    std::ptr::eq(Arc::as_ptr(a) as *const (), Arc::as_ptr(b) as *const ())
 }

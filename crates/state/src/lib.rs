@@ -215,9 +215,7 @@ pub trait TrustedState: Send + 'static {
     }
     /// Records one more write of `pos` under `policy` and returns its version.
     fn advance_with(&mut self, pos: u64, policy: SlotPolicy) -> NodeVersion {
-        let next = self
-            .node(pos)
-            .next(self.epoch(), self.generation(), policy);
+        let next = self.node(pos).next(self.epoch(), self.generation(), policy);
         self.set_node(pos, next);
         next
     }

@@ -115,7 +115,8 @@ mod tests {
         t.insert(1, "AA");
         t.remove(&2);
         t.insert(3, "c");
-        let changed: Vec<(u64, Option<&str>)> = t.changed().map(|(k, v)| (*k, v.copied())).collect();
+        let changed: Vec<(u64, Option<&str>)> =
+            t.changed().map(|(k, v)| (*k, v.copied())).collect();
         assert_eq!(changed, vec![(1, Some("AA")), (2, None), (3, Some("c"))]);
         t.rollback();
         assert_eq!(t.map().clone(), BTreeMap::from([(1, "a"), (2, "b")]));

@@ -134,9 +134,7 @@ impl Durable for Committer {
                 Ok(Outcome::Done) => Ok(()),
                 Ok(Outcome::Failed(e)) => Err(StateError::Storage(e)),
                 Ok(Outcome::FailedEarlier(e)) => Err(StateError::Failed(e)),
-                Err(_) => Err(StateError::Failed(
-                    "the state committer stopped".into(),
-                )),
+                Err(_) => Err(StateError::Failed("the state committer stopped".into())),
             }
         })
     }

@@ -27,13 +27,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use oram_state::{
-    CommitFuture, Durable, KvMap, Lineage, Space, SpaceState, StateError, Table,
-};
+use oram_state::{CommitFuture, Durable, KvMap, Lineage, Space, SpaceState, StateError, Table};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
-pub use committer::Committer;
 use committer::def;
+pub use committer::Committer;
 
 /// Format of the state database; a database of another format is refused.
 /// (2: spaces, per-key metadata, intent records, generations.)
@@ -165,10 +163,7 @@ impl Db {
                 meta.insert(&b"format"[..], &u64::from(FORMAT).to_be_bytes()[..])?;
                 meta.insert(&b"volume"[..], &volume[..])?;
                 meta.insert(&b"epoch"[..], &0u64.to_be_bytes()[..])?;
-                meta.insert(
-                    &b"generation"[..],
-                    &random_generation().to_be_bytes()[..],
-                )?;
+                meta.insert(&b"generation"[..], &random_generation().to_be_bytes()[..])?;
             }
             Ok(())
         })?;
@@ -186,7 +181,10 @@ impl Db {
     /// Checks format and volume, loads the lineage, starts the committer.
     fn start(db: redb::Database, volume: [u8; 16]) -> Result<Arc<Self>, DbError> {
         let meta = |name: &str| read_meta(&db, name);
-        let format = meta("format")?.map(|b| u64_of(&b)).transpose()?.unwrap_or(0);
+        let format = meta("format")?
+            .map(|b| u64_of(&b))
+            .transpose()?
+            .unwrap_or(0);
         if format != u64::from(FORMAT) {
             return Err(DbError::Format {
                 found: format as u32,
@@ -226,10 +224,8 @@ impl Db {
                     table.insert(&k[..], &v[..])?;
                 }
             }
-            txn.open_table(def(Table::Meta))?.insert(
-                &b"generation"[..],
-                &random_generation().to_be_bytes()[..],
-            )?;
+            txn.open_table(def(Table::Meta))?
+                .insert(&b"generation"[..], &random_generation().to_be_bytes()[..])?;
             Ok(())
         })?;
         Self::start(db, volume)

@@ -128,7 +128,10 @@ async fn concurrent_commits_share_one_transaction() {
     assert_eq!(groups - groups_before, 1, "17 commits, one transaction");
     assert!(commits >= 17);
     for (i, s) in states.iter().enumerate() {
-        assert_eq!(db.state(Space(i as u32)).unwrap().position(i as u64), Some(100 + i as u64));
+        assert_eq!(
+            db.state(Space(i as u32)).unwrap().position(i as u64),
+            Some(100 + i as u64)
+        );
         assert_eq!(s.positions_len(), 1, "spaces do not see each other");
     }
 }
@@ -214,10 +217,18 @@ async fn snapshot_restores_everything_in_a_new_generation() {
     let path_b = dir.path().join("b.redb");
     let r = Db::restore(&path_b, VOL, &padded).unwrap();
     assert_eq!(r.epoch(), 4);
-    assert_ne!(r.generation(), db.generation(), "a restore draws a new generation");
+    assert_ne!(
+        r.generation(),
+        db.generation(),
+        "a restore draws a new generation"
+    );
     let rs = r.state(Space(3)).unwrap();
     assert_eq!(rs.positions(), s.positions());
-    assert_eq!(rs.nodes(), s.nodes(), "restored objects keep their generation");
+    assert_eq!(
+        rs.nodes(),
+        s.nodes(),
+        "restored objects keep their generation"
+    );
     assert_eq!(rs.stash_get(7).unwrap(), &b("seven"));
     assert_eq!(rs.meta(b"x"), Some(&b("meta")));
     assert_eq!(r.kv().unwrap().get(b"b/bucket"), Some(b"{}".to_vec()));

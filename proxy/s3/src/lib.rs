@@ -269,6 +269,7 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         self.layer
             .create_bucket(&owner, &req.input.bucket)
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(CreateBucketOutput {
             location: Some(format!("/{}", req.input.bucket)),
@@ -282,6 +283,7 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         self.layer
             .delete_bucket(&owner, &req.input.bucket)
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(DeleteBucketOutput {}))
     }
@@ -456,6 +458,7 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         self.layer
             .delete_object(&owner, &req.input.bucket, &req.input.key)
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
@@ -479,7 +482,11 @@ impl S3 for OramS3 {
         let mut deleted = Vec::new();
         let mut errors = Vec::new();
         for o in input.delete.objects {
-            match self.layer.delete_object(&owner, &input.bucket, &o.key) {
+            match self
+                .layer
+                .delete_object(&owner, &input.bucket, &o.key)
+                .await
+            {
                 Ok(_) => {
                     if !quiet {
                         deleted.push(DeletedObject {
@@ -693,6 +700,7 @@ impl S3 for OramS3 {
         let id = self
             .layer
             .create_multipart(&owner, &input.bucket, &input.key, meta)
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
@@ -800,6 +808,7 @@ impl S3 for OramS3 {
                 (&input.bucket, &input.key, &input.upload_id),
                 &parts,
             )
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket.clone()),
@@ -818,6 +827,7 @@ impl S3 for OramS3 {
         let input = req.input;
         self.layer
             .abort_multipart(&owner, (&input.bucket, &input.key, &input.upload_id))
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(AbortMultipartUploadOutput::default()))
     }

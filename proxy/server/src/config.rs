@@ -1,13 +1,22 @@
 //! The TOML configuration. Every field is optional (defaults below) and unknown
-//! fields are rejected. `oram-proxy example-config` prints [`EXAMPLE`].
+//! fields are rejected. `oram-proxy example-config` prints [`example`].
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// A documented configuration with every field at its default.
-pub const EXAMPLE: &str = r#"# oram-proxy configuration. Every field is optional; the values shown are the defaults.
+/// A documented configuration with every field at its default: what
+/// `oram-proxy example-config` prints. The `[engine]` part comes from the engine
+/// crates.
+pub fn example() -> String {
+    format!(
+        "{EXAMPLE_HEAD}{}\n{EXAMPLE_TAIL}",
+        crate::engines::example()
+    )
+}
+
+const EXAMPLE_HEAD: &str = r#"# oram-proxy configuration. Every field is optional; the values shown are the defaults.
 
 # Directory holding the master key, the credentials, the volume parameters and,
 # with the fs back-end, the sealed ORAM objects.
@@ -36,47 +45,9 @@ token_ttl_secs = 86400
 # Requests served at once; more get 503 (clients retry).
 max_concurrent_requests = 64
 
-[engine]
-# "path" (Path ORAM), "ring" (Ring ORAM) or "direct" (no ORAM: the
-# non-oblivious baseline).
-kind = "path"
-# Bytes per ORAM block. Fixed when the data directory is created.
-block_size = 4096
-# Logical blocks in the ORAM (capacity = block_size x capacity_blocks; 1 GiB by
-# default). Fixed when the data directory is created.
-capacity_blocks = 262144
-# Path ORAM: blocks per bucket (Z). Fixed when the data directory is created.
-z = 4
-# Path ORAM: tree levels kept in local memory (tree-top cache); each saves a
-# backend GET and PUT per access and costs 2^level buckets of memory.
-cached_levels = 10
-# Path ORAM: largest stash allowed after an access.
-stash_bound = 89
-# Blocks moved per engine round (and per streaming step of an object).
-max_batch = 64
-# Path and Ring ORAM: rounds whose write-back may be pending at once.
-max_inflight_writebacks = 4
-# Ring ORAM: parameter preset, "small" (Z = 4, S = 6, A = 3: small client
-# storage) or "large" (Z = 33, S = 63, A = 48: large client storage, as in the
-# thesis). Fixed when the data directory is created, like the three below.
-ring_preset = "small"
-# Ring ORAM: real slots per bucket (Z); 0 = the preset's.
-ring_z = 0
-# Ring ORAM: dummy slots per bucket (S), i.e. reads before a bucket is
-# reshuffled; 0 = the preset's.
-ring_s = 0
-# Ring ORAM: accesses per eviction (A); 0 = the preset's.
-ring_a = 0
-# Ring ORAM: largest stash allowed after an access; 0 = derived from Z, A and
-# max_batch (64 + 2A + 3Z + max_batch). `cached_levels` and `max_batch` apply to
-# Ring ORAM as well.
-ring_stash_bound = 0
-# Ring ORAM: how a bucket is read to evict or reshuffle it: "whole" (one GET of
-# all Z + S slots: fewer requests) or "slots" (Z ranged GETs, as in the paper:
-# fewer bytes).
-ring_evict_read = "whole"
+"#;
 
-[backend]
+const EXAMPLE_TAIL: &str = r#"[backend]
 # "fs" (a local directory) or "s3" (AWS S3, IBM Cloud Object Storage, MinIO, ...).
 # On the command line: --backend file:///path or --backend s3://bucket/prefix.
 kind = "fs"
@@ -256,137 +227,7 @@ impl Default for SwiftConfig {
     }
 }
 
-/// Which engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    /// Path ORAM.
-    Path,
-    /// Ring ORAM.
-    Ring,
-    /// No ORAM (baseline).
-    Direct,
-}
-
-impl fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            EngineKind::Path => "path",
-            EngineKind::Ring => "ring",
-            EngineKind::Direct => "direct",
-        })
-    }
-}
-
-impl std::str::FromStr for EngineKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "path" => Ok(EngineKind::Path),
-            "ring" => Ok(EngineKind::Ring),
-            "direct" => Ok(EngineKind::Direct),
-            _ => Err(format!(
-                "unknown engine {s:?} (expected \"path\", \"ring\" or \"direct\")"
-            )),
-        }
-    }
-}
-
-/// `[engine]`
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct EngineConfig {
-    /// Engine kind.
-    pub kind: EngineKind,
-    /// Bytes per block.
-    pub block_size: usize,
-    /// Logical blocks.
-    pub capacity_blocks: u64,
-    /// Path ORAM bucket size.
-    pub z: usize,
-    /// Path ORAM tree-top cache levels.
-    pub cached_levels: u32,
-    /// Path ORAM stash bound.
-    pub stash_bound: usize,
-    /// Blocks per round.
-    pub max_batch: usize,
-    /// Path and Ring ORAM pending write-back rounds.
-    pub max_inflight_writebacks: usize,
-    /// Ring ORAM parameter preset (`small` or `large`).
-    pub ring_preset: String,
-    /// Ring ORAM real slots per bucket (Z); 0 = the preset's.
-    pub ring_z: usize,
-    /// Ring ORAM dummy slots per bucket (S); 0 = the preset's.
-    pub ring_s: usize,
-    /// Ring ORAM accesses per eviction (A); 0 = the preset's.
-    pub ring_a: usize,
-    /// Ring ORAM stash bound; 0 = derived from Z, A and `max_batch`.
-    pub ring_stash_bound: usize,
-    /// Ring ORAM eviction reads: `whole` or `slots`.
-    pub ring_evict_read: String,
-}
-
-impl EngineConfig {
-    /// Ring ORAM's Z, S and A: the preset's, with the non-zero `ring_z`, `ring_s`,
-    /// `ring_a` taking precedence.
-    pub fn ring_params(&self) -> Result<oram_ring::RingParams, String> {
-        let preset: oram_ring::RingPreset = self
-            .ring_preset
-            .parse()
-            .map_err(|e| format!("engine.ring_preset: {e}"))?;
-        let mut p = preset.params();
-        if self.ring_z != 0 {
-            p.z = self.ring_z;
-        }
-        if self.ring_s != 0 {
-            p.s = self.ring_s;
-        }
-        if self.ring_a != 0 {
-            p.a = self.ring_a;
-        }
-        if p.z + p.s > 4096 {
-            return Err("engine.ring_z + engine.ring_s must be at most 4096".into());
-        }
-        Ok(p)
-    }
-
-    /// Ring ORAM's eviction reads.
-    pub fn ring_evict_read(&self) -> Result<oram_ring::EvictRead, String> {
-        self.ring_evict_read
-            .parse()
-            .map_err(|e| format!("engine.ring_evict_read: {e}"))
-    }
-
-    /// Ring ORAM's stash bound: `ring_stash_bound`, or the default for the
-    /// parameters.
-    pub fn ring_stash_bound(&self) -> Result<usize, String> {
-        Ok(match self.ring_stash_bound {
-            0 => oram_ring::RingConfig::default_stash_bound(self.ring_params()?, self.max_batch),
-            n => n,
-        })
-    }
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        Self {
-            kind: EngineKind::Path,
-            block_size: 4096,
-            capacity_blocks: 262_144,
-            z: 4,
-            cached_levels: 10,
-            stash_bound: 89,
-            max_batch: 64,
-            max_inflight_writebacks: 4,
-            ring_preset: "small".into(),
-            ring_z: 0,
-            ring_s: 0,
-            ring_a: 0,
-            ring_stash_bound: 0,
-            ring_evict_read: "whole".into(),
-        }
-    }
-}
+pub use crate::engines::{Engine, EngineConfig};
 
 /// Which back-end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -553,22 +394,7 @@ impl Config {
 
     /// Checks values that parse but cannot work.
     pub fn validate(&self) -> Result<(), String> {
-        let e = &self.engine;
-        if e.block_size < 16 || e.block_size > (16 << 20) {
-            return Err(format!(
-                "engine.block_size {} outside 16 B ..= 16 MiB",
-                e.block_size
-            ));
-        }
-        if e.capacity_blocks == 0 || e.z == 0 || e.max_batch == 0 || e.max_inflight_writebacks == 0
-        {
-            return Err(
-                "engine.capacity_blocks, z, max_batch and max_inflight_writebacks must be positive"
-                    .into(),
-            );
-        }
-        e.ring_params()?;
-        e.ring_evict_read()?;
+        self.engine.validate()?;
         if self.backend.kind == BackendKind::S3 {
             if self.backend.bucket.is_empty() {
                 return Err("backend.bucket is required with the s3 back-end".into());
@@ -632,7 +458,8 @@ mod tests {
 
     #[test]
     fn example_is_the_default_and_valid() {
-        let c = Config::parse(EXAMPLE).unwrap();
+        let c = Config::parse(&example()).unwrap();
+        assert!(c.engine.ignored.is_empty());
         let d = Config::default();
         assert_eq!(toml::to_string(&c).unwrap(), toml::to_string(&d).unwrap());
         c.validate().unwrap();
@@ -670,6 +497,10 @@ mod tests {
             .unwrap_err()
             .contains("bogus"));
         assert!(Config::parse("[engine]\nkind = 'ring2'").is_err());
+        assert!(
+            example().contains("ring_evict_read"),
+            "every engine documented"
+        );
         assert!(Config::parse("[s3]\nlisten = 5").is_err());
         let c = Config::parse("[swift]\nlisten = '127.0.0.1:8481'").unwrap();
         assert!(c.validate().is_ok());
@@ -685,11 +516,12 @@ mod tests {
         let c =
             Config::parse("[engine]\nkind = 'ring'\nring_preset = 'large'\nring_s = 70").unwrap();
         c.validate().unwrap();
-        let p = c.engine.ring_params().unwrap();
-        assert_eq!((p.z, p.s, p.a), (33, 70, 48));
-        let c = Config::parse("[engine]\nring_evict_read = 'some'").unwrap();
+        let c = Config::parse("[engine]\nkind = 'ring'\nring_evict_read = 'some'").unwrap();
         assert!(c.validate().unwrap_err().contains("ring_evict_read"));
-        assert_eq!("ring".parse::<EngineKind>().unwrap(), EngineKind::Ring);
+        let mut c = Config::default();
+        c.engine.set_kind("ring").unwrap();
+        assert_eq!(c.engine.kind.name(), "ring");
+        assert!(c.engine.set_kind("nope").is_err());
         let c = Config::parse("[s3]\nlisten = 'localhost'").unwrap();
         assert!(c.validate().is_err());
         let c = Config::parse("[[users]]\naccess_key = 'al'\nsecret_key = 'x'").unwrap();

@@ -9,12 +9,22 @@ use oram_seal::VolumeId;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, EngineKind, UserConfig};
+use std::collections::BTreeMap;
+
+use crate::config::{Config, UserConfig};
 use crate::keys::{check_private, hex, io, unhex, write_private, Kdf};
 use crate::ProxyError;
 
-/// Version of the data directory layout (2: durable state database, key check).
-pub const FORMAT: u32 = 2;
+/// Version of the data directory layout (2: durable state database, key check;
+/// 3: sealed objects bind space and generation, intent records, the engine's
+/// data-placing parameters recorded).
+pub const FORMAT: u32 = 3;
+
+/// What an operator can do with a data directory of an older format.
+const OLDER_FORMAT_ADVICE: &str = "keep serving it with the oram-proxy release that \
+created it, or move its objects: start this release on a new data directory and backend \
+prefix, and copy the buckets across through the two proxies' S3 APIs (for example \
+`rclone sync old:bucket new:bucket`); see README.md, \"Upgrading\"";
 
 /// Creates the data directory (mode 0700) if needed.
 pub fn ensure_dir(dir: &Path) -> Result<(), ProxyError> {
@@ -60,21 +70,20 @@ pub struct VolumeParams {
     pub block_size: usize,
     /// Logical blocks.
     pub capacity_blocks: u64,
-    /// Bucket size (Path ORAM), real slots per bucket (Ring ORAM).
-    pub z: usize,
-    /// Ring ORAM: dummy slots per bucket (S).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ring_s: Option<usize>,
-    /// Ring ORAM: accesses per eviction (A).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ring_a: Option<usize>,
     /// Backend key prefix.
     pub prefix: String,
+    /// Size of a checkpoint's plaintext when the volume was created (informative:
+    /// a start with parameters that change it warns, since the provider sees it).
+    pub checkpoint_bytes: u64,
     /// Where the key came from when the volume was created (`file`, `env`,
     /// `passphrase`); informative.
     pub key_source: String,
     /// Public check value of the master key (see `keys`).
     pub key_check: String,
+    /// The engine's parameters that decide where data lives (its crate names
+    /// them: Z, S, A, leaves, cached levels, ...); a start with other values is
+    /// refused.
+    pub fixed: BTreeMap<String, String>,
     /// Argon2id parameters, when the key is derived from a passphrase.
     pub kdf: Option<Kdf>,
 }
@@ -88,22 +97,17 @@ impl VolumeParams {
         key_check: String,
         kdf: Option<Kdf>,
     ) -> Self {
-        // Validated configurations always have Ring parameters.
-        let ring = (c.engine.kind == EngineKind::Ring)
-            .then(|| c.engine.ring_params().ok())
-            .flatten();
         Self {
             format: FORMAT,
             volume_id: hex(&volume_id.0),
-            engine: c.engine.kind.to_string(),
+            engine: c.engine.kind.name().to_string(),
             block_size: c.engine.block_size,
             capacity_blocks: c.engine.capacity_blocks,
-            z: ring.map_or(c.engine.z, |p| p.z),
-            ring_s: ring.map(|p| p.s),
-            ring_a: ring.map(|p| p.a),
             prefix: c.backend.prefix.clone(),
+            checkpoint_bytes: crate::volume::checkpoint_size(c),
             key_source: key_source.into(),
             key_check,
+            fixed: c.engine.fixed(&c.backend.prefix),
             kdf,
         }
     }
@@ -122,14 +126,19 @@ impl VolumeParams {
         let f: Format =
             toml::from_str(text).map_err(|e| ProxyError::Params(format!("{whence}: {e}")))?;
         if f.format != FORMAT {
+            let advice = match f.format {
+                1 => "format 1 kept its state in memory: nothing in it survived a restart; move \
+                      the directory away"
+                    .to_string(),
+                f if f < FORMAT => format!(
+                    "it was created by an older oram-proxy, whose objects this release cannot \
+                     open; {OLDER_FORMAT_ADVICE}"
+                ),
+                _ => "it was created by a newer oram-proxy; use that release".to_string(),
+            };
             return Err(ProxyError::Params(format!(
-                "{whence} has format {}, this build reads format {FORMAT}{}",
-                f.format,
-                if f.format == 1 {
-                    " (format 1 kept its state in memory: nothing in it survived a restart; move the directory away)"
-                } else {
-                    ""
-                }
+                "{whence} has format {}, this build reads format {FORMAT}: {advice}",
+                f.format
             )));
         }
         toml::from_str(text).map_err(|e| ProxyError::Params(format!("{whence}: {e}")))
@@ -155,26 +164,58 @@ impl VolumeParams {
                 p.capacity_blocks, want.capacity_blocks
             ));
         }
-        if p.z != want.z {
-            diffs.push(format!("z {} (configured: {})", p.z, want.z));
-        }
-        if (p.ring_s, p.ring_a) != (want.ring_s, want.ring_a) {
-            diffs.push(format!(
-                "ring S, A {:?}, {:?} (configured: {:?}, {:?})",
-                p.ring_s, p.ring_a, want.ring_s, want.ring_a
-            ));
+        for name in p
+            .fixed
+            .keys()
+            .chain(want.fixed.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            let (had, now) = (p.fixed.get(name), want.fixed.get(name));
+            if had != now {
+                diffs.push(format!(
+                    "{name} {} (configured: {})",
+                    had.map_or("unset", |v| v.as_str()),
+                    now.map_or("unset", |v| v.as_str())
+                ));
+            }
         }
         if p.prefix != want.prefix {
             diffs.push(format!("prefix {} (configured: {})", p.prefix, want.prefix));
         }
         if !diffs.is_empty() {
             return Err(ProxyError::Params(format!(
-                "data directory {} was created with other parameters: {}",
+                "data directory {} was created with other parameters: {}. These decide where \
+                 the data lives (on the backend or in the local state, in which object): set \
+                 them back to the recorded values; to change them, copy the data to a new \
+                 volume",
                 dir.display(),
                 diffs.join(", ")
             )));
         }
         Ok(())
+    }
+
+    /// What a start with `cfg` should warn about: parameters that may change but
+    /// change what the provider sees (the checkpoint's size), and configuration
+    /// keys ignored.
+    pub fn notices(&self, cfg: &Config) -> Vec<String> {
+        let mut out = Vec::new();
+        let now = crate::volume::checkpoint_size(cfg);
+        if now != self.checkpoint_bytes {
+            out.push(format!(
+                "checkpoints are now padded to {now} bytes instead of {} (stash_bound, max_batch \
+                 or state.checkpoint_index_bytes changed since the volume was created): the \
+                 backend sees the new size",
+                self.checkpoint_bytes
+            ));
+        }
+        for k in &cfg.engine.ignored {
+            out.push(format!(
+                "[engine] {k} does not apply to engine {:?}: ignored",
+                cfg.engine.kind.name()
+            ));
+        }
+        out
     }
 
     /// The volume id.
@@ -288,6 +329,46 @@ mod tests {
         let old = "format = 1\nvolume_id = \"00\"\n";
         let err = VolumeParams::from_toml(old, "x").unwrap_err().to_string();
         assert!(err.contains("format 1"), "{err}");
+        let old = "format = 2\nvolume_id = \"00\"\n";
+        let err = VolumeParams::from_toml(old, "x").unwrap_err().to_string();
+        assert!(
+            err.contains("older oram-proxy") && err.contains("rclone"),
+            "{err}"
+        );
+    }
+
+    /// The tree-top cache keeps buckets in the local state instead of the
+    /// backend: a start with another depth would look for them in the wrong
+    /// place (and read blocks as missing). Refused, naming the parameter.
+    #[test]
+    fn a_changed_cache_depth_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let mut cfg = Config::default();
+        let p = VolumeParams::new(&cfg, &VolumeId::random(), "file", "ab".repeat(16), None);
+        assert_eq!(p.fixed.get("cached_levels").map(String::as_str), Some("10"));
+        save_volume(d.path(), &p).unwrap();
+        let crate::config::Engine::Path(s) = &mut cfg.engine.kind else {
+            unreachable!()
+        };
+        s.cached_levels = 12;
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
+        assert!(err.contains("cached_levels 10 (configured: 12)"), "{err}");
+        // A parameter that only changes the checkpoint's size is a warning.
+        let mut cfg = Config::default();
+        let crate::config::Engine::Path(s) = &mut cfg.engine.kind else {
+            unreachable!()
+        };
+        s.stash_bound = 200;
+        assert!(load_volume(d.path(), &cfg).is_ok());
+        assert!(p.notices(&cfg)[0].contains("padded"));
+        // Ring ORAM records its own parameters.
+        let mut cfg = Config::default();
+        cfg.engine.set_kind("ring").unwrap();
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
+        assert!(
+            err.contains("engine path (configured: ring)") && err.contains("s unset"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod datadir;
+pub mod engines;
 pub mod keys;
 pub mod metrics;
 pub mod volume;
@@ -28,7 +29,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
-pub use config::{BackendKind, Config, EngineKind, UserConfig};
+pub use config::{BackendKind, Config, Engine, UserConfig};
 
 /// Errors of starting or running the proxy.
 #[derive(Debug, thiserror::Error)]
@@ -167,7 +168,7 @@ impl Server {
             tracing::warn!("in-flight requests did not finish within {grace:?}");
             self.task.abort();
         }
-        self.layer.engine().flush().await?;
+        self.volume.engine.flush().await?;
         let c = self.volume.checkpoint().await?;
         tracing::info!(
             epoch = c.epoch,
@@ -398,7 +399,7 @@ pub async fn init(cfg: &Config, root: Option<UserConfig>) -> Result<Vec<String>,
             datadir::credentials_path(dir).display()
         ));
     }
-    vol.layer.engine().flush().await?;
+    vol.engine.flush().await?;
     Ok(done)
 }
 
@@ -422,7 +423,7 @@ pub async fn fsck(
     let rep = vol.layer.check(progress).await?;
     // Re-reading the objects moved blocks (ORAM reads write back): leave nothing
     // journaled, and a checkpoint that includes it.
-    vol.layer.engine().flush().await?;
+    vol.engine.flush().await?;
     if rep.is_clean() {
         vol.checkpoint().await?;
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use oram_objects::CheckPhase;
-use oram_proxy::config::{Config, EngineKind, EXAMPLE};
+use oram_proxy::config::{example, Config};
 use oram_proxy::{datadir, UserConfig};
 
 #[derive(Parser)]
@@ -56,9 +56,10 @@ struct ServeArgs {
     /// Swift API listen address (overrides `swift.listen`; off unless set).
     #[arg(long, value_name = "HOST:PORT")]
     swift_listen: Option<String>,
-    /// Engine: path, ring or direct (overrides `engine.kind`).
+    /// Engine: path, ring or direct (overrides `engine.kind`, with that engine's
+    /// default settings unless the configuration file chose the same engine).
     #[arg(long, value_name = "NAME")]
-    engine: Option<EngineKind>,
+    engine: Option<String>,
     /// Block size in bytes (overrides `engine.block_size`; fixed at creation).
     #[arg(long, value_name = "BYTES")]
     block_size: Option<usize>,
@@ -92,7 +93,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::ExampleConfig => {
-            print!("{EXAMPLE}");
+            print!("{}", example());
             ExitCode::SUCCESS
         }
         Command::Init(args) => match init(args) {
@@ -146,7 +147,7 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
         cfg.swift.listen = l;
     }
     if let Some(e) = args.engine {
-        cfg.engine.kind = e;
+        cfg.engine.set_kind(&e)?;
     }
     if let Some(b) = args.block_size {
         cfg.engine.block_size = b;
@@ -367,7 +368,7 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
     }
     println!(
         "  engine:     {} ({} blocks of {} bytes = {} MiB)",
-        cfg.engine.kind,
+        cfg.engine.kind.name(),
         u.capacity_blocks,
         u.block_size,
         (u.capacity_blocks * u.block_size as u64) >> 20

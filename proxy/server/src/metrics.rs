@@ -22,7 +22,7 @@ use crate::volume::Volume;
 /// The Prometheus text of the volume's counters now.
 pub fn render(vol: &Volume) -> String {
     let b = vol.backend_counters.snapshot();
-    let e = vol.layer.engine().stats();
+    let e = vol.engine.stats();
     let (buckets, objects) = vol.layer.index_counts();
     let state_bytes = std::fs::metadata(crate::datadir::state_path(&vol.data_dir))
         .map(|m| m.len())

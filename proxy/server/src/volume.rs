@@ -15,16 +15,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use oram_blockstore::{Accounting, BlockStore, ObjKey};
-use oram_direct::{DirectConfig, DirectEngine};
-use oram_engine::{Oram, OramError};
+use oram_engine::{Oram, OramError, Parts};
 use oram_objects::{LayerConfig, ObjectLayer};
-use oram_path::{PathConfig, PathOram};
-use oram_ring::{RingConfig, RingOram};
 use oram_seal::{MasterKey, ObjectIdentity, ObjectKind, Sealer, VolumeId};
-use oram_state::TrustedState;
+use oram_state::{Space, TrustedState};
 use oram_statedb::Db;
 
-use crate::config::{Config, EngineKind};
+use crate::config::Config;
 use crate::datadir::{self, VolumeParams};
 use crate::keys::{check_value, KeySource};
 use crate::{open_store, ProxyError};
@@ -44,7 +41,9 @@ pub struct Volume {
     pub data_dir: std::path::PathBuf,
     /// The state database.
     pub db: Arc<Db>,
-    /// The object layer (and through it the engine).
+    /// The engine.
+    pub engine: Arc<dyn Oram>,
+    /// The object layer over it.
     pub layer: ObjectLayer,
     /// Whether this call created the volume.
     pub created: bool,
@@ -115,101 +114,18 @@ async fn ensure_header(store: &dyn BlockStore, p: &VolumeParams) -> Result<(), P
     }
 }
 
-/// The engine the configuration names, over the given state.
-pub fn build_engine(
-    cfg: &Config,
-    store: Arc<dyn BlockStore>,
-    sealer: Arc<Sealer>,
-    state: Box<dyn TrustedState>,
-) -> Result<Arc<dyn Oram>, OramError> {
-    let e = &cfg.engine;
-    Ok(match e.kind {
-        EngineKind::Path => Arc::new(PathOram::new(
-            PathConfig {
-                capacity: e.capacity_blocks,
-                block_size: e.block_size,
-                z: e.z,
-                leaves: None,
-                cached_levels: e.cached_levels,
-                stash_bound: e.stash_bound,
-                max_batch: e.max_batch,
-                max_inflight_writebacks: e.max_inflight_writebacks,
-                writeback_attempts: 4,
-                prefix: cfg.backend.prefix.clone(),
-                rng_seed: None,
-            },
-            store,
-            sealer,
-            state,
-        )?),
-        EngineKind::Ring => Arc::new(RingOram::new(
-            RingConfig {
-                capacity: e.capacity_blocks,
-                block_size: e.block_size,
-                params: e.ring_params().map_err(OramError::Config)?,
-                leaves: None,
-                cached_levels: e.cached_levels,
-                stash_bound: e.ring_stash_bound().map_err(OramError::Config)?,
-                max_batch: e.max_batch,
-                max_inflight_writebacks: e.max_inflight_writebacks,
-                writeback_attempts: 4,
-                prefix: cfg.backend.prefix.clone(),
-                rng_seed: None,
-                evict_read: e.ring_evict_read().map_err(OramError::Config)?,
-            },
-            store,
-            sealer,
-            state,
-        )?),
-        EngineKind::Direct => Arc::new(DirectEngine::new(
-            DirectConfig {
-                capacity: e.capacity_blocks,
-                block_size: e.block_size,
-                prefix: cfg.backend.prefix.clone(),
-            },
-            store,
-            sealer,
-            state,
-        )?),
-    })
-}
+/// The engine space of a volume's one engine in its state database.
+pub const ENGINE_SPACE: Space = Space(0);
 
-/// The fixed size of a checkpoint's plaintext for this configuration: room for a
-/// full position map and version table, a full stash and tree-top cache, and the
-/// configured object-index budget.
+/// The fixed size of a checkpoint's plaintext for this configuration: the
+/// engine's own bound on its trusted state (its crate computes it), the
+/// configured object-index budget, and 64 KiB for everything else.
 pub fn checkpoint_size(cfg: &Config) -> u64 {
-    let e = &cfg.engine;
-    let (cap, bs, z) = (e.capacity_blocks, e.block_size as u64, e.z as u64);
-    // Each row: 8 bytes of framing, the key, the value.
-    let positions = cap * (8 + 8 + 8);
-    let nodes = (2 * cap + 2) * (8 + 8 + 16);
-    let mut stash = e.stash_bound as u64 * (8 + 8 + bs);
-    let mut local = match e.kind {
-        EngineKind::Path => {
-            (1u64 << e.cached_levels.min(40)).min(2 * cap + 2) * (16 + z * (12 + bs))
-        }
-        EngineKind::Ring | EngineKind::Direct => 0,
-    };
-    let mut nodes = nodes;
-    if e.kind == EngineKind::Ring {
-        // Validated configurations always have Ring parameters.
-        let p = e
-            .ring_params()
-            .unwrap_or(oram_ring::RingPreset::Small.params());
-        let (rz, slots) = (p.z as u64, (p.z + p.s) as u64);
-        let buckets = 2 * RingConfig::leaves_for(cap, p.z);
-        nodes = buckets * (8 + 8 + 16);
-        // Bucket metadata (ids, read flags, count) and the engine's counters.
-        let meta = (buckets + 1) * (8 + 8 + 4 + 9 * slots);
-        let bound = e.ring_stash_bound().unwrap_or(0) as u64;
-        stash = bound * (8 + 8 + bs) + meta;
-        local = (1u64 << e.cached_levels.min(40)).min(buckets) * (16 + rz * (12 + bs));
-    }
     let index = match cfg.state.checkpoint_index_bytes {
-        0 => cap * 64,
+        0 => cfg.engine.capacity_blocks * 64,
         n => n,
     };
-    64 * 1024 + positions + nodes + stash + local + index
+    64 * 1024 + cfg.engine.state_bound(&cfg.backend.prefix) + index
 }
 
 /// What a checkpoint wrote.
@@ -237,6 +153,9 @@ impl Volume {
         let source = KeySource::resolve(cfg)?;
         let (params, key, new_key) = if existed {
             let params = datadir::load_volume(dir, cfg)?;
+            for n in params.notices(cfg) {
+                tracing::warn!("{n}");
+            }
             let state = datadir::state_path(dir);
             // Missing state is fine only for a volume that never stored anything (a
             // first start that stopped before creating it).
@@ -299,19 +218,37 @@ impl Volume {
         drop(key);
         let backend_counters = Arc::new(Accounting::new(store));
         let store: Arc<dyn BlockStore> = backend_counters.clone();
-        let db = Db::open(&datadir::state_path(&cfg.data_dir), volume_id.0)?;
-        let state = db.state()?;
+        let path = datadir::state_path(&cfg.data_dir);
+        // Opening may create the file and fsync: off the async workers.
+        let db = tokio::task::spawn_blocking(move || Db::open(&path, volume_id.0))
+            .await
+            .map_err(|e| ProxyError::Config(format!("state database: {e}")))??;
+        let state = db.state(ENGINE_SPACE)?;
         let resent = state.pending().len();
-        let engine = build_engine(cfg, store.clone(), sealer.clone(), Box::new(state))?;
+        let interrupted = state.intent().is_some();
+        let engine = cfg.engine.build(
+            &cfg.backend.prefix,
+            Parts {
+                store: store.clone(),
+                sealer: sealer.clone(),
+                state: Box::new(state),
+            },
+        )?;
         if resent > 0 {
             tracing::warn!(
                 buckets = resent,
                 "resending write-backs journaled before an unclean stop"
             );
         }
+        if interrupted {
+            tracing::warn!(
+                "a round was interrupted by an unclean stop: it is repeated, as the same \
+                 access, before anything else"
+            );
+        }
         engine.flush().await?;
         let layer = ObjectLayer::new(
-            engine,
+            engine.clone(),
             Box::new(db.kv()?),
             LayerConfig {
                 batch_blocks: cfg.engine.max_batch,
@@ -324,6 +261,7 @@ impl Volume {
             backend_counters,
             data_dir: cfg.data_dir.clone(),
             db,
+            engine,
             layer,
             created,
             new_key,
@@ -341,14 +279,21 @@ impl Volume {
     /// Observed by the storage server: one PUT of `<prefix>/meta/checkpoint`, always
     /// of the same size, with accesses paused meanwhile.
     pub async fn checkpoint(&self) -> Result<CheckpointInfo, ProxyError> {
-        let quiet = self.layer.engine().quiesce().await?;
+        let quiet = self.engine.quiesce().await?;
         let epoch = self.db.epoch();
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis() as u64;
-        self.db.set_meta("checkpoint_ms", &now_ms.to_be_bytes())?;
-        let mut snap = self.db.snapshot()?;
+        self.db
+            .set_meta("checkpoint_ms", &now_ms.to_be_bytes())
+            .await
+            .map_err(OramError::State)?;
+        // Reading the whole database: off the async workers.
+        let db = self.db.clone();
+        let mut snap = tokio::task::spawn_blocking(move || db.snapshot())
+            .await
+            .map_err(|e| ProxyError::Config(format!("state snapshot: {e}")))??;
         let state_bytes = snap.len() as u64;
         let mut size = self.checkpoint_size;
         while size < state_bytes {
@@ -365,14 +310,7 @@ impl Volume {
         snap.resize(size as usize, 0);
         let sealed = self
             .sealer
-            .seal(
-                &ObjectIdentity {
-                    kind: ObjectKind::Meta,
-                    position: 0,
-                    version: epoch,
-                },
-                &snap,
-            )
+            .seal(&ObjectIdentity::plain(ObjectKind::Meta, 0, epoch), &snap)
             .map_err(OramError::Seal)?;
         drop(snap);
         let mut obj = Vec::with_capacity(16 + sealed.len());
@@ -384,7 +322,7 @@ impl Volume {
         // The epoch moves first: once the upload may have landed, writes must
         // already avoid the slots it refers to. A start that finds the backend's
         // checkpoint behind the local epoch takes a new one before serving.
-        self.db.set_epoch(epoch + 1)?;
+        self.db.set_epoch(epoch + 1).await?;
         let mut delay = Duration::from_millis(200);
         let mut attempt = 1;
         loop {
@@ -397,7 +335,9 @@ impl Volume {
                     // Not needed for consistency (a start compares epochs): lets a
                     // start tell a roll-back from an interrupted checkpoint.
                     self.db
-                        .set_meta("checkpoint_uploaded", &epoch.to_be_bytes())?;
+                        .set_meta("checkpoint_uploaded", &epoch.to_be_bytes())
+                        .await
+                        .map_err(OramError::State)?;
                     break;
                 }
                 Err(e) if attempt >= 5 => {
@@ -543,27 +483,27 @@ pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
     let sealer = Sealer::new(&key, volume_id);
     let snap = sealer
         .open(
-            &ObjectIdentity {
-                kind: ObjectKind::Meta,
-                position: 0,
-                version: epoch,
-            },
+            &ObjectIdentity::plain(ObjectKind::Meta, 0, epoch),
             &obj[16..],
         )
         .map_err(|e| ProxyError::Integrity(format!("the checkpoint does not open: {e}")))?;
     drop(obj);
-    let db = Db::restore(&datadir::state_path(dir), volume_id.0, &snap)?;
-    drop(snap);
+    // A restore draws a new generation: objects the lost timeline wrote after
+    // this checkpoint never open as current, even where versions repeat.
+    let path = datadir::state_path(dir);
+    let db = tokio::task::spawn_blocking(move || Db::restore(&path, volume_id.0, &snap))
+        .await
+        .map_err(|e| ProxyError::Config(format!("state restore: {e}")))??;
     let taken_ms = db
         .meta("checkpoint_ms")?
         .and_then(|b| b.try_into().ok().map(u64::from_be_bytes))
         .unwrap_or(0);
     // The checkpoint is complete: writes from now on go to a new epoch.
-    db.set_epoch(epoch + 1)?;
+    db.set_epoch(epoch + 1).await?;
     drop(db);
     datadir::save_volume(dir, &params)?;
     let vol = Volume::assemble(cfg, params, key, store, false, false).await?;
-    let swept = vol.layer.engine().sweep().await?;
+    let swept = vol.engine.sweep().await?;
     let usage = vol.layer.index_counts();
     Ok(Recovered {
         epoch,

@@ -845,7 +845,10 @@ impl SwiftApi {
             Method::POST => {
                 let meta = meta_updates(ctx, "x-account-meta-", Some("x-remove-account-meta-"))?;
                 check_merged(layer.account_meta(owner).map_err(obj_err)?, &meta)?;
-                layer.update_account_meta(owner, meta).map_err(obj_err)?;
+                layer
+                    .update_account_meta(owner, meta)
+                    .await
+                    .map_err(obj_err)?;
                 Ok(Answer::new(204))
             }
             Method::DELETE if ctx.has_param("bulk-delete") => {
@@ -900,8 +903,11 @@ impl SwiftApi {
                 None => (trimmed, None),
             };
             let r = match o {
-                Some(o) => layer.delete_object(owner, c, o).map(|found| found as u8),
-                None => layer.delete_bucket(owner, c).map(|()| 1),
+                Some(o) => layer
+                    .delete_object(owner, c, o)
+                    .await
+                    .map(|found| found as u8),
+                None => layer.delete_bucket(owner, c).await.map(|()| 1),
             };
             match r {
                 Ok(1) => deleted += 1,
@@ -978,18 +984,24 @@ impl SwiftApi {
                 }
                 let meta =
                     meta_updates(ctx, "x-container-meta-", Some("x-remove-container-meta-"))?;
-                let created = layer.create_container(owner, c, meta).map_err(obj_err)?;
+                let created = layer
+                    .create_container(owner, c, meta)
+                    .await
+                    .map_err(obj_err)?;
                 Ok(Answer::new(if created { 201 } else { 202 }))
             }
             Method::POST => {
                 let meta =
                     meta_updates(ctx, "x-container-meta-", Some("x-remove-container-meta-"))?;
                 check_merged(layer.head_bucket(owner, c).map_err(obj_err)?.meta, &meta)?;
-                layer.update_bucket_meta(owner, c, meta).map_err(obj_err)?;
+                layer
+                    .update_bucket_meta(owner, c, meta)
+                    .await
+                    .map_err(obj_err)?;
                 Ok(Answer::new(204))
             }
             Method::DELETE => {
-                layer.delete_bucket(owner, c).map_err(obj_err)?;
+                layer.delete_bucket(owner, c).await.map_err(obj_err)?;
                 Ok(Answer::new(204))
             }
             Method::GET | Method::HEAD => self.container_get(ctx, owner, c),
@@ -1194,7 +1206,10 @@ impl SwiftApi {
                 if meta.content_type.is_none() {
                     meta.content_type = rec.meta.content_type.clone();
                 }
-                layer.set_object_meta(owner, c, o, meta).map_err(obj_err)?;
+                layer
+                    .set_object_meta(owner, c, o, meta)
+                    .await
+                    .map_err(obj_err)?;
                 Ok(Answer::new(202).text("text/html; charset=UTF-8", ""))
             }
             Method::DELETE => {
@@ -1202,6 +1217,7 @@ impl SwiftApi {
                     .inner
                     .layer
                     .delete_object(owner, c, o)
+                    .await
                     .map_err(obj_err)?;
                 if !found {
                     return Err(err(404));

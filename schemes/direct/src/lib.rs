@@ -242,7 +242,11 @@ impl DirectEngine {
         let mut changed: BTreeMap<u64, Option<Bytes>> = BTreeMap::new();
         for op in ops {
             let value = |current: &HashMap<u64, Option<Bytes>>, b: u64| {
-                current.get(&b).cloned().flatten().unwrap_or_else(|| zeros.clone())
+                current
+                    .get(&b)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_else(|| zeros.clone())
             };
             answers.push(match op {
                 Op::Read(b) => value(&current, b),
@@ -268,7 +272,12 @@ impl DirectEngine {
                     state.remove_meta(&taken_key(b));
                     let nv = state.advance(b);
                     state.pending_put(b, nv, d.clone());
-                    puts.push((b, nv.version, self.block_key(b, nv.slot), self.seal(b, &nv, &d)?));
+                    puts.push((
+                        b,
+                        nv.version,
+                        self.block_key(b, nv.slot),
+                        self.seal(b, &nv, &d)?,
+                    ));
                 }
                 None => state.set_meta(&taken_key(b), Bytes::new()),
             }
@@ -282,7 +291,10 @@ impl DirectEngine {
         if puts.is_empty() {
             return Ok(());
         }
-        let items = puts.iter().map(|(_, _, k, v)| (k.clone(), v.clone())).collect();
+        let items = puts
+            .iter()
+            .map(|(_, _, k, v)| (k.clone(), v.clone()))
+            .collect();
         self.store.put_many(items).await?;
         for (b, v, _, _) in puts {
             state.pending_done(b, v);
@@ -357,7 +369,10 @@ impl Oram for DirectEngine {
             // Committed: send the PUTs, holding the state until they are done (a
             // failed PUT stays journaled and is resent first by the next access).
             tokio::spawn(async move {
-                let items = puts.iter().map(|(_, _, k, v)| (k.clone(), v.clone())).collect();
+                let items = puts
+                    .iter()
+                    .map(|(_, _, k, v)| (k.clone(), v.clone()))
+                    .collect();
                 if store.put_many(items).await.is_ok() {
                     for (b, v, _, _) in puts {
                         state.pending_done(b, v);

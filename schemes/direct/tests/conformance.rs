@@ -35,7 +35,15 @@ impl Subject for DirectSubject {
     fn positions(&self, _: &Params, access: &[TraceEvent]) -> Vec<u64> {
         access
             .iter()
-            .filter_map(|e| e.key.rsplit('/').next()?.split('.').next()?.parse::<u64>().ok())
+            .filter_map(|e| {
+                e.key
+                    .rsplit('/')
+                    .next()?
+                    .split('.')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
             .collect()
     }
     fn bins(&self, p: &Params) -> u64 {

@@ -210,7 +210,13 @@ impl TreeScheme for PathScheme {
         self.cached_levels
     }
 
-    fn seal_bucket(&self, s: &Sealing, node: u64, nv: &NodeVersion, plain: &Bytes) -> Result<Bytes> {
+    fn seal_bucket(
+        &self,
+        s: &Sealing,
+        node: u64,
+        nv: &NodeVersion,
+        plain: &Bytes,
+    ) -> Result<Bytes> {
         s.seal(node, nv, plain)
     }
 
@@ -244,10 +250,7 @@ impl TreeScheme for PathScheme {
             read_leaves.push(current.unwrap_or(fresh));
             remap.insert(b, new_leaf);
         }
-        let nodes: BTreeSet<u64> = read_leaves
-            .iter()
-            .flat_map(|&x| self.geo.path(x))
-            .collect();
+        let nodes: BTreeSet<u64> = read_leaves.iter().flat_map(|&x| self.geo.path(x)).collect();
         let remote = nodes.iter().copied().filter(|&n| !self.cached(n)).collect();
         Ok(PathPlan {
             nodes,

@@ -45,7 +45,15 @@ impl Subject for PathSubject {
         access
             .iter()
             .filter(|e| e.verb == Verb::Get)
-            .filter_map(|e| e.key.rsplit('/').next()?.split('.').next()?.parse::<u64>().ok())
+            .filter_map(|e| {
+                e.key
+                    .rsplit('/')
+                    .next()?
+                    .split('.')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
             .filter(|&n| geo.level(n) == geo.leaf_level)
             .map(|n| n - geo.leaves)
             .collect()

@@ -17,8 +17,8 @@
 //! bucket's metadata, sealed to the backend so that it can be rebuilt from there.
 
 use bytes::{BufMut, Bytes};
-use oram_tree::Geometry;
 use oram_seal::OVERHEAD;
+use oram_tree::Geometry;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
@@ -211,7 +211,9 @@ impl Meta {
             None => (0, vec![false; slots]),
             Some(r) if r.len() == 4 + slots.div_ceil(8) => (
                 u32::from_le_bytes(r[..4].try_into().expect("4 bytes")),
-                (0..slots).map(|i| r[4 + i / 8] & (1 << (i % 8)) != 0).collect(),
+                (0..slots)
+                    .map(|i| r[4 + i / 8] & (1 << (i % 8)) != 0)
+                    .collect(),
             ),
             Some(r) => {
                 return Err(format!(
@@ -490,7 +492,11 @@ mod tests {
         let d = meta.pick_dummy(&mut rng).unwrap();
         assert_eq!(meta.ids[d], DUMMY);
         let (ids, reads) = (meta.encode_ids(), meta.encode_reads());
-        assert_eq!(reads.len(), 4 + 2, "a read rewrites a few bytes, not the slot map");
+        assert_eq!(
+            reads.len(),
+            4 + 2,
+            "a read rewrites a few bytes, not the slot map"
+        );
         assert_eq!(Meta::decode(&ids, Some(&reads), 10).unwrap(), meta);
         assert!(Meta::decode(&ids, Some(&reads), 11).is_err());
         let unread = Meta::decode(&ids, None, 10).unwrap();

@@ -290,7 +290,13 @@ impl RingScheme {
 
     /// Opens a whole bucket object fetched for `node` at `nv`: its plaintext, or
     /// that of an empty bucket if never written.
-    fn open_bucket(&self, s: &Sealing, node: u64, nv: &NodeVersion, obj: Option<Bytes>) -> Result<Bytes> {
+    fn open_bucket(
+        &self,
+        s: &Sealing,
+        node: u64,
+        nv: &NodeVersion,
+        obj: Option<Bytes>,
+    ) -> Result<Bytes> {
         let lay = &self.lay;
         let Some(sealed) = s.expect_object(node, nv, obj)? else {
             return Ok(self.empty_plain());
@@ -316,7 +322,14 @@ impl RingScheme {
 
     /// Checks that a bucket's plaintext agrees with the trusted metadata: the
     /// header and every slot name the block the metadata expects there.
-    fn verify_bucket(&self, s: &Sealing, node: u64, nv: &NodeVersion, meta: &Meta, plain: &Bytes) -> Result<()> {
+    fn verify_bucket(
+        &self,
+        s: &Sealing,
+        node: u64,
+        nv: &NodeVersion,
+        meta: &Meta,
+        plain: &Bytes,
+    ) -> Result<()> {
         let lay = &self.lay;
         let header = layout::decode_header(lay, &lay.header_of(plain))
             .map_err(|e| s.integrity(node, nv, e))?;
@@ -399,7 +412,13 @@ impl TreeScheme for RingScheme {
     }
 
     /// Seals a bucket's plaintext part by part into its backend object.
-    fn seal_bucket(&self, s: &Sealing, node: u64, nv: &NodeVersion, plain: &Bytes) -> Result<Bytes> {
+    fn seal_bucket(
+        &self,
+        s: &Sealing,
+        node: u64,
+        nv: &NodeVersion,
+        plain: &Bytes,
+    ) -> Result<Bytes> {
         let lay = &self.lay;
         let mut out = Vec::with_capacity(lay.object_len());
         out.extend_from_slice(&s.seal(lay.seal_position(node, 0), nv, &lay.header_of(plain))?);
@@ -415,7 +434,12 @@ impl TreeScheme for RingScheme {
         self.lay.slot_range(slot)
     }
 
-    fn empty_bucket(&self, state: &mut dyn TrustedState, node: u64, rng: &mut ChaCha20Rng) -> Bytes {
+    fn empty_bucket(
+        &self,
+        state: &mut dyn TrustedState,
+        node: u64,
+        rng: &mut ChaCha20Rng,
+    ) -> Bytes {
         let (meta, plain) = layout::shuffle_bucket(&self.lay, &[], rng);
         self.store_new_meta(state, node, &meta);
         plain

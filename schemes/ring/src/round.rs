@@ -85,7 +85,11 @@ fn draw_dummy(draws: &mut Draws<'_>, meta: &Meta, node: u64) -> Result<usize> {
 
 impl RingScheme {
     /// Plans a round: steps 1–3.
-    pub(crate) fn plan_round(&self, cx: &mut PlanCx<'_, '_>, blocks: &[Option<u64>]) -> Result<RingPlan> {
+    pub(crate) fn plan_round(
+        &self,
+        cx: &mut PlanCx<'_, '_>,
+        blocks: &[Option<u64>],
+    ) -> Result<RingPlan> {
         let mut plan = self.draw_leaves(cx, blocks)?;
         self.schedule_evictions(cx.state, &mut plan)?;
         self.plan_reads(cx, blocks, &mut plan)?;
@@ -151,7 +155,12 @@ impl RingScheme {
     }
 
     /// Step 3: which buckets are fetched whole, which slots are read.
-    fn plan_reads(&self, cx: &mut PlanCx<'_, '_>, blocks: &[Option<u64>], plan: &mut RingPlan) -> Result<()> {
+    fn plan_reads(
+        &self,
+        cx: &mut PlanCx<'_, '_>,
+        blocks: &[Option<u64>],
+        plan: &mut RingPlan,
+    ) -> Result<()> {
         let geo = &self.lay.geo;
         let s = self.lay.params.s;
         for &leaf in &plan.read_leaves {

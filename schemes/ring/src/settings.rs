@@ -187,12 +187,20 @@ impl EngineSettings for RingSettings {
         // The intent record: two leaf draws per op and a dummy choice per bucket
         // of every read path and (reading by slots) per eviction slot, ≤ 10 bytes each.
         let path = u64::from(geo.leaf_level) + 1;
-        let intent = snapshot_row(0, 32 + shape.max_batch as u64 * (30 + 10 * path) + 10 * slots * path);
+        let intent = snapshot_row(
+            0,
+            32 + shape.max_batch as u64 * (30 + 10 * path) + 10 * slots * path,
+        );
         positions + nodes + stash + meta + local + intent
     }
 
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
         let cfg = self.config(shape).map_err(OramError::Config)?;
-        Ok(Arc::new(RingOram::new(cfg, parts.store, parts.sealer, parts.state)?))
+        Ok(Arc::new(RingOram::new(
+            cfg,
+            parts.store,
+            parts.sealer,
+            parts.state,
+        )?))
     }
 }

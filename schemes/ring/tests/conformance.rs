@@ -52,7 +52,15 @@ impl Subject for RingSubject {
         access
             .iter()
             .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange))
-            .filter_map(|e| e.key.rsplit('/').next()?.split('.').next()?.parse::<u64>().ok())
+            .filter_map(|e| {
+                e.key
+                    .rsplit('/')
+                    .next()?
+                    .split('.')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
             .filter(|&n| geo.level(n) == geo.leaf_level)
             .map(|n| n - geo.leaves)
             .collect()

@@ -75,7 +75,14 @@ pub(crate) async fn run<S: TreeScheme>(
     let mut rep = CheckReport::default();
     let mut found = Found::new();
     rep.stash_len = stash.len() as u64;
-    note(&mut rep, &mut found, &positions, &geo, (0, "the stash".into()), &stash);
+    note(
+        &mut rep,
+        &mut found,
+        &positions,
+        &geo,
+        (0, "the stash".into()),
+        &stash,
+    );
     for (node, b) in &local {
         let at = (*node, format!("local bucket {node}"));
         note(&mut rep, &mut found, &positions, &geo, at, b);

@@ -59,9 +59,7 @@ use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit};
 
 pub use geometry::{plan_eviction, Geometry};
 pub use intent::{Draws, Intent};
-pub use scheme::{
-    Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeParams, TreeScheme,
-};
+pub use scheme::{Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeParams, TreeScheme};
 use writeback::{BucketIo, BucketWrite, WriteBack};
 
 /// A tree ORAM engine running scheme `S`. Cheap to clone (shared state).
@@ -594,12 +592,9 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
             .map(|(n, nv)| inner.sealing.key(n, nv.slot))
             .collect();
         // The round lock stays held: no access may write while objects are deleted.
-        let n = oram_blockstore::delete_unreferenced(
-            inner.store.as_ref(),
-            inner.sealing.base(),
-            &live,
-        )
-        .await?;
+        let n =
+            oram_blockstore::delete_unreferenced(inner.store.as_ref(), inner.sealing.base(), &live)
+                .await?;
         drop(g);
         Ok(n)
     }

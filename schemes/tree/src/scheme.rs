@@ -63,7 +63,13 @@ pub struct Sealing {
 }
 
 impl Sealing {
-    pub(crate) fn new(sealer: Arc<Sealer>, space: Space, kind: ObjectKind, prefix: &str, dir: &str) -> Result<Self> {
+    pub(crate) fn new(
+        sealer: Arc<Sealer>,
+        space: Space,
+        kind: ObjectKind,
+        prefix: &str,
+        dir: &str,
+    ) -> Result<Self> {
         let base = format!("{prefix}/{dir}/");
         ObjKey::new(format!("{base}1")).map_err(|e| OramError::Config(format!("prefix: {e}")))?;
         Ok(Self {
@@ -127,10 +133,17 @@ impl Sealing {
     /// The sealed object fetched for a bucket at `nv`: `Ok(None)` for a bucket
     /// never written (absent, as expected), the object if present, an integrity
     /// error if presence and the version disagree.
-    pub fn expect_object(&self, node: u64, nv: &NodeVersion, obj: Option<Bytes>) -> Result<Option<Bytes>> {
+    pub fn expect_object(
+        &self,
+        node: u64,
+        nv: &NodeVersion,
+        obj: Option<Bytes>,
+    ) -> Result<Option<Bytes>> {
         match (nv.version, obj) {
             (0, None) => Ok(None),
-            (0, Some(_)) => Err(self.integrity(node, nv, "object present at a never-written bucket")),
+            (0, Some(_)) => {
+                Err(self.integrity(node, nv, "object present at a never-written bucket"))
+            }
             (v, None) => Err(self.integrity(node, nv, format!("bucket version {v} missing"))),
             (_, Some(o)) => Ok(Some(o)),
         }
@@ -211,7 +224,8 @@ pub trait TreeScheme: Send + Sync + Sized + 'static {
     fn cached_levels(&self) -> u32;
 
     /// Seals a bucket's plaintext into its backend object.
-    fn seal_bucket(&self, s: &Sealing, node: u64, nv: &NodeVersion, plain: &Bytes) -> Result<Bytes>;
+    fn seal_bucket(&self, s: &Sealing, node: u64, nv: &NodeVersion, plain: &Bytes)
+        -> Result<Bytes>;
     /// The byte range of part `part` of a bucket object (ranged reads).
     fn part_range(&self, part: usize) -> Range<u64> {
         let _ = part;
@@ -219,18 +233,19 @@ pub trait TreeScheme: Send + Sync + Sized + 'static {
     }
     /// The plaintext of a bucket never written, for `format`; may set the
     /// bucket's metadata in `state`.
-    fn empty_bucket(&self, state: &mut dyn TrustedState, node: u64, rng: &mut ChaCha20Rng) -> Bytes;
+    fn empty_bucket(&self, state: &mut dyn TrustedState, node: u64, rng: &mut ChaCha20Rng)
+        -> Bytes;
 
-    /// 1. Plans a round for ops on `blocks` (`None`: a dummy): every random choice
+    /// Step 1: plans a round for ops on `blocks` (`None`: a dummy): every random choice
     /// through `cx.draws`, so that the same state, blocks and draws give the same
     /// plan. Changes nothing.
     fn plan(&self, cx: &mut PlanCx<'_, '_>, blocks: &[Option<u64>]) -> Result<Self::Plan>;
-    /// 2. The objects and ranges the plan reads.
+    /// Step 2: the objects and ranges the plan reads.
     fn requests(&self, plan: &Self::Plan) -> Requests;
-    /// 3. Opens and checks everything fetched; an error here (integrity, a block
+    /// Step 3: opens and checks everything fetched; an error here (integrity, a block
     /// not where the state says) changes nothing.
     fn open(&self, cx: OpenCx<'_>, plan: &Self::Plan) -> Result<Self::Opened>;
-    /// 4. Serves `ops`, evicts, and returns the answers and the buckets to write.
+    /// Step 4: serves `ops`, evicts, and returns the answers and the buckets to write.
     fn apply(
         &self,
         cx: ApplyCx<'_>,

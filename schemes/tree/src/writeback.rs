@@ -172,7 +172,10 @@ impl WriteBack {
         }
         let mut items = Vec::with_capacity(failed.len());
         for (n, p) in &failed {
-            items.push((self.io.key(*n, p.nv.slot), self.io.seal(*n, &p.nv, &p.plain)?));
+            items.push((
+                self.io.key(*n, p.nv.slot),
+                self.io.seal(*n, &p.nv, &p.plain)?,
+            ));
         }
         self.io.store().put_many(items).await?;
         let mut infl = lock(&self.inflight);

@@ -47,7 +47,10 @@ pub fn model_matches_a_hashmap(s: Arc<dyn Subject>) {
             assert!(rep.problems.is_empty(), "{:?}", rep.problems);
             let mut stored: Vec<u64> = model.keys().copied().collect();
             stored.sort_unstable();
-            assert_eq!(rep.written_blocks, stored, "check sees exactly the stored blocks");
+            assert_eq!(
+                rep.written_blocks, stored,
+                "check sees exactly the stored blocks"
+            );
             assert!(e.stats().rounds > 0);
         }
         if s.wide_ids() {
@@ -127,12 +130,25 @@ pub fn bad_ops_are_refused_without_effect(s: Arc<dyn Subject>) {
         let store = Arc::new(MemoryStore::new());
         let e = mem_engine(s.as_ref(), &p, store.clone());
         let err = e.access(vec![Op::Read(10)]).await.unwrap_err();
-        assert!(matches!(err, OramError::BlockOutOfRange { block: 10, .. }), "{err}");
+        assert!(
+            matches!(err, OramError::BlockOutOfRange { block: 10, .. }),
+            "{err}"
+        );
         let err = e
             .access(vec![Op::Write(1, Bytes::from_static(b"short"))])
             .await
             .unwrap_err();
-        assert!(matches!(err, OramError::WrongBlockSize { got: 5, want: 16, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                OramError::WrongBlockSize {
+                    got: 5,
+                    want: 16,
+                    ..
+                }
+            ),
+            "{err}"
+        );
         let err = e
             .access(vec![Op::Write(1, Bytes::from(vec![1; 16])), Op::Take(99)])
             .await;
@@ -215,7 +231,11 @@ pub fn tampering_is_an_integrity_error_never_wrong_data(s: Arc<dyn Subject>) {
             let errors = read_or_integrity(e.as_ref(), &model, p.capacity).await;
             assert!(errors > 0, "{what} went unnoticed");
             store.put_many(good).await.unwrap();
-            assert_eq!(read_or_integrity(e.as_ref(), &model, p.capacity).await, 0, "after restoring ({what})");
+            assert_eq!(
+                read_or_integrity(e.as_ref(), &model, p.capacity).await,
+                0,
+                "after restoring ({what})"
+            );
             e.flush().await.unwrap();
         }
         // Replay: old, authentic objects put back after the engine rewrote them.
@@ -228,7 +248,10 @@ pub fn tampering_is_an_integrity_error_never_wrong_data(s: Arc<dyn Subject>) {
             .collect();
         assert!(!replayed.is_empty(), "the writes rewrote nothing");
         store.put_many(replayed).await.unwrap();
-        assert!(read_or_integrity(e.as_ref(), &model, p.capacity).await > 0, "a replay went unnoticed");
+        assert!(
+            read_or_integrity(e.as_ref(), &model, p.capacity).await > 0,
+            "a replay went unnoticed"
+        );
         store.put_many(now.clone()).await.unwrap();
         assert_eq!(read_or_integrity(e.as_ref(), &model, p.capacity).await, 0);
         e.flush().await.unwrap();
@@ -236,9 +259,15 @@ pub fn tampering_is_an_integrity_error_never_wrong_data(s: Arc<dyn Subject>) {
         let now = snapshot(&store, &prefix).await;
         let keys: Vec<ObjKey> = now.iter().map(|(k, _)| k.clone()).collect();
         store.delete_many(&keys).await.unwrap();
-        assert!(read_or_integrity(e.as_ref(), &model, p.capacity).await > 0, "deletion went unnoticed");
+        assert!(
+            read_or_integrity(e.as_ref(), &model, p.capacity).await > 0,
+            "deletion went unnoticed"
+        );
         let rep = e.check(&|_, _| {}).await.unwrap();
-        assert!(rep.objects_bad > 0 && !rep.problems.is_empty(), "check missed the deletion");
+        assert!(
+            rep.objects_bad > 0 && !rep.problems.is_empty(),
+            "check missed the deletion"
+        );
         store.put_many(now).await.unwrap();
         assert_eq!(read_or_integrity(e.as_ref(), &model, p.capacity).await, 0);
         let rep = e.check(&|_, _| {}).await.unwrap();
@@ -266,7 +295,12 @@ pub fn a_block_missing_from_where_the_state_says_is_an_integrity_error(s: Arc<dy
         let mut model = Model::new();
         {
             let db = Db::open(&path, [3; 16]).unwrap();
-            let e = s.build(&p, store.clone(), test_sealer(), Box::new(db.state(Space(0)).unwrap()));
+            let e = s.build(
+                &p,
+                store.clone(),
+                test_sealer(),
+                Box::new(db.state(Space(0)).unwrap()),
+            );
             fill(e.as_ref(), &mut model, 0..p.capacity, 1).await;
         }
         // The trusted state now places one block, stored in a backend bucket, in
@@ -286,11 +320,20 @@ pub fn a_block_missing_from_where_the_state_says_is_an_integrity_error(s: Arc<dy
             b
         };
         let db = Db::open(&path, [3; 16]).unwrap();
-        let e = s.build(&p, store, test_sealer(), Box::new(db.state(Space(0)).unwrap()));
+        let e = s.build(
+            &p,
+            store,
+            test_sealer(),
+            Box::new(db.state(Space(0)).unwrap()),
+        );
         match e.access(vec![Op::Read(victim)]).await {
             Ok(v) => panic!(
                 "block {victim} was served ({}) although it is not where the state says",
-                if v[0].iter().all(|&x| x == 0) { "as zeros" } else { "as data" }
+                if v[0].iter().all(|&x| x == 0) {
+                    "as zeros"
+                } else {
+                    "as data"
+                }
             ),
             Err(OramError::Integrity { reason, .. }) => {
                 assert!(reason.contains(&format!("block {victim}")), "{reason}")
@@ -315,7 +358,10 @@ pub fn quiesce_check_and_sweep(s: Arc<dyn Subject>) {
         for _ in 0..200 {
             tokio::task::yield_now().await;
         }
-        assert!(!waiting.is_finished(), "an access ran while the engine was quiesced");
+        assert!(
+            !waiting.is_finished(),
+            "an access ran while the engine was quiesced"
+        );
         drop(guard);
         waiting.await.unwrap().unwrap();
         let rep = e.check(&|_, _| {}).await.unwrap();
@@ -324,7 +370,10 @@ pub fn quiesce_check_and_sweep(s: Arc<dyn Subject>) {
         // A stray object under the engine's prefix is swept; nothing else is.
         let keys = store.list(&format!("{}/", p.prefix)).await.unwrap();
         let stray = ObjKey::new(format!("{}.2", keys[0])).unwrap();
-        store.put_many(vec![(stray.clone(), Bytes::from_static(b"x"))]).await.unwrap();
+        store
+            .put_many(vec![(stray.clone(), Bytes::from_static(b"x"))])
+            .await
+            .unwrap();
         let swept = e.sweep().await.unwrap();
         assert_eq!(swept, 1);
         assert!(store.get_many(&[stray]).await.unwrap()[0].is_none());
@@ -343,7 +392,10 @@ pub fn a_failing_backend_fails_cleanly_and_loses_nothing(s: Arc<dyn Subject>) {
         let mut model = Model::new();
         fill(e.as_ref(), &mut model, 0..32, 1).await;
         store.set_down(true);
-        let err = e.access(vec![Op::Write(3, block_data(3, 9, p.block_size))]).await.unwrap_err();
+        let err = e
+            .access(vec![Op::Write(3, block_data(3, 9, p.block_size))])
+            .await
+            .unwrap_err();
         assert!(matches!(err, OramError::Store(_)), "{err}");
         store.set_down(false);
         read_back(e.as_ref(), &model, 32, p.max_batch).await;
@@ -354,7 +406,10 @@ pub fn a_failing_backend_fails_cleanly_and_loses_nothing(s: Arc<dyn Subject>) {
         let answered = e.access(vec![Op::Write(4, d.clone())]).await.is_ok();
         if answered {
             model.insert(4, d);
-            assert!(e.flush().await.is_err(), "a flush succeeded with PUTs failing");
+            assert!(
+                e.flush().await.is_err(),
+                "a flush succeeded with PUTs failing"
+            );
         }
         store.set_puts_down(false);
         e.flush().await.unwrap();
@@ -390,13 +445,19 @@ pub fn write_backs_are_bounded_and_answers_do_not_wait_for_them(s: Arc<dyn Subje
             let got = e.access(vec![Op::Read(b)]).await.unwrap();
             assert_eq!(got[0], model[&b], "block {b}");
         }
-        assert_eq!(e.stats().pending_writebacks, p.max_inflight_writebacks as u64);
+        assert_eq!(
+            e.stats().pending_writebacks,
+            p.max_inflight_writebacks as u64
+        );
         let e2 = e.clone();
         let fifth = tokio::spawn(async move { e2.access(vec![Op::Read(2)]).await });
         for _ in 0..200 {
             tokio::task::yield_now().await;
         }
-        assert!(!fifth.is_finished(), "a round ran with every write-back slot taken");
+        assert!(
+            !fifth.is_finished(),
+            "a round ran with every write-back slot taken"
+        );
         store.set_puts_open(true);
         assert_eq!(fifth.await.unwrap().unwrap()[0], model[&2]);
         e.flush().await.unwrap();
@@ -425,19 +486,35 @@ pub fn staged_accesses_commit_together_or_not_at_all(s: Arc<dyn Subject>) {
     let zeros = Bytes::from(vec![0; bs]);
     runtime().block_on(async {
         let db = Db::open(&path, [3; 16]).unwrap();
-        let a = s.build(&p1, store.clone(), test_sealer(), Box::new(db.state(Space(1)).unwrap()));
-        let b = s.build(&p2, store.clone(), test_sealer(), Box::new(db.state(Space(2)).unwrap()));
+        let a = s.build(
+            &p1,
+            store.clone(),
+            test_sealer(),
+            Box::new(db.state(Space(1)).unwrap()),
+        );
+        let b = s.build(
+            &p2,
+            store.clone(),
+            test_sealer(),
+            Box::new(db.state(Space(2)).unwrap()),
+        );
         a.access(vec![Op::Write(5, d.clone())]).await.unwrap();
         // Dropped uncommitted: undone.
         let staged = a.access_staged(vec![Op::Take(5)]).await.unwrap();
         assert_eq!(staged.answers()[0], d);
         drop(staged);
-        assert_eq!(a.access(vec![Op::Read(5)]).await.unwrap()[0], d, "an abandoned take stuck");
+        assert_eq!(
+            a.access(vec![Op::Read(5)]).await.unwrap()[0],
+            d,
+            "an abandoned take stuck"
+        );
         // The move: taken from a, written to b, one commit.
         let take = a.access_staged(vec![Op::Take(5)]).await.unwrap();
         let moved = take.answers()[0].clone();
         let put = b.access_staged(vec![Op::Write(5, moved)]).await.unwrap();
-        let answers = StagedAccess::commit_all(vec![take, put], Default::default()).await.unwrap();
+        let answers = StagedAccess::commit_all(vec![take, put], Default::default())
+            .await
+            .unwrap();
         assert_eq!(answers[0][0], d);
         assert_eq!(a.access(vec![Op::Read(5)]).await.unwrap()[0], zeros);
         assert_eq!(b.access(vec![Op::Read(5)]).await.unwrap()[0], d);
@@ -452,8 +529,18 @@ pub fn staged_accesses_commit_together_or_not_at_all(s: Arc<dyn Subject>) {
     // After the "crash" (runtime and memory gone): the committed move only.
     runtime().block_on(async {
         let db = Db::open(&path, [3; 16]).unwrap();
-        let a = s.build(&p1, store.clone(), test_sealer(), Box::new(db.state(Space(1)).unwrap()));
-        let b = s.build(&p2, store.clone(), test_sealer(), Box::new(db.state(Space(2)).unwrap()));
+        let a = s.build(
+            &p1,
+            store.clone(),
+            test_sealer(),
+            Box::new(db.state(Space(1)).unwrap()),
+        );
+        let b = s.build(
+            &p2,
+            store.clone(),
+            test_sealer(),
+            Box::new(db.state(Space(2)).unwrap()),
+        );
         assert_eq!(a.access(vec![Op::Read(5)]).await.unwrap()[0], zeros);
         assert_eq!(b.access(vec![Op::Read(5)]).await.unwrap()[0], d);
         for e in [&a, &b] {

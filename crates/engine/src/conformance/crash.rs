@@ -26,7 +26,12 @@ fn durable_params() -> Params {
 }
 
 fn engine(s: &dyn Subject, p: &Params, store: Arc<dyn BlockStore>, db: &Arc<Db>) -> Arc<dyn Oram> {
-    s.build(p, store, test_sealer(), Box::new(db.state(Space(0)).unwrap()))
+    s.build(
+        p,
+        store,
+        test_sealer(),
+        Box::new(db.state(Space(0)).unwrap()),
+    )
 }
 
 /// Ends a "process": drops the runtime with every task still in it.
@@ -138,7 +143,13 @@ pub fn a_crash_between_reads_and_commit_repeats_the_same_reads(s: Arc<dyn Subjec
         }
         assert!(!t.is_finished());
         let mut held = store.held();
-        held.sort_by(|a, b| (a.0, &a.1, a.2.as_ref().map(|r| r.start)).cmp(&(b.0, &b.1, b.2.as_ref().map(|r| r.start))));
+        held.sort_by(|a, b| {
+            (a.0, &a.1, a.2.as_ref().map(|r| r.start)).cmp(&(
+                b.0,
+                &b.1,
+                b.2.as_ref().map(|r| r.start),
+            ))
+        });
         held
     });
     crash(rt);
@@ -146,7 +157,10 @@ pub fn a_crash_between_reads_and_commit_repeats_the_same_reads(s: Arc<dyn Subjec
     runtime().block_on(async {
         let rec = Arc::new(Recording::new(FsStore::open(&store_path).unwrap()));
         let db = Db::open(&state_path, VOL).unwrap();
-        assert!(db.state(Space(0)).unwrap().intent().is_some(), "no intent record");
+        assert!(
+            db.state(Space(0)).unwrap().intent().is_some(),
+            "no intent record"
+        );
         let e = engine(s.as_ref(), &p, rec.clone(), &db);
         // Something else entirely: the interrupted round comes first.
         e.access(vec![Op::Read(30)]).await.unwrap();
@@ -156,7 +170,10 @@ pub fn a_crash_between_reads_and_commit_repeats_the_same_reads(s: Arc<dyn Subjec
             .into_iter()
             .filter(|t| matches!(t.verb, Verb::Get | Verb::GetRange))
             .collect();
-        assert!(fetches.len() > held.len(), "the new access read nothing of its own");
+        assert!(
+            fetches.len() > held.len(),
+            "the new access read nothing of its own"
+        );
         assert_eq!(
             fetches_of(&fetches[..held.len()]),
             held,
@@ -184,7 +201,10 @@ pub fn a_failed_commit_fails_cleanly_and_a_restart_loses_nothing(s: Arc<dyn Subj
         db.inject_commit_failure();
         for attempt in 0..3u64 {
             let err = e
-                .access(vec![Op::Write(attempt, block_data(attempt, 2, p.block_size))])
+                .access(vec![Op::Write(
+                    attempt,
+                    block_data(attempt, 2, p.block_size),
+                )])
                 .await
                 .unwrap_err();
             assert!(matches!(err, OramError::State(_)), "{err}");
@@ -206,7 +226,10 @@ pub fn a_failed_commit_fails_cleanly_and_a_restart_loses_nothing(s: Arc<dyn Subj
 async fn objects(store: &dyn BlockStore, prefix: &str) -> Vec<(ObjKey, bytes::Bytes)> {
     let keys = store.list(prefix).await.unwrap();
     let vals = store.get_many(&keys).await.unwrap();
-    keys.into_iter().zip(vals).map(|(k, v)| (k, v.unwrap())).collect()
+    keys.into_iter()
+        .zip(vals)
+        .map(|(k, v)| (k, v.unwrap()))
+        .collect()
 }
 
 fn restore(dir: &Path, name: &str, snap: &[u8]) -> Arc<Db> {
@@ -257,8 +280,14 @@ pub fn a_replay_from_a_lost_timeline_is_an_integrity_error(s: Arc<dyn Subject>) 
         let mut model = Model::new();
         fill(e.as_ref(), &mut model, 0..p.capacity, 3).await;
         let now = objects(fs.as_ref(), &prefix).await;
-        let collide = lost.iter().filter(|(k, _)| now.iter().any(|(k2, _)| k2 == k)).count();
-        assert!(collide > 0, "no object of the lost timeline sits where the new one writes");
+        let collide = lost
+            .iter()
+            .filter(|(k, _)| now.iter().any(|(k2, _)| k2 == k))
+            .count();
+        assert!(
+            collide > 0,
+            "no object of the lost timeline sits where the new one writes"
+        );
         // The provider puts the lost timeline back.
         fs.put_many(lost).await.unwrap();
         let zeros = bytes::Bytes::from(vec![0; p.block_size]);
@@ -303,12 +332,19 @@ pub fn writes_after_a_checkpoint_spare_its_objects(s: Arc<dyn Subject>) {
         }
         for (k, v) in &before {
             let got = fs.get_many(std::slice::from_ref(k)).await.unwrap();
-            assert_eq!(got[0].as_ref(), Some(v), "{k}, which the checkpoint refers to, was overwritten");
+            assert_eq!(
+                got[0].as_ref(),
+                Some(v),
+                "{k}, which the checkpoint refers to, was overwritten"
+            );
         }
         drop(e);
         let restored = restore(dir.path(), "restored.redb", &snap);
         let old = engine(s.as_ref(), &p, fs.clone(), &restored);
-        assert!(old.sweep().await.unwrap() > 0, "post-checkpoint objects removed");
+        assert!(
+            old.sweep().await.unwrap() > 0,
+            "post-checkpoint objects removed"
+        );
         read_back(old.as_ref(), &model, 64, p.max_batch).await;
         let rep = old.check(&|_, _| {}).await.unwrap();
         assert!(rep.problems.is_empty(), "{:?}", rep.problems);

@@ -322,7 +322,9 @@ pub fn fetches_of(trace: &[TraceEvent]) -> Vec<Seen> {
         .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange))
         .map(|e| (e.verb, e.key.clone(), e.range.clone()))
         .collect();
-    v.sort_by(|a, b| (a.0, &a.1, a.2.as_ref().map(|r| r.start)).cmp(&(b.0, &b.1, b.2.as_ref().map(|r| r.start))));
+    v.sort_by(|a, b| {
+        (a.0, &a.1, a.2.as_ref().map(|r| r.start)).cmp(&(b.0, &b.1, b.2.as_ref().map(|r| r.start)))
+    });
     v
 }
 

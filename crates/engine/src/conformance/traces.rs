@@ -35,7 +35,10 @@ fn workloads(p: &Params) -> Vec<Workload> {
             "same block, writes",
             Box::new(move |i| Op::Write(5, block_data(5, i as u64, bs))),
         ),
-        ("sequential scan", Box::new(move |i| Op::Read(i as u64 % cap))),
+        (
+            "sequential scan",
+            Box::new(move |i| Op::Read(i as u64 % cap)),
+        ),
         (
             "sequential writes",
             Box::new(move |i| Op::Write(i as u64 % cap, block_data(0, i as u64, bs))),
@@ -60,7 +63,10 @@ async fn record(s: &dyn Subject, p: &Params, w: &dyn Fn(usize) -> Op) -> Vec<Vec
     for i in 0..ACCESSES {
         if i == ACCESSES / 2 {
             faults.fail_next_fetches(1);
-            assert!(e.access(vec![w(i)]).await.is_err(), "the failure was not seen");
+            assert!(
+                e.access(vec![w(i)]).await.is_err(),
+                "the failure was not seen"
+            );
             accesses.push(rec.take_trace());
         }
         e.access(vec![w(i)]).await.unwrap();
@@ -88,7 +94,10 @@ impl Verdict {
 
 /// Chi-square test of homogeneity of the shape histograms (rows: workloads),
 /// shapes rarer than 5 per workload pooled; `(statistic, critical value)`.
-fn homogeneity(rows: &[BTreeMap<Vec<(oram_blockstore::Verb, u64, u64)>, u64>]) -> (f64, f64) {
+/// How often each access shape occurred in one workload.
+type ShapeCounts = BTreeMap<Vec<(oram_blockstore::Verb, u64, u64)>, u64>;
+
+fn homogeneity(rows: &[ShapeCounts]) -> (f64, f64) {
     let mut totals: BTreeMap<&Vec<_>, u64> = BTreeMap::new();
     for r in rows {
         for (k, v) in r {
@@ -104,14 +113,23 @@ fn homogeneity(rows: &[BTreeMap<Vec<(oram_blockstore::Verb, u64, u64)>, u64>]) -
     let table: Vec<Vec<f64>> = rows
         .iter()
         .map(|r| {
-            let mut row: Vec<f64> = common.iter().map(|k| *r.get(*k).unwrap_or(&0) as f64).collect();
-            let rest: u64 = r.iter().filter(|(k, _)| !common.contains(k)).map(|(_, v)| v).sum();
+            let mut row: Vec<f64> = common
+                .iter()
+                .map(|k| *r.get(*k).unwrap_or(&0) as f64)
+                .collect();
+            let rest: u64 = r
+                .iter()
+                .filter(|(k, _)| !common.contains(k))
+                .map(|(_, v)| v)
+                .sum();
             row.push(rest as f64);
             row
         })
         .collect();
     let cols = table[0].len();
-    let col_sum: Vec<f64> = (0..cols).map(|c| table.iter().map(|r| r[c]).sum()).collect();
+    let col_sum: Vec<f64> = (0..cols)
+        .map(|c| table.iter().map(|r| r[c]).sum())
+        .collect();
     let grand: f64 = col_sum.iter().sum();
     let mut chi = 0.0;
     let mut used = 0usize;
@@ -134,7 +152,7 @@ fn homogeneity(rows: &[BTreeMap<Vec<(oram_blockstore::Verb, u64, u64)>, u64>]) -
 }
 
 fn judge(s: &dyn Subject, p: &Params, traces: &[(&'static str, Vec<Vec<TraceEvent>>)]) -> Verdict {
-    let rows: Vec<BTreeMap<_, u64>> = traces
+    let rows: Vec<ShapeCounts> = traces
         .iter()
         .map(|(_, t)| {
             let mut h = BTreeMap::new();
@@ -190,13 +208,22 @@ pub fn traces_do_not_depend_on_the_workload(s: Arc<dyn Subject>) {
             v.shapes.0, v.shapes.1, v.critical, v.positions
         );
         if s.oblivious() {
-            assert!(v.shapes.0 <= v.shapes.1, "access shapes depend on the workload");
+            assert!(
+                v.shapes.0 <= v.shapes.1,
+                "access shapes depend on the workload"
+            );
             for (name, c) in &v.positions {
                 assert!(*c < v.critical, "{name}: positions not uniform ({c:.1})");
             }
         } else {
-            assert!(!v.oblivious(), "the negative control passed: the check cannot fail");
-            assert!(v.positions[0].1 > 100.0 * v.critical, "one block over and over looks uniform");
+            assert!(
+                !v.oblivious(),
+                "the negative control passed: the check cannot fail"
+            );
+            assert!(
+                v.positions[0].1 > 100.0 * v.critical,
+                "one block over and over looks uniform"
+            );
         }
     });
 }
@@ -237,7 +264,10 @@ pub fn a_failed_read_is_repeated_as_the_same_access(s: Arc<dyn Subject>) {
             let next = if t % 2 == 0 {
                 vec![Op::Read(x), Op::Read(y)]
             } else {
-                vec![Op::Read((x + 32) % 64), Op::Write(110, block_data(110, 1, 32))]
+                vec![
+                    Op::Read((x + 32) % 64),
+                    Op::Write(110, block_data(110, 1, 32)),
+                ]
             };
             let got = e.access(next.clone()).await.unwrap();
             if let Op::Read(b) = next[0] {
@@ -247,14 +277,30 @@ pub fn a_failed_read_is_repeated_as_the_same_access(s: Arc<dyn Subject>) {
             let trace = rec.take_trace();
             let fetches: Vec<&TraceEvent> = trace
                 .iter()
-                .filter(|e| matches!(e.verb, oram_blockstore::Verb::Get | oram_blockstore::Verb::GetRange))
+                .filter(|e| {
+                    matches!(
+                        e.verb,
+                        oram_blockstore::Verb::Get | oram_blockstore::Verb::GetRange
+                    )
+                })
                 .collect();
-            assert!(fetches.len() > failed.len(), "trial {t}: the access read nothing of its own");
+            assert!(
+                fetches.len() > failed.len(),
+                "trial {t}: the access read nothing of its own"
+            );
             let (repeat, own) = fetches.split_at(failed.len());
             let repeat: Vec<TraceEvent> = repeat.iter().map(|e| (*e).clone()).collect();
-            assert_eq!(fetches_of(&repeat), failed, "trial {t}: the failed round was not repeated exactly");
+            assert_eq!(
+                fetches_of(&repeat),
+                failed,
+                "trial {t}: the failed round was not repeated exactly"
+            );
             assert_eq!(e.stats().extra("rounds_repeated_total"), Some(1));
-            let keys = |v: &[Seen]| v.iter().map(|r| r.1.clone()).collect::<std::collections::BTreeSet<_>>();
+            let keys = |v: &[Seen]| {
+                v.iter()
+                    .map(|r| r.1.clone())
+                    .collect::<std::collections::BTreeSet<_>>()
+            };
             let own: Vec<TraceEvent> = own.iter().map(|e| (*e).clone()).collect();
             if keys(&fetches_of(&own)) == keys(&failed) {
                 same_path += 1;
@@ -262,6 +308,9 @@ pub fn a_failed_read_is_repeated_as_the_same_access(s: Arc<dyn Subject>) {
         }
         // Reading the same buckets again is what a failure used to cause every
         // time; now it is chance (both leaves again).
-        assert!(same_path <= TRIALS / 4, "{same_path} of {TRIALS} retries read the failed paths again");
+        assert!(
+            same_path <= TRIALS / 4,
+            "{same_path} of {TRIALS} retries read the failed paths again"
+        );
     });
 }

@@ -1,7 +1,9 @@
-//! Ring ORAM: the Path ORAM test battery, plus Ring's own properties.
+//! Ring ORAM's own properties (the engine conformance suite, in
+//! `tests/conformance.rs`, covers what every engine must do: model, crashes,
+//! tampering, replays, traces, ...).
 //!
-//! * model: random batches against a `HashMap`, on the memory and the fs store,
-//!   both presets, then `check()` must be clean;
+//! * model: random batches against a `HashMap` with the large preset, eviction
+//!   reads by slot, a small batch on the fs store, then `check()` must be clean;
 //! * stash: the largest stash over many accesses stays under the default bound;
 //! * obliviousness: five workloads of equal length, recorded with `Recording`. Every
 //!   request has the one size its kind allows (a slot range, a whole bucket), every
@@ -11,29 +13,34 @@
 //!   trace alone), and read leaves and slot offsets are uniform (chi-square,
 //!   significance 0.001). Reads that fetched the real block and reads of dummies hit
 //!   the same, uniform, distribution of slots;
-//! * tampering and replay: integrity errors, never wrong data;
-//! * crash recovery: write-backs in flight at a crash and a failed commit lose
-//!   nothing (fs store + redb state on disk);
 //! * bandwidth: requests and bytes per access against the analytical model.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use bytes::Bytes;
-use oram_blockstore::{Accounting, BlockStore, ObjKey, Recording, TraceEvent, Verb};
+use oram_blockstore::{Accounting, BlockStore, Recording, TraceEvent, Verb};
+use oram_engine::conformance::{
+    block_data, chi_square, chi_square_critical_001, read_back, run_model, test_sealer, Model,
+};
 use oram_engine::{Op, Oram, OramError};
-use oram_path::Geometry;
 use oram_ring::layout::expected_reshuffles_binomial;
 use oram_ring::{paper_bandwidth, EvictRead, RingConfig, RingOram, RingParams, RingPreset};
-use oram_state::{MemState, TrustedState};
-use oram_statedb::Db;
+use oram_state::MemState;
 use oram_store_fs::FsStore;
 use oram_store_memory::MemoryStore;
-use oram_tests::{
-    block_data, chi_square, chi_square_critical_001, run_model, test_sealer, GatedStore,
-};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+/// Random batches against a `HashMap` (see the conformance suite), then
+/// everything read back; returns the number of ops.
+async fn model(oram: &RingOram, rounds: usize, max_batch: usize, seed: u64) -> usize {
+    let mut m = Model::new();
+    let cap = oram.capacity();
+    let n = run_model(oram, &mut m, cap, rounds, max_batch, seed).await;
+    oram.flush().await.unwrap();
+    read_back(oram, &m, cap, max_batch).await;
+    n
+}
 
 fn ring(store: Arc<dyn BlockStore>, cfg: RingConfig) -> RingOram {
     RingOram::new(cfg, store, test_sealer(), Box::new(MemState::new())).unwrap()
@@ -61,11 +68,11 @@ async fn model_small_preset_on_memory() {
         Arc::new(MemoryStore::new()),
         cfg(300, 64, RingPreset::Small),
     );
-    let n = run_model(&oram, 400, 16, 1).await;
+    let n = model(&oram, 400, 16, 1).await;
     assert!(n > 1000);
     let rep = oram.check(&|_, _| {}).await.unwrap();
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
-    let rs = oram.ring_stats();
+    let rs = oram.scheme().ring_stats();
     assert!(rs.evictions > 0 && rs.early_reshuffles > 0, "{rs:?}");
 }
 
@@ -74,10 +81,10 @@ async fn model_large_preset_on_memory_without_cache() {
     let mut c = cfg(500, 32, RingPreset::Large);
     c.cached_levels = 0;
     let oram = ring(Arc::new(MemoryStore::new()), c);
-    run_model(&oram, 300, 16, 2).await;
+    model(&oram, 300, 16, 2).await;
     let rep = oram.check(&|_, _| {}).await.unwrap();
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
-    assert!(oram.ring_stats().evictions > 0);
+    assert!(oram.scheme().ring_stats().evictions > 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,10 +94,10 @@ async fn model_with_eviction_reads_by_slot() {
         c.evict_read = EvictRead::Slots;
         c.cached_levels = 1;
         let oram = ring(Arc::new(MemoryStore::new()), c);
-        run_model(&oram, 300, 16, 5).await;
+        model(&oram, 300, 16, 5).await;
         let rep = oram.check(&|_, _| {}).await.unwrap();
         assert!(rep.problems.is_empty(), "{:?}", rep.problems);
-        assert!(oram.ring_stats().early_reshuffles > 0);
+        assert!(oram.scheme().ring_stats().early_reshuffles > 0);
     }
 }
 
@@ -101,7 +108,7 @@ async fn model_on_the_fs_store_with_a_small_batch() {
     let mut c = cfg(200, 48, RingPreset::Small);
     c.max_batch = 3;
     let oram = ring(fs, c);
-    run_model(&oram, 150, 8, 3).await;
+    model(&oram, 150, 8, 3).await;
     let rep = oram.check(&|_, _| {}).await.unwrap();
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
     assert!(rep.objects_read > 0);
@@ -241,7 +248,7 @@ async fn observe(name: &'static str, w: &dyn Fn(usize) -> Op) -> (Observed, Ring
             .unwrap();
         oram.flush().await.unwrap();
     }
-    let before = oram.ring_stats();
+    let before = oram.scheme().ring_stats();
     rec.take_trace();
     let mut accesses = Vec::with_capacity(OACC);
     for i in 0..OACC {
@@ -249,7 +256,7 @@ async fn observe(name: &'static str, w: &dyn Fn(usize) -> Op) -> (Observed, Ring
         oram.flush().await.unwrap();
         accesses.push(rec.take_trace());
     }
-    let after = oram.ring_stats();
+    let after = oram.scheme().ring_stats();
     let diff = |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(x, y)| x - y).collect::<Vec<_>>();
     let o = Observed {
         name,
@@ -270,7 +277,7 @@ async fn ring_oram_traces_do_not_depend_on_the_workload() {
         engine = Some(e);
     }
     let oram = engine.unwrap();
-    let lay = oram.layout();
+    let lay = oram.scheme().layout();
     let geo = lay.geo;
     let cached = oram.cached_levels();
     let s = lay.params.s;
@@ -343,7 +350,7 @@ async fn ring_oram_traces_do_not_depend_on_the_workload() {
                 o.name
             );
             // The read path: one bucket per uncached level, plus the eviction path.
-            let levels: BTreeSet<u32> = got.iter().map(|&n| Geometry::level_of(n)).collect();
+            let levels: BTreeSet<u32> = got.iter().map(|&n| geo.level(n)).collect();
             assert_eq!(
                 levels.len() as u32,
                 geo.leaf_level + 1 - cached,
@@ -355,10 +362,7 @@ async fn ring_oram_traces_do_not_depend_on_the_workload() {
                 // reverse-lexicographic order, whatever the workload.
                 let g = ((t + 1) / a - 1) as u64;
                 let leaf = lay.evict_leaf(g);
-                let p: BTreeSet<u64> = geo
-                    .path(leaf)
-                    .filter(|&n| Geometry::level_of(n) >= cached)
-                    .collect();
+                let p: BTreeSet<u64> = geo.path(leaf).filter(|&n| geo.level(n) >= cached).collect();
                 assert!(p.is_subset(&whole), "{}: eviction path not whole", o.name);
                 evicted.push(whole.intersection(&p).count());
                 p
@@ -387,7 +391,7 @@ async fn ring_oram_traces_do_not_depend_on_the_workload() {
             // leaf itself when the two paths coincide).
             let leaf_node = got
                 .iter()
-                .filter(|&&n| Geometry::level_of(n) == geo.leaf_level)
+                .filter(|&&n| geo.level(n) == geo.leaf_level)
                 .find(|n| !evict_path.contains(n))
                 .or_else(|| evict_path.iter().max())
                 .copied()
@@ -457,7 +461,7 @@ async fn eviction_reads_by_slot_look_the_same_for_real_and_dummy_slots() {
     c.evict_read = EvictRead::Slots;
     let oram = ring(rec.clone(), c);
     oram.format().await.unwrap();
-    let lay = oram.layout();
+    let lay = oram.scheme().layout();
     let (slot, first) = (lay.slot_sealed() as u64, lay.header_sealed() as u64);
     let z = lay.params.z;
     let mut rng = ChaCha8Rng::seed_from_u64(12);
@@ -537,7 +541,7 @@ async fn a_batch_goes_out_in_one_round_trip_and_its_writes_in_one_put() {
     assert!(t[first_put..].iter().all(|e| e.verb == Verb::Put));
     let put_calls: BTreeSet<u64> = t[first_put..].iter().map(|e| e.call).collect();
     assert_eq!(put_calls.len(), 1, "one write-back call");
-    assert_eq!(oram.ring_stats().evictions, 5);
+    assert_eq!(oram.scheme().ring_stats().evictions, 5);
     let fetched: Vec<u64> = t[..first_put].iter().map(node_of).collect();
     let distinct: BTreeSet<u64> = fetched.iter().copied().collect();
     assert!(distinct.contains(&1));
@@ -549,253 +553,6 @@ async fn a_batch_goes_out_in_one_round_trip_and_its_writes_in_one_put() {
             .or_default()
             .insert(e.range.as_ref().unwrap().start));
     }
-}
-
-// ---------------------------------------------------------------- tampering
-
-async fn get(store: &MemoryStore, key: &ObjKey) -> Bytes {
-    store
-        .get_many(std::slice::from_ref(key))
-        .await
-        .unwrap()
-        .remove(0)
-        .unwrap()
-}
-
-async fn put(store: &MemoryStore, key: &ObjKey, v: Bytes) {
-    store.put_many(vec![(key.clone(), v)]).await.unwrap();
-}
-
-/// Reads every block: `Ok` if all data is right, the integrity error otherwise;
-/// never wrong data.
-async fn read_all(oram: &RingOram, cap: u64, version: u64, bs: usize) -> Result<(), String> {
-    for b in 0..cap {
-        match oram.access(vec![Op::Read(b)]).await {
-            Ok(v) => assert_eq!(v[0], block_data(b, version, bs), "WRONG DATA for block {b}"),
-            Err(OramError::Integrity { key, reason }) => return Err(format!("{key}: {reason}")),
-            Err(e) => panic!("unexpected error kind: {e}"),
-        }
-    }
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tampering_and_replay_are_detected() {
-    const CAP: u64 = 64;
-    const BS: usize = 32;
-    let mem = Arc::new(MemoryStore::new());
-    let mut c = cfg(CAP, BS, RingPreset::Small);
-    c.cached_levels = 0;
-    let oram = ring(mem.clone(), c);
-    for b in 0..CAP {
-        oram.access(vec![Op::Write(b, block_data(b, 1, BS))])
-            .await
-            .unwrap();
-    }
-    oram.flush().await.unwrap();
-    let lay = oram.layout();
-    // The root is on every path: every access reads one of its slots (or all).
-    let root = oram.node_key(1, 0);
-    let good = get(&mem, &root).await;
-
-    // 1. One flipped byte in every part of the root: any read of it fails.
-    let mut bad = good.to_vec();
-    bad[lay.header_sealed() / 2] ^= 1;
-    for i in 0..lay.slots() {
-        bad[lay.slot_range(i).start as usize + 40] ^= 0x80;
-    }
-    put(&mem, &root, bad.into()).await;
-    let e = read_all(&oram, CAP, 1, BS).await.unwrap_err();
-    assert!(e.contains("vol0/r/1"), "{e}");
-    let rep = oram.check(&|_, _| {}).await.unwrap();
-    assert!(rep.objects_bad >= 1 && !rep.problems.is_empty());
-    put(&mem, &root, good.clone()).await;
-    read_all(&oram, CAP, 1, BS).await.unwrap();
-    oram.flush().await.unwrap();
-
-    // 2. Swapped: another bucket's object at the root's key.
-    let current = get(&mem, &root).await;
-    let other = get(&mem, &oram.node_key(2, 0)).await;
-    put(&mem, &root, other).await;
-    assert!(read_all(&oram, CAP, 1, BS).await.is_err());
-    put(&mem, &root, current.clone()).await;
-    read_all(&oram, CAP, 1, BS).await.unwrap();
-    oram.flush().await.unwrap();
-
-    // 3. Replay: the root as it was before it was rewritten (it is on every
-    // eviction path, rewritten every A accesses).
-    let old = get(&mem, &root).await;
-    for b in 0..8 {
-        oram.access(vec![Op::Read(b)]).await.unwrap();
-    }
-    oram.flush().await.unwrap();
-    let now = get(&mem, &root).await;
-    assert_ne!(old, now, "the root was rewritten");
-    put(&mem, &root, old).await;
-    let e = read_all(&oram, CAP, 1, BS).await.unwrap_err();
-    assert!(e.contains("authentication"), "{e}");
-    put(&mem, &root, now.clone()).await;
-
-    // 4. Deleted and truncated.
-    mem.delete_many(std::slice::from_ref(&root)).await.unwrap();
-    let e = read_all(&oram, CAP, 1, BS).await.unwrap_err();
-    assert!(e.contains("missing"), "{e}");
-    put(&mem, &root, now.slice(..now.len() - 10)).await;
-    assert!(read_all(&oram, CAP, 1, BS).await.is_err());
-    put(&mem, &root, now).await;
-    read_all(&oram, CAP, 1, BS).await.unwrap();
-    let rep = oram.check(&|_, _| {}).await.unwrap();
-    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
-    assert_eq!(rep.blocks_found, CAP);
-}
-
-// ---------------------------------------------------------------- durability
-
-const VOL: [u8; 16] = [3; 16];
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn dcfg() -> RingConfig {
-    let mut c = cfg(512, 256, RingPreset::Small);
-    c.cached_levels = 3;
-    c
-}
-
-fn durable_engine(store: Arc<dyn BlockStore>, db: &Arc<Db>) -> RingOram {
-    RingOram::new(dcfg(), store, test_sealer(), Box::new(db.state().unwrap())).unwrap()
-}
-
-#[test]
-fn ring_oram_loses_nothing_when_it_dies_with_write_backs_in_flight() {
-    let dir = tempfile::tempdir().unwrap();
-    let state_path = dir.path().join("state.redb");
-    let store_path = dir.path().join("store");
-    let blocks = 96u64;
-    {
-        let rt = runtime();
-        rt.block_on(async {
-            let gated = Arc::new(GatedStore::new(FsStore::open(&store_path).unwrap(), true));
-            let db = Db::open(&state_path, VOL).unwrap();
-            let oram = durable_engine(gated.clone(), &db);
-            for chunk in (0..blocks / 2).collect::<Vec<_>>().chunks(16) {
-                let ops = chunk
-                    .iter()
-                    .map(|&b| Op::Write(b, block_data(b, 1, 256)))
-                    .collect();
-                oram.access(ops).await.unwrap();
-            }
-            oram.flush().await.unwrap();
-            gated.set_open(false);
-            for chunk in (blocks / 2..blocks).collect::<Vec<_>>().chunks(16) {
-                let ops = chunk
-                    .iter()
-                    .map(|&b| Op::Write(b, block_data(b, 1, 256)))
-                    .collect();
-                oram.access(ops).await.unwrap();
-            }
-            assert!(oram.stats().pending_writebacks > 0);
-        });
-        rt.shutdown_timeout(std::time::Duration::from_secs(5));
-    }
-    let rt = runtime();
-    rt.block_on(async {
-        let fs: Arc<dyn BlockStore> = Arc::new(FsStore::open(&store_path).unwrap());
-        let db = Db::open(&state_path, VOL).unwrap();
-        assert!(!db.state().unwrap().pending().is_empty());
-        let oram = durable_engine(fs, &db);
-        let got = oram
-            .access((0..blocks).map(Op::Read).collect())
-            .await
-            .unwrap();
-        for (b, data) in got.iter().enumerate() {
-            assert_eq!(data, &block_data(b as u64, 1, 256), "block {b}");
-        }
-        let rep = oram.check(&|_, _| {}).await.unwrap();
-        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
-        assert_eq!(rep.blocks_found, blocks);
-        assert!(db.state().unwrap().pending().is_empty());
-    });
-}
-
-#[test]
-fn a_failed_commit_leaves_the_ring_engine_as_before() {
-    let rt = runtime();
-    rt.block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let fs: Arc<dyn BlockStore> = Arc::new(FsStore::open(dir.path().join("s")).unwrap());
-        let db = Db::open(&dir.path().join("state.redb"), VOL).unwrap();
-        let oram = durable_engine(fs.clone(), &db);
-        let ops = (0..40)
-            .map(|b| Op::Write(b, block_data(b, 1, 256)))
-            .collect();
-        oram.access(ops).await.unwrap();
-        oram.flush().await.unwrap();
-        for attempt in 0..5 {
-            db.inject_commit_failure();
-            let err = oram
-                .access(vec![Op::Write(attempt, block_data(attempt, 2, 256))])
-                .await
-                .unwrap_err();
-            assert!(err.to_string().contains("trusted state"), "{err}");
-        }
-        let got = oram.access((0..40).map(Op::Read).collect()).await.unwrap();
-        for (b, d) in got.iter().enumerate() {
-            assert_eq!(d, &block_data(b as u64, 1, 256));
-        }
-        let rep = oram.check(&|_, _| {}).await.unwrap();
-        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
-        drop(oram);
-        let oram = durable_engine(fs, &db);
-        let got = oram.access(vec![Op::Read(3)]).await.unwrap();
-        assert_eq!(got[0], block_data(3, 1, 256));
-        let rep = oram.check(&|_, _| {}).await.unwrap();
-        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
-    });
-}
-
-#[test]
-fn ring_writes_after_a_checkpoint_never_touch_its_objects_and_sweep_cleans_up() {
-    let rt = runtime();
-    rt.block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let fs: Arc<dyn BlockStore> = Arc::new(FsStore::open(dir.path().join("s")).unwrap());
-        let db = Db::open(&dir.path().join("state.redb"), VOL).unwrap();
-        let oram = durable_engine(fs.clone(), &db);
-        let ops = (0..64)
-            .map(|b| Op::Write(b, block_data(b, 1, 256)))
-            .collect();
-        oram.access(ops).await.unwrap();
-        let quiet = oram.quiesce().await.unwrap();
-        let keys = fs.list("vol0/").await.unwrap();
-        let before = fs.get_many(&keys).await.unwrap();
-        let snap = db.snapshot().unwrap();
-        db.set_epoch(db.epoch() + 1).unwrap();
-        drop(quiet);
-        for round in 2..6 {
-            let ops = (0..64)
-                .map(|b| Op::Write(b, block_data(b, round, 256)))
-                .collect();
-            oram.access(ops).await.unwrap();
-        }
-        oram.flush().await.unwrap();
-        assert_eq!(fs.get_many(&keys).await.unwrap(), before);
-        drop(oram);
-        let restored = Db::restore(&dir.path().join("restored.redb"), VOL, &snap).unwrap();
-        let old = durable_engine(fs.clone(), &restored);
-        assert!(old.sweep().await.unwrap() > 0);
-        let got = old.access((0..64).map(Op::Read).collect()).await.unwrap();
-        for (b, d) in got.iter().enumerate() {
-            assert_eq!(d, &block_data(b as u64, 1, 256));
-        }
-        let rep = old.check(&|_, _| {}).await.unwrap();
-        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
-    });
 }
 
 // ---------------------------------------------------------------- bandwidth
@@ -853,7 +610,7 @@ async fn measure(
     }
     oram.flush().await.unwrap();
     let d = acc.snapshot().since(&before);
-    let lay = oram.layout();
+    let lay = oram.scheme().layout();
     let p = lay.params;
     let (a, s) = (p.a as f64, p.s);
     let (mut ranged, mut whole) = (0.0, 0.0);
@@ -918,7 +675,7 @@ async fn bandwidth_per_access_matches_the_analytical_model() {
                 ..c
             },
         );
-        let lay = oram.layout();
+        let lay = oram.scheme().layout();
         let levels = lay.geo.leaf_level + 1 - oram.cached_levels();
         let paper = paper_bandwidth(lay.params, levels);
         let slot = lay.slot_sealed() as f64;

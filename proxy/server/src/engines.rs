@@ -1,0 +1,336 @@
+//! The `[engine]` section: the volume's shape (block size, capacity, round size)
+//! and the chosen engine with its settings — a tagged enum whose payloads belong
+//! to the engine crates ([`oram_engine::EngineSettings`]). This is the one place
+//! that lists the engines; what each needs, checks, records and builds is its
+//! crate's business.
+//!
+//! The TOML is flat, as in earlier versions: `kind` selects the engine, and the
+//! other keys are the shape's or that engine's. A key that belongs to another
+//! engine (an old configuration file listing every engine's keys) is ignored with
+//! a warning at start; any other unknown key is refused.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use oram_direct::DirectSettings;
+use oram_engine::{EngineSettings, Oram, Parts, Shape};
+use oram_path::PathSettings;
+use oram_ring::RingSettings;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The engine of a volume, with its crate's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// Path ORAM.
+    Path(PathSettings),
+    /// Ring ORAM.
+    Ring(RingSettings),
+    /// No ORAM: the non-oblivious baseline.
+    Direct(DirectSettings),
+}
+
+/// The engines' names, in the order they are documented.
+pub const KINDS: [&str; 3] = ["path", "ring", "direct"];
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::Path(PathSettings::default())
+    }
+}
+
+impl Engine {
+    /// The engine `name` with its default settings.
+    pub fn named(name: &str) -> Result<Self, String> {
+        match name {
+            "path" => Ok(Engine::Path(PathSettings::default())),
+            "ring" => Ok(Engine::Ring(RingSettings::default())),
+            "direct" => Ok(Engine::Direct(DirectSettings::default())),
+            _ => Err(format!(
+                "unknown engine {name:?} (expected one of {})",
+                KINDS.map(|k| format!("{k:?}")).join(", ")
+            )),
+        }
+    }
+
+    /// The engine's name (`path`, `ring`, `direct`).
+    pub fn name(&self) -> &'static str {
+        self.settings().kind()
+    }
+
+    /// The settings, as the engine crate offers them.
+    pub fn settings(&self) -> &dyn EngineSettings {
+        match self {
+            Engine::Path(s) => s,
+            Engine::Ring(s) => s,
+            Engine::Direct(s) => s,
+        }
+    }
+
+    /// Whether `key = value` is one of engine `name`'s settings.
+    fn accepts(name: &str, key: &str, value: &toml::Value) -> bool {
+        let mut t = toml::Table::new();
+        t.insert(key.to_string(), value.clone());
+        match name {
+            "path" => settings_from::<PathSettings>(t).is_ok(),
+            "ring" => settings_from::<RingSettings>(t).is_ok(),
+            "direct" => settings_from::<DirectSettings>(t).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// Engine `name` from the keys of `[engine]` that are not the shape's; returns
+    /// the keys ignored because they belong to another engine.
+    fn parse(name: &str, mut rest: toml::Table) -> Result<(Self, Vec<String>), String> {
+        Self::named(name)?;
+        let mut ignored = Vec::new();
+        let keys: Vec<String> = rest.keys().cloned().collect();
+        for k in keys {
+            let v = &rest[&k];
+            if !Self::accepts(name, &k, v) && KINDS.iter().any(|o| Self::accepts(o, &k, v)) {
+                rest.remove(&k);
+                ignored.push(k);
+            }
+        }
+        let e = match name {
+            "path" => Engine::Path(settings_from(rest)?),
+            "ring" => Engine::Ring(settings_from(rest)?),
+            _ => Engine::Direct(settings_from(rest)?),
+        };
+        Ok((e, ignored))
+    }
+
+    fn to_table(&self) -> toml::Table {
+        let v = match self {
+            Engine::Path(s) => toml::Value::try_from(s),
+            Engine::Ring(s) => toml::Value::try_from(s),
+            Engine::Direct(s) => toml::Value::try_from(s),
+        };
+        match v {
+            Ok(toml::Value::Table(t)) => t,
+            _ => toml::Table::new(),
+        }
+    }
+}
+
+fn settings_from<T: DeserializeOwned>(t: toml::Table) -> Result<T, String> {
+    T::deserialize(toml::Value::Table(t)).map_err(|e| format!("[engine]: {}", e.message()))
+}
+
+/// `[engine]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Bytes per block (fixed when the volume is created).
+    pub block_size: usize,
+    /// Logical blocks (fixed when the volume is created).
+    pub capacity_blocks: u64,
+    /// Blocks per engine round and per streaming step of an object.
+    pub max_batch: usize,
+    /// The engine and its settings (`kind` in the TOML).
+    pub kind: Engine,
+    /// Keys of other engines found in `[engine]` and ignored.
+    pub ignored: Vec<String>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            block_size: 4096,
+            capacity_blocks: 262_144,
+            max_batch: 64,
+            kind: Engine::default(),
+            ignored: Vec::new(),
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Switches to engine `name` with its default settings (`--engine`).
+    pub fn set_kind(&mut self, name: &str) -> Result<(), String> {
+        if self.kind.name() != name {
+            self.kind = Engine::named(name)?;
+        }
+        Ok(())
+    }
+
+    /// The volume's shape under backend prefix `prefix`.
+    pub fn shape(&self, prefix: &str) -> Shape {
+        Shape {
+            capacity: self.capacity_blocks,
+            block_size: self.block_size,
+            max_batch: self.max_batch,
+            prefix: prefix.to_string(),
+        }
+    }
+
+    /// Checks values that parse but cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.block_size < 16 || self.block_size > (16 << 20) {
+            return Err(format!(
+                "engine.block_size {} outside 16 B ..= 16 MiB",
+                self.block_size
+            ));
+        }
+        if self.capacity_blocks == 0 || self.max_batch == 0 {
+            return Err("engine.capacity_blocks and engine.max_batch must be positive".into());
+        }
+        self.kind.settings().validate(&self.shape("vol0"))
+    }
+
+    /// The parameters of the engine that decide where data lives.
+    pub fn fixed(&self, prefix: &str) -> BTreeMap<String, String> {
+        self.kind.settings().fixed(&self.shape(prefix))
+    }
+
+    /// An upper bound of the engine's trusted state in a snapshot.
+    pub fn state_bound(&self, prefix: &str) -> u64 {
+        self.kind.settings().state_bound(&self.shape(prefix))
+    }
+
+    /// Builds the engine.
+    pub fn build(&self, prefix: &str, parts: Parts) -> oram_engine::Result<Arc<dyn Oram>> {
+        self.kind.settings().build(&self.shape(prefix), parts)
+    }
+}
+
+/// The `[engine]` part of `oram-proxy example-config`.
+pub fn example() -> String {
+    format!(
+        r#"[engine]
+# "path" (Path ORAM), "ring" (Ring ORAM) or "direct" (no ORAM: the
+# non-oblivious baseline). Fixed when the data directory is created.
+kind = "path"
+# Bytes per ORAM block. Fixed when the data directory is created.
+block_size = 4096
+# Logical blocks in the ORAM (capacity = block_size x capacity_blocks; 1 GiB by
+# default). Fixed when the data directory is created.
+capacity_blocks = 262144
+# Blocks moved per engine round (and per streaming step of an object).
+max_batch = 64
+{}{}"#,
+        PathSettings::EXAMPLE,
+        RingSettings::EXAMPLE
+    )
+}
+
+const SHAPE_KEYS: [&str; 4] = ["kind", "block_size", "capacity_blocks", "max_batch"];
+
+impl<'de> Deserialize<'de> for EngineConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut t = toml::Table::deserialize(d)?;
+        let mut out = EngineConfig::default();
+        let name = match t.remove("kind") {
+            None => "path".to_string(),
+            Some(toml::Value::String(s)) => s,
+            Some(v) => return Err(D::Error::custom(format!("engine.kind: {v} is not a name"))),
+        };
+        let int = |t: &mut toml::Table, k: &str| -> Result<Option<u64>, D::Error> {
+            match t.remove(k) {
+                None => Ok(None),
+                Some(toml::Value::Integer(i)) if i >= 0 => Ok(Some(i as u64)),
+                Some(v) => Err(D::Error::custom(format!(
+                    "engine.{k}: {v} is not a non-negative integer"
+                ))),
+            }
+        };
+        if let Some(v) = int(&mut t, "block_size")? {
+            out.block_size = v as usize;
+        }
+        if let Some(v) = int(&mut t, "capacity_blocks")? {
+            out.capacity_blocks = v;
+        }
+        if let Some(v) = int(&mut t, "max_batch")? {
+            out.max_batch = v as usize;
+        }
+        let (kind, ignored) = Engine::parse(&name, t).map_err(D::Error::custom)?;
+        out.kind = kind;
+        out.ignored = ignored;
+        Ok(out)
+    }
+}
+
+impl Serialize for EngineConfig {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut t = toml::Table::new();
+        t.insert("kind".into(), self.kind.name().into());
+        t.insert("block_size".into(), (self.block_size as i64).into());
+        t.insert(
+            "capacity_blocks".into(),
+            (self.capacity_blocks as i64).into(),
+        );
+        t.insert("max_batch".into(), (self.max_batch as i64).into());
+        for (k, v) in self.kind.to_table() {
+            debug_assert!(!SHAPE_KEYS.contains(&k.as_str()));
+            t.insert(k, v);
+        }
+        t.serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<EngineConfig, String> {
+        toml::from_str::<EngineConfig>(s).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn each_engine_takes_its_own_keys() {
+        let c =
+            parse("kind = 'ring'\nring_preset = 'large'\nring_s = 70\ncached_levels = 3").unwrap();
+        let Engine::Ring(r) = &c.kind else {
+            panic!("not ring")
+        };
+        let p = r.params().unwrap();
+        assert_eq!((p.z, p.s, p.a, r.cached_levels), (33, 70, 48, 3));
+        assert!(c.ignored.is_empty());
+        let c = parse("kind = 'path'\nz = 5\nblock_size = 8192").unwrap();
+        assert_eq!(
+            c.kind,
+            Engine::Path(PathSettings {
+                z: 5,
+                ..PathSettings::default()
+            })
+        );
+        assert_eq!(c.block_size, 8192);
+        assert_eq!(parse("").unwrap(), EngineConfig::default());
+    }
+
+    #[test]
+    fn old_flat_files_still_load_and_other_keys_are_refused() {
+        // An [engine] section as earlier versions documented it: every engine's keys.
+        let old = "kind = 'path'\nz = 4\ncached_levels = 10\nstash_bound = 89\nmax_batch = 64\n\
+                   max_inflight_writebacks = 4\nring_preset = 'small'\nring_z = 0\nring_s = 0\n\
+                   ring_a = 0\nring_stash_bound = 0\nring_evict_read = 'whole'\n";
+        let c = parse(old).unwrap();
+        assert_eq!(c.kind, Engine::Path(PathSettings::default()));
+        assert_eq!(c.ignored.len(), 6, "{:?}", c.ignored);
+        let c = parse(&old.replace("kind = 'path'", "kind = 'ring'")).unwrap();
+        assert!(matches!(c.kind, Engine::Ring(_)));
+        assert_eq!(c.ignored, vec!["stash_bound".to_string(), "z".to_string()]);
+        assert!(parse("kind = 'ring2'")
+            .unwrap_err()
+            .contains("unknown engine"));
+        assert!(parse("bogus = 1").unwrap_err().contains("bogus"));
+        assert!(parse("kind = 'ring'\nring_x = 1")
+            .unwrap_err()
+            .contains("ring_x"));
+        assert!(parse("z = 'four'").is_err(), "a wrong type is not ignored");
+        assert!(parse("block_size = -1").is_err());
+    }
+
+    #[test]
+    fn serialises_back_to_what_it_parsed() {
+        for s in [
+            "kind = 'ring'\nring_preset = 'large'\nmax_batch = 8",
+            "kind = 'direct'\ncapacity_blocks = 99",
+            "kind = 'path'\ncached_levels = 0",
+        ] {
+            let c = parse(s).unwrap();
+            let again = parse(&toml::to_string(&c).unwrap()).unwrap();
+            assert_eq!(again, c);
+        }
+    }
+}
