@@ -371,7 +371,10 @@ mod tests {
         // Staged changes can be undone until they are settled.
         s.rollback();
         assert!(s.intent().is_none() && s.meta(b"r9").is_none());
+        assert!(s.stash_blocks().is_empty() && s.local_bucket(1).is_none());
+        assert!(s.pending().is_empty() && s.node(7).version == 0);
         s.set_intent(Some(Bytes::from_static(b"plan")));
+        s.stash_insert(1, Bytes::from_static(b"b"));
         drop(s.commit());
         s.set_intent(None);
         s.set_position(8, 1);

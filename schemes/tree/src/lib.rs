@@ -235,6 +235,13 @@ struct Tail<S: TreeScheme> {
 }
 
 impl<S: TreeScheme> Tail<S> {
+    /// Counts the round's ops as served now (a round of reads, answered before
+    /// its commit is durable), so that [`Oram::stats`] agrees with the answers
+    /// the caller already has.
+    fn count_served(&mut self) {
+        lock(&self.inner.stats).accesses += std::mem::take(&mut self.ops);
+    }
+
     /// The stash overflow this round leaves, if any (the round completes anyway).
     fn overflow(&self) -> Option<OramError> {
         let bound = self.inner.stash_bound.load(Ordering::Relaxed);
@@ -528,6 +535,7 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
             } else {
                 // Reads only: answered now, committed in the background (see the
                 // crate documentation); the round lock stays held until then.
+                tail.count_served();
                 tokio::spawn(async move {
                     let outcome = commit.await;
                     tail.finish(outcome.map_err(|e| e.to_string()));
