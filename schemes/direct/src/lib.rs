@@ -217,10 +217,8 @@ impl DirectEngine {
         let mut fetch: BTreeMap<u64, NodeVersion> = BTreeMap::new();
         for op in &ops {
             match op {
-                Op::Read(b) | Op::Take(b) if !written.contains_key(b) => {
-                    if stored(state, *b) {
-                        fetch.insert(*b, state.node(*b));
-                    }
+                Op::Read(b) | Op::Take(b) if !written.contains_key(b) && stored(state, *b) => {
+                    fetch.insert(*b, state.node(*b));
                 }
                 Op::Write(b, _) => {
                     written.insert(*b, ());
