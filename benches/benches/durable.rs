@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use oram_engine::{Op, Oram};
-use oram_path::{PathConfig, PathOram};
+use oram_path::{PathConfig, PathOram, TreeConfig};
 use oram_seal::{MasterKey, Sealer, VolumeId};
 use oram_state::{MemState, TrustedState};
 use oram_statedb::Db;
@@ -37,9 +37,12 @@ fn engine(state: Box<dyn TrustedState>) -> PathOram {
     let sealer = Arc::new(Sealer::new(&MasterKey::generate(), VolumeId::random()));
     PathOram::new(
         PathConfig {
-            capacity: N,
-            block_size: BS,
-            cached_levels: 10,
+            tree: TreeConfig {
+                capacity: N,
+                block_size: BS,
+                cached_levels: 10,
+                ..PathConfig::default().tree
+            },
             ..PathConfig::default()
         },
         Arc::new(MemoryStore::new()),

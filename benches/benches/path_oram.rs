@@ -21,7 +21,7 @@ use aes_gcm::{Aes256Gcm, KeyInit, Nonce};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use oram_engine::{Op, Oram};
-use oram_path::{PathConfig, PathOram};
+use oram_path::{PathConfig, PathOram, TreeConfig};
 use oram_seal::{MasterKey, Sealer, VolumeId};
 use oram_state::MemState;
 use oram_store_memory::MemoryStore;
@@ -51,10 +51,13 @@ fn bench_access(c: &mut Criterion) {
             let sealer = Arc::new(Sealer::new(&MasterKey::generate(), VolumeId::random()));
             let oram = PathOram::new(
                 PathConfig {
-                    capacity: N,
-                    block_size: bs,
+                    tree: TreeConfig {
+                        capacity: N,
+                        block_size: bs,
+                        cached_levels: cached,
+                        ..PathConfig::default().tree
+                    },
                     z: 4,
-                    cached_levels: cached,
                     ..PathConfig::default()
                 },
                 Arc::new(MemoryStore::new()),

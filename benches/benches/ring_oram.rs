@@ -30,7 +30,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use oram_blockstore::{Accounting, BlockStore};
 use oram_engine::{Op, Oram};
 use oram_path::{PathConfig, PathOram};
-use oram_ring::{paper_bandwidth, EvictRead, RingConfig, RingOram, RingPreset};
+use oram_ring::{paper_bandwidth, EvictRead, RingConfig, RingOram, RingPreset, TreeConfig};
 use oram_seal::{MasterKey, Sealer, VolumeId};
 use oram_state::MemState;
 use oram_store_memory::MemoryStore;
@@ -58,12 +58,15 @@ fn ring(
     let params = preset.params();
     RingOram::new(
         RingConfig {
-            capacity: N,
-            block_size: BS,
+            tree: TreeConfig {
+                capacity: N,
+                block_size: BS,
+                cached_levels: cached,
+                max_batch: 1,
+                stash_bound: RingConfig::default_stash_bound(params, 64),
+                ..RingConfig::default().tree
+            },
             params,
-            cached_levels: cached,
-            max_batch: 1,
-            stash_bound: RingConfig::default_stash_bound(params, 64),
             evict_read,
             ..RingConfig::default()
         },
@@ -77,9 +80,12 @@ fn ring(
 fn path(store: Arc<dyn BlockStore>, cached: u32) -> PathOram {
     PathOram::new(
         PathConfig {
-            capacity: N,
-            block_size: BS,
-            cached_levels: cached,
+            tree: TreeConfig {
+                capacity: N,
+                block_size: BS,
+                cached_levels: cached,
+                ..PathConfig::default().tree
+            },
             ..PathConfig::default()
         },
         store,

@@ -8,7 +8,7 @@ use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use oram_blockstore::BlockStore;
-use oram_path::PathConfig;
+use oram_path::{PathConfig, TreeConfig};
 use oram_proxy::{BackendKind, Config, UserConfig};
 use oram_tests::servers::{Minio, Moto, MINIO_PASSWORD, MINIO_USER};
 use oram_tests::{block_data, path_oram, run_model};
@@ -38,10 +38,13 @@ async fn path_oram_model_over_minio() {
     let oram = path_oram(
         store.clone(),
         PathConfig {
-            capacity: 500,
-            block_size: 256,
-            cached_levels: 2,
-            rng_seed: Some([12; 32]),
+            tree: TreeConfig {
+                capacity: 500,
+                block_size: 256,
+                cached_levels: 2,
+                rng_seed: Some([12; 32]),
+                ..PathConfig::default().tree
+            },
             ..PathConfig::default()
         },
     );

@@ -1,7 +1,7 @@
 //! Unit tests of the object layer over a real Path ORAM on the memory store.
 
 use super::*;
-use oram_path::{PathConfig, PathOram};
+use oram_path::{PathConfig, PathOram, TreeConfig};
 use oram_seal::{MasterKey, Sealer, VolumeId};
 use oram_state::{MemKv, MemState};
 use oram_store_memory::MemoryStore;
@@ -11,9 +11,12 @@ const BS: usize = 64;
 fn layer(capacity: u64) -> ObjectLayer {
     let oram = PathOram::new(
         PathConfig {
-            capacity,
-            block_size: BS,
-            cached_levels: 3,
+            tree: TreeConfig {
+                capacity,
+                block_size: BS,
+                cached_levels: 3,
+                ..PathConfig::default().tree
+            },
             ..PathConfig::default()
         },
         Arc::new(MemoryStore::new()),

@@ -88,7 +88,7 @@ fn manifest_and_paths() {
 
 use http_body_util::Full;
 use oram_objects::LayerConfig;
-use oram_path::{PathConfig, PathOram};
+use oram_path::{PathConfig, PathOram, TreeConfig};
 use oram_seal::{MasterKey, Sealer, VolumeId};
 use oram_state::{MemKv, MemState};
 use oram_store_memory::MemoryStore;
@@ -96,9 +96,12 @@ use oram_store_memory::MemoryStore;
 fn api(ttl: Duration) -> SwiftApi {
     let oram = PathOram::new(
         PathConfig {
-            capacity: 2048,
-            block_size: 256,
-            cached_levels: 3,
+            tree: TreeConfig {
+                capacity: 2048,
+                block_size: 256,
+                cached_levels: 3,
+                ..PathConfig::default().tree
+            },
             ..PathConfig::default()
         },
         Arc::new(MemoryStore::new()),

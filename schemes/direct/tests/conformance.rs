@@ -4,47 +4,31 @@
 
 use std::sync::Arc;
 
-use oram_blockstore::{BlockStore, TraceEvent};
+use oram_blockstore::TraceEvent;
 use oram_direct::{DirectConfig, DirectEngine};
-use oram_engine::conformance::{Params, Subject};
-use oram_engine::Oram;
-use oram_seal::Sealer;
-use oram_state::TrustedState;
+use oram_engine::conformance::{key_position, Params, Subject};
+use oram_engine::{Oram, Parts};
 
 struct DirectSubject;
 
 impl Subject for DirectSubject {
-    fn build(
-        &self,
-        p: &Params,
-        store: Arc<dyn BlockStore>,
-        sealer: Arc<Sealer>,
-        state: Box<dyn TrustedState>,
-    ) -> Arc<dyn Oram> {
+    fn engine(&self, p: &Params, parts: Parts) -> Arc<dyn Oram> {
         let cfg = DirectConfig {
             capacity: p.capacity,
             block_size: p.block_size,
             prefix: p.prefix.clone(),
         };
-        Arc::new(DirectEngine::new(cfg, store, sealer, state).expect("valid configuration"))
+        Arc::new(
+            DirectEngine::new(cfg, parts.store, parts.sealer, parts.state)
+                .expect("valid configuration"),
+        )
     }
     fn oblivious(&self) -> bool {
         false
     }
     /// The block of every request: the access pattern in full.
     fn positions(&self, _: &Params, access: &[TraceEvent]) -> Vec<u64> {
-        access
-            .iter()
-            .filter_map(|e| {
-                e.key
-                    .rsplit('/')
-                    .next()?
-                    .split('.')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .collect()
+        access.iter().filter_map(|e| key_position(&e.key)).collect()
     }
     fn bins(&self, p: &Params) -> u64 {
         p.capacity

@@ -35,14 +35,14 @@ use std::collections::{BTreeSet, HashMap};
 use bytes::Bytes;
 use oram_engine::{CheckReport, Op, OramError, Result};
 use oram_seal::ObjectKind;
-use oram_state::{NodeVersion, StateError, TrustedState};
+use oram_state::{NodeVersion, TrustedState};
 use oram_tree::{
-    plan_eviction, Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeEngine, TreeParams,
-    TreeScheme,
+    draw_leaves, evict_stash, serve_ops, Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing,
+    TreeEngine, TreeParams, TreeScheme,
 };
 use rand_chacha::ChaCha20Rng;
 
-pub use oram_tree::Geometry;
+pub use oram_tree::{Geometry, TreeConfig};
 pub use settings::PathSettings;
 
 /// A Path ORAM engine. Cheap to clone (shared state).
@@ -51,52 +51,20 @@ pub type PathOram = TreeEngine<PathScheme>;
 /// Parameters of a Path ORAM instance.
 #[derive(Clone, Debug)]
 pub struct PathConfig {
-    /// Logical blocks stored (any number ≥ 1, not only powers of two).
-    pub capacity: u64,
-    /// Block ids are `0..id_limit`; default: the capacity. A partition of a larger
-    /// id space holds at most `capacity` blocks with ids up to the limit.
-    pub id_limit: Option<u64>,
-    /// Bytes per block.
-    pub block_size: usize,
+    /// What every tree engine is configured with (capacity, block size, cached
+    /// levels, stash bound 89 by default — overflow probability below 2⁻⁸⁰ per
+    /// access for Z = 4 —, batches, write-backs, prefix, seed). Leaves default to
+    /// the power of two ≥ capacity / 2.
+    pub tree: TreeConfig,
     /// Blocks per bucket (Z). Default 4.
     pub z: usize,
-    /// Number of leaves; default: the power of two ≥ capacity / 2.
-    pub leaves: Option<u64>,
-    /// Levels of the tree, from the root, kept in trusted local state instead of the
-    /// backend (tree-top cache). Each saves one GET and one PUT per access.
-    pub cached_levels: u32,
-    /// Largest stash allowed after a round; above it an access fails with
-    /// [`OramError::StashOverflow`]. Default 89 (overflow probability below 2⁻⁸⁰ per
-    /// access for Z = 4).
-    pub stash_bound: usize,
-    /// Most ops served in one round; longer batches are split into several rounds.
-    pub max_batch: usize,
-    /// Rounds whose write-back may be pending at once (bounds memory).
-    pub max_inflight_writebacks: usize,
-    /// Attempts of one write-back before it is left for the next round to resend.
-    pub writeback_attempts: u32,
-    /// Backend key prefix of this volume (a valid key, e.g. `vol0`).
-    pub prefix: String,
-    /// Seed for the leaf choices. `None` (the default, and the only safe choice in
-    /// production) seeds from the OS; tests fix it for reproducible traces.
-    pub rng_seed: Option<[u8; 32]>,
 }
 
 impl Default for PathConfig {
     fn default() -> Self {
         Self {
-            capacity: 1 << 16,
-            id_limit: None,
-            block_size: 4096,
+            tree: TreeConfig::default(),
             z: 4,
-            leaves: None,
-            cached_levels: 0,
-            stash_bound: 89,
-            max_batch: 64,
-            max_inflight_writebacks: 4,
-            writeback_attempts: 4,
-            prefix: "vol0".into(),
-            rng_seed: None,
         }
     }
 }
@@ -150,20 +118,6 @@ impl PathScheme {
         }
         Ok(bucket)
     }
-
-    /// The plaintext of bucket `node` fetched as `obj` (or still in flight).
-    fn bucket_plain(
-        &self,
-        s: &Sealing,
-        node: u64,
-        nv: &NodeVersion,
-        obj: Option<Bytes>,
-    ) -> Result<Bytes> {
-        match s.expect_object(node, nv, obj)? {
-            None => Ok(bucket::encode_bucket(&self.geo, &[])),
-            Some(sealed) => s.open(node, node, nv, &sealed),
-        }
-    }
 }
 
 impl TreeScheme for PathScheme {
@@ -181,25 +135,14 @@ impl TreeScheme for PathScheme {
         if cfg.z == 0 {
             return Err(OramError::Config("Z must be positive".into()));
         }
-        let geo = Geometry::new(cfg.capacity, cfg.z, cfg.block_size, cfg.leaves);
-        let id_limit = cfg.id_limit.unwrap_or(cfg.capacity);
+        let t = &cfg.tree;
+        let geo = Geometry::new(t.capacity, cfg.z, t.block_size, t.leaves);
         let scheme = Self {
             geo,
-            cached_levels: cfg.cached_levels.min(geo.leaf_level + 1),
-            id_limit,
+            cached_levels: t.cached_levels.min(geo.leaf_level + 1),
+            id_limit: t.id_limit(),
         };
-        let params = TreeParams {
-            capacity: cfg.capacity,
-            id_limit,
-            block_size: cfg.block_size,
-            max_batch: cfg.max_batch,
-            max_inflight_writebacks: cfg.max_inflight_writebacks,
-            writeback_attempts: cfg.writeback_attempts,
-            stash_bound: cfg.stash_bound,
-            prefix: cfg.prefix.clone(),
-            rng_seed: cfg.rng_seed,
-        };
-        Ok((scheme, params))
+        Ok((scheme, t.params()))
     }
 
     fn geometry(&self) -> &Geometry {
@@ -210,53 +153,23 @@ impl TreeScheme for PathScheme {
         self.cached_levels
     }
 
-    fn seal_bucket(
-        &self,
-        s: &Sealing,
-        node: u64,
-        nv: &NodeVersion,
-        plain: &Bytes,
-    ) -> Result<Bytes> {
-        s.seal(node, nv, plain)
-    }
-
     fn empty_bucket(&self, _: &mut dyn TrustedState, _: u64, _: &mut ChaCha20Rng) -> Bytes {
         bucket::encode_bucket(&self.geo, &[])
     }
 
     fn plan(&self, cx: &mut PlanCx<'_, '_>, blocks: &[Option<u64>]) -> Result<PathPlan> {
-        let leaves = self.geo.leaves;
-        let mut read_leaves = Vec::with_capacity(blocks.len());
-        let mut remap: HashMap<u64, u64> = HashMap::new();
-        let mut stored = Vec::new();
-        for block in blocks {
-            // Two draws per op whatever the op, so the random stream does not depend on it.
-            let fresh = cx.draws.below(leaves)?;
-            let new_leaf = cx.draws.below(leaves)?;
-            let Some(b) = *block else {
-                read_leaves.push(fresh);
-                continue;
-            };
-            let current = match remap.get(&b) {
-                Some(&l) => Some(l),
-                None => {
-                    let p = cx.state.position(b);
-                    if let Some(leaf) = p {
-                        stored.push((b, leaf));
-                    }
-                    p
-                }
-            };
-            read_leaves.push(current.unwrap_or(fresh));
-            remap.insert(b, new_leaf);
-        }
-        let nodes: BTreeSet<u64> = read_leaves.iter().flat_map(|&x| self.geo.path(x)).collect();
+        let d = draw_leaves(cx, blocks, self.geo.leaves)?;
+        let nodes: BTreeSet<u64> = d
+            .read_leaves
+            .iter()
+            .flat_map(|&x| self.geo.path(x))
+            .collect();
         let remote = nodes.iter().copied().filter(|&n| !self.cached(n)).collect();
         Ok(PathPlan {
             nodes,
             remote,
-            remap,
-            stored,
+            remap: d.remap,
+            stored: d.stored,
         })
     }
 
@@ -275,7 +188,10 @@ impl TreeScheme for PathScheme {
             let nv = state.node(node);
             let plain = match cx.in_flight.get(&node) {
                 Some(p) => p.clone(),
-                None => self.bucket_plain(s, node, &nv, obj)?,
+                None => match s.expect_object(node, &nv, obj)? {
+                    None => bucket::encode_bucket(&self.geo, &[]),
+                    Some(sealed) => s.open(node, node, &nv, &sealed)?,
+                },
             };
             let bucket =
                 bucket::decode_bucket(&self.geo, &plain).map_err(|e| s.integrity(node, &nv, e))?;
@@ -308,54 +224,12 @@ impl TreeScheme for PathScheme {
         ops: Vec<Op>,
     ) -> Result<Applied<()>> {
         let state = cx.state;
-        for (b, d) in found {
-            state.stash_insert(b, d);
-        }
-        let zeros = Bytes::from(vec![0u8; self.geo.block_size]);
-        let mut answers = Vec::with_capacity(ops.len());
-        for op in ops {
-            answers.push(match op {
-                Op::Read(b) => state.stash_get(b).cloned().unwrap_or_else(|| zeros.clone()),
-                Op::Write(b, d) => {
-                    state.stash_insert(b, d);
-                    Bytes::new()
-                }
-                Op::Take(b) => {
-                    state.remove_position(b);
-                    state.stash_remove(b).unwrap_or_else(|| zeros.clone())
-                }
-                Op::Dummy => Bytes::new(),
-            });
-        }
-        // Every named block still stored moves to its new leaf.
-        for (&b, &leaf) in &plan.remap {
-            if state.stash_get(b).is_some() {
-                state.set_position(b, leaf);
-            }
-        }
+        let answers = serve_ops(state, found, ops, &plan.remap, self.geo.block_size);
         // Evict into the union of the paths.
-        let mut stash_list = Vec::with_capacity(state.stash_len());
-        for b in state.stash_blocks() {
-            let leaf = state
-                .position(b)
-                .ok_or_else(|| StateError::Corrupt(format!("stashed block {b} has no position")))?;
-            stash_list.push((b, leaf));
-        }
-        let mut placed = plan_eviction(&self.geo, &stash_list, &plan.nodes);
-        let mut writes = Vec::with_capacity(plan.remote.len());
-        for &node in &plan.nodes {
-            let bucket: Vec<(u64, Bytes)> = placed
-                .remove(&node)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|b| (b, state.stash_remove(b).expect("planned from the stash")))
-                .collect();
-            if self.cached(node) {
-                state.set_local_bucket(node, bucket);
-            } else {
-                writes.push((node, bucket::encode_bucket(&self.geo, &bucket)));
-            }
-        }
+        let writes = evict_stash(&self.geo, state, &plan.nodes, |n| self.cached(n))?
+            .into_iter()
+            .map(|(node, bucket)| (node, bucket::encode_bucket(&self.geo, &bucket)))
+            .collect();
         Ok(Applied {
             answers,
             writes,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use oram_engine::{snapshot_row, EngineSettings, Oram, Parts, Result, Shape};
 use serde::{Deserialize, Serialize};
 
-use crate::{Geometry, PathConfig, PathOram};
+use crate::{Geometry, PathConfig, PathOram, TreeConfig};
 
 /// Path ORAM's settings in `[engine]` (with `kind = "path"`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,15 +53,13 @@ max_inflight_writebacks = 4
     /// The engine configuration for a volume of `shape`.
     pub fn config(&self, shape: &Shape) -> PathConfig {
         PathConfig {
-            capacity: shape.capacity,
-            block_size: shape.block_size,
+            tree: TreeConfig::for_shape(
+                shape,
+                self.cached_levels,
+                self.stash_bound,
+                self.max_inflight_writebacks,
+            ),
             z: self.z,
-            cached_levels: self.cached_levels,
-            stash_bound: self.stash_bound,
-            max_batch: shape.max_batch,
-            max_inflight_writebacks: self.max_inflight_writebacks,
-            prefix: shape.prefix.clone(),
-            ..PathConfig::default()
         }
     }
 

@@ -2,12 +2,11 @@
 
 use std::sync::Arc;
 
-use oram_blockstore::{BlockStore, TraceEvent, Verb};
+use oram_blockstore::TraceEvent;
 use oram_engine::conformance::{Params, Subject};
-use oram_engine::Oram;
+use oram_engine::{Oram, Parts};
 use oram_path::{Geometry, PathConfig, PathOram};
-use oram_seal::Sealer;
-use oram_state::TrustedState;
+use oram_tree::conformance::{leaves_read, tree_config};
 
 struct PathSubject;
 
@@ -16,47 +15,22 @@ fn geometry(p: &Params) -> Geometry {
 }
 
 impl Subject for PathSubject {
-    fn build(
-        &self,
-        p: &Params,
-        store: Arc<dyn BlockStore>,
-        sealer: Arc<Sealer>,
-        state: Box<dyn TrustedState>,
-    ) -> Arc<dyn Oram> {
+    fn engine(&self, p: &Params, parts: Parts) -> Arc<dyn Oram> {
         let cfg = PathConfig {
-            capacity: p.capacity,
-            id_limit: p.id_limit,
-            block_size: p.block_size,
-            cached_levels: p.cached_levels,
-            max_batch: p.max_batch,
-            max_inflight_writebacks: p.max_inflight_writebacks,
-            prefix: p.prefix.clone(),
-            rng_seed: Some(p.seed),
-            ..PathConfig::default()
+            tree: tree_config(p, PathConfig::default().tree.stash_bound),
+            z: 4,
         };
-        Arc::new(PathOram::new(cfg, store, sealer, state).expect("valid configuration"))
+        Arc::new(
+            PathOram::new(cfg, parts.store, parts.sealer, parts.state)
+                .expect("valid configuration"),
+        )
     }
     fn oblivious(&self) -> bool {
         true
     }
     /// The leaf of every path read.
     fn positions(&self, p: &Params, access: &[TraceEvent]) -> Vec<u64> {
-        let geo = geometry(p);
-        access
-            .iter()
-            .filter(|e| e.verb == Verb::Get)
-            .filter_map(|e| {
-                e.key
-                    .rsplit('/')
-                    .next()?
-                    .split('.')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .filter(|&n| geo.level(n) == geo.leaf_level)
-            .map(|n| n - geo.leaves)
-            .collect()
+        leaves_read(&geometry(p), access)
     }
     fn bins(&self, p: &Params) -> u64 {
         geometry(p).leaves

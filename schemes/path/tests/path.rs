@@ -9,9 +9,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use oram_blockstore::{BlockStore, Recording, TraceEvent, Verb};
-use oram_engine::conformance::{block_data, read_back, run_model, test_sealer, Model};
+use oram_engine::conformance::{block_data, model_and_read_back, test_sealer, trace_of_one_batch};
 use oram_engine::{Op, Oram};
-use oram_path::{PathConfig, PathOram};
+use oram_path::{PathConfig, PathOram, TreeConfig};
 use oram_state::MemState;
 use oram_store_fs::FsStore;
 use oram_store_memory::MemoryStore;
@@ -24,16 +24,6 @@ fn path_oram(store: Arc<dyn BlockStore>, cfg: PathConfig) -> PathOram {
 
 fn node_of(e: &TraceEvent) -> u64 {
     e.key.rsplit('/').next().unwrap().parse().unwrap()
-}
-
-/// The model test of the conformance suite, then everything read back.
-async fn model(oram: &PathOram, rounds: usize, max_batch: usize, seed: u64) -> usize {
-    let mut m = Model::new();
-    let cap = oram.capacity();
-    let n = run_model(oram, &mut m, cap, rounds, max_batch, seed).await;
-    oram.flush().await.unwrap();
-    read_back(oram, &m, cap, max_batch).await;
-    n
 }
 
 struct Case {
@@ -91,14 +81,17 @@ const CASES: &[Case] = &[
 
 fn path_cfg(c: &Case, seed: u8) -> PathConfig {
     PathConfig {
-        capacity: c.capacity,
-        block_size: c.block_size,
+        tree: TreeConfig {
+            capacity: c.capacity,
+            block_size: c.block_size,
+            cached_levels: c.cached_levels,
+            // Z = 1 and Z = 2 need a larger stash than the Z = 4 default bound.
+            stash_bound: if c.z < 3 { 10_000 } else { 89 },
+            max_batch: c.max_batch.min(8), // longer batches are split into several rounds
+            rng_seed: Some([seed; 32]),
+            ..PathConfig::default().tree
+        },
         z: c.z,
-        cached_levels: c.cached_levels,
-        // Z = 1 and Z = 2 need a larger stash than the Z = 4 default bound.
-        stash_bound: if c.z < 3 { 10_000 } else { 89 },
-        max_batch: c.max_batch.min(8), // longer batches are split into several rounds
-        rng_seed: Some([seed; 32]),
         ..PathConfig::default()
     }
 }
@@ -109,9 +102,9 @@ async fn path_oram_matches_model_on_memory() {
     for (i, c) in CASES.iter().enumerate() {
         let store = Arc::new(MemoryStore::new());
         let oram = path_oram(store.clone(), path_cfg(c, i as u8));
-        ops += model(&oram, 600, c.max_batch, i as u64).await;
+        ops += model_and_read_back(&oram, 600, c.max_batch, i as u64).await;
         let s = oram.stats();
-        assert!(s.rounds > 0 && s.stash_max as usize <= path_cfg(c, 0).stash_bound);
+        assert!(s.rounds > 0 && s.stash_max as usize <= path_cfg(c, 0).tree.stash_bound);
         if c.cached_levels > oram.geometry().leaf_level {
             assert!(
                 store.is_empty(),
@@ -130,7 +123,7 @@ async fn path_oram_matches_model_on_fs() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(FsStore::open(dir.path()).unwrap());
         let oram = path_oram(store.clone(), path_cfg(c, 100 + i as u8));
-        model(&oram, 250, c.max_batch, 100 + i as u64).await;
+        model_and_read_back(&oram, 250, c.max_batch, 100 + i as u64).await;
         // Real files: one per written uncached bucket.
         let listed = store.list("vol0/n/").await.unwrap();
         assert!(!listed.is_empty());
@@ -144,19 +137,17 @@ async fn a_batch_reads_the_union_of_its_paths_once_and_writes_back_once() {
     let oram = path_oram(
         rec.clone(),
         PathConfig {
-            capacity: 1024,
-            block_size: 16,
-            rng_seed: Some([3; 32]),
+            tree: TreeConfig {
+                capacity: 1024,
+                block_size: 16,
+                rng_seed: Some([3; 32]),
+                ..PathConfig::default().tree
+            },
             ..PathConfig::default()
         },
     );
     let geo = oram.geometry();
-    let ops: Vec<Op> = (0..16)
-        .map(|b| Op::Write(b * 7, block_data(b, 1, 16)))
-        .collect();
-    oram.access(ops).await.unwrap();
-    oram.flush().await.unwrap();
-    let t = rec.take_trace();
+    let t = trace_of_one_batch(&oram, &rec).await;
     let calls: Vec<&[TraceEvent]> = t.chunk_by(|a, b| a.call == b.call).collect();
     assert_eq!(calls.len(), 2, "one GET round trip and one PUT round");
     assert!(calls[0].iter().all(|e| e.verb == Verb::Get));
@@ -181,16 +172,19 @@ async fn stash_stays_within_bound() {
     const ACCESSES: usize = 100_000;
     const BS: usize = 16;
     let cfg = PathConfig {
-        capacity: N,
-        block_size: BS,
+        tree: TreeConfig {
+            capacity: N,
+            block_size: BS,
+            // The stash does not depend on where the top buckets live; caching them
+            // only makes the test faster.
+            cached_levels: 7,
+            rng_seed: Some([14; 32]),
+            ..PathConfig::default().tree
+        },
         z: 4,
-        // The stash does not depend on where the top buckets live; caching them
-        // only makes the test faster.
-        cached_levels: 7,
-        rng_seed: Some([14; 32]),
         ..PathConfig::default()
     };
-    let bound = cfg.stash_bound;
+    let bound = cfg.tree.stash_bound;
     let oram = path_oram(Arc::new(MemoryStore::new()), cfg);
     // Write every block once, one access at a time.
     for b in 0..N {
@@ -246,12 +240,15 @@ async fn overflow_is_a_clear_error_and_loses_nothing() {
     let oram = path_oram(
         Arc::new(MemoryStore::new()),
         PathConfig {
-            capacity: 64,
-            block_size: 8,
+            tree: TreeConfig {
+                capacity: 64,
+                block_size: 8,
+                leaves: Some(4),
+                stash_bound: 2,
+                rng_seed: Some([1; 32]),
+                ..PathConfig::default().tree
+            },
             z: 1,
-            leaves: Some(4),
-            stash_bound: 2,
-            rng_seed: Some([1; 32]),
             ..PathConfig::default()
         },
     );

@@ -49,14 +49,14 @@ use oram_engine::{CheckReport, Op, OramError, Result, Stat, StatKind};
 use oram_seal::ObjectKind;
 use oram_state::{NodeVersion, StateError, TrustedState};
 use oram_tree::{
-    Applied, ApplyCx, Geometry, OpenCx, PlanCx, Requests, Sealing, TreeEngine, TreeParams,
-    TreeScheme,
+    Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeEngine, TreeParams, TreeScheme,
 };
 use rand_chacha::ChaCha20Rng;
 
 pub use layout::{
     analytic_s, paper_bandwidth, Layout, Meta, PaperBandwidth, RingParams, RingPreset, DUMMY,
 };
+pub use oram_tree::{Geometry, TreeConfig};
 pub use round::{RingNote, RingOpened, RingPlan};
 pub use settings::RingSettings;
 
@@ -100,34 +100,12 @@ impl std::str::FromStr for EvictRead {
 /// Parameters of a Ring ORAM instance.
 #[derive(Clone, Debug)]
 pub struct RingConfig {
-    /// Logical blocks stored (any number ≥ 1).
-    pub capacity: u64,
-    /// Block ids are `0..id_limit`; default: the capacity.
-    pub id_limit: Option<u64>,
-    /// Bytes per block.
-    pub block_size: usize,
+    /// What every tree engine is configured with. Here the stash bound defaults
+    /// to 150 and the leaves to the power of two ≥ 2 · capacity / Z (room for
+    /// about twice the blocks in real slots at the leaves alone).
+    pub tree: TreeConfig,
     /// Z, S and A (see [`RingPreset`]).
     pub params: RingParams,
-    /// Number of leaves; default: the power of two ≥ 2 · capacity / Z (room for
-    /// about twice the blocks in real slots at the leaves alone).
-    pub leaves: Option<u64>,
-    /// Levels of the tree, from the root, kept in trusted local state instead of the
-    /// backend (tree-top cache). Each saves one ranged GET per access.
-    pub cached_levels: u32,
-    /// Largest stash allowed after a round; above it an access fails with
-    /// [`OramError::StashOverflow`] (nothing is lost).
-    pub stash_bound: usize,
-    /// Most ops served in one round; longer batches are split into several rounds.
-    pub max_batch: usize,
-    /// Rounds whose write-back may be pending at once (bounds memory).
-    pub max_inflight_writebacks: usize,
-    /// Attempts of one write-back before it is left for the next round to resend.
-    pub writeback_attempts: u32,
-    /// Backend key prefix of this volume (a valid key, e.g. `vol0`).
-    pub prefix: String,
-    /// Seed for the leaf and slot choices. `None` (the default, and the only safe
-    /// choice in production) seeds from the OS; tests fix it.
-    pub rng_seed: Option<[u8; 32]>,
     /// How buckets are read for EvictPath and early reshuffles.
     pub evict_read: EvictRead,
 }
@@ -135,18 +113,11 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> Self {
         Self {
-            capacity: 1 << 16,
-            id_limit: None,
-            block_size: 4096,
+            tree: TreeConfig {
+                stash_bound: 150,
+                ..TreeConfig::default()
+            },
             params: RingPreset::Small.params(),
-            leaves: None,
-            cached_levels: 0,
-            stash_bound: 150,
-            max_batch: 64,
-            max_inflight_writebacks: 4,
-            writeback_attempts: 4,
-            prefix: "vol0".into(),
-            rng_seed: None,
             evict_read: EvictRead::Whole,
         }
     }
@@ -367,21 +338,21 @@ impl TreeScheme for RingScheme {
         if p.z + p.s > 4096 {
             return Err(OramError::Config("Z + S above 4096 slots".into()));
         }
-        let leaves = cfg
+        let t = &cfg.tree;
+        let leaves = t
             .leaves
-            .unwrap_or_else(|| RingConfig::leaves_for(cfg.capacity, p.z));
-        let geo = Geometry::new(cfg.capacity, p.z, cfg.block_size, Some(leaves));
+            .unwrap_or_else(|| RingConfig::leaves_for(t.capacity, p.z));
+        let geo = Geometry::new(t.capacity, p.z, t.block_size, Some(leaves));
         let lay = Layout {
             geo,
             params: p,
-            block_size: cfg.block_size,
+            block_size: t.block_size,
         };
         let slots = lay.slots();
-        let id_limit = cfg.id_limit.unwrap_or(cfg.capacity);
         let scheme = Self {
             lay,
-            cached_levels: cfg.cached_levels.min(geo.leaf_level + 1),
-            id_limit,
+            cached_levels: t.cached_levels.min(geo.leaf_level + 1),
+            id_limit: t.id_limit(),
             evict_read: cfg.evict_read,
             stats: Mutex::new(RingStats {
                 real_reads_by_slot: vec![0; slots],
@@ -389,18 +360,7 @@ impl TreeScheme for RingScheme {
                 ..RingStats::default()
             }),
         };
-        let params = TreeParams {
-            capacity: cfg.capacity,
-            id_limit,
-            block_size: cfg.block_size,
-            max_batch: cfg.max_batch,
-            max_inflight_writebacks: cfg.max_inflight_writebacks,
-            writeback_attempts: cfg.writeback_attempts,
-            stash_bound: cfg.stash_bound,
-            prefix: cfg.prefix.clone(),
-            rng_seed: cfg.rng_seed,
-        };
-        Ok((scheme, params))
+        Ok((scheme, t.params()))
     }
 
     fn geometry(&self) -> &Geometry {

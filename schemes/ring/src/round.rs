@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use bytes::Bytes;
 use oram_engine::{Op, Result};
 use oram_state::{Bucket, StateError, TrustedState};
-use oram_tree::{plan_eviction, Applied, ApplyCx, Draws, OpenCx, PlanCx, Requests, Sealing};
+use oram_tree::{
+    draw_leaves, evict_stash, serve_ops, Applied, ApplyCx, Draws, OpenCx, PlanCx, Requests, Sealing,
+};
 
 use crate::layout::{self, Meta, DUMMY};
 use crate::{reads_key, Counters, EvictRead, RingScheme};
@@ -99,35 +101,12 @@ impl RingScheme {
     /// Step 1: per op, two leaf draws (the leaf to read — the block's, or a fresh
     /// one — and the block's new leaf).
     fn draw_leaves(&self, cx: &mut PlanCx<'_, '_>, blocks: &[Option<u64>]) -> Result<RingPlan> {
-        let leaves = self.lay.geo.leaves;
-        let mut read_leaves = Vec::with_capacity(blocks.len());
-        let mut remap: HashMap<u64, u64> = HashMap::new();
-        let mut stored = Vec::new();
-        for block in blocks {
-            let fresh = cx.draws.below(leaves)?;
-            let new_leaf = cx.draws.below(leaves)?;
-            let Some(b) = *block else {
-                read_leaves.push(fresh);
-                continue;
-            };
-            let current = match remap.get(&b) {
-                Some(&l) => Some(l),
-                None => {
-                    let p = cx.state.position(b);
-                    if let Some(leaf) = p {
-                        stored.push((b, leaf));
-                    }
-                    p
-                }
-            };
-            read_leaves.push(current.unwrap_or(fresh));
-            remap.insert(b, new_leaf);
-        }
+        let d = draw_leaves(cx, blocks, self.lay.geo.leaves)?;
         Ok(RingPlan {
             k: blocks.len() as u64,
-            read_leaves,
-            remap,
-            stored,
+            read_leaves: d.read_leaves,
+            remap: d.remap,
+            stored: d.stored,
             wanted: blocks.iter().flatten().copied().collect(),
             counters: Counters::default(),
             n_evict: 0,
@@ -434,33 +413,7 @@ impl RingScheme {
         for (n, b) in local_changed {
             state.set_local_bucket(n, b);
         }
-        for (b, d) in found {
-            state.stash_insert(b, d);
-        }
-        let zeros = Bytes::from(vec![0u8; self.lay.block_size]);
-        let mut answers = Vec::with_capacity(ops.len());
-        for op in ops {
-            answers.push(match op {
-                Op::Read(b) => state.stash_get(b).cloned().unwrap_or_else(|| zeros.clone()),
-                Op::Write(b, d) => {
-                    state.stash_insert(b, d);
-                    Bytes::new()
-                }
-                Op::Take(b) => {
-                    state.remove_position(b);
-                    state.stash_remove(b).unwrap_or_else(|| zeros.clone())
-                }
-                Op::Dummy => Bytes::new(),
-            });
-        }
-        // Remapped blocks: every one still stored is in the stash now. A block only
-        // ever read and never written gets no position (it still reads as zeros).
-        for (&b, &leaf) in &plan.remap {
-            if state.stash_get(b).is_some() {
-                state.set_position(b, leaf);
-            }
-        }
-        answers
+        serve_ops(state, found, ops, &plan.remap, self.lay.block_size)
     }
 
     /// Step 6: EvictPath into the eviction paths, reshuffle the buckets read S
@@ -473,14 +426,7 @@ impl RingScheme {
         plan: &RingPlan,
         mut keep: BTreeMap<u64, Vec<(u64, Bytes)>>,
     ) -> Result<Vec<(u64, Bytes)>> {
-        let mut stash_list = Vec::with_capacity(state.stash_len());
-        for b in state.stash_blocks() {
-            let leaf = state
-                .position(b)
-                .ok_or_else(|| StateError::Corrupt(format!("stashed block {b} has no position")))?;
-            stash_list.push((b, leaf));
-        }
-        let mut placed = plan_eviction(&self.lay.geo, &stash_list, &plan.evict_nodes);
+        let evicted = evict_stash(&self.lay.geo, state, &plan.evict_nodes, |n| self.cached(n))?;
         let mut writes = Vec::with_capacity(plan.whole.len());
         let mut rewrite = |state: &mut dyn TrustedState, n: u64, blocks: Vec<(u64, Bytes)>| {
             let with_leaves: Vec<(u64, u64, Bytes)> = blocks
@@ -491,18 +437,8 @@ impl RingScheme {
             self.store_new_meta(state, n, &meta);
             writes.push((n, plain));
         };
-        for &n in &plan.evict_nodes {
-            let bucket: Vec<(u64, Bytes)> = placed
-                .remove(&n)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|b| (b, state.stash_remove(b).expect("planned from the stash")))
-                .collect();
-            if self.cached(n) {
-                state.set_local_bucket(n, bucket);
-            } else {
-                rewrite(state, n, bucket);
-            }
+        for (n, bucket) in evicted {
+            rewrite(state, n, bucket);
         }
         for &n in &plan.reshuffled {
             rewrite(state, n, keep.remove(&n).unwrap_or_default());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use oram_engine::{snapshot_row, EngineSettings, Oram, OramError, Parts, Result, Shape};
 use serde::{Deserialize, Serialize};
 
-use crate::{EvictRead, Layout, RingConfig, RingOram, RingParams, RingPreset};
+use crate::{EvictRead, Layout, RingConfig, RingOram, RingParams, RingPreset, TreeConfig};
 
 /// Ring ORAM's settings in `[engine]` (with `kind = "ring"`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,16 +114,14 @@ impl RingSettings {
     /// The engine configuration for a volume of `shape`.
     pub fn config(&self, shape: &Shape) -> std::result::Result<RingConfig, String> {
         Ok(RingConfig {
-            capacity: shape.capacity,
-            block_size: shape.block_size,
+            tree: TreeConfig::for_shape(
+                shape,
+                self.cached_levels,
+                self.stash_bound(shape.max_batch)?,
+                self.max_inflight_writebacks,
+            ),
             params: self.params()?,
-            cached_levels: self.cached_levels,
-            stash_bound: self.stash_bound(shape.max_batch)?,
-            max_batch: shape.max_batch,
-            max_inflight_writebacks: self.max_inflight_writebacks,
-            prefix: shape.prefix.clone(),
             evict_read: self.evict_read()?,
-            ..RingConfig::default()
         })
     }
 

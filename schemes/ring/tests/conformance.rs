@@ -2,13 +2,11 @@
 
 use std::sync::Arc;
 
-use oram_blockstore::{BlockStore, TraceEvent, Verb};
+use oram_blockstore::TraceEvent;
 use oram_engine::conformance::{Params, Subject};
-use oram_engine::Oram;
-use oram_ring::{RingConfig, RingOram, RingPreset};
-use oram_seal::Sealer;
-use oram_state::TrustedState;
-use oram_tree::Geometry;
+use oram_engine::{Oram, Parts};
+use oram_ring::{Geometry, RingConfig, RingOram, RingPreset};
+use oram_tree::conformance::{leaves_read, tree_config};
 
 struct RingSubject;
 
@@ -19,28 +17,18 @@ fn geometry(p: &Params) -> Geometry {
 }
 
 impl Subject for RingSubject {
-    fn build(
-        &self,
-        p: &Params,
-        store: Arc<dyn BlockStore>,
-        sealer: Arc<Sealer>,
-        state: Box<dyn TrustedState>,
-    ) -> Arc<dyn Oram> {
+    fn engine(&self, p: &Params, parts: Parts) -> Arc<dyn Oram> {
         let params = RingPreset::Small.params();
+        let bound = RingConfig::default_stash_bound(params, p.max_batch);
         let cfg = RingConfig {
-            capacity: p.capacity,
-            id_limit: p.id_limit,
-            block_size: p.block_size,
+            tree: tree_config(p, bound),
             params,
-            cached_levels: p.cached_levels,
-            stash_bound: RingConfig::default_stash_bound(params, p.max_batch),
-            max_batch: p.max_batch,
-            max_inflight_writebacks: p.max_inflight_writebacks,
-            prefix: p.prefix.clone(),
-            rng_seed: Some(p.seed),
             ..RingConfig::default()
         };
-        Arc::new(RingOram::new(cfg, store, sealer, state).expect("valid configuration"))
+        Arc::new(
+            RingOram::new(cfg, parts.store, parts.sealer, parts.state)
+                .expect("valid configuration"),
+        )
     }
     fn oblivious(&self) -> bool {
         true
@@ -48,33 +36,18 @@ impl Subject for RingSubject {
     /// The leaf-level buckets read: the read path's and (every A accesses) the
     /// eviction path's, which follows a fixed schedule over all leaves.
     fn positions(&self, p: &Params, access: &[TraceEvent]) -> Vec<u64> {
-        let geo = geometry(p);
-        access
-            .iter()
-            .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange))
-            .filter_map(|e| {
-                e.key
-                    .rsplit('/')
-                    .next()?
-                    .split('.')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .filter(|&n| geo.level(n) == geo.leaf_level)
-            .map(|n| n - geo.leaves)
-            .collect()
-    }
-    fn bins(&self, p: &Params) -> u64 {
-        geometry(p).leaves
+        leaves_read(&geometry(p), access)
     }
     fn leaves(&self, p: &Params) -> Option<u64> {
         Some(geometry(p).leaves)
     }
-    fn writes_back(&self) -> bool {
-        true
+    fn bins(&self, p: &Params) -> u64 {
+        geometry(p).leaves
     }
     fn wide_ids(&self) -> bool {
+        true
+    }
+    fn writes_back(&self) -> bool {
         true
     }
 }

@@ -20,27 +20,19 @@ use std::sync::Arc;
 
 use oram_blockstore::{Accounting, BlockStore, Recording, TraceEvent, Verb};
 use oram_engine::conformance::{
-    block_data, chi_square, chi_square_critical_001, read_back, run_model, test_sealer, Model,
+    block_data, chi_square, chi_square_critical_001, model_and_read_back, test_sealer,
+    trace_of_one_batch,
 };
 use oram_engine::{Op, Oram, OramError};
 use oram_ring::layout::expected_reshuffles_binomial;
-use oram_ring::{paper_bandwidth, EvictRead, RingConfig, RingOram, RingParams, RingPreset};
+use oram_ring::{
+    paper_bandwidth, EvictRead, RingConfig, RingOram, RingParams, RingPreset, TreeConfig,
+};
 use oram_state::MemState;
 use oram_store_fs::FsStore;
 use oram_store_memory::MemoryStore;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-/// Random batches against a `HashMap` (see the conformance suite), then
-/// everything read back; returns the number of ops.
-async fn model(oram: &RingOram, rounds: usize, max_batch: usize, seed: u64) -> usize {
-    let mut m = Model::new();
-    let cap = oram.capacity();
-    let n = run_model(oram, &mut m, cap, rounds, max_batch, seed).await;
-    oram.flush().await.unwrap();
-    read_back(oram, &m, cap, max_batch).await;
-    n
-}
 
 fn ring(store: Arc<dyn BlockStore>, cfg: RingConfig) -> RingOram {
     RingOram::new(cfg, store, test_sealer(), Box::new(MemState::new())).unwrap()
@@ -49,13 +41,16 @@ fn ring(store: Arc<dyn BlockStore>, cfg: RingConfig) -> RingOram {
 fn cfg(capacity: u64, bs: usize, preset: RingPreset) -> RingConfig {
     let params = preset.params();
     RingConfig {
-        capacity,
-        block_size: bs,
+        tree: TreeConfig {
+            capacity,
+            block_size: bs,
+            cached_levels: 2,
+            max_batch: 16,
+            stash_bound: RingConfig::default_stash_bound(params, 16),
+            rng_seed: Some([11; 32]),
+            ..RingConfig::default().tree
+        },
         params,
-        cached_levels: 2,
-        max_batch: 16,
-        stash_bound: RingConfig::default_stash_bound(params, 16),
-        rng_seed: Some([11; 32]),
         ..RingConfig::default()
     }
 }
@@ -68,7 +63,7 @@ async fn model_small_preset_on_memory() {
         Arc::new(MemoryStore::new()),
         cfg(300, 64, RingPreset::Small),
     );
-    let n = model(&oram, 400, 16, 1).await;
+    let n = model_and_read_back(&oram, 400, 16, 1).await;
     assert!(n > 1000);
     let rep = oram.check(&|_, _| {}).await.unwrap();
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
@@ -79,9 +74,9 @@ async fn model_small_preset_on_memory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_large_preset_on_memory_without_cache() {
     let mut c = cfg(500, 32, RingPreset::Large);
-    c.cached_levels = 0;
+    c.tree.cached_levels = 0;
     let oram = ring(Arc::new(MemoryStore::new()), c);
-    model(&oram, 300, 16, 2).await;
+    model_and_read_back(&oram, 300, 16, 2).await;
     let rep = oram.check(&|_, _| {}).await.unwrap();
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
     assert!(oram.scheme().ring_stats().evictions > 0);
@@ -92,9 +87,9 @@ async fn model_with_eviction_reads_by_slot() {
     for preset in [RingPreset::Small, RingPreset::Large] {
         let mut c = cfg(300, 32, preset);
         c.evict_read = EvictRead::Slots;
-        c.cached_levels = 1;
+        c.tree.cached_levels = 1;
         let oram = ring(Arc::new(MemoryStore::new()), c);
-        model(&oram, 300, 16, 5).await;
+        model_and_read_back(&oram, 300, 16, 5).await;
         let rep = oram.check(&|_, _| {}).await.unwrap();
         assert!(rep.problems.is_empty(), "{:?}", rep.problems);
         assert!(oram.scheme().ring_stats().early_reshuffles > 0);
@@ -106,9 +101,9 @@ async fn model_on_the_fs_store_with_a_small_batch() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FsStore::open(dir.path()).unwrap());
     let mut c = cfg(200, 48, RingPreset::Small);
-    c.max_batch = 3;
+    c.tree.max_batch = 3;
     let oram = ring(fs, c);
-    model(&oram, 150, 8, 3).await;
+    model_and_read_back(&oram, 150, 8, 3).await;
     let rep = oram.check(&|_, _| {}).await.unwrap();
     assert!(rep.problems.is_empty(), "{:?}", rep.problems);
     assert!(rep.objects_read > 0);
@@ -127,7 +122,10 @@ async fn bad_configurations_are_refused() {
             ..RingConfig::default()
         },
         RingConfig {
-            prefix: "bad//prefix".into(),
+            tree: TreeConfig {
+                prefix: "bad//prefix".into(),
+                ..RingConfig::default().tree
+            },
             ..RingConfig::default()
         },
     ] {
@@ -147,9 +145,9 @@ async fn stash_stays_under_the_default_bound() {
         (RingPreset::Large, 4096, 20_000),
     ] {
         let mut c = cfg(cap, 16, preset);
-        c.cached_levels = 0;
-        c.max_batch = 1;
-        let bound = c.stash_bound;
+        c.tree.cached_levels = 0;
+        c.tree.max_batch = 1;
+        let bound = c.tree.stash_bound;
         let oram = ring(Arc::new(MemoryStore::new()), c);
         for b in 0..cap {
             oram.access(vec![Op::Write(b, block_data(b, 0, 16))])
@@ -233,8 +231,8 @@ struct Observed {
 
 fn ocfg() -> RingConfig {
     let mut c = cfg(OCAP, OBS, RingPreset::Small);
-    c.max_batch = 1;
-    c.rng_seed = Some([77; 32]);
+    c.tree.max_batch = 1;
+    c.tree.rng_seed = Some([77; 32]);
     c
 }
 
@@ -524,16 +522,10 @@ fn homogeneity(a: &[u64], b: &[u64]) -> f64 {
 async fn a_batch_goes_out_in_one_round_trip_and_its_writes_in_one_put() {
     let rec = Arc::new(Recording::new(MemoryStore::new()));
     let mut c = cfg(1024, 16, RingPreset::Small);
-    c.cached_levels = 0;
+    c.tree.cached_levels = 0;
     let oram = ring(rec.clone(), c);
     oram.format().await.unwrap();
-    rec.take_trace();
-    let ops: Vec<Op> = (0..16)
-        .map(|b| Op::Write(b * 7, block_data(b, 1, 16)))
-        .collect();
-    oram.access(ops).await.unwrap();
-    oram.flush().await.unwrap();
-    let t = rec.take_trace();
+    let t = trace_of_one_batch(&oram, &rec).await;
     // GETs (ranged, one call each, and one whole-object call) all before any PUT;
     // 16 accesses with A = 3 make 5 evictions.
     let first_put = t.iter().position(|e| e.verb == Verb::Put).unwrap();
@@ -585,8 +577,8 @@ async fn measure(
 ) -> Bandwidth {
     let acc = Arc::new(Accounting::new(MemoryStore::new()));
     let mut c = cfg(cap, bs, preset);
-    c.cached_levels = cached;
-    c.max_batch = 1;
+    c.tree.cached_levels = cached;
+    c.tree.max_batch = 1;
     c.evict_read = evict_read;
     let oram = ring(acc.clone(), c);
     oram.format().await.unwrap();
@@ -667,14 +659,9 @@ async fn bandwidth_per_access_matches_the_analytical_model() {
         (RingPreset::Large, EvictRead::Slots, 4096, 256, 2, 9600),
     ] {
         let m = measure(preset, evict_read, cap, bs, cached, n).await;
-        let c = cfg(cap, bs, preset);
-        let oram = ring(
-            Arc::new(MemoryStore::new()),
-            RingConfig {
-                cached_levels: cached,
-                ..c
-            },
-        );
+        let mut c = cfg(cap, bs, preset);
+        c.tree.cached_levels = cached;
+        let oram = ring(Arc::new(MemoryStore::new()), c);
         let lay = oram.scheme().layout();
         let levels = lay.geo.leaf_level + 1 - oram.cached_levels();
         let paper = paper_bandwidth(lay.params, levels);

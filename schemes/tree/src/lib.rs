@@ -35,9 +35,13 @@
 //! with a write or a take is answered once its commit is durable.
 
 mod check;
+mod config;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod geometry;
 mod intent;
 mod scheme;
+mod serve;
 mod writeback;
 
 use std::collections::BTreeSet;
@@ -57,9 +61,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit};
 
+pub use config::TreeConfig;
 pub use geometry::{plan_eviction, Geometry};
 pub use intent::{Draws, Intent};
 pub use scheme::{Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeParams, TreeScheme};
+pub use serve::{draw_leaves, evict_stash, serve_ops, LeafDraws};
 use writeback::{BucketIo, BucketWrite, WriteBack};
 
 /// A tree ORAM engine running scheme `S`. Cheap to clone (shared state).

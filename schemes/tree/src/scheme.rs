@@ -223,9 +223,17 @@ pub trait TreeScheme: Send + Sync + Sized + 'static {
     /// Levels kept in the trusted state instead of the backend.
     fn cached_levels(&self) -> u32;
 
-    /// Seals a bucket's plaintext into its backend object.
-    fn seal_bucket(&self, s: &Sealing, node: u64, nv: &NodeVersion, plain: &Bytes)
-        -> Result<Bytes>;
+    /// Seals a bucket's plaintext into its backend object (by default as one
+    /// sealed object at position `node`).
+    fn seal_bucket(
+        &self,
+        s: &Sealing,
+        node: u64,
+        nv: &NodeVersion,
+        plain: &Bytes,
+    ) -> Result<Bytes> {
+        s.seal(node, nv, plain)
+    }
     /// The byte range of part `part` of a bucket object (ranged reads).
     fn part_range(&self, part: usize) -> Range<u64> {
         let _ = part;

@@ -45,7 +45,7 @@ pub use crash::*;
 pub use faults::{FaultStore, Seen};
 pub use traces::*;
 
-use crate::{Op, Oram};
+use crate::{Op, Oram, Parts};
 
 /// The size and randomness of an engine under test.
 #[derive(Clone, Debug)]
@@ -85,14 +85,25 @@ impl Default for Params {
 
 /// An engine under test: how to build it and what it claims.
 pub trait Subject: Send + Sync + 'static {
-    /// Builds the engine for `p` over `store` and `state`.
+    /// Builds the engine for `p` from `parts`.
+    fn engine(&self, p: &Params, parts: Parts) -> Arc<dyn Oram>;
+
+    /// Builds the engine for `p` over `store`, sealing with `sealer`, with its
+    /// trusted state in `state`.
     fn build(
         &self,
         p: &Params,
         store: Arc<dyn BlockStore>,
         sealer: Arc<Sealer>,
         state: Box<dyn TrustedState>,
-    ) -> Arc<dyn Oram>;
+    ) -> Arc<dyn Oram> {
+        let parts = Parts {
+            store,
+            sealer,
+            state,
+        };
+        self.engine(p, parts)
+    }
 
     /// Whether the engine is oblivious: its traces must pass the trace checks
     /// (`true`) or fail them (`false`, a negative control).
@@ -266,6 +277,44 @@ pub async fn read_back(engine: &dyn Oram, model: &Model, ids: u64, batch: usize)
             );
         }
     }
+}
+
+/// The model test over all of `engine`'s ids: [`run_model`], a flush, then
+/// [`read_back`]; returns the number of ops.
+pub async fn model_and_read_back(
+    engine: &dyn Oram,
+    rounds: usize,
+    max_batch: usize,
+    seed: u64,
+) -> usize {
+    let mut m = Model::new();
+    let ids = engine.capacity();
+    let n = run_model(engine, &mut m, ids, rounds, max_batch, seed).await;
+    engine.flush().await.expect("flush");
+    read_back(engine, &m, ids, max_batch).await;
+    n
+}
+
+/// Writes 16 blocks 7 ids apart (blocks of 16 bytes) in one batch through
+/// `engine`, flushes, and returns what `rec` saw meanwhile (its trace is emptied
+/// first): the trace of one batch, for tests of its round trips.
+pub async fn trace_of_one_batch<S>(
+    engine: &dyn Oram,
+    rec: &oram_blockstore::Recording<S>,
+) -> Vec<TraceEvent> {
+    rec.take_trace();
+    let ops: Vec<Op> = (0..16)
+        .map(|b| Op::Write(b * 7, block_data(b, 1, 16)))
+        .collect();
+    engine.access(ops).await.expect("access");
+    engine.flush().await.expect("flush");
+    rec.take_trace()
+}
+
+/// The position a backend key names: the number in its last path segment
+/// before any `.<slot>` (`vol0/n/17.1` → 17).
+pub fn key_position(key: &str) -> Option<u64> {
+    key.rsplit('/').next()?.split('.').next()?.parse().ok()
 }
 
 /// Writes `blocks` (version `version`), one access each, and flushes.

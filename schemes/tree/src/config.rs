@@ -1,0 +1,101 @@
+//! The configuration every tree engine shares (its scheme adds its own).
+
+use oram_engine::Shape;
+
+use crate::TreeParams;
+
+/// What every tree engine is configured with besides its scheme's own
+/// parameters (Z, S, A, ...). Each scheme's configuration embeds one as `tree`.
+#[derive(Clone, Debug)]
+pub struct TreeConfig {
+    /// Logical blocks stored (any number ≥ 1, not only powers of two).
+    pub capacity: u64,
+    /// Block ids are `0..id_limit`; default: the capacity. A partition of a larger
+    /// id space holds at most `capacity` blocks with ids up to the limit.
+    pub id_limit: Option<u64>,
+    /// Bytes per block.
+    pub block_size: usize,
+    /// Number of leaves; default: the scheme's (a power of two).
+    pub leaves: Option<u64>,
+    /// Levels of the tree, from the root, kept in trusted local state instead of
+    /// the backend (tree-top cache). Each saves backend reads and writes per
+    /// access. Recorded in the volume: changing it would orphan buckets.
+    pub cached_levels: u32,
+    /// Largest stash allowed after a round; above it an access fails with
+    /// [`oram_engine::OramError::StashOverflow`] (nothing is lost). The default
+    /// (89) is Path ORAM's for Z = 4 (overflow probability below 2⁻⁸⁰ per
+    /// access); other schemes' default configurations set their own.
+    pub stash_bound: usize,
+    /// Most ops served in one round; longer batches are split into several rounds.
+    pub max_batch: usize,
+    /// Rounds whose write-back may be pending at once (bounds memory).
+    pub max_inflight_writebacks: usize,
+    /// Attempts of one write-back before it is left for the next round to resend.
+    pub writeback_attempts: u32,
+    /// Backend key prefix of this volume (a valid key, e.g. `vol0`).
+    pub prefix: String,
+    /// Seed for the random choices. `None` (the default, and the only safe
+    /// choice in production) seeds from the OS; tests fix it for reproducible
+    /// traces.
+    pub rng_seed: Option<[u8; 32]>,
+}
+
+impl Default for TreeConfig {
+    fn default() -> Self {
+        Self {
+            capacity: 1 << 16,
+            id_limit: None,
+            block_size: 4096,
+            leaves: None,
+            cached_levels: 0,
+            stash_bound: 89,
+            max_batch: 64,
+            max_inflight_writebacks: 4,
+            writeback_attempts: 4,
+            prefix: "vol0".into(),
+            rng_seed: None,
+        }
+    }
+}
+
+impl TreeConfig {
+    /// The configuration of a volume of `shape` with these scheme settings (the
+    /// rest at their defaults).
+    pub fn for_shape(
+        shape: &Shape,
+        cached_levels: u32,
+        stash_bound: usize,
+        max_inflight_writebacks: usize,
+    ) -> Self {
+        Self {
+            capacity: shape.capacity,
+            block_size: shape.block_size,
+            cached_levels,
+            stash_bound,
+            max_batch: shape.max_batch,
+            max_inflight_writebacks,
+            prefix: shape.prefix.clone(),
+            ..Self::default()
+        }
+    }
+
+    /// The block ids' limit: `id_limit`, or the capacity.
+    pub fn id_limit(&self) -> u64 {
+        self.id_limit.unwrap_or(self.capacity)
+    }
+
+    /// The generic engine parameters (validated by the engine).
+    pub fn params(&self) -> TreeParams {
+        TreeParams {
+            capacity: self.capacity,
+            id_limit: self.id_limit(),
+            block_size: self.block_size,
+            max_batch: self.max_batch,
+            max_inflight_writebacks: self.max_inflight_writebacks,
+            writeback_attempts: self.writeback_attempts,
+            stash_bound: self.stash_bound,
+            prefix: self.prefix.clone(),
+            rng_seed: self.rng_seed,
+        }
+    }
+}
