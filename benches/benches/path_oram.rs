@@ -58,7 +58,6 @@ fn bench_access(c: &mut Criterion) {
                         ..PathConfig::default().tree
                     },
                     z: 4,
-                    ..PathConfig::default()
                 },
                 Arc::new(MemoryStore::new()),
                 sealer,

@@ -68,7 +68,6 @@ fn ring(
             },
             params,
             evict_read,
-            ..RingConfig::default()
         },
         store,
         sealer(),

@@ -92,7 +92,6 @@ fn path_cfg(c: &Case, seed: u8) -> PathConfig {
             ..PathConfig::default().tree
         },
         z: c.z,
-        ..PathConfig::default()
     }
 }
 
@@ -182,7 +181,6 @@ async fn stash_stays_within_bound() {
             ..PathConfig::default().tree
         },
         z: 4,
-        ..PathConfig::default()
     };
     let bound = cfg.tree.stash_bound;
     let oram = path_oram(Arc::new(MemoryStore::new()), cfg);
@@ -249,7 +247,6 @@ async fn overflow_is_a_clear_error_and_loses_nothing() {
                 ..PathConfig::default().tree
             },
             z: 1,
-            ..PathConfig::default()
         },
     );
     let mut overflowed = false;
