@@ -37,8 +37,8 @@ use oram_engine::{CheckReport, Op, OramError, Result};
 use oram_seal::ObjectKind;
 use oram_state::{NodeVersion, TrustedState};
 use oram_tree::{
-    draw_leaves, evict_stash, serve_ops, Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing,
-    TreeEngine, TreeParams, TreeScheme,
+    check_stored, draw_leaves, evict_stash, serve_ops, Applied, ApplyCx, OpenCx, PlanCx, Requests,
+    Sealing, TreeEngine, TreeParams, TreeScheme,
 };
 use rand_chacha::ChaCha20Rng;
 
@@ -203,16 +203,7 @@ impl TreeScheme for PathScheme {
             }
         }
         // A stored block must be where the state says: never read as zeros.
-        for &(b, leaf) in &plan.stored {
-            if !seen.contains(&b) && state.stash_get(b).is_none() {
-                let node = self.geo.node_on_path(leaf, self.geo.leaf_level);
-                return Err(s.integrity(
-                    node,
-                    &state.node(node),
-                    format!("block {b} is neither on the path to its leaf {leaf} nor in the stash"),
-                ));
-            }
-        }
+        check_stored(s, &self.geo, state, &plan.stored, &seen)?;
         Ok(found)
     }
 

@@ -7,7 +7,8 @@ use bytes::Bytes;
 use oram_engine::{Op, Result};
 use oram_state::{Bucket, StateError, TrustedState};
 use oram_tree::{
-    draw_leaves, evict_stash, serve_ops, Applied, ApplyCx, Draws, OpenCx, PlanCx, Requests, Sealing,
+    check_stored, draw_leaves, evict_stash, serve_ops, Applied, ApplyCx, Draws, OpenCx, PlanCx,
+    Requests, Sealing,
 };
 
 use crate::layout::{self, Meta, DUMMY};
@@ -287,16 +288,7 @@ impl RingScheme {
             }
         }
         // A stored block must be where the state says: never read as zeros.
-        for &(b, leaf) in &plan.stored {
-            if !seen.contains(&b) && state.stash_get(b).is_none() {
-                let node = geo.node_on_path(leaf, geo.leaf_level);
-                return Err(s.integrity(
-                    node,
-                    &state.node(node),
-                    format!("block {b} is neither on the path to its leaf {leaf} nor in the stash"),
-                ));
-            }
-        }
+        check_stored(s, geo, state, &plan.stored, &seen)?;
         Ok(RingOpened {
             found,
             keep,

@@ -65,7 +65,7 @@ pub use config::TreeConfig;
 pub use geometry::{plan_eviction, Geometry};
 pub use intent::{Draws, Intent};
 pub use scheme::{Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeParams, TreeScheme};
-pub use serve::{draw_leaves, evict_stash, serve_ops, LeafDraws};
+pub use serve::{check_stored, draw_leaves, evict_stash, serve_ops, LeafDraws};
 use writeback::{BucketIo, BucketWrite, WriteBack};
 
 /// A tree ORAM engine running scheme `S`. Cheap to clone (shared state).

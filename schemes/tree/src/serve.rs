@@ -8,7 +8,7 @@ use bytes::Bytes;
 use oram_engine::{Op, Result};
 use oram_state::{Bucket, StateError, TrustedState};
 
-use crate::{plan_eviction, Geometry, PlanCx};
+use crate::{plan_eviction, Geometry, PlanCx, Sealing};
 
 /// The leaves a round reads and the leaves its blocks move to.
 #[derive(Clone, Debug, Default)]
@@ -57,6 +57,31 @@ pub fn draw_leaves(
         d.remap.insert(b, new_leaf);
     }
     Ok(d)
+}
+
+/// Checks that every block of `stored` (a block the state gives a leaf, with
+/// that leaf) was found on the paths read (`seen`) or is in the stash: a stored
+/// block is never read as zeros. Otherwise an integrity error naming the block
+/// and the leaf bucket of its path. Runs in trusted memory; the provider sees
+/// nothing of it.
+pub fn check_stored(
+    s: &Sealing,
+    geo: &Geometry,
+    state: &dyn TrustedState,
+    stored: &[(u64, u64)],
+    seen: &BTreeSet<u64>,
+) -> Result<()> {
+    for &(b, leaf) in stored {
+        if !seen.contains(&b) && state.stash_get(b).is_none() {
+            let node = geo.node_on_path(leaf, geo.leaf_level);
+            return Err(s.integrity(
+                node,
+                &state.node(node),
+                format!("block {b} is neither on the path to its leaf {leaf} nor in the stash"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Serves `ops` from the stash once the blocks `found` on the read paths are in
