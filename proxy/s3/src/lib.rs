@@ -14,11 +14,14 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use futures::StreamExt;
-use oram_objects::{ByteStream, ListParams, ObjectError, ObjectLayer, ObjectMeta, ObjectRecord};
+use oram_objects::{
+    ByteStream, Dialect, ListParams, ObjectError, ObjectLayer, ObjectMeta, ObjectRecord,
+    PartOptions, Preconditions, PutMode, PutOptions, Validators,
+};
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::dto::*;
 use s3s::service::{S3Service, S3ServiceBuilder};
-use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
+use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
 
 use convert::*;
 
@@ -130,46 +133,12 @@ fn check_len(len: Option<i64>) -> S3Result<Option<u64>> {
     }
 }
 
-/// Applies If-Match / If-None-Match / If-(Un)Modified-Since to `rec` (RFC 7232 order).
+/// Applies the request's conditions to `rec` (RFC 7232, S3's reading).
 /// `reading`: GET/HEAD answer 304 where the precondition is "not modified".
-fn check_conditions(
-    rec: &ObjectRecord,
-    if_match: Option<&ETagCondition>,
-    if_none_match: Option<&ETagCondition>,
-    if_modified_since: Option<&Timestamp>,
-    if_unmodified_since: Option<&Timestamp>,
-    reading: bool,
-) -> S3Result<()> {
-    let modified = timestamp_secs(rec.modified_ms);
-    if let Some(c) = if_match {
-        if !etag_matches(c, &rec.etag) {
-            return Err(s3_error!(PreconditionFailed, "If-Match did not match"));
-        }
-    } else if let Some(t) = if_unmodified_since {
-        if modified > *t {
-            return Err(s3_error!(
-                PreconditionFailed,
-                "modified since If-Unmodified-Since"
-            ));
-        }
-    }
-    let not_modified = || {
-        if reading {
-            S3Error::new(S3ErrorCode::NotModified)
-        } else {
-            s3_error!(PreconditionFailed)
-        }
-    };
-    if let Some(c) = if_none_match {
-        if etag_matches(c, &rec.etag) {
-            return Err(not_modified());
-        }
-    } else if let Some(t) = if_modified_since {
-        if modified <= *t {
-            return Err(not_modified());
-        }
-    }
-    Ok(())
+fn check_conditions(rec: &ObjectRecord, conditions: &Preconditions, reading: bool) -> S3Result<()> {
+    conditions
+        .evaluate(Some(Validators::of(rec)), reading, Dialect::S3)
+        .map_err(map_err)
 }
 
 /// The byte range a Range header asks for; an empty result (any range of an empty
@@ -269,6 +238,7 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         self.layer
             .create_bucket(&owner, &req.input.bucket)
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(CreateBucketOutput {
             location: Some(format!("/{}", req.input.bucket)),
@@ -282,6 +252,7 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         self.layer
             .delete_bucket(&owner, &req.input.bucket)
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(DeleteBucketOutput {}))
     }
@@ -335,25 +306,38 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         let input = req.input;
         let len = check_len(input.content_length)?;
-        // If-None-Match: * makes the PUT create-only, checked atomically at commit.
-        let create_only = input.if_none_match.as_ref().is_some_and(|c| c.is_any());
-        let want_md5 = input.content_md5.as_deref().map(decode_md5).transpose()?;
-        let meta = object_meta!(input);
-        let body = body_stream(input.body);
-        let body: ByteStream = match want_md5 {
-            None => body,
-            Some(md5) => md5_checked(body, md5),
+        // If-None-Match: * makes the PUT create-only, If-Match replace-only; both
+        // are checked again atomically when the upload commits.
+        let mode = match (&input.if_match, &input.if_none_match) {
+            (Some(_), Some(_)) => {
+                return Err(s3_error!(
+                    NotImplemented,
+                    "If-Match and If-None-Match together are not supported on PUT"
+                ))
+            }
+            (Some(c), None) => PutMode::IfMatch(etag_list(c)),
+            (None, Some(c)) if c.is_any() => PutMode::Create,
+            (None, Some(_)) => {
+                return Err(s3_error!(
+                    NotImplemented,
+                    "If-None-Match on PUT supports only *"
+                ))
+            }
+            (None, None) => PutMode::Overwrite,
         };
-        let rec = if create_only {
-            self.layer
-                .put_object_if_absent(&owner, &input.bucket, &input.key, meta, body, len)
-                .await
-        } else {
-            self.layer
-                .put_object(&owner, &input.bucket, &input.key, meta, body, len)
-                .await
-        }
-        .map_err(map_err)?;
+        let expected_md5 = input.content_md5.as_deref().map(decode_md5).transpose()?;
+        let opts = PutOptions {
+            meta: object_meta!(input),
+            expected_len: len,
+            expected_md5,
+            mode,
+        };
+        let body = body_stream(input.body);
+        let rec = self
+            .layer
+            .put_object(&owner, &input.bucket, &input.key, body, opts)
+            .await
+            .map_err(map_err)?;
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(ETag::Strong(rec.etag)),
             ..Default::default()
@@ -375,10 +359,12 @@ impl S3 for OramS3 {
         let rec = obj.record().clone();
         check_conditions(
             &rec,
-            input.if_match.as_ref(),
-            input.if_none_match.as_ref(),
-            input.if_modified_since.as_ref(),
-            input.if_unmodified_since.as_ref(),
+            &preconditions(
+                input.if_match.as_ref(),
+                input.if_none_match.as_ref(),
+                input.if_modified_since.as_ref(),
+                input.if_unmodified_since.as_ref(),
+            ),
             true,
         )?;
         let range = input
@@ -414,10 +400,12 @@ impl S3 for OramS3 {
             .map_err(map_err)?;
         check_conditions(
             &rec,
-            input.if_match.as_ref(),
-            input.if_none_match.as_ref(),
-            input.if_modified_since.as_ref(),
-            input.if_unmodified_since.as_ref(),
+            &preconditions(
+                input.if_match.as_ref(),
+                input.if_none_match.as_ref(),
+                input.if_modified_since.as_ref(),
+                input.if_unmodified_since.as_ref(),
+            ),
             true,
         )?;
         let (len, content_range) = match input
@@ -454,8 +442,11 @@ impl S3 for OramS3 {
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
         let owner = owner(&req)?;
+        let input = req.input;
+        let if_match = input.if_match.as_ref().map(etag_list);
         self.layer
-            .delete_object(&owner, &req.input.bucket, &req.input.key)
+            .delete_object(&owner, &input.bucket, &input.key, if_match.as_ref())
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
@@ -479,7 +470,11 @@ impl S3 for OramS3 {
         let mut deleted = Vec::new();
         let mut errors = Vec::new();
         for o in input.delete.objects {
-            match self.layer.delete_object(&owner, &input.bucket, &o.key) {
+            match self
+                .layer
+                .delete_object(&owner, &input.bucket, &o.key, None)
+                .await
+            {
                 Ok(_) => {
                     if !quiet {
                         deleted.push(DeletedObject {
@@ -516,10 +511,12 @@ impl S3 for OramS3 {
         let src = self.layer.open_object(&owner, &sb, &sk).map_err(map_err)?;
         check_conditions(
             src.record(),
-            input.copy_source_if_match.as_ref(),
-            input.copy_source_if_none_match.as_ref(),
-            input.copy_source_if_modified_since.as_ref(),
-            input.copy_source_if_unmodified_since.as_ref(),
+            &preconditions(
+                input.copy_source_if_match.as_ref(),
+                input.copy_source_if_none_match.as_ref(),
+                input.copy_source_if_modified_since.as_ref(),
+                input.copy_source_if_unmodified_since.as_ref(),
+            ),
             false,
         )?;
         let replace = input
@@ -693,6 +690,7 @@ impl S3 for OramS3 {
         let id = self
             .layer
             .create_multipart(&owner, &input.bucket, &input.key, meta)
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
@@ -710,11 +708,9 @@ impl S3 for OramS3 {
         let input = req.input;
         let len = check_len(input.content_length)?;
         let number = part_number(input.part_number)?;
-        let want_md5 = input.content_md5.as_deref().map(decode_md5).transpose()?;
-        let body = body_stream(input.body);
-        let body: ByteStream = match want_md5 {
-            None => body,
-            Some(md5) => md5_checked(body, md5),
+        let opts = PartOptions {
+            expected_len: len,
+            expected_md5: input.content_md5.as_deref().map(decode_md5).transpose()?,
         };
         let part = self
             .layer
@@ -722,8 +718,8 @@ impl S3 for OramS3 {
                 &owner,
                 (&input.bucket, &input.key, &input.upload_id),
                 number,
-                body,
-                len,
+                body_stream(input.body),
+                opts,
             )
             .await
             .map_err(map_err)?;
@@ -744,10 +740,12 @@ impl S3 for OramS3 {
         let src = self.layer.open_object(&owner, &sb, &sk).map_err(map_err)?;
         check_conditions(
             src.record(),
-            input.copy_source_if_match.as_ref(),
-            input.copy_source_if_none_match.as_ref(),
-            input.copy_source_if_modified_since.as_ref(),
-            input.copy_source_if_unmodified_since.as_ref(),
+            &preconditions(
+                input.copy_source_if_match.as_ref(),
+                input.copy_source_if_none_match.as_ref(),
+                input.copy_source_if_modified_since.as_ref(),
+                input.copy_source_if_unmodified_since.as_ref(),
+            ),
             false,
         )?;
         let range = input
@@ -793,13 +791,26 @@ impl S3 for OramS3 {
                 Ok((n, etag))
             })
             .collect::<S3Result<_>>()?;
+        let mode = match (&input.if_match, &input.if_none_match) {
+            (Some(c), None) => PutMode::IfMatch(etag_list(c)),
+            (None, Some(c)) if c.is_any() => PutMode::Create,
+            (None, None) => PutMode::Overwrite,
+            _ => {
+                return Err(s3_error!(
+                    NotImplemented,
+                    "CompleteMultipartUpload supports If-Match or If-None-Match: *"
+                ))
+            }
+        };
         let rec = self
             .layer
             .complete_multipart(
                 &owner,
                 (&input.bucket, &input.key, &input.upload_id),
                 &parts,
+                &mode,
             )
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket.clone()),
@@ -818,6 +829,7 @@ impl S3 for OramS3 {
         let input = req.input;
         self.layer
             .abort_multipart(&owner, (&input.bucket, &input.key, &input.upload_id))
+            .await
             .map_err(map_err)?;
         Ok(S3Response::new(AbortMultipartUploadOutput::default()))
     }
