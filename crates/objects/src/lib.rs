@@ -141,6 +141,11 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// Seconds since the Unix epoch (the resolution of expiry times).
+fn now_secs() -> i64 {
+    now_ms() / 1000
+}
+
 fn random_id() -> u64 {
     rand::thread_rng().next_u64()
 }
@@ -167,8 +172,9 @@ pub fn valid_bucket_name(name: &str) -> bool {
 }
 
 /// Whether `name` is a valid Swift container name: 1–256 bytes of UTF-8 without
-/// `/` or NUL. Every valid S3 bucket name is one. Container names share the bucket
-/// namespace (global, as in S3).
+/// `/` or NUL. Every valid S3 bucket name is one. Every account has its own
+/// namespace of buckets and containers; S3's `CreateBucket` keeps bucket names
+/// global by refusing a name another account uses.
 pub fn valid_container_name(name: &str) -> bool {
     (1..=256).contains(&name.len()) && !name.contains(['/', '\0'])
 }
@@ -186,27 +192,68 @@ fn check_key(key: &str) -> Result<()> {
 }
 
 impl Meta {
-    fn bucket(&self, name: &str) -> Result<Option<BucketRecord>> {
+    fn bucket(&self, owner: &str, name: &str) -> Result<Option<BucketRecord>> {
         self.kv
-            .get(&bucket_key(name))
+            .get(&bucket_key(owner, name))
             .map(|v| decode(&v).map_err(|e| corrupt("bucket record", e)))
             .transpose()
     }
 
-    /// The bucket, if it exists and `owner` owns it.
+    /// The bucket `name` of account `owner` (every account has its own namespace).
     fn owned_bucket(&self, owner: &str, name: &str) -> Result<BucketRecord> {
-        match self.bucket(name)? {
-            None => Err(ObjectError::NoSuchBucket(name.into())),
-            Some(b) if b.owner != owner => Err(ObjectError::AccessDenied),
-            Some(b) => Ok(b),
+        self.bucket(owner, name)?
+            .ok_or_else(|| ObjectError::NoSuchBucket(name.into()))
+    }
+
+    /// Whether any account has a bucket called `name`.
+    fn name_taken(&self, name: &str) -> bool {
+        let base = name_base(name);
+        !self
+            .kv
+            .range(&base, true, prefix_end(&base).as_deref(), 1)
+            .is_empty()
+    }
+
+    /// The stored record of `bucket/key`, expired or not.
+    fn stored_object(&self, owner: &str, bucket: &str, key: &str) -> Result<Option<ObjectRecord>> {
+        self.kv
+            .get(&object_key(owner, bucket, key))
+            .map(|v| decode(&v).map_err(|e| corrupt("object record", e)))
+            .transpose()
+    }
+
+    /// The object `bucket/key` unless it has expired.
+    fn object(&self, owner: &str, bucket: &str, key: &str) -> Result<Option<ObjectRecord>> {
+        let now = now_secs();
+        Ok(self
+            .stored_object(owner, bucket, key)?
+            .filter(|r| !r.expired(now)))
+    }
+
+    /// Stores `rec` as `bucket/key` (with its expiry entry), replacing `old` (and
+    /// its expiry entry).
+    fn put_object_record(
+        &mut self,
+        (owner, bucket, key): (&str, &str, &str),
+        rec: &ObjectRecord,
+        old: Option<&ObjectRecord>,
+    ) {
+        if let Some(old) = old.filter(|o| o.delete_at > 0) {
+            self.kv.delete(&expiry_key(old.delete_at, owner, bucket, key));
+        }
+        self.kv.put(&object_key(owner, bucket, key), encode(rec));
+        if rec.delete_at > 0 {
+            self.kv
+                .put(&expiry_key(rec.delete_at, owner, bucket, key), Vec::new());
         }
     }
 
-    fn object(&self, bucket: &str, key: &str) -> Result<Option<ObjectRecord>> {
-        self.kv
-            .get(&object_key(bucket, key))
-            .map(|v| decode(&v).map_err(|e| corrupt("object record", e)))
-            .transpose()
+    /// Removes `bucket/key` (stored as `old`) and its expiry entry.
+    fn delete_object_record(&mut self, (owner, bucket, key): (&str, &str, &str), old: &ObjectRecord) {
+        if old.delete_at > 0 {
+            self.kv.delete(&expiry_key(old.delete_at, owner, bucket, key));
+        }
+        self.kv.delete(&object_key(owner, bucket, key));
     }
 
     fn upload(&self, owner: &str, upload_id: &str) -> Result<UploadRecord> {
@@ -283,7 +330,15 @@ impl ObjectLayer {
     /// An object layer storing data in `oram` and its index in `kv`.
     ///
     /// The allocator is rebuilt from the index, so `kv` may hold an existing index.
-    pub fn new(oram: Arc<dyn Oram>, kv: Box<dyn KvState>, cfg: LayerConfig) -> Result<Self> {
+    ///
+    /// An index of the layout before per-account namespaces is rewritten in
+    /// memory ([`records::migrate`]); the rewrite becomes durable with the first
+    /// commit, atomically with it.
+    pub fn new(oram: Arc<dyn Oram>, mut kv: Box<dyn KvState>, cfg: LayerConfig) -> Result<Self> {
+        let moved = records::migrate(kv.as_mut())?;
+        if moved > 0 {
+            tracing::info!(buckets = moved, "index moved to per-account bucket namespaces");
+        }
         let capacity = oram.capacity();
         let mut alloc = Allocator::new(capacity);
         let mut reserve = |segments: &[Segment]| -> Result<()> {
@@ -350,6 +405,12 @@ impl ObjectLayer {
             free_blocks: m.alloc.free_blocks(),
             block_size: self.shared.oram.block_size(),
         }
+    }
+
+    /// Whether any account has a bucket called `name` (S3 answers `AccessDenied`
+    /// for a bucket name another account uses, as bucket names are global there).
+    pub fn bucket_name_in_use(&self, name: &str) -> bool {
+        self.shared.lock().name_taken(name)
     }
 
     /// Whether the layer still accepts writes (false once an index commit failed).

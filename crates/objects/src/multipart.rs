@@ -224,8 +224,9 @@ impl ObjectLayer {
                     md5s.extend_from_slice(&raw);
                     segments.push(p.segment.clone());
                 }
-                let old = m.object(bucket, key)?;
-                super::write::check_mode(mode, key, old.as_ref())?;
+                let old = m.stored_object(owner, bucket, key)?;
+                let live = old.as_ref().filter(|r| !r.expired(crate::now_secs()));
+                super::write::check_mode(mode, key, live)?;
                 for (n, _) in &parts {
                     u.parts.remove(n);
                 }
@@ -236,8 +237,9 @@ impl ObjectLayer {
                     modified_ms: now_ms(),
                     meta: u.meta.clone(),
                     segments,
+                    delete_at: 0,
                 };
-                m.kv.put(&object_key(bucket, key), encode(&rec));
+                m.put_object_record((owner, bucket, key), &rec, old.as_ref());
                 m.kv.delete(&upload_key(upload_id));
                 m.remember_completed(
                     upload_id,
@@ -338,7 +340,7 @@ impl crate::Meta {
         let gone = || ObjectError::NoSuchUpload(upload_id.into());
         let c = self.completed.get(upload_id).ok_or_else(gone)?;
         let same = c.owner == owner && c.bucket == bucket && c.key == key && c.parts == parts;
-        match self.object(bucket, key)? {
+        match self.object(owner, bucket, key)? {
             Some(r) if same && r.id == c.object_id && r.etag == c.etag => Ok(r),
             _ => Err(gone()),
         }

@@ -47,6 +47,8 @@ impl Shared {
 pub struct OpenObject {
     pub(crate) rec: ObjectRecord,
     pub(crate) pin: ReadPin,
+    /// The account whose namespace it was opened in.
+    pub(crate) owner: String,
 }
 
 impl OpenObject {
@@ -72,7 +74,7 @@ impl ObjectLayer {
     pub fn head_object(&self, owner: &str, bucket: &str, key: &str) -> Result<ObjectRecord> {
         let m = self.shared.lock();
         m.owned_bucket(owner, bucket)?;
-        m.object(bucket, key)?
+        m.object(owner, bucket, key)?
             .ok_or_else(|| ObjectError::NoSuchKey(key.into()))
     }
 
@@ -85,10 +87,14 @@ impl ObjectLayer {
         let mut m = self.shared.lock();
         m.owned_bucket(owner, bucket)?;
         let rec = m
-            .object(bucket, key)?
+            .object(owner, bucket, key)?
             .ok_or_else(|| ObjectError::NoSuchKey(key.into()))?;
         let pin = self.shared.pin(&mut m, rec.id);
-        Ok(OpenObject { rec, pin })
+        Ok(OpenObject {
+            rec,
+            pin,
+            owner: owner.to_string(),
+        })
     }
 
     /// Streams `range` (the whole object if `None`) of an opened object. The stream
@@ -114,7 +120,7 @@ impl ObjectLayer {
     ) -> Result<ListResult> {
         let m = self.shared.lock();
         m.owned_bucket(owner, bucket)?;
-        listing::list(m.kv.as_ref(), bucket, params)
+        listing::list(m.kv.as_ref(), owner, bucket, params)
     }
 
     /// [`ObjectLayer::open_object`] and [`ObjectLayer::read`] in one.

@@ -13,6 +13,10 @@ use oram_store_memory::MemoryStore;
 const BS: usize = 64;
 
 fn layer(capacity: u64) -> ObjectLayer {
+    layer_with_kv(capacity, Box::new(MemKv::new()))
+}
+
+fn layer_with_kv(capacity: u64, kv: Box<dyn oram_state::KvState>) -> ObjectLayer {
     let oram = PathOram::new(
         PathConfig {
             capacity,
@@ -27,7 +31,7 @@ fn layer(capacity: u64) -> ObjectLayer {
     .unwrap();
     ObjectLayer::new(
         Arc::new(oram),
-        Box::new(MemKv::new()),
+        kv,
         LayerConfig {
             batch_blocks: 4,
             min_part_size: 100,
@@ -252,9 +256,12 @@ async fn buckets_belong_to_their_owner() {
         l.create_bucket("bob", "shared-name").await,
         Err(ObjectError::BucketAlreadyExists(_))
     ));
+    // Bob's namespace has no such bucket (S3 answers AccessDenied for a name in
+    // use, which the front-end learns from bucket_name_in_use).
+    assert!(l.bucket_name_in_use("shared-name") && !l.bucket_name_in_use("other"));
     assert!(matches!(
         l.head_bucket("bob", "shared-name"),
-        Err(ObjectError::AccessDenied)
+        Err(ObjectError::NoSuchBucket(_))
     ));
     assert!(matches!(
         l.put_object(
@@ -265,11 +272,11 @@ async fn buckets_belong_to_their_owner() {
             opts(ObjectMeta::default(), None)
         )
         .await,
-        Err(ObjectError::AccessDenied)
+        Err(ObjectError::NoSuchBucket(_))
     ));
     assert!(matches!(
         l.delete_bucket("bob", "shared-name").await,
-        Err(ObjectError::AccessDenied)
+        Err(ObjectError::NoSuchBucket(_))
     ));
     assert_eq!(l.list_buckets("alice").unwrap().len(), 1);
     assert!(l.list_buckets("bob").unwrap().is_empty());
@@ -525,13 +532,7 @@ async fn copy_and_metadata_replace() {
         .await
         .unwrap();
     let c = l
-        .copy_object(
-            "a",
-            l.open_object("a", "src", "o").unwrap(),
-            ("src", "o"),
-            ("dst", "o2"),
-            None,
-        )
+        .copy_object("a", l.open_object("a", "src", "o").unwrap(), ("src", "o"), ("dst", "o2"), None, 0)
         .await
         .unwrap();
     assert_eq!(c.meta, meta);
@@ -544,13 +545,7 @@ async fn copy_and_metadata_replace() {
     };
     let used = l.usage().free_blocks;
     let r = l
-        .copy_object(
-            "a",
-            l.open_object("a", "src", "o").unwrap(),
-            ("src", "o"),
-            ("src", "o"),
-            Some(new_meta.clone()),
-        )
+        .copy_object("a", l.open_object("a", "src", "o").unwrap(), ("src", "o"), ("src", "o"), Some(new_meta.clone()), 0)
         .await
         .unwrap();
     assert_eq!(r.meta, new_meta);
@@ -620,13 +615,7 @@ async fn copy_onto_itself_after_a_replace_is_a_conflict() {
     .await
     .unwrap();
     let r = l
-        .copy_object(
-            "a",
-            open,
-            ("bkt", "o"),
-            ("bkt", "o"),
-            Some(ObjectMeta::default()),
-        )
+        .copy_object("a", open, ("bkt", "o"), ("bkt", "o"), Some(ObjectMeta::default()), 0)
         .await;
     assert!(matches!(r, Err(ObjectError::Conflict(_))), "{r:?}");
 }
@@ -778,31 +767,33 @@ async fn containers_accounts_and_metadata() {
     // Swift names beyond S3's rules; still refused: '/', NUL, empty, > 256 bytes.
     let name = "Ünïcode Container_1";
     assert!(l
-        .create_container("a", name, meta(&[("x", "1")]))
+        .create_container("a", name, meta(&[("x", "1")]), BTreeMap::new())
         .await
         .unwrap());
     for bad in ["", "a/b", "a\0b", &"c".repeat(257)] {
         assert!(matches!(
-            l.create_container("a", bad, BTreeMap::new()).await,
+            l.create_container("a", bad, BTreeMap::new(), BTreeMap::new()).await,
             Err(ObjectError::InvalidBucketName(_))
         ));
     }
     // A second PUT merges metadata; an empty value removes a name.
     assert!(!l
-        .create_container("a", name, meta(&[("y", "2"), ("x", "")]))
+        .create_container("a", name, meta(&[("y", "2"), ("x", "")]), BTreeMap::new())
         .await
         .unwrap());
     assert_eq!(l.head_bucket("a", name).unwrap().meta, meta(&[("y", "2")]));
-    assert!(matches!(
-        l.create_container("b", name, BTreeMap::new()).await,
-        Err(ObjectError::BucketAlreadyExists(_))
-    ));
-    assert!(matches!(
-        l.update_bucket_meta("b", name, BTreeMap::new()).await,
-        Err(ObjectError::AccessDenied)
-    ));
+    // Another account has its own container of that name.
+    assert!(l
+        .create_container("b", name, meta(&[("owner", "b")]), BTreeMap::new())
+        .await
+        .unwrap());
+    assert_eq!(
+        l.head_bucket("b", name).unwrap().meta,
+        meta(&[("owner", "b")])
+    );
+    assert_eq!(l.head_bucket("a", name).unwrap().meta, meta(&[("y", "2")]));
     let b = l
-        .update_bucket_meta("a", name, meta(&[("z", "3")]))
+        .update_bucket_meta("a", name, meta(&[("z", "3")]), BTreeMap::new())
         .await
         .unwrap();
     assert_eq!(b.meta, meta(&[("y", "2"), ("z", "3")]));
@@ -834,7 +825,7 @@ async fn containers_accounts_and_metadata() {
         ..ObjectMeta::default()
     };
     let r = l
-        .set_object_meta("a", name, "k2", new.clone())
+        .set_object_meta("a", name, "k2", new.clone(), 0)
         .await
         .unwrap();
     assert_eq!((r.etag.clone(), r.meta.clone()), (rec.etag, new));
@@ -1036,7 +1027,7 @@ async fn a_failed_index_commit_refuses_writes_until_restart() {
     drop(l);
     // A restart reloads the durable index: the old object.
     let kv = db.kv().unwrap();
-    let rec: ObjectRecord = decode(&kv.get(&object_key("bkt", "k")).unwrap()).unwrap();
+    let rec: ObjectRecord = decode(&kv.get(&object_key("a", "bkt", "k")).unwrap()).unwrap();
     assert_eq!(rec.etag, old.etag);
 }
 
@@ -1115,4 +1106,164 @@ async fn the_lock_is_not_held_while_a_commit_becomes_durable() {
     assert!(!create.is_finished(), "answered before durability");
     gate.add_permits(1);
     create.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn accounts_have_their_own_namespaces() {
+    let l = layer(300);
+    // Swift containers: the same name in two accounts, each with its own objects.
+    for acct in ["alice", "bob"] {
+        assert!(l
+            .create_container(acct, "photos", BTreeMap::new(), BTreeMap::new())
+            .await
+            .unwrap());
+        l.put_object(
+            acct,
+            "photos",
+            "k",
+            body(data(10, acct.len() as u8)),
+            PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    for acct in ["alice", "bob"] {
+        let (_, s) = l.get_object(acct, "photos", "k", None).unwrap();
+        assert_eq!(read_all(s).await.unwrap(), data(10, acct.len() as u8));
+        assert_eq!(l.bucket_usage(acct, "photos").unwrap(), (1, 10));
+        let names: Vec<_> = l
+            .list_buckets(acct)
+            .unwrap()
+            .into_iter()
+            .map(|b| b.name)
+            .collect();
+        assert_eq!(names, ["photos"]);
+    }
+    // S3's CreateBucket keeps names global.
+    assert!(matches!(
+        l.create_bucket("carol", "photos").await,
+        Err(ObjectError::BucketAlreadyExists(_))
+    ));
+    l.delete_object("alice", "photos", "k", None).await.unwrap();
+    l.delete_bucket("alice", "photos").await.unwrap();
+    assert!(l.bucket_name_in_use("photos"), "bob still has one");
+    l.delete_object("bob", "photos", "k", None).await.unwrap();
+    l.delete_bucket("bob", "photos").await.unwrap();
+    assert!(!l.bucket_name_in_use("photos"));
+    l.create_bucket("carol", "photos").await.unwrap();
+    // A copy across accounts (a Swift ACL grant decided it) is a new object, also
+    // when the names are the same.
+    l.create_container("dave", "photos", BTreeMap::new(), BTreeMap::new())
+        .await
+        .unwrap();
+    l.put_object("carol", "photos", "k", body(data(7, 1)), PutOptions::default())
+        .await
+        .unwrap();
+    let src = l.open_object("carol", "photos", "k").unwrap();
+    l.copy_object("dave", src, ("photos", "k"), ("photos", "k"), None, 0)
+        .await
+        .unwrap();
+    let (_, s) = l.get_object("dave", "photos", "k", None).unwrap();
+    assert_eq!(read_all(s).await.unwrap(), data(7, 1));
+}
+
+#[tokio::test]
+async fn an_index_of_the_old_layout_opens_in_per_account_namespaces() {
+    use oram_state::KvState;
+    // Written by the previous release: global names.
+    let mut kv = MemKv::new();
+    kv.put(
+        b"b/old-bucket",
+        br#"{"name":"old-bucket","owner":"alice","created_ms":5}"#.to_vec(),
+    );
+    let rec = ObjectRecord {
+        id: 1,
+        size: 0,
+        etag: "d41d8cd98f00b204e9800998ecf8427e".into(),
+        modified_ms: 5,
+        meta: ObjectMeta::default(),
+        segments: vec![],
+        delete_at: 0,
+    };
+    kv.put(b"o/old-bucket\0empty", encode(&rec));
+    let l = layer_with_kv(300, Box::new(kv));
+    assert_eq!(l.head_object("alice", "old-bucket", "empty").unwrap(), rec);
+    assert!(l.bucket_name_in_use("old-bucket"));
+    assert_eq!(l.index_counts(), (1, 1));
+}
+
+#[tokio::test]
+async fn expired_objects_read_as_absent_and_are_purged() {
+    let l = layer(300);
+    l.create_container("a", "c", BTreeMap::new(), BTreeMap::new())
+        .await
+        .unwrap();
+    let free = l.usage().free_blocks;
+    let now = now_secs();
+    let put = |key: &'static str, delete_at: i64| {
+        let l = l.clone();
+        async move {
+            l.put_object(
+                "a",
+                "c",
+                key,
+                body(data(200, 1)),
+                PutOptions {
+                    delete_at,
+                    ..PutOptions::default()
+                },
+            )
+            .await
+        }
+    };
+    put("gone", now - 1).await.unwrap();
+    put("later", now + 3600).await.unwrap();
+    assert!(matches!(
+        l.head_object("a", "c", "gone"),
+        Err(ObjectError::NoSuchKey(_))
+    ));
+    assert_eq!(l.head_object("a", "c", "later").unwrap().delete_at, now + 3600);
+    let listed = l
+        .list_objects(
+            "a",
+            "c",
+            &ListParams {
+                max_keys: 10,
+                ..ListParams::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(listed.objects.len(), 1);
+    assert_eq!(l.bucket_usage("a", "c").unwrap(), (1, 200));
+    // A create-only PUT over an expired object succeeds and frees its blocks.
+    l.put_object(
+        "a",
+        "c",
+        "gone",
+        body(data(200, 2)),
+        PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    l.set_object_meta("a", "c", "gone", ObjectMeta::default(), now - 1)
+        .await
+        .unwrap();
+    let engine_before = l.engine().stats().accesses;
+    assert_eq!(l.purge_expired(now, 100).await.unwrap(), 1);
+    assert_eq!(l.purge_expired(now, 100).await.unwrap(), 0);
+    assert_eq!(
+        l.engine().stats().accesses,
+        engine_before,
+        "purging touches no block"
+    );
+    // The one left expires later; a second purge then takes it.
+    assert_eq!(l.purge_expired(now + 3600, 100).await.unwrap(), 1);
+    assert_eq!(l.usage().free_blocks, free);
+    // A container with only expired objects can be deleted.
+    put("x", now - 1).await.unwrap();
+    l.delete_bucket("a", "c").await.unwrap();
+    assert_eq!(l.usage().free_blocks, free);
 }

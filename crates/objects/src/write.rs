@@ -45,6 +45,9 @@ pub struct PutOptions {
     pub expected_md5: Option<[u8; 16]>,
     /// Create, overwrite or replace-if-match.
     pub mode: PutMode,
+    /// When the object expires (Swift `X-Delete-At`), seconds since the Unix
+    /// epoch; 0: never.
+    pub delete_at: i64,
 }
 
 /// What an uploaded part is checked against.
@@ -192,13 +195,17 @@ impl Meta {
         rec: &ObjectRecord,
         mode: &PutMode,
     ) -> Result<Option<ObjectRecord>> {
+        let now = crate::now_secs();
         let checked = self
             .owned_bucket(owner, bucket)
-            .and_then(|_| self.object(bucket, key))
-            .and_then(|old| check_mode(mode, key, old.as_ref()).map(|()| old));
+            .and_then(|_| self.stored_object(owner, bucket, key))
+            .and_then(|old| {
+                let live = old.as_ref().filter(|r| !r.expired(now));
+                check_mode(mode, key, live).map(|()| old)
+            });
         match checked {
             Ok(old) => {
-                self.kv.put(&object_key(bucket, key), encode(rec));
+                self.put_object_record((owner, bucket, key), rec, old.as_ref());
                 Ok(old)
             }
             Err(e) => {
@@ -227,7 +234,7 @@ impl ObjectLayer {
             // Fail fast, before reading the body; checked again at commit.
             let m = self.shared.lock();
             m.owned_bucket(owner, bucket)?;
-            check_mode(&opts.mode, key, m.object(bucket, key)?.as_ref())?;
+            check_mode(&opts.mode, key, m.object(owner, bucket, key)?.as_ref())?;
         }
         let (segment, md5) = self
             .write_body(body, opts.expected_len, opts.expected_md5)
@@ -239,6 +246,7 @@ impl ObjectLayer {
             modified_ms: now_ms(),
             meta: opts.meta,
             segments: vec![segment],
+            delete_at: opts.delete_at,
         };
         self.commit_object(owner, (bucket, key), rec, &opts.mode)
             .await
@@ -344,24 +352,27 @@ impl ObjectLayer {
         Ok(rec)
     }
 
-    /// Replaces the metadata of `bucket/key` without touching its data (a new
-    /// last-modified time, same ETag and blocks).
+    /// Replaces the metadata and expiry time (0: none) of `bucket/key` without
+    /// touching its data (a new last-modified time, same ETag and blocks).
     pub async fn set_object_meta(
         &self,
         owner: &str,
         bucket: &str,
         key: &str,
         meta: ObjectMeta,
+        delete_at: i64,
     ) -> Result<ObjectRecord> {
         self.shared
             .commit(|m| {
                 m.owned_bucket(owner, bucket)?;
-                let mut rec = m
-                    .object(bucket, key)?
+                let old = m
+                    .object(owner, bucket, key)?
                     .ok_or_else(|| ObjectError::NoSuchKey(key.into()))?;
+                let mut rec = old.clone();
                 rec.meta = meta;
+                rec.delete_at = delete_at;
                 rec.modified_ms = now_ms();
-                m.kv.put(&object_key(bucket, key), encode(&rec));
+                m.put_object_record((owner, bucket, key), &rec, Some(&old));
                 Ok(rec)
             })
             .await
@@ -382,7 +393,7 @@ impl ObjectLayer {
             // Nothing to delete: answer without a commit.
             let m = self.shared.lock();
             m.owned_bucket(owner, bucket)?;
-            let old = m.object(bucket, key)?;
+            let old = m.object(owner, bucket, key)?;
             if let Some(list) = if_match {
                 check_mode(&PutMode::IfMatch(list.clone()), key, old.as_ref())?;
             }
@@ -394,12 +405,12 @@ impl ObjectLayer {
             .shared
             .commit(|m| {
                 m.owned_bucket(owner, bucket)?;
-                let old = m.object(bucket, key)?;
+                let old = m.object(owner, bucket, key)?;
                 if let Some(list) = if_match {
                     check_mode(&PutMode::IfMatch(list.clone()), key, old.as_ref())?;
                 }
-                if old.is_some() {
-                    m.kv.delete(&object_key(bucket, key));
+                if let Some(old) = &old {
+                    m.delete_object_record((owner, bucket, key), old);
                 }
                 Ok(old)
             })
@@ -411,8 +422,9 @@ impl ObjectLayer {
         Ok(true)
     }
 
-    /// Copies the opened object `src` (found at `src_name`) to `dst`; `meta` replaces
-    /// the metadata (`None` keeps the source's). Copying an object onto itself with
+    /// Copies the opened object `src` (found at `src_name`) to `dst` of `owner`;
+    /// `meta` replaces the metadata (`None` keeps the source's); the copy expires
+    /// at `delete_at` (0: never). Copying an object onto itself with
     /// new metadata changes only the metadata; if the object was replaced since it
     /// was opened, that fails with [`ObjectError::Conflict`].
     pub async fn copy_object(
@@ -422,24 +434,27 @@ impl ObjectLayer {
         src_name: (&str, &str),
         dst: (&str, &str),
         meta: Option<ObjectMeta>,
+        delete_at: i64,
     ) -> Result<ObjectRecord> {
         check_key(dst.1)?;
-        if src_name == dst {
+        if src.owner == owner && src_name == dst {
             return self
                 .shared
                 .commit(|m| {
                     m.owned_bucket(owner, dst.0)?;
-                    let mut rec = m
-                        .object(dst.0, dst.1)?
+                    let old = m
+                        .object(owner, dst.0, dst.1)?
                         .ok_or_else(|| ObjectError::NoSuchKey(dst.1.into()))?;
-                    if rec.id != src.rec.id {
+                    if old.id != src.rec.id {
                         return Err(ObjectError::Conflict(dst.1.into()));
                     }
+                    let mut rec = old.clone();
                     if let Some(meta) = meta {
                         rec.meta = meta;
                     }
+                    rec.delete_at = delete_at;
                     rec.modified_ms = now_ms();
-                    m.kv.put(&object_key(dst.0, dst.1), encode(&rec));
+                    m.put_object_record((owner, dst.0, dst.1), &rec, Some(&old));
                     Ok(rec)
                 })
                 .await;
@@ -460,8 +475,57 @@ impl ObjectLayer {
             modified_ms: now_ms(),
             meta: meta.unwrap_or(src_meta),
             segments,
+            delete_at,
         };
         self.commit_object(owner, dst, rec, &PutMode::Overwrite)
             .await
+    }
+
+    /// Removes the index entries of up to `limit` objects that expired at or
+    /// before `now` (seconds since the epoch); returns how many went. Expired
+    /// objects already read as absent; this only frees their blocks. It sends no
+    /// backend request: freeing blocks is a change of the local index only.
+    pub async fn purge_expired(&self, now: i64, limit: usize) -> Result<usize> {
+        let due = {
+            let m = self.shared.lock();
+            let end = expiry_key(now.saturating_add(1), "", "", "");
+            m.kv.range(b"x/", true, Some(&end[..2 + 16]), limit)
+        };
+        if due.is_empty() {
+            return Ok(0);
+        }
+        let gone = self
+            .shared
+            .commit(|m| {
+                let mut gone = Vec::new();
+                for (k, _) in &due {
+                    let Some((owner, bucket, key)) = split_name(&k[2 + 16 + 1..]) else {
+                        m.kv.delete(k);
+                        continue;
+                    };
+                    let at = std::str::from_utf8(&k[2..2 + 16])
+                        .ok()
+                        .and_then(|h| i64::from_str_radix(h, 16).ok())
+                        .unwrap_or(0);
+                    match m.stored_object(&owner, &bucket, &key)? {
+                        Some(rec) if rec.delete_at == at && rec.expired(now) => {
+                            m.delete_object_record((&owner, &bucket, &key), &rec);
+                            gone.push(rec);
+                        }
+                        // Replaced meanwhile: a stale queue entry.
+                        _ => {
+                            m.kv.delete(k);
+                        }
+                    }
+                }
+                Ok(gone)
+            })
+            .await?;
+        let n = gone.len();
+        let mut m = self.shared.lock();
+        for rec in gone {
+            m.release(rec.id, &rec.segments);
+        }
+        Ok(n)
     }
 }

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use oram_objects::{ByteStream, EntityTag, ErrorClass, EtagList, ObjectError, Preconditions};
-use s3s::dto::{ETag, ETagCondition, StreamingBlob, Timestamp};
+use s3s::dto::{ETag, ETagCondition, StreamingBlob, Timestamp, TimestampFormat};
 use s3s::stream::{ByteStream as S3ByteStream, RemainingLength};
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Result, StdError};
 use tokio::sync::mpsc;
@@ -101,6 +101,13 @@ pub(crate) fn etag_list(c: &ETagCondition) -> EtagList {
             tag: e.value().to_string(),
         }]),
     }
+}
+
+/// An s3s timestamp as an HTTP date.
+pub(crate) fn http_date(t: &Timestamp) -> Option<String> {
+    let mut out = Vec::new();
+    t.format(TimestampFormat::HttpDate, &mut out).ok()?;
+    String::from_utf8(out).ok()
 }
 
 /// Seconds since the epoch of an s3s timestamp.
