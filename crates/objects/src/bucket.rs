@@ -98,8 +98,7 @@ impl ObjectLayer {
                 let mut live = false;
                 let base = objects_base(owner, name);
                 scan_prefix(m.kv.as_ref(), &base, |k, v| {
-                    let rec: ObjectRecord =
-                        decode(v).map_err(|e| corrupt("object record", e))?;
+                    let rec: ObjectRecord = decode(v).map_err(|e| corrupt("object record", e))?;
                     if rec.expired(now) {
                         let key = String::from_utf8_lossy(&k[base.len()..]).into_owned();
                         expired.push((key, rec));

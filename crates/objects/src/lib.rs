@@ -239,7 +239,8 @@ impl Meta {
         old: Option<&ObjectRecord>,
     ) {
         if let Some(old) = old.filter(|o| o.delete_at > 0) {
-            self.kv.delete(&expiry_key(old.delete_at, owner, bucket, key));
+            self.kv
+                .delete(&expiry_key(old.delete_at, owner, bucket, key));
         }
         self.kv.put(&object_key(owner, bucket, key), encode(rec));
         if rec.delete_at > 0 {
@@ -249,9 +250,14 @@ impl Meta {
     }
 
     /// Removes `bucket/key` (stored as `old`) and its expiry entry.
-    fn delete_object_record(&mut self, (owner, bucket, key): (&str, &str, &str), old: &ObjectRecord) {
+    fn delete_object_record(
+        &mut self,
+        (owner, bucket, key): (&str, &str, &str),
+        old: &ObjectRecord,
+    ) {
         if old.delete_at > 0 {
-            self.kv.delete(&expiry_key(old.delete_at, owner, bucket, key));
+            self.kv
+                .delete(&expiry_key(old.delete_at, owner, bucket, key));
         }
         self.kv.delete(&object_key(owner, bucket, key));
     }
@@ -337,7 +343,10 @@ impl ObjectLayer {
     pub fn new(oram: Arc<dyn Oram>, mut kv: Box<dyn KvState>, cfg: LayerConfig) -> Result<Self> {
         let moved = records::migrate(kv.as_mut())?;
         if moved > 0 {
-            tracing::info!(buckets = moved, "index moved to per-account bucket namespaces");
+            tracing::info!(
+                buckets = moved,
+                "index moved to per-account bucket namespaces"
+            );
         }
         let capacity = oram.capacity();
         let mut alloc = Allocator::new(capacity);

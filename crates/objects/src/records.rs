@@ -260,8 +260,7 @@ pub fn migrate(kv: &mut dyn oram_state::KvState) -> crate::Result<usize> {
     let mut old_buckets: Vec<(Vec<u8>, BucketRecord)> = Vec::new();
     scan_prefix(kv, b"b/", |k, v| {
         if !k.contains(&0) {
-            let rec: BucketRecord =
-                decode(v).map_err(|e| crate::corrupt("bucket record", e))?;
+            let rec: BucketRecord = decode(v).map_err(|e| crate::corrupt("bucket record", e))?;
             old_buckets.push((k.to_vec(), rec));
         }
         Ok(())
@@ -331,9 +330,7 @@ mod tests {
         assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
         assert_eq!(prefix_end(b"\xff\xff"), None);
         assert!(object_key("a", "b", "zzz") < prefix_end(&objects_base("a", "b")).unwrap());
-        assert!(
-            object_key("a", "b", "\u{10ffff}") < prefix_end(&objects_base("a", "b")).unwrap()
-        );
+        assert!(object_key("a", "b", "\u{10ffff}") < prefix_end(&objects_base("a", "b")).unwrap());
         // Another account's bucket of the same name is another range.
         assert!(object_key("a2", "b", "k") > prefix_end(&objects_base("a", "b")).unwrap());
         assert_eq!(
@@ -355,10 +352,15 @@ mod tests {
         kv.put(b"u/0123", b"{}".to_vec());
         assert_eq!(migrate(&mut kv).unwrap(), 1);
         assert_eq!(kv.get(b"b/photos"), None);
-        assert_eq!(kv.get(&bucket_key("alice", "photos")), Some(bucket.to_vec()));
+        assert_eq!(
+            kv.get(&bucket_key("alice", "photos")),
+            Some(bucket.to_vec())
+        );
         assert!(kv.get(&name_key("photos", "alice")).is_some());
         assert!(kv.get(&object_key("alice", "photos", "cat.jpg")).is_some());
-        assert!(kv.get(&object_key("alice", "photos", "dir/dog.jpg")).is_some());
+        assert!(kv
+            .get(&object_key("alice", "photos", "dir/dog.jpg"))
+            .is_some());
         assert_eq!(kv.get(b"o/photos\0cat.jpg"), None);
         assert!(kv.get(b"u/0123").is_some());
         // Layout 2 is left alone.

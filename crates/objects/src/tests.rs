@@ -532,7 +532,14 @@ async fn copy_and_metadata_replace() {
         .await
         .unwrap();
     let c = l
-        .copy_object("a", l.open_object("a", "src", "o").unwrap(), ("src", "o"), ("dst", "o2"), None, 0)
+        .copy_object(
+            "a",
+            l.open_object("a", "src", "o").unwrap(),
+            ("src", "o"),
+            ("dst", "o2"),
+            None,
+            0,
+        )
         .await
         .unwrap();
     assert_eq!(c.meta, meta);
@@ -545,7 +552,14 @@ async fn copy_and_metadata_replace() {
     };
     let used = l.usage().free_blocks;
     let r = l
-        .copy_object("a", l.open_object("a", "src", "o").unwrap(), ("src", "o"), ("src", "o"), Some(new_meta.clone()), 0)
+        .copy_object(
+            "a",
+            l.open_object("a", "src", "o").unwrap(),
+            ("src", "o"),
+            ("src", "o"),
+            Some(new_meta.clone()),
+            0,
+        )
         .await
         .unwrap();
     assert_eq!(r.meta, new_meta);
@@ -615,7 +629,14 @@ async fn copy_onto_itself_after_a_replace_is_a_conflict() {
     .await
     .unwrap();
     let r = l
-        .copy_object("a", open, ("bkt", "o"), ("bkt", "o"), Some(ObjectMeta::default()), 0)
+        .copy_object(
+            "a",
+            open,
+            ("bkt", "o"),
+            ("bkt", "o"),
+            Some(ObjectMeta::default()),
+            0,
+        )
         .await;
     assert!(matches!(r, Err(ObjectError::Conflict(_))), "{r:?}");
 }
@@ -772,7 +793,8 @@ async fn containers_accounts_and_metadata() {
         .unwrap());
     for bad in ["", "a/b", "a\0b", &"c".repeat(257)] {
         assert!(matches!(
-            l.create_container("a", bad, BTreeMap::new(), BTreeMap::new()).await,
+            l.create_container("a", bad, BTreeMap::new(), BTreeMap::new())
+                .await,
             Err(ObjectError::InvalidBucketName(_))
         ));
     }
@@ -1156,9 +1178,15 @@ async fn accounts_have_their_own_namespaces() {
     l.create_container("dave", "photos", BTreeMap::new(), BTreeMap::new())
         .await
         .unwrap();
-    l.put_object("carol", "photos", "k", body(data(7, 1)), PutOptions::default())
-        .await
-        .unwrap();
+    l.put_object(
+        "carol",
+        "photos",
+        "k",
+        body(data(7, 1)),
+        PutOptions::default(),
+    )
+    .await
+    .unwrap();
     let src = l.open_object("carol", "photos", "k").unwrap();
     l.copy_object("dave", src, ("photos", "k"), ("photos", "k"), None, 0)
         .await
@@ -1222,7 +1250,10 @@ async fn expired_objects_read_as_absent_and_are_purged() {
         l.head_object("a", "c", "gone"),
         Err(ObjectError::NoSuchKey(_))
     ));
-    assert_eq!(l.head_object("a", "c", "later").unwrap().delete_at, now + 3600);
+    assert_eq!(
+        l.head_object("a", "c", "later").unwrap().delete_at,
+        now + 3600
+    );
     let listed = l
         .list_objects(
             "a",

@@ -361,7 +361,10 @@ mod tests {
         assert_eq!(resp.headers()["x-amz-request-id"], "0123456789ABCDEF");
         let body = resp.body().bytes().unwrap();
         let text = std::str::from_utf8(&body).unwrap();
-        assert!(text.contains("<RequestId>0123456789ABCDEF</RequestId></Error>"), "{text}");
+        assert!(
+            text.contains("<RequestId>0123456789ABCDEF</RequestId></Error>"),
+            "{text}"
+        );
         assert_eq!(
             resp.headers()[CONTENT_LENGTH].to_str().unwrap(),
             body.len().to_string()

@@ -157,9 +157,15 @@ fn acl_not_supported(what: &str) -> S3Error {
 }
 
 /// `x-amz-grant-*` headers: only `x-amz-grant-full-control: id="<owner>"`.
-fn check_grant_headers(owner: &str, full_control: Option<&str>, others: &[Option<&String>]) -> S3Result<()> {
+fn check_grant_headers(
+    owner: &str,
+    full_control: Option<&str>,
+    others: &[Option<&String>],
+) -> S3Result<()> {
     if others.iter().any(Option::is_some) {
-        return Err(acl_not_supported("a grant other than the owner's full control"));
+        return Err(acl_not_supported(
+            "a grant other than the owner's full control",
+        ));
     }
     if let Some(g) = full_control {
         let only_owner = g.split(',').all(|e| {
@@ -177,7 +183,9 @@ fn check_grant_headers(owner: &str, full_control: Option<&str>, others: &[Option
 /// An access control policy sent as XML: only the owner's full control.
 fn check_policy(owner: &str, p: &AccessControlPolicy) -> S3Result<()> {
     let ok = p.grants.as_deref().unwrap_or_default().iter().all(|g| {
-        g.permission.as_ref().is_some_and(|p| p.as_str() == Permission::FULL_CONTROL)
+        g.permission
+            .as_ref()
+            .is_some_and(|p| p.as_str() == Permission::FULL_CONTROL)
             && g.grantee
                 .as_ref()
                 .is_some_and(|ge| ge.id.as_deref() == Some(owner) && ge.uri.is_none())
@@ -281,7 +289,11 @@ fn selection(
 /// The number of parts of a completed multipart upload (its ETag ends in `-N`
 /// and it has one segment per part); 0 for any other object.
 fn multipart_parts(rec: &ObjectRecord) -> usize {
-    match rec.etag.rsplit_once('-').and_then(|(_, n)| n.parse::<usize>().ok()) {
+    match rec
+        .etag
+        .rsplit_once('-')
+        .and_then(|(_, n)| n.parse::<usize>().ok())
+    {
         Some(n) if n == rec.segments.len() => n,
         _ => 0,
     }
@@ -673,7 +685,10 @@ impl S3 for OramS3 {
             true,
         )?;
         let (range, parts_count) = selection(&rec, input.range.as_ref(), input.part_number)?;
-        let stream = self.layer.read(obj, range.clone()).map_err(|e| self.map_err(e))?;
+        let stream = self
+            .layer
+            .read(obj, range.clone())
+            .map_err(|e| self.map_err(e))?;
         let stream = prefetch(stream).await.map_err(|e| self.map_err(e))?;
         let (len, content_range) = match &range {
             Some(r) => (
@@ -809,7 +824,10 @@ impl S3 for OramS3 {
         let input = req.input;
         check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
         let (sb, sk) = copy_source(&input.copy_source)?;
-        let src = self.layer.open_object(&owner, &sb, &sk).map_err(|e| self.map_err(e))?;
+        let src = self
+            .layer
+            .open_object(&owner, &sb, &sk)
+            .map_err(|e| self.map_err(e))?;
         check_conditions(
             src.record(),
             &preconditions(
@@ -833,7 +851,14 @@ impl S3 for OramS3 {
         let meta = replace.then(|| object_meta!(input));
         let rec = self
             .layer
-            .copy_object(&owner, src, (&sb, &sk), (&input.bucket, &input.key), meta, 0)
+            .copy_object(
+                &owner,
+                src,
+                (&sb, &sk),
+                (&input.bucket, &input.key),
+                meta,
+                0,
+            )
             .await
             .map_err(|e| self.map_err(e))?;
         Ok(S3Response::new(CopyObjectOutput {
@@ -1041,7 +1066,10 @@ impl S3 for OramS3 {
         let input = req.input;
         let number = part_number(input.part_number)?;
         let (sb, sk) = copy_source(&input.copy_source)?;
-        let src = self.layer.open_object(&owner, &sb, &sk).map_err(|e| self.map_err(e))?;
+        let src = self
+            .layer
+            .open_object(&owner, &sb, &sk)
+            .map_err(|e| self.map_err(e))?;
         check_conditions(
             src.record(),
             &preconditions(
@@ -1241,9 +1269,11 @@ fn object_output(rec: &ObjectRecord) -> GetObjectOutput {
         content_type: rec.meta.content_type.clone(),
         e_tag: Some(ETag::Strong(rec.etag.clone())),
         last_modified: Some(timestamp(rec.modified_ms)),
-        expires: rec.meta.extra.get(EXPIRES).and_then(|d| {
-            Timestamp::parse(TimestampFormat::HttpDate, d.trim()).ok()
-        }),
+        expires: rec
+            .meta
+            .extra
+            .get(EXPIRES)
+            .and_then(|d| Timestamp::parse(TimestampFormat::HttpDate, d.trim()).ok()),
         metadata: (!rec.meta.user.is_empty()).then(|| {
             rec.meta
                 .user

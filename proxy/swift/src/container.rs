@@ -1,5 +1,6 @@
 //! Container requests: create, metadata, delete, listing.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use http::header;
@@ -26,7 +27,7 @@ impl SwiftApi {
                 let meta =
                     meta_updates(ctx, "x-container-meta-", Some("x-remove-container-meta-"))?;
                 let created = layer
-                    .create_container(owner, c, meta)
+                    .create_container(owner, c, meta, BTreeMap::new())
                     .await
                     .map_err(obj_err)?;
                 Ok(Answer::new(if created { 201 } else { 202 }))
@@ -36,7 +37,7 @@ impl SwiftApi {
                     meta_updates(ctx, "x-container-meta-", Some("x-remove-container-meta-"))?;
                 check_merged(layer.head_bucket(owner, c).map_err(obj_err)?.meta, &meta)?;
                 layer
-                    .update_bucket_meta(owner, c, meta)
+                    .update_bucket_meta(owner, c, meta, BTreeMap::new())
                     .await
                     .map_err(obj_err)?;
                 Ok(Answer::new(204))

@@ -84,7 +84,7 @@ impl SwiftApi {
                     meta.content_type = rec.meta.content_type.clone();
                 }
                 layer
-                    .set_object_meta(owner, c, o, meta)
+                    .set_object_meta(owner, c, o, meta, rec.delete_at)
                     .await
                     .map_err(obj_err)?;
                 Ok(Answer::new(202).text("text/html; charset=UTF-8", ""))
@@ -163,6 +163,7 @@ impl SwiftApi {
             expected_len: len,
             expected_md5,
             mode,
+            delete_at: 0,
         };
         let rec = self
             .inner
@@ -257,7 +258,7 @@ impl SwiftApi {
                     .map_err(obj_err)?
             }
             (None, None) => layer
-                .copy_object(owner, src, (sc, so), (dc, d_o), Some(meta))
+                .copy_object(owner, src, (sc, so), (dc, d_o), Some(meta), 0)
                 .await
                 .map_err(obj_err)?,
         };
