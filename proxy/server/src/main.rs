@@ -56,9 +56,14 @@ struct ServeArgs {
     /// Swift API listen address (overrides `swift.listen`; off unless set).
     #[arg(long, value_name = "HOST:PORT")]
     swift_listen: Option<String>,
-    /// Engine: path, ring or direct (overrides `engine.kind`).
+    /// Engine: path, ring or direct (overrides `engine.kind`; direct needs
+    /// --insecure-direct).
     #[arg(long, value_name = "NAME")]
     engine: Option<EngineKind>,
+    /// Allow the non-oblivious `direct` engine (sets `engine.insecure_direct`): the
+    /// storage provider then sees which blocks are read and written.
+    #[arg(long)]
+    insecure_direct: bool,
     /// Block size in bytes (overrides `engine.block_size`; fixed at creation).
     #[arg(long, value_name = "BYTES")]
     block_size: Option<usize>,
@@ -86,9 +91,16 @@ struct ServeArgs {
     /// Seconds between checkpoints to the backend; 0: at shutdown only.
     #[arg(long, value_name = "SECS")]
     checkpoint_interval: Option<u64>,
+    /// recover: the volume expected at the backend prefix (printed by `init` and in
+    /// the banner); another one is refused.
+    #[arg(long, value_name = "HEX")]
+    volume_id: Option<String>,
 }
 
 fn main() -> ExitCode {
+    // Before anything else (and before any thread exists): the key and passphrase
+    // leave the environment, where /proc/<pid>/environ and child processes see them.
+    oram_proxy::keys::take_env_secrets();
     let cli = Cli::parse();
     match cli.command {
         Command::ExampleConfig => {
@@ -148,6 +160,9 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     if let Some(e) = args.engine {
         cfg.engine.kind = e;
     }
+    if args.insecure_direct {
+        cfg.engine.insecure_direct = true;
+    }
     if let Some(b) = args.block_size {
         cfg.engine.block_size = b;
     }
@@ -175,10 +190,10 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     if let Some(c) = args.checkpoint_interval {
         cfg.state.checkpoint_interval_secs = c;
     }
-    let root = match (
-        std::env::var("ORAM_PROXY_ROOT_USER").ok(),
-        std::env::var("ORAM_PROXY_ROOT_PASSWORD").ok(),
-    ) {
+    let root_password = std::env::var("ORAM_PROXY_ROOT_PASSWORD").ok();
+    // The root user's secret key leaves the environment too (still single-threaded).
+    std::env::remove_var("ORAM_PROXY_ROOT_PASSWORD");
+    let root = match (std::env::var("ORAM_PROXY_ROOT_USER").ok(), root_password) {
         (Some(access_key), Some(secret_key)) => Some(UserConfig {
             access_key,
             secret_key,
@@ -215,11 +230,13 @@ fn init(args: ServeArgs) -> Result<(), String> {
 }
 
 fn logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+        // s3s logs the signature it expected (and the string to sign) at debug level
+        // on a mismatch: never, whatever RUST_LOG says.
+        .add_directive("s3s::ops::signature=info".parse().expect("valid directive"));
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
-        )
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
 }
@@ -288,13 +305,18 @@ fn fsck(args: ServeArgs) -> Result<bool, String> {
 }
 
 fn recover(args: ServeArgs) -> Result<(), String> {
+    let expect = args.volume_id.clone();
     let (cfg, _) = configure(args)?;
     logging("warn");
     let spinner = ProgressBar::new_spinner();
     spinner.set_message("downloading and restoring the latest checkpoint");
     spinner.enable_steady_tick(Duration::from_millis(120));
     let r =
-        runtime()?.block_on(async { oram_proxy::recover(&cfg).await.map_err(|e| e.to_string()) });
+        runtime()?.block_on(async {
+        oram_proxy::recover_volume(&cfg, expect.as_deref())
+            .await
+            .map_err(|e| e.to_string())
+    });
     spinner.finish_and_clear();
     let r = r?;
     println!(
@@ -309,6 +331,7 @@ fn recover(args: ServeArgs) -> Result<(), String> {
         "removed {} backend objects written after that checkpoint; anything acknowledged after it is lost",
         r.swept
     );
+    println!("volume id {} (pass --volume-id to insist on it)", r.volume_id);
     println!("run `oram-proxy fsck` to verify, then `oram-proxy serve`");
     Ok(())
 }
@@ -372,6 +395,14 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
         u.block_size,
         (u.capacity_blocks * u.block_size as u64) >> 20
     );
+    if cfg.engine.kind == EngineKind::Direct {
+        println!("  WARNING:    the direct engine is NOT oblivious: the storage provider sees");
+        println!("              which blocks are read and written (--insecure-direct).");
+        tracing::warn!(
+            "engine direct: NOT oblivious; the storage provider sees which blocks are read and written"
+        );
+    }
+    println!("  volume id:  {}", server.volume().params.volume_id);
     println!("  data dir:   {}", cfg.data_dir.display());
     let b = &cfg.backend;
     match b.kind {

@@ -103,6 +103,19 @@ pub fn render(vol: &Volume) -> String {
         &[("kind=\"buckets\"", buckets), ("kind=\"objects\"", objects)],
     );
     metric(
+        "oram_engine_oblivious",
+        "gauge",
+        "1 if the engine hides which blocks are accessed (path, ring); 0 for the direct baseline.",
+        &[(
+            match vol.params.engine.as_str() {
+                "path" => "engine=\"path\"",
+                "ring" => "engine=\"ring\"",
+                _ => "engine=\"direct\"",
+            },
+            u64::from(vol.params.engine != "direct"),
+        )],
+    );
+    metric(
         "oram_state_file_bytes",
         "gauge",
         "Size of the local state database (state.redb).",
@@ -111,13 +124,23 @@ pub fn render(vol: &Volume) -> String {
     out
 }
 
-/// Serves `/metrics` and `/health` on `listener` until `stop` fires.
+/// Connections the operator endpoint serves at once; more wait in the backlog.
+const MAX_CONNECTIONS: usize = 16;
+
+/// Serves `/metrics` and `/health` on `listener` until `stop` fires: HTTP/1.1
+/// only, at most [`MAX_CONNECTIONS`] connections, 10 s to send the headers (and
+/// idle keep-alive), 10 s for a stalled response.
 pub async fn serve(listener: TcpListener, vol: Arc<Volume>, mut stop: oneshot::Receiver<()>) {
-    let mut http = ConnBuilder::new(TokioExecutor::new());
+    let mut http = ConnBuilder::new(TokioExecutor::new()).http1_only();
     http.http1()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(Duration::from_secs(10));
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p.expect("semaphore open"),
+            _ = &mut stop => return,
+        };
         let socket = tokio::select! {
             r = listener.accept() => match r {
                 Ok((s, _)) => s,
@@ -154,11 +177,11 @@ pub async fn serve(listener: TcpListener, vol: Arc<Volume>, mut stop: oneshot::R
                     .body(s3s::Body::from(body))
             }
         });
-        let conn = http
-            .serve_connection(TokioIo::new(socket), svc)
-            .into_owned();
+        let io = crate::limits::GuardedIo::new(socket, Duration::from_secs(10));
+        let conn = http.serve_connection(TokioIo::new(io), svc).into_owned();
         tokio::spawn(async move {
             let _ = conn.await;
+            drop(permit);
         });
     }
 }

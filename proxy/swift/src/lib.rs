@@ -715,12 +715,11 @@ impl SwiftApi {
         if ctx.method != Method::GET && ctx.method != Method::HEAD {
             return Err(err(405));
         }
-        let u = self.inner.layer.usage();
-        let max_file_size = MAX_FILE_SIZE.min(u.capacity_blocks * u.block_size as u64);
+        // Served without a token: nothing about this volume (its capacity) is in it.
         let info = serde_json::json!({
             "swift": {
                 "version": "2.30.1-oram",
-                "max_file_size": max_file_size,
+                "max_file_size": MAX_FILE_SIZE,
                 "max_meta_name_length": MAX_META_NAME_LENGTH,
                 "max_meta_value_length": MAX_META_VALUE_LENGTH,
                 "max_meta_count": MAX_META_COUNT,
