@@ -81,6 +81,13 @@ fn lease_key(prefix: &str) -> ObjKey {
     ObjKey::new(format!("{prefix}/meta/lease")).expect("prefix validated")
 }
 
+/// `keys` without the lease object (which exists before anything else is written).
+pub fn without_lease(keys: Vec<ObjKey>) -> Vec<ObjKey> {
+    keys.into_iter()
+        .filter(|k| !k.as_str().ends_with("/meta/lease"))
+        .collect()
+}
+
 /// This data directory's holder id (`<dir>/lease.id`, created on first use).
 fn holder_id(dir: &Path) -> Result<String, ProxyError> {
     let path = dir.join("lease.id");

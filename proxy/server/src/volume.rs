@@ -121,7 +121,7 @@ async fn ensure_header(store: &dyn BlockStore, p: &VolumeParams) -> Result<(), P
             p.prefix, h.volume_id, p.volume_id
         ))),
         None => {
-            if !store.list(&format!("{}/", p.prefix)).await?.is_empty() {
+            if !crate::lease::without_lease(store.list(&format!("{}/", p.prefix)).await?).is_empty() {
                 return Err(ProxyError::Integrity(format!(
                     "the backend prefix {:?} holds objects but no volume header: it was \
                      tampered with or is not this volume's",
@@ -261,7 +261,8 @@ impl Volume {
             // Missing state is fine only for a volume that never stored anything (a
             // first start that stopped before creating it).
             if !state.exists() {
-                let stored = store.list(&format!("{}/", params.prefix)).await?;
+                let stored =
+                    crate::lease::without_lease(store.list(&format!("{}/", params.prefix)).await?);
                 if stored.iter().any(|k| *k != header_key(&params.prefix)) {
                     return Err(ProxyError::Params(format!(
                         "{} is missing: without it the volume cannot be read. Restore it \
@@ -285,7 +286,7 @@ impl Volume {
                     h.volume_id
                 )));
             }
-            if !store.list(&format!("{prefix}/")).await?.is_empty() {
+            if !crate::lease::without_lease(store.list(&format!("{prefix}/")).await?).is_empty() {
                 return Err(ProxyError::Params(format!(
                     "the backend prefix {prefix:?} holds objects but no volume: refusing to \
                      mix a new volume into it"
