@@ -41,7 +41,13 @@ fn client(endpoint: &str) -> Client {
         .region(Region::new("us-east-1"))
         .endpoint_url(endpoint)
         .force_path_style(true)
-        .credentials_provider(Credentials::new("fault", "fault-secret", None, None, "test"))
+        .credentials_provider(Credentials::new(
+            "fault",
+            "fault-secret",
+            None,
+            None,
+            "test",
+        ))
         .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
         .http_client(http)
         .build();
@@ -90,7 +96,11 @@ fn shape(trace: &[oram_blockstore::TraceEvent]) -> BTreeSet<(Verb, String, u64)>
         .collect()
 }
 
-async fn run(kind: EngineKind, faults: bool, seed: u64) -> (Tally, FaultCounts, BTreeSet<(Verb, String, u64)>) {
+async fn run(
+    kind: EngineKind,
+    faults: bool,
+    seed: u64,
+) -> (Tally, FaultCounts, BTreeSet<(Verb, String, u64)>) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = Config {
         data_dir: dir.path().join("data"),
@@ -115,12 +125,18 @@ async fn run(kind: EngineKind, faults: bool, seed: u64) -> (Tally, FaultCounts, 
     let plan = if faults {
         // Ring ORAM sends one ranged GET per bucket of a path, each its own call:
         // the same odds per call would fail nearly every round.
-        FaultPlan::all(seed, if kind == EngineKind::Ring { 0.0025 } else { 0.03 })
+        FaultPlan::all(
+            seed,
+            if kind == EngineKind::Ring {
+                0.0025
+            } else {
+                0.03
+            },
+        )
     } else {
         FaultPlan::default()
     };
-    let slot: Arc<Mutex<Option<(Arc<FaultStore<Arc<dyn BlockStore>>>, Arc<Rec>)>>> =
-        Arc::default();
+    let slot: Arc<Mutex<Option<(Arc<FaultStore<Arc<dyn BlockStore>>>, Arc<Rec>)>>> = Arc::default();
     let hook_slot = slot.clone();
     cfg.hooks.wrap_store = Some(Arc::new(move |inner: Arc<dyn BlockStore>| {
         let f = Arc::new(FaultStore::new(Arc::new(inner), plan.clone()));
@@ -149,7 +165,9 @@ async fn run(kind: EngineKind, faults: bool, seed: u64) -> (Tally, FaultCounts, 
         t.requests += 1;
         if r < 0.45 {
             let len = rng.gen_range(0..20_000);
-            let data: Vec<u8> = (0..len).map(|j| (j as u64 * 7 + i as u64 * 13 + seed) as u8).collect();
+            let data: Vec<u8> = (0..len)
+                .map(|j| (j as u64 * 7 + i as u64 * 13 + seed) as u8)
+                .collect();
             match c
                 .put_object()
                 .bucket("battery")
@@ -204,7 +222,8 @@ async fn run(kind: EngineKind, faults: bool, seed: u64) -> (Tally, FaultCounts, 
                         allowed[k] = HashSet::from([None]);
                     } else {
                         t.wrong_bytes += 1;
-                        t.unclean.push(format!("GET {key}: absent, but its write was acknowledged"));
+                        t.unclean
+                            .push(format!("GET {key}: absent, but its write was acknowledged"));
                     }
                 }
                 Err(e) => match classify(&e) {
@@ -228,7 +247,8 @@ async fn run(kind: EngineKind, faults: bool, seed: u64) -> (Tally, FaultCounts, 
         t.reads_checked += 1;
         if !states.contains(&got) {
             t.wrong_bytes += 1;
-            t.unclean.push(format!("final {key}: not in any allowed state"));
+            t.unclean
+                .push(format!("final {key}: not in any allowed state"));
         }
     }
     let shape = shape(&rec.trace());
@@ -247,7 +267,10 @@ async fn every_engine_survives_the_fault_battery() {
     for (i, &kind) in ENGINES.iter().enumerate() {
         let seed = 1000 + i as u64;
         let (clean, _, clean_shape) = run(kind, false, seed).await;
-        assert!(clean.unclean.is_empty() && clean.failed_503 == 0, "{kind} without faults: {clean:?}");
+        assert!(
+            clean.unclean.is_empty() && clean.failed_503 == 0,
+            "{kind} without faults: {clean:?}"
+        );
         let (t, counts, shape) = run(kind, true, seed).await;
         let line = format!(
             "fault battery {kind}: {} client requests ({} acknowledged, {} clean 503s), {} reads \
@@ -262,9 +285,19 @@ async fn every_engine_survives_the_fault_battery() {
         );
         println!("{line}");
         assert_eq!(t.wrong_bytes, 0, "{line}");
-        assert!(t.unclean.is_empty(), "{kind}: failures that were not a clean 503: {:#?}", t.unclean);
-        assert!(counts.injected() >= 15, "too few faults to mean anything: {line}");
-        assert!(t.failed_503 > 0 && t.acknowledged >= OPS as u64 / 5, "{line}");
+        assert!(
+            t.unclean.is_empty(),
+            "{kind}: failures that were not a clean 503: {:#?}",
+            t.unclean
+        );
+        assert!(
+            counts.injected() >= 15,
+            "too few faults to mean anything: {line}"
+        );
+        assert!(
+            t.failed_503 > 0 && t.acknowledged >= OPS as u64 / 5,
+            "{line}"
+        );
         let extra: BTreeMap<_, _> = shape
             .difference(&clean_shape)
             .map(|s| (s.clone(), ()))
@@ -289,8 +322,8 @@ async fn without_conditional_writes_a_late_put_replaces_a_newer_version() {
     // landings (a store without If-Match), an older bucket version lands over a
     // newer one and the engine's freshness check then refuses it — the harm the
     // S3 back-end's conditional writes prevent.
-    use oram_blockstore::ObjKey;
     use bytes::Bytes;
+    use oram_blockstore::ObjKey;
     let mem: Arc<dyn BlockStore> = Arc::new(oram_store_memory::MemoryStore::new());
     let mut plan = FaultPlan {
         late_put: 1.0,
@@ -301,14 +334,25 @@ async fn without_conditional_writes_a_late_put_replaces_a_newer_version() {
     for unconditional in [true, false] {
         plan.late_put_unconditional = unconditional;
         let f = FaultStore::new(Arc::new(mem.clone()), plan.clone());
-        mem.put_many(vec![(k.clone(), Bytes::from_static(b"v1"))]).await.unwrap();
+        mem.put_many(vec![(k.clone(), Bytes::from_static(b"v1"))])
+            .await
+            .unwrap();
         // v2 times out and lands later; v3 is written meanwhile.
-        assert!(f.put_many(vec![(k.clone(), Bytes::from_static(b"v2"))]).await.is_err());
-        mem.put_many(vec![(k.clone(), Bytes::from_static(b"v3"))]).await.unwrap();
+        assert!(f
+            .put_many(vec![(k.clone(), Bytes::from_static(b"v2"))])
+            .await
+            .is_err());
+        mem.put_many(vec![(k.clone(), Bytes::from_static(b"v3"))])
+            .await
+            .unwrap();
         f.settle().await;
         let now = mem.get_many(std::slice::from_ref(&k)).await.unwrap();
         let want: &[u8] = if unconditional { b"v2" } else { b"v3" };
-        assert_eq!(now[0].as_deref(), Some(want), "unconditional = {unconditional}");
+        assert_eq!(
+            now[0].as_deref(),
+            Some(want),
+            "unconditional = {unconditional}"
+        );
         assert_eq!(f.counts().late_refused, u64::from(!unconditional));
     }
 }

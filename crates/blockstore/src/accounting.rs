@@ -184,11 +184,7 @@ impl<S: BlockStore> BlockStore for Accounting<S> {
         self.inner.list_bounded(prefix, max_keys).await
     }
 
-    async fn get_tagged(
-        &self,
-        key: &ObjKey,
-        bound: SizeBound,
-    ) -> Result<Option<(Bytes, ObjTag)>> {
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
         let out = self.inner.get_tagged(key, bound).await;
         let bytes = match &out {
             Ok(Some((b, _))) => b.len() as u64,

@@ -40,7 +40,10 @@ pub async fn run_all<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
 pub async fn bounded_reads<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
     let (a, b, gone) = (key(prefix, "a"), key(prefix, "b"), key(prefix, "gone"));
     store
-        .put_many(vec![(a.clone(), pattern(7, 100)), (b.clone(), pattern(8, 5000))])
+        .put_many(vec![
+            (a.clone(), pattern(7, 100)),
+            (b.clone(), pattern(8, 5000)),
+        ])
         .await
         .unwrap();
     let got = store
@@ -48,8 +51,14 @@ pub async fn bounded_reads<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
         .await
         .unwrap();
     assert_eq!(got, vec![Some(pattern(7, 100)), None], "exact bound");
-    for bound in [SizeBound::Exact(99), SizeBound::Exact(101), SizeBound::AtMost(99)] {
-        let e = store.get_many_bounded(std::slice::from_ref(&a), bound).await;
+    for bound in [
+        SizeBound::Exact(99),
+        SizeBound::Exact(101),
+        SizeBound::AtMost(99),
+    ] {
+        let e = store
+            .get_many_bounded(std::slice::from_ref(&a), bound)
+            .await;
         assert!(
             matches!(e, Err(StoreError::WrongSize { .. })),
             "a 100-byte object must not pass {bound}: {e:?}"
@@ -86,13 +95,19 @@ pub async fn conditional_writes<S: BlockStore + ?Sized>(store: &S, prefix: &str)
         .put_if(&k, pattern(1, 64), PutCondition::IfAbsent)
         .await
         .expect("create-only write of a missing object");
-    let e = store.put_if(&k, pattern(2, 64), PutCondition::IfAbsent).await;
+    let e = store
+        .put_if(&k, pattern(2, 64), PutCondition::IfAbsent)
+        .await;
     assert!(
         matches!(e, Err(StoreError::PreconditionFailed { .. })),
         "create-only write of an existing object: {e:?}"
     );
     let (v, tag) = store.get_tagged(&k, bound).await.unwrap().unwrap();
-    assert_eq!((v, &tag), (pattern(1, 64), &t1), "tag of the object read back");
+    assert_eq!(
+        (v, &tag),
+        (pattern(1, 64), &t1),
+        "tag of the object read back"
+    );
     let t2 = store
         .put_if(&k, pattern(3, 64), PutCondition::IfMatch(t1.clone()))
         .await
@@ -106,10 +121,18 @@ pub async fn conditional_writes<S: BlockStore + ?Sized>(store: &S, prefix: &str)
         "compare-and-swap on a stale tag: {e:?}"
     );
     let (v, tag) = store.get_tagged(&k, bound).await.unwrap().unwrap();
-    assert_eq!((v, tag), (pattern(3, 64), t2), "failed conditions changed nothing");
+    assert_eq!(
+        (v, tag),
+        (pattern(3, 64), t2),
+        "failed conditions changed nothing"
+    );
     // The same content written again still gets a tag that the next swap accepts.
     let t3 = store
-        .put_if(&k, pattern(3, 64), PutCondition::IfMatch(store.get_tagged(&k, bound).await.unwrap().unwrap().1))
+        .put_if(
+            &k,
+            pattern(3, 64),
+            PutCondition::IfMatch(store.get_tagged(&k, bound).await.unwrap().unwrap().1),
+        )
         .await
         .unwrap();
     store

@@ -194,7 +194,8 @@ impl<S: BlockStore> FaultStore<S> {
 
     /// Waits until every late PUT scheduled so far has landed (or was refused).
     pub async fn settle(&self) {
-        let tasks: Vec<_> = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        let tasks: Vec<_> =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         for t in tasks {
             let _ = t.await;
         }
@@ -315,10 +316,9 @@ impl<S: BlockStore> FaultStore<S> {
                 let mut long = got[i].as_ref().map(|b| b.to_vec()).unwrap_or_default();
                 long.extend(std::iter::repeat_n(0xa5u8, long.len().max(1)));
                 match bound {
-                    Some(b) => Err(b.violation(
-                        keys[i].as_str(),
-                        format!("Content-Length {}", long.len()),
-                    )),
+                    Some(b) => {
+                        Err(b.violation(keys[i].as_str(), format!("Content-Length {}", long.len())))
+                    }
                     None => {
                         got[i] = Some(long.into());
                         Ok(got)
@@ -329,15 +329,19 @@ impl<S: BlockStore> FaultStore<S> {
         }
     }
 
-    async fn read(
-        &self,
-        keys: &[ObjKey],
-        bound: Option<SizeBound>,
-    ) -> Result<Vec<Option<Bytes>>> {
+    async fn read(&self, keys: &[ObjKey], bound: Option<SizeBound>) -> Result<Vec<Option<Bytes>>> {
         use Fault::*;
         let (fault, delay) = self.draw(
             keys.len(),
-            &[Latency, ServerError, Throttle, ResetBefore, ResetAfter, Truncated, Oversized],
+            &[
+                Latency,
+                ServerError,
+                Throttle,
+                ResetBefore,
+                ResetAfter,
+                Truncated,
+                Oversized,
+            ],
         );
         tokio::time::sleep(delay).await;
         if let Some(e) = Self::refusal(fault).or_else(|| {
@@ -415,7 +419,15 @@ impl<S: BlockStore> BlockStore for FaultStore<S> {
         use Fault::*;
         let (fault, delay) = self.draw(
             1,
-            &[Latency, ServerError, Throttle, ResetBefore, ResetAfter, Truncated, Oversized],
+            &[
+                Latency,
+                ServerError,
+                Throttle,
+                ResetBefore,
+                ResetAfter,
+                Truncated,
+                Oversized,
+            ],
         );
         tokio::time::sleep(delay).await;
         if let Some(e) = Self::refusal(fault) {
@@ -445,7 +457,14 @@ impl<S: BlockStore> BlockStore for FaultStore<S> {
         use Fault::*;
         let (fault, delay) = self.draw(
             items.len(),
-            &[Latency, ServerError, Throttle, ResetBefore, ResetAfter, LatePut],
+            &[
+                Latency,
+                ServerError,
+                Throttle,
+                ResetBefore,
+                ResetAfter,
+                LatePut,
+            ],
         );
         tokio::time::sleep(delay).await;
         if let Some(e) = Self::refusal(fault) {
@@ -501,11 +520,7 @@ impl<S: BlockStore> BlockStore for FaultStore<S> {
         self.inner.list_bounded(prefix, max_keys).await
     }
 
-    async fn get_tagged(
-        &self,
-        key: &ObjKey,
-        bound: SizeBound,
-    ) -> Result<Option<(Bytes, ObjTag)>> {
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
         use Fault::*;
         let (fault, delay) = self.draw(1, &[Latency, ServerError, Throttle, ResetBefore]);
         tokio::time::sleep(delay).await;

@@ -187,11 +187,7 @@ pub trait BlockStore: Send + Sync + 'static {
     /// For the lease and other compare-and-swap objects; never on the access path.
     ///
     /// Observed: one GET of the key.
-    async fn get_tagged(
-        &self,
-        key: &ObjKey,
-        bound: SizeBound,
-    ) -> Result<Option<(Bytes, ObjTag)>> {
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
         let _ = (key, bound);
         Err(StoreError::Unsupported("conditional reads (get_tagged)"))
     }
@@ -234,11 +230,7 @@ impl<S: BlockStore + ?Sized> BlockStore for Arc<S> {
     async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
         (**self).list_bounded(prefix, max_keys).await
     }
-    async fn get_tagged(
-        &self,
-        key: &ObjKey,
-        bound: SizeBound,
-    ) -> Result<Option<(Bytes, ObjTag)>> {
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
         (**self).get_tagged(key, bound).await
     }
     async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {

@@ -145,11 +145,7 @@ impl<S: BlockStore> BlockStore for Recording<S> {
         out
     }
 
-    async fn get_tagged(
-        &self,
-        key: &ObjKey,
-        bound: SizeBound,
-    ) -> Result<Option<(Bytes, ObjTag)>> {
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
         let out = self.inner.get_tagged(key, bound).await;
         let size = match &out {
             Ok(Some((b, _))) => b.len() as u64,
@@ -165,7 +161,6 @@ impl<S: BlockStore> BlockStore for Recording<S> {
         self.record([(Verb::Put, key.to_string(), None, size)]);
         out
     }
-
 
     async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>> {
         let out = self.inner.get_range(key, range.clone()).await;

@@ -192,7 +192,9 @@ pub struct Config {
 
 /// Wraps the opened backend store (e.g. the fault-injection wrapper of the tests).
 pub type StoreHook = std::sync::Arc<
-    dyn Fn(std::sync::Arc<dyn oram_blockstore::BlockStore>) -> std::sync::Arc<dyn oram_blockstore::BlockStore>
+    dyn Fn(
+            std::sync::Arc<dyn oram_blockstore::BlockStore>,
+        ) -> std::sync::Arc<dyn oram_blockstore::BlockStore>
         + Send
         + Sync,
 >;

@@ -230,9 +230,17 @@ mod tests {
 
     #[test]
     fn refusals() {
-        let form = req("POST", "/bkt", &[("content-type", "Multipart/Form-Data; boundary=x")]);
+        let form = req(
+            "POST",
+            "/bkt",
+            &[("content-type", "Multipart/Form-Data; boundary=x")],
+        );
         assert_eq!(s3_refusal(&form), Some(S3Refusal::FormPost));
-        let delete = req("POST", "/bkt?delete", &[("content-type", "application/xml")]);
+        let delete = req(
+            "POST",
+            "/bkt?delete",
+            &[("content-type", "application/xml")],
+        );
         assert_eq!(s3_refusal(&delete), None, "DeleteObjects is a POST too");
         let v2 = req("GET", "/b/k", &[("authorization", "AWS AKID:c2lnbmF0dXJl")]);
         assert_eq!(s3_refusal(&v2), Some(S3Refusal::SigV2));
@@ -242,7 +250,11 @@ mod tests {
             &[("authorization", "AWS4-HMAC-SHA256 Credential=a/20250101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00")],
         );
         assert_eq!(s3_refusal(&v4), None);
-        let v2q = req("GET", "/b/k?AWSAccessKeyId=a&Expires=99999999999&Signature=x", &[]);
+        let v2q = req(
+            "GET",
+            "/b/k?AWSAccessKeyId=a&Expires=99999999999&Signature=x",
+            &[],
+        );
         assert_eq!(s3_refusal(&v2q), Some(S3Refusal::SigV2));
         let v4q = "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=a&X-Amz-Date=20250101T000000Z&X-Amz-SignedHeaders=host&X-Amz-Signature=00&X-Amz-Expires=";
         assert_eq!(s3_refusal(&req("GET", &format!("{v4q}604800"), &[])), None);
@@ -251,7 +263,11 @@ mod tests {
             Some(S3Refusal::ExpiresTooLong)
         );
         assert_eq!(
-            s3_refusal(&req("GET", &format!("{v4q}4294967295000000000000000000000000000000"), &[])),
+            s3_refusal(&req(
+                "GET",
+                &format!("{v4q}4294967295000000000000000000000000000000"),
+                &[]
+            )),
             Some(S3Refusal::ExpiresTooLong)
         );
         let r = s3_refusal_response(&S3Refusal::ExpiresTooLong);
@@ -271,7 +287,10 @@ mod tests {
         }
         assert!(rl.take_at(a, t0).is_err(), "burst exhausted");
         rl.take_at(b, t0).unwrap();
-        assert!(rl.take_at(c, t0).is_err(), "no room for a third client while both owe");
+        assert!(
+            rl.take_at(c, t0).is_err(),
+            "no room for a third client while both owe"
+        );
         let later = t0 + std::time::Duration::from_secs(5);
         rl.take_at(a, later).unwrap();
         // b's bucket is full again by then and is forgotten to make room.

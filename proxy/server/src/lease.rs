@@ -52,7 +52,10 @@ struct Record {
 
 impl Record {
     fn bytes(&self) -> Bytes {
-        toml::to_string(self).expect("serialises").into_bytes().into()
+        toml::to_string(self)
+            .expect("serialises")
+            .into_bytes()
+            .into()
     }
 
     fn parse(b: &[u8]) -> Option<Self> {
@@ -387,7 +390,10 @@ pub async fn guard(
         Duration::from_secs(cfg.backend.lease_secs),
     )
     .await?;
-    Ok((Arc::new(LeasedStore::new(store, lease.clone())), Some(lease)))
+    Ok((
+        Arc::new(LeasedStore::new(store, lease.clone())),
+        Some(lease),
+    ))
 }
 
 #[cfg(test)]
@@ -396,13 +402,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_second_holder_is_refused_and_the_first_is_fenced_after_a_take_over() {
-        let store: Arc<dyn BlockStore> = Arc::new(oram_store_fs::FsStore::open(
-            tempfile::tempdir().unwrap().keep().join("store"),
-        )
-        .unwrap());
+        let store: Arc<dyn BlockStore> = Arc::new(
+            oram_store_fs::FsStore::open(tempfile::tempdir().unwrap().keep().join("store"))
+                .unwrap(),
+        );
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let d = Duration::from_secs(2);
-        let la = Lease::acquire(store.clone(), "vol0", a.path(), d).await.unwrap();
+        let la = Lease::acquire(store.clone(), "vol0", a.path(), d)
+            .await
+            .unwrap();
         assert_eq!(la.generation(), 1);
         la.check().unwrap();
         // B sees A renewing: refused.
@@ -411,9 +419,14 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(err.contains("another oram-proxy holds the backend lease"), "{err}");
+        assert!(
+            err.contains("another oram-proxy holds the backend lease"),
+            "{err}"
+        );
         // A restart of A (same data directory) takes its own lease over at once.
-        let la2 = Lease::acquire(store.clone(), "vol0", a.path(), d).await.unwrap();
+        let la2 = Lease::acquire(store.clone(), "vol0", a.path(), d)
+            .await
+            .unwrap();
         assert_eq!(la2.generation(), 2);
         // The old incarnation is fenced at its next renewal.
         let _ = la.renew(false).await;
@@ -426,7 +439,9 @@ mod tests {
         ));
         // A released lease is free for anyone.
         la2.release().await;
-        let lb = Lease::acquire(store.clone(), "vol0", b.path(), d).await.unwrap();
+        let lb = Lease::acquire(store.clone(), "vol0", b.path(), d)
+            .await
+            .unwrap();
         assert_eq!(lb.generation(), 3);
     }
 }

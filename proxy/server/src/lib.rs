@@ -388,9 +388,7 @@ fn s3_config(cfg: &Config) -> S3StoreConfig {
         max_attempts: b.max_attempts,
         // The largest legitimate object is a checkpoint (which may double a few
         // times as the index grows); every engine read is bounded more tightly.
-        max_object_bytes: volume::checkpoint_size(cfg)
-            .saturating_mul(8)
-            .max(64 << 20),
+        max_object_bytes: volume::checkpoint_size(cfg).saturating_mul(8).max(64 << 20),
         // Two slots per tree node, nodes ≤ 2 × capacity, plus the meta objects.
         max_list_keys: (cfg.engine.capacity_blocks as usize)
             .saturating_mul(4)

@@ -311,8 +311,7 @@ fn recover(args: ServeArgs) -> Result<(), String> {
     let spinner = ProgressBar::new_spinner();
     spinner.set_message("downloading and restoring the latest checkpoint");
     spinner.enable_steady_tick(Duration::from_millis(120));
-    let r =
-        runtime()?.block_on(async {
+    let r = runtime()?.block_on(async {
         oram_proxy::recover_volume(&cfg, expect.as_deref())
             .await
             .map_err(|e| e.to_string())
@@ -331,7 +330,10 @@ fn recover(args: ServeArgs) -> Result<(), String> {
         "removed {} backend objects written after that checkpoint; anything acknowledged after it is lost",
         r.swept
     );
-    println!("volume id {} (pass --volume-id to insist on it)", r.volume_id);
+    println!(
+        "volume id {} (pass --volume-id to insist on it)",
+        r.volume_id
+    );
     println!("run `oram-proxy fsck` to verify, then `oram-proxy serve`");
     Ok(())
 }

@@ -198,7 +198,10 @@ mod tests {
         let signed = sign_header(&key, &p);
         assert!(header_is_authentic(&key, &signed));
         assert!(!header_is_authentic(&key, &p), "no MAC");
-        assert!(!header_is_authentic(&MasterKey::generate(), &signed), "other key");
+        assert!(
+            !header_is_authentic(&MasterKey::generate(), &signed),
+            "other key"
+        );
         let mut moved = signed.clone();
         moved.prefix = "vol1".into();
         assert!(!header_is_authentic(&key, &moved), "prefix changed");

@@ -121,7 +121,8 @@ async fn ensure_header(store: &dyn BlockStore, p: &VolumeParams) -> Result<(), P
             p.prefix, h.volume_id, p.volume_id
         ))),
         None => {
-            if !crate::lease::without_lease(store.list(&format!("{}/", p.prefix)).await?).is_empty() {
+            if !crate::lease::without_lease(store.list(&format!("{}/", p.prefix)).await?).is_empty()
+            {
                 return Err(ProxyError::Integrity(format!(
                     "the backend prefix {:?} holds objects but no volume header: it was \
                      tampered with or is not this volume's",
@@ -302,7 +303,11 @@ impl Volume {
             );
             datadir::save_volume(dir, &params)?;
             // The prefix was just found empty: no need to look again.
-            write_header(store.as_ref(), &crate::meta_auth::sign_header(&key, &params)).await?;
+            write_header(
+                store.as_ref(),
+                &crate::meta_auth::sign_header(&key, &params),
+            )
+            .await?;
             (params, key, new_key)
         };
         Self::assemble(cfg, params, key, store, lease, !existed, new_key).await
@@ -457,7 +462,9 @@ impl Volume {
             Prefix::V2(h) => Ok(Some(h.epoch)),
             Prefix::V1(_) => {
                 let bound = oram_blockstore::SizeBound::AtMost(
-                    self.checkpoint_size.saturating_mul(8).saturating_add(1 << 20),
+                    self.checkpoint_size
+                        .saturating_mul(8)
+                        .saturating_add(1 << 20),
                 );
                 let obj = self
                     .store
@@ -605,7 +612,9 @@ pub async fn recover(cfg: &Config, expect: Option<&str>) -> Result<Recovered, Pr
     let bound = match crate::meta_auth::parse_prefix(&sealer, &head)? {
         crate::meta_auth::Prefix::V2(h) => oram_blockstore::SizeBound::Exact(h.total),
         crate::meta_auth::Prefix::V1(_) => oram_blockstore::SizeBound::AtMost(
-            checkpoint_size(cfg).saturating_mul(8).saturating_add(1 << 20),
+            checkpoint_size(cfg)
+                .saturating_mul(8)
+                .saturating_add(1 << 20),
         ),
     };
     let obj = store

@@ -155,7 +155,11 @@ impl Auth {
                 expires: now + self.ttl,
             },
         );
-        tokens.by_account.entry(account.clone()).or_default().push_back(h);
+        tokens
+            .by_account
+            .entry(account.clone())
+            .or_default()
+            .push_back(h);
         Some((account, token))
     }
 
@@ -209,8 +213,16 @@ mod tests {
         for _ in 0..MAX_TOKENS_PER_ACCOUNT + 10 {
             a.login("other:other", "other-key").unwrap();
         }
-        assert_eq!(a.check(&theirs).as_deref(), Some("acct"), "evicted by another account");
-        assert_eq!(a.check(&first_own), None, "an account's oldest token goes first");
+        assert_eq!(
+            a.check(&theirs).as_deref(),
+            Some("acct"),
+            "evicted by another account"
+        );
+        assert_eq!(
+            a.check(&first_own),
+            None,
+            "an account's oldest token goes first"
+        );
         let t = a.tokens.lock().unwrap();
         assert_eq!(t.by_account["other"].len(), MAX_TOKENS_PER_ACCOUNT);
         assert_eq!(t.by_hash.len(), MAX_TOKENS_PER_ACCOUNT + 1);

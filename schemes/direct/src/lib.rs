@@ -187,8 +187,12 @@ impl Oram for DirectEngine {
             .iter()
             .map(|(&b, nv)| self.block_key(b, nv.slot))
             .collect();
-        let got = self.store
-            .get_many_bounded(&keys, oram_blockstore::SizeBound::Exact(Sealer::sealed_len(self.cfg.block_size) as u64))
+        let got = self
+            .store
+            .get_many_bounded(
+                &keys,
+                oram_blockstore::SizeBound::Exact(Sealer::sealed_len(self.cfg.block_size) as u64),
+            )
             .await?;
         let mut current: HashMap<u64, Bytes> = HashMap::new();
         for ((&b, &nv), obj) in fetch.iter().zip(got) {
@@ -258,9 +262,15 @@ impl Oram for DirectEngine {
                 .iter()
                 .map(|(b, nv)| self.block_key(*b, nv.slot))
                 .collect();
-            let got = self.store
-            .get_many_bounded(&keys, oram_blockstore::SizeBound::Exact(Sealer::sealed_len(self.cfg.block_size) as u64))
-            .await?;
+            let got = self
+                .store
+                .get_many_bounded(
+                    &keys,
+                    oram_blockstore::SizeBound::Exact(
+                        Sealer::sealed_len(self.cfg.block_size) as u64
+                    ),
+                )
+                .await?;
             for ((b, nv), obj) in chunk.iter().zip(got) {
                 if *b >= self.cfg.capacity {
                     rep.problem(format!("block {b} beyond the capacity"));

@@ -745,7 +745,10 @@ impl Inner {
                     Ok(Vec::new())
                 } else {
                     self.store
-                        .get_many_bounded(&whole_keys, oram_blockstore::SizeBound::Exact(self.lay.object_len() as u64))
+                        .get_many_bounded(
+                            &whole_keys,
+                            oram_blockstore::SizeBound::Exact(self.lay.object_len() as u64),
+                        )
                         .await
                 }
             },
@@ -1102,8 +1105,12 @@ impl Inner {
                 .iter()
                 .map(|(n, nv)| self.node_key(*n, nv.slot))
                 .collect();
-            let got = self.store
-                .get_many_bounded(&keys, oram_blockstore::SizeBound::Exact(self.lay.object_len() as u64))
+            let got = self
+                .store
+                .get_many_bounded(
+                    &keys,
+                    oram_blockstore::SizeBound::Exact(self.lay.object_len() as u64),
+                )
                 .await?;
             for ((n, nv), obj) in batch.into_iter().zip(got) {
                 let meta = match metas.remove(&n) {

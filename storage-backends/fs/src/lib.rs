@@ -89,8 +89,12 @@ impl FsStore {
         fs::create_dir_all(&root).map_err(io_err("open", root.display()))?;
         // The root itself is the operator's choice (it may be a link); below it
         // nothing is followed.
-        let root_fd = rustix::fs::open(&root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| io_err("open", root.display())(e.into()))?;
+        let root_fd = rustix::fs::open(
+            &root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_err("open", root.display())(e.into()))?;
         match rustix::fs::mkdirat(&root_fd, TMP_DIR, Mode::from_raw_mode(0o700)) {
             Ok(()) => {}
             Err(rustix::io::Errno::EXIST) => {}
@@ -102,7 +106,8 @@ impl FsStore {
             let entry = entry.map_err(io_err("open", tmp.display()))?;
             // A leftover temp file was never renamed: its write was never acknowledged.
             if entry.file_name() != CAS_LOCK {
-                let _ = rustix::fs::unlinkat(&tmp_fd, entry.file_name().as_os_str(), AtFlags::empty());
+                let _ =
+                    rustix::fs::unlinkat(&tmp_fd, entry.file_name().as_os_str(), AtFlags::empty());
             }
         }
         Ok(Self {
@@ -121,7 +126,6 @@ impl FsStore {
     pub fn root(&self) -> &Path {
         &self.inner.root
     }
-
 
     /// Runs blocking file work on the blocking pool, at most `DEFAULT_PARALLELISM` at once.
     async fn blocking<T: Send + 'static>(
@@ -149,7 +153,10 @@ fn split_key(key: &ObjKey) -> (Vec<&str>, &str) {
     (segs, name)
 }
 
-fn errno(op: &'static str, what: impl std::fmt::Display) -> impl FnOnce(rustix::io::Errno) -> StoreError {
+fn errno(
+    op: &'static str,
+    what: impl std::fmt::Display,
+) -> impl FnOnce(rustix::io::Errno) -> StoreError {
     move |e| io_err(op, what)(e.into())
 }
 
@@ -233,7 +240,13 @@ impl Inner {
     fn tag_of(f: &File, key: &ObjKey) -> Result<ObjTag> {
         use std::os::unix::fs::MetadataExt;
         let m = f.metadata().map_err(io_err("get", key))?;
-        Ok(ObjTag(format!("{}-{}-{}.{}", m.ino(), m.size(), m.mtime(), m.mtime_nsec())))
+        Ok(ObjTag(format!(
+            "{}-{}-{}.{}",
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec()
+        )))
     }
 
     /// Writes `data` to a fresh temporary file and fsyncs it; returns its name in
@@ -277,7 +290,8 @@ impl Inner {
 #[async_trait]
 impl BlockStore for FsStore {
     async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
-        self.get_many_bounded(keys, SizeBound::AtMost(u64::MAX)).await
+        self.get_many_bounded(keys, SizeBound::AtMost(u64::MAX))
+            .await
     }
 
     async fn get_many_bounded(
@@ -359,7 +373,9 @@ impl BlockStore for FsStore {
                 }
                 let res = inner
                     .parent(&key, "put", true)
-                    .and_then(|d| d.ok_or_else(|| io_err("put", &key)(io::ErrorKind::NotFound.into())))
+                    .and_then(|d| {
+                        d.ok_or_else(|| io_err("put", &key)(io::ErrorKind::NotFound.into()))
+                    })
                     .and_then(|d| {
                         inner.install(&tmp, &d, &key)?;
                         Ok(d)
@@ -444,11 +460,7 @@ impl BlockStore for FsStore {
         .await
     }
 
-    async fn get_tagged(
-        &self,
-        key: &ObjKey,
-        bound: SizeBound,
-    ) -> Result<Option<(Bytes, ObjTag)>> {
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
         let key = key.clone();
         self.blocking(move |inner| {
             let Some(f) = inner.open_file(&key)? else {
@@ -583,8 +595,14 @@ mod tests {
         let link = root.join("vol/n/8");
         std::os::unix::fs::symlink(outside.path().join("secret"), &link).unwrap();
         let k8 = ObjKey::new("vol/n/8").unwrap();
-        assert!(store.get_many(std::slice::from_ref(&k8)).await.is_err(), "read through a link");
-        assert!(store.get_range(&k8, 0..4).await.is_err(), "ranged read through a link");
+        assert!(
+            store.get_many(std::slice::from_ref(&k8)).await.is_err(),
+            "read through a link"
+        );
+        assert!(
+            store.get_range(&k8, 0..4).await.is_err(),
+            "ranged read through a link"
+        );
         // A link in place of a directory: reads fail, writes do not land outside.
         std::os::unix::fs::symlink(outside.path(), root.join("vol/x")).unwrap();
         let kx = ObjKey::new("vol/x/secret").unwrap();
@@ -594,9 +612,15 @@ mod tests {
             .put_many(vec![(kw.clone(), Bytes::from_static(b"x"))])
             .await
             .is_err());
-        assert!(!outside.path().join("new").exists(), "a write went through a link");
+        assert!(
+            !outside.path().join("new").exists(),
+            "a write went through a link"
+        );
         assert!(store.delete_many(std::slice::from_ref(&kx)).await.is_err());
-        assert!(outside.path().join("secret").exists(), "a delete went through a link");
+        assert!(
+            outside.path().join("secret").exists(),
+            "a delete went through a link"
+        );
         // Listings skip links; the genuine object still reads.
         let listed = store.list("vol/").await.unwrap();
         assert_eq!(listed, vec![k.clone()]);
@@ -609,7 +633,10 @@ mod tests {
             .put_many(vec![(k8.clone(), Bytes::from_static(b"mine"))])
             .await
             .unwrap();
-        assert_eq!(fs::read(outside.path().join("secret")).unwrap(), b"not yours");
+        assert_eq!(
+            fs::read(outside.path().join("secret")).unwrap(),
+            b"not yours"
+        );
     }
 
     #[tokio::test]

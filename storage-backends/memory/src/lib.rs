@@ -98,11 +98,7 @@ impl BlockStore for MemoryStore {
         Ok(())
     }
 
-    async fn get_tagged(
-        &self,
-        key: &ObjKey,
-        bound: SizeBound,
-    ) -> Result<Option<(Bytes, ObjTag)>> {
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
         let map = self.read();
         let Some(v) = map.get(key) else {
             return Ok(None);

@@ -32,7 +32,9 @@ fn compact(k: Known) -> Stored {
             let hex = t.trim_matches('"');
             let mut md5 = [0u8; 16];
             let ok = hex.len() == 32
-                && hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
                 && (0..16).all(|i| {
                     u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
                         .map(|b| md5[i] = b)

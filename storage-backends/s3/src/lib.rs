@@ -308,7 +308,9 @@ impl S3Store {
                     match out.body.try_next().await {
                         Ok(Some(chunk)) => {
                             if buf.len() as u64 + chunk.len() as u64 > cap {
-                                return Err(bound.violation(&full, format!("more than {cap} bytes")));
+                                return Err(
+                                    bound.violation(&full, format!("more than {cap} bytes"))
+                                );
                             }
                             buf.extend_from_slice(&chunk);
                         }
@@ -370,9 +372,7 @@ impl S3Store {
                 self.etags.set(key, Known::Tag(tag.clone()));
                 Ok(ObjTag(tag))
             }
-            Err(e) if status(&e) == Some(412) => {
-                Err(StoreError::PreconditionFailed { key: full })
-            }
+            Err(e) if status(&e) == Some(412) => Err(StoreError::PreconditionFailed { key: full }),
             Err(e) => Err(map_err("put", &full, e)),
         }
     }
@@ -437,16 +437,16 @@ impl BlockStore for S3Store {
     }
 
     async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        try_join_all(items.into_iter().map(|(k, v)| async move { self.put_tracked(&k, v).await }))
-            .await
-            .map(|_| ())
+        try_join_all(
+            items
+                .into_iter()
+                .map(|(k, v)| async move { self.put_tracked(&k, v).await }),
+        )
+        .await
+        .map(|_| ())
     }
 
-    async fn get_tagged(
-        &self,
-        key: &ObjKey,
-        bound: SizeBound,
-    ) -> Result<Option<(Bytes, ObjTag)>> {
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
         Ok(self
             .get_one(key, None, bound)
             .await?
