@@ -175,11 +175,15 @@ async fn proxy_over_minio_round_trip_leaks_no_names_or_plaintext() {
         }
     }
     assert_eq!(sizes.len(), 1, "all tree buckets have one size: {sizes:?}");
-    // Besides the tree: the public volume header and the sealed checkpoint, whose
-    // size is fixed by the volume's parameters.
+    // Besides the tree: the public volume header, the sealed checkpoint, whose
+    // size is fixed by the volume's parameters, and the lease.
     assert_eq!(
         meta.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["p/vol0/meta/checkpoint", "p/vol0/meta/volume"]
+        [
+            "p/vol0/meta/checkpoint",
+            "p/vol0/meta/lease",
+            "p/vol0/meta/volume"
+        ]
     );
     assert_eq!(
         meta["p/vol0/meta/checkpoint"] as u64,

@@ -300,8 +300,12 @@ impl Lease {
 }
 
 async fn renew_loop(lease: Weak<Lease>) {
+    let mut failing = false;
     loop {
         let every = match lease.upgrade() {
+            // After a failed renewal (backend down), retry every second so that
+            // writes resume as soon as the backend is back.
+            Some(_) if failing => Duration::from_secs(1),
             Some(l) => l.duration / 4,
             None => return,
         };
@@ -310,11 +314,13 @@ async fn renew_loop(lease: Weak<Lease>) {
         if l.lost.load(Ordering::SeqCst) || l.lock().record.released {
             return;
         }
-        if let Err(e) = l.renew(false).await {
-            if matches!(e, StoreError::Fenced(_)) {
-                return;
+        match l.renew(false).await {
+            Ok(()) => failing = false,
+            Err(StoreError::Fenced(_)) => return,
+            Err(e) => {
+                failing = true;
+                tracing::warn!("backend lease renewal failed (retrying): {e}");
             }
-            tracing::warn!("backend lease renewal failed (retrying): {e}");
         }
     }
 }
