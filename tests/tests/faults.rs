@@ -136,7 +136,9 @@ async fn run(
     } else {
         FaultPlan::default()
     };
-    let slot: Arc<Mutex<Option<(Arc<FaultStore<Arc<dyn BlockStore>>>, Arc<Rec>)>>> = Arc::default();
+    /// The fault store and the recorder the hook built, once it has run.
+    type Wrapped = (Arc<FaultStore<Arc<dyn BlockStore>>>, Arc<Rec>);
+    let slot: Arc<Mutex<Option<Wrapped>>> = Arc::default();
     let hook_slot = slot.clone();
     cfg.hooks.wrap_store = Some(Arc::new(move |inner: Arc<dyn BlockStore>| {
         let f = Arc::new(FaultStore::new(Arc::new(inner), plan.clone()));

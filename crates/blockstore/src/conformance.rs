@@ -72,7 +72,7 @@ pub async fn bounded_reads<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
         "a 5000-byte object must not pass at most 4096: {e:?}"
     );
     let got = store
-        .get_many_bounded(&[b.clone()], SizeBound::AtMost(5000))
+        .get_many_bounded(std::slice::from_ref(&b), SizeBound::AtMost(5000))
         .await
         .unwrap();
     assert_eq!(got, vec![Some(pattern(8, 5000))]);

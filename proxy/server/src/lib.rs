@@ -532,9 +532,7 @@ impl hyper::body::Body for SwiftOrS3 {
             SwiftOrS3::Swift(b) => std::pin::Pin::new(b)
                 .poll_frame(cx)
                 .map(|o| o.map(|r| r.map_err(Into::into))),
-            SwiftOrS3::S3(b) => std::pin::Pin::new(b)
-                .poll_frame(cx)
-                .map(|o| o.map(|r| r.map_err(Into::into))),
+            SwiftOrS3::S3(b) => std::pin::Pin::new(b).poll_frame(cx),
         }
     }
 
