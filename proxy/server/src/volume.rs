@@ -40,6 +40,8 @@ pub struct Volume {
     /// Requests and bytes sent to the backend since the volume was opened (the
     /// volume header check at open excluded).
     pub backend_counters: Arc<Accounting<Arc<dyn BlockStore>>>,
+    /// The recent backend requests, errors and latencies (the dashboard's source).
+    pub tap: Arc<crate::tap::TapShared>,
     /// The data directory.
     pub data_dir: std::path::PathBuf,
     /// The state database.
@@ -297,7 +299,9 @@ impl Volume {
         let volume_id = params.volume_id()?;
         let sealer = Arc::new(Sealer::new(&key, volume_id));
         drop(key);
-        let backend_counters = Arc::new(Accounting::new(store));
+        let tap = crate::tap::Tap::new(store);
+        let tap_shared = tap.shared();
+        let backend_counters = Arc::new(Accounting::new(Arc::new(tap) as Arc<dyn BlockStore>));
         let store: Arc<dyn BlockStore> = backend_counters.clone();
         let db = Db::open(&datadir::state_path(&cfg.data_dir), volume_id.0)?;
         let state = db.state()?;
@@ -322,6 +326,7 @@ impl Volume {
             params,
             store,
             backend_counters,
+            tap: tap_shared,
             data_dir: cfg.data_dir.clone(),
             db,
             layer,
@@ -480,6 +485,21 @@ impl Volume {
     }
 }
 
+/// When the newest checkpoint known to be on the backend was taken (ms since the
+/// Unix epoch): the last checkpoint, if its upload is recorded as landed.
+pub fn last_checkpoint_ms(db: &Db) -> Option<u64> {
+    let u64_meta = |name: &str| {
+        db.meta(name)
+            .ok()
+            .flatten()
+            .and_then(|b| b.try_into().ok().map(u64::from_be_bytes))
+    };
+    let uploaded = u64_meta("checkpoint_uploaded")?;
+    (uploaded + 1 == db.epoch())
+        .then(|| u64_meta("checkpoint_ms"))
+        .flatten()
+}
+
 /// What `recover` did.
 #[derive(Debug)]
 pub struct Recovered {
@@ -500,6 +520,14 @@ pub struct Recovered {
 /// file is copied into the data directory). Objects written after that checkpoint
 /// are lost, and the backend objects they left are deleted.
 pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
+    recover_with_progress(cfg, &|_| {}).await
+}
+
+/// [`recover`], telling `progress` each step as it begins.
+pub async fn recover_with_progress(
+    cfg: &Config,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<Recovered, ProxyError> {
     let dir = &cfg.data_dir;
     if datadir::has_volume(dir) || datadir::state_path(dir).exists() {
         return Err(ProxyError::Params(format!(
@@ -507,6 +535,7 @@ pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
             dir.display()
         )));
     }
+    progress("reading the volume header");
     let store = open_store(cfg).await?;
     let prefix = &cfg.backend.prefix;
     let params = read_header(store.as_ref(), prefix)
@@ -528,6 +557,7 @@ pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
         _ => source.load(params.kdf.as_ref(), &params.key_check)?,
     };
     let volume_id = params.volume_id()?;
+    progress("downloading the latest checkpoint");
     let got = store.get_many(&[checkpoint_key(prefix)]).await?;
     let obj = got.into_iter().next().flatten().ok_or_else(|| {
         ProxyError::Params(
@@ -540,6 +570,7 @@ pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
         ));
     }
     let epoch = u64::from_be_bytes(obj[8..16].try_into().expect("8 bytes"));
+    progress("opening and restoring the checkpoint");
     let sealer = Sealer::new(&key, volume_id);
     let snap = sealer
         .open(
@@ -562,7 +593,9 @@ pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
     db.set_epoch(epoch + 1)?;
     drop(db);
     datadir::save_volume(dir, &params)?;
+    progress("opening the volume");
     let vol = Volume::assemble(cfg, params, key, store, false, false).await?;
+    progress("removing backend objects written after the checkpoint");
     let swept = vol.layer.engine().sweep().await?;
     let usage = vol.layer.index_counts();
     Ok(Recovered {
