@@ -31,9 +31,11 @@ fn has(names: &[&str], n: &str) -> bool {
 }
 
 fn query_value<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
-    query?
-        .split('&')
-        .find_map(|p| p.split_once('=').filter(|(k, _)| *k == name).map(|(_, v)| v))
+    query?.split('&').find_map(|p| {
+        p.split_once('=')
+            .filter(|(k, _)| *k == name)
+            .map(|(_, v)| v)
+    })
 }
 
 /// Bucket sub-resources that configure rather than list.
@@ -210,17 +212,32 @@ mod tests {
             s3op("GET", "/b", Some("list-type=2&prefix=x"), false),
             "ListObjectsV2"
         );
-        assert_eq!(s3op("GET", "/b", Some("versions"), false), "ListObjectVersions");
-        assert_eq!(s3op("GET", "/b", Some("uploads"), false), "ListMultipartUploads");
-        assert_eq!(s3op("GET", "/b", Some("location="), false), "GetBucketLocation");
-        assert_eq!(s3op("GET", "/b", Some("versioning"), false), "GetBucketConfig");
+        assert_eq!(
+            s3op("GET", "/b", Some("versions"), false),
+            "ListObjectVersions"
+        );
+        assert_eq!(
+            s3op("GET", "/b", Some("uploads"), false),
+            "ListMultipartUploads"
+        );
+        assert_eq!(
+            s3op("GET", "/b", Some("location="), false),
+            "GetBucketLocation"
+        );
+        assert_eq!(
+            s3op("GET", "/b", Some("versioning"), false),
+            "GetBucketConfig"
+        );
         assert_eq!(s3op("POST", "/b", Some("delete"), false), "DeleteObjects");
         assert_eq!(s3op("GET", "/b/k/x", None, false), "GetObject");
         assert_eq!(s3op("HEAD", "/b/k", None, false), "HeadObject");
         assert_eq!(s3op("PUT", "/b/k", None, false), "PutObject");
         assert_eq!(s3op("PUT", "/b/k", None, true), "CopyObject");
         assert_eq!(s3op("DELETE", "/b/k", None, false), "DeleteObject");
-        assert_eq!(s3op("POST", "/b/k", Some("uploads"), false), "CreateMultipartUpload");
+        assert_eq!(
+            s3op("POST", "/b/k", Some("uploads"), false),
+            "CreateMultipartUpload"
+        );
         assert_eq!(
             s3op("PUT", "/b/k", Some("partNumber=1&uploadId=x"), false),
             "UploadPart"
@@ -238,7 +255,10 @@ mod tests {
             "AbortMultipartUpload"
         );
         assert_eq!(s3op("GET", "/b/k", Some("uploadId=x"), false), "ListParts");
-        assert_eq!(s3op("GET", "/b/k", Some("tagging"), false), "GetObjectConfig");
+        assert_eq!(
+            s3op("GET", "/b/k", Some("tagging"), false),
+            "GetObjectConfig"
+        );
         assert_eq!(s3op("PATCH", "/b/k", None, false), "Other");
         let c = s3(&Method::GET, "/b/dir/k", None, &HeaderMap::new());
         assert_eq!(c.object.as_deref(), Some("b/dir/k"));

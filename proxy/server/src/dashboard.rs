@@ -168,7 +168,13 @@ pub fn data(ep: &Endpoint, since_backend: u64, since_client: u64) -> String {
             o.push(',');
         }
         let x = ev.x.map_or("null".to_string(), |x| format!("{x:.6}"));
-        let _ = write!(o, "[{:.1},\"{}\",\"{}\",{x},", ev.t_ms, ev.api.name(), ev.op);
+        let _ = write!(
+            o,
+            "[{:.1},\"{}\",\"{}\",{x},",
+            ev.t_ms,
+            ev.api.name(),
+            ev.op
+        );
         match &ev.label {
             Some(l) => json_str(&mut o, l),
             None => o.push_str("null"),

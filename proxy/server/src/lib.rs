@@ -294,7 +294,9 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     };
     let vol = Arc::new(volume::Volume::open(cfg).await?);
     vol.repair_checkpoint().await?;
-    let tel = Arc::new(telemetry::Telemetry::new(cfg.metrics.dashboard_object_names));
+    let tel = Arc::new(telemetry::Telemetry::new(
+        cfg.metrics.dashboard_object_names,
+    ));
     if let Some(ms) = volume::last_checkpoint_ms(&vol.db) {
         tel.checkpoint_done(Some(ms));
     }
@@ -319,11 +321,10 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     })?;
     let (stop, stopped) = oneshot::channel();
     let limit = Arc::new(Semaphore::new(cfg.s3.max_concurrent_requests));
-    let s3_handler =
-        move |req: http::Request<telemetry::Counted<hyper::body::Incoming>>| {
-            let service = service.clone();
-            async move { service.call(req.map(s3s::Body::http_body_unsync)).await }
-        };
+    let s3_handler = move |req: http::Request<telemetry::Counted<hyper::body::Incoming>>| {
+        let service = service.clone();
+        async move { service.call(req.map(s3s::Body::http_body_unsync)).await }
+    };
     let s3_handler = telemetry::observe(tel.clone(), telemetry::Api::S3, s3_handler);
     let task = tokio::spawn(serve(
         listener,
@@ -376,13 +377,13 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
                 swift_users,
                 oram_swift::SwiftConfig {
                     token_ttl: Duration::from_secs(cfg.swift.token_ttl_secs),
+                    https: tls.is_some(),
                 },
             );
-            let handler =
-                move |req: http::Request<telemetry::Counted<hyper::body::Incoming>>| {
-                    let api = api.clone();
-                    async move { Ok::<_, std::convert::Infallible>(api.handle(req).await) }
-                };
+            let handler = move |req: http::Request<telemetry::Counted<hyper::body::Incoming>>| {
+                let api = api.clone();
+                async move { Ok::<_, std::convert::Infallible>(api.handle(req).await) }
+            };
             let handler = telemetry::observe(tel.clone(), telemetry::Api::Swift, handler);
             let (tx, rx) = oneshot::channel();
             let limit = Arc::new(Semaphore::new(cfg.swift.max_concurrent_requests));

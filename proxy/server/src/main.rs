@@ -319,7 +319,10 @@ fn init(args: InitArgs) -> Result<(), String> {
             utc(made.info.not_after),
             made.info.fingerprint
         );
-        println!("  give clients the CA certificate: {}", made.ca_file.display());
+        println!(
+            "  give clients the CA certificate: {}",
+            made.ca_file.display()
+        );
         println!("  server certificate: {}", made.cert_file.display());
         println!("  server key (0600):  {}", made.key_file.display());
         if cfg.tls.cert_file.is_some() {
@@ -336,7 +339,10 @@ fn init(args: InitArgs) -> Result<(), String> {
 
 fn stats(args: StatsArgs) -> Result<(), String> {
     let (cfg, _) = configure(args.serve)?;
-    let target = match (args.url, oram_proxy::ops::target(&cfg).map_err(|e| e.to_string())?) {
+    let target = match (
+        args.url,
+        oram_proxy::ops::target(&cfg).map_err(|e| e.to_string())?,
+    ) {
         (Some(url), t) => Some(oram_proxy::ops::Target {
             url,
             token_file: t.as_ref().and_then(|t| t.token_file.clone()),
@@ -401,7 +407,9 @@ fn compact(args: ServeArgs) -> Result<(), String> {
             .expect("valid template"),
     );
     spinner.enable_steady_tick(Duration::from_millis(120));
-    let r = oram_proxy::ops::compact(&cfg, |pass| spinner.set_message(format!("pass {}", pass + 1)));
+    let r = oram_proxy::ops::compact(&cfg, |pass| {
+        spinner.set_message(format!("pass {}", pass + 1))
+    });
     spinner.finish_and_clear();
     let c = r.map_err(|e| e.to_string())?;
     println!(
@@ -564,7 +572,11 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         notify.ready(&format!(
             "serving S3 on {}{}",
             server.s3_addr(),
-            if server.tls_info().is_some() { " (TLS)" } else { "" }
+            if server.tls_info().is_some() {
+                " (TLS)"
+            } else {
+                ""
+            }
         ));
         serve_signals(&server, &notify).await;
         tracing::info!("shutting down: finishing in-flight requests");
@@ -622,7 +634,10 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
         );
         let ca = oram_proxy::tls::default_dir(&cfg.data_dir).join("ca.pem");
         if ca.exists() {
-            println!("  clients:    verify with the CA certificate {}", ca.display());
+            println!(
+                "  clients:    verify with the CA certificate {}",
+                ca.display()
+            );
         }
     }
     if let Some(m) = server.metrics_addr() {
@@ -692,4 +707,3 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
         println!("  secret key: (not shown)");
     }
 }
-

@@ -91,7 +91,10 @@ impl Token {
     pub fn matches(&self, given: &str) -> bool {
         let a = Sha256::digest(self.0.as_bytes());
         let b = Sha256::digest(given.as_bytes());
-        a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        a.iter()
+            .zip(b.iter())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
     }
 }
 
@@ -527,7 +530,11 @@ pub fn render(ep: &Endpoint) -> String {
     o.0
 }
 
-fn respond(status: http::StatusCode, ctype: &str, body: impl Into<bytes::Bytes>) -> http::Response<s3s::Body> {
+fn respond(
+    status: http::StatusCode,
+    ctype: &str,
+    body: impl Into<bytes::Bytes>,
+) -> http::Response<s3s::Body> {
     let mut r = http::Response::new(s3s::Body::from(body.into()));
     *r.status_mut() = status;
     let h = r.headers_mut();
@@ -558,7 +565,10 @@ fn authorized(ep: &Endpoint, req: &http::Request<hyper::body::Incoming>) -> bool
         .is_some_and(|t| token.matches(t.trim()))
 }
 
-async fn handle(ep: Arc<Endpoint>, req: http::Request<hyper::body::Incoming>) -> http::Response<s3s::Body> {
+async fn handle(
+    ep: Arc<Endpoint>,
+    req: http::Request<hyper::body::Incoming>,
+) -> http::Response<s3s::Body> {
     use http::StatusCode;
     let path = req.uri().path().to_string();
     if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
@@ -595,9 +605,8 @@ async fn handle(ep: Arc<Endpoint>, req: http::Request<hyper::body::Incoming>) ->
             }
         }
         p if ep.dashboard && p.starts_with("/dashboard") => {
-            crate::dashboard::route(&ep, p, req.uri().query()).unwrap_or_else(|| {
-                respond(StatusCode::NOT_FOUND, "text/plain", "not found\n")
-            })
+            crate::dashboard::route(&ep, p, req.uri().query())
+                .unwrap_or_else(|| respond(StatusCode::NOT_FOUND, "text/plain", "not found\n"))
         }
         _ => respond(
             StatusCode::NOT_FOUND,
@@ -622,7 +631,10 @@ pub(crate) fn dashboard_response(
         ),
     );
     h.insert("x-frame-options", http::HeaderValue::from_static("DENY"));
-    h.insert("referrer-policy", http::HeaderValue::from_static("no-referrer"));
+    h.insert(
+        "referrer-policy",
+        http::HeaderValue::from_static("no-referrer"),
+    );
     r
 }
 

@@ -192,7 +192,8 @@ pub fn fetch_metrics(t: &Target) -> Result<String, FetchError> {
         s.read_to_end(&mut raw)
             .map_err(|e| other(format!("{}: {e}", t.url)))?;
     }
-    let (status, body) = parse_response(&raw).ok_or_else(|| other("malformed HTTP answer".into()))?;
+    let (status, body) =
+        parse_response(&raw).ok_or_else(|| other("malformed HTTP answer".into()))?;
     match status {
         200 => Ok(body),
         401 => Err(other(format!(
@@ -245,11 +246,19 @@ pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// A byte count in B, KiB, MiB, GiB or TiB.
 fn mib(b: f64) -> String {
-    if b >= (1u64 << 30) as f64 {
-        format!("{:.2} GiB", b / (1u64 << 30) as f64)
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b.max(0.0);
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{v:.0} B")
     } else {
-        format!("{:.1} MiB", b / (1u64 << 20) as f64)
+        format!("{v:.1} {}", units[i])
     }
 }
 
@@ -295,10 +304,7 @@ pub fn live_report(m: &BTreeMap<String, f64>) -> Vec<(&'static str, String)> {
         .unwrap_or_default()
         .as_secs_f64();
     let mut out = vec![
-        (
-            "uptime",
-            human_secs(now - g("oram_start_time_seconds")),
-        ),
+        ("uptime", human_secs(now - g("oram_start_time_seconds"))),
         (
             "engine",
             format!(
@@ -359,10 +365,7 @@ pub fn live_report(m: &BTreeMap<String, f64>) -> Vec<(&'static str, String)> {
                 g("oram_checkpoint_failures_total")
             ),
         ),
-        (
-            "state.redb",
-            mib(g("oram_state_file_bytes")),
-        ),
+        ("state.redb", mib(g("oram_state_file_bytes"))),
         (
             "backend",
             format!(
@@ -420,7 +423,10 @@ pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, Proxy
         ),
     )];
     if !state.exists() {
-        out.push(("state.redb", "absent (the volume never stored anything)".into()));
+        out.push((
+            "state.redb",
+            "absent (the volume never stored anything)".into(),
+        ));
         return Ok(out);
     }
     let db = oram_statedb::Db::open(&state, p.volume_id()?.0)?;
@@ -438,9 +444,7 @@ pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, Proxy
     out.push(("stash", format!("{} blocks", entries("stash"))));
     out.push((
         "backlog",
-        format!(
-            "{journal} journaled buckets ({journal_bytes} bytes), resent at the next start"
-        ),
+        format!("{journal} journaled buckets ({journal_bytes} bytes), resent at the next start"),
     ));
     let epoch = db.epoch();
     out.push((
@@ -455,7 +459,9 @@ pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, Proxy
                 )
             }
             None if epoch == 0 => "none yet".into(),
-            None => format!("epoch {epoch}: the last one did not complete (the next start takes one)"),
+            None => {
+                format!("epoch {epoch}: the last one did not complete (the next start takes one)")
+            }
         },
     ));
     out.push(("state.redb", mib(file_bytes as f64)));
@@ -486,7 +492,10 @@ mod tests {
         let chunked =
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2;x=y\r\nlo\r\n0\r\n\r\n";
         assert_eq!(parse_response(chunked), Some((200, "hello".into())));
-        assert_eq!(parse_response(b"HTTP/1.1 401 No\r\n\r\n"), Some((401, String::new())));
+        assert_eq!(
+            parse_response(b"HTTP/1.1 401 No\r\n\r\n"),
+            Some((401, String::new()))
+        );
         assert_eq!(parse_response(b"garbage"), None);
     }
 
@@ -501,8 +510,21 @@ mod tests {
         let m = parse_metrics(text);
         assert_eq!(m["oram_capacity_blocks{kind=\"used\"}"], 25.0);
         let r: BTreeMap<_, _> = live_report(&m).into_iter().collect();
-        assert!(r["engine"].starts_with("ring, 100 blocks of 4096 bytes"), "{}", r["engine"]);
-        assert!(r["capacity used"].contains("25.0%"), "{}", r["capacity used"]);
+        assert!(
+            r["engine"].starts_with("ring, 100 blocks of 4096 bytes"),
+            "{}",
+            r["engine"]
+        );
+        assert!(
+            r["capacity used"].contains("25.0%"),
+            "{}",
+            r["capacity used"]
+        );
+        assert!(
+            r["capacity used"].contains("(100.0 KiB, "),
+            "{}",
+            r["capacity used"]
+        );
         assert!(r["stash"].starts_with("3 blocks now"), "{}", r["stash"]);
         assert!(r["backend"].starts_with("12 requests"), "{}", r["backend"]);
         assert_eq!(r["lease"], "none");
@@ -540,6 +562,14 @@ mod tests {
             .local_addr()
             .unwrap()
             .port()
+    }
+
+    #[test]
+    fn sizes_read_well() {
+        assert_eq!(mib(0.0), "0 B");
+        assert_eq!(mib(1023.0), "1023 B");
+        assert_eq!(mib(1536.0), "1.5 KiB");
+        assert_eq!(mib((5u64 << 30) as f64), "5.0 GiB");
     }
 
     #[test]

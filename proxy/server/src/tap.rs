@@ -22,7 +22,13 @@ use crate::telemetry::{Histogram, Ring};
 pub const BACKEND_WINDOW: usize = 8192;
 
 /// The verbs, in the order of [`verb_index`].
-pub const VERBS: [Verb; 5] = [Verb::Get, Verb::GetRange, Verb::Put, Verb::Delete, Verb::List];
+pub const VERBS: [Verb; 5] = [
+    Verb::Get,
+    Verb::GetRange,
+    Verb::Put,
+    Verb::Delete,
+    Verb::List,
+];
 
 /// The label value of a verb (as in `oram_backend_requests_total`).
 pub fn verb_name(v: Verb) -> &'static str {
@@ -318,7 +324,10 @@ mod tests {
         assert_eq!(ev.len(), BACKEND_WINDOW);
         assert_eq!(first, next - BACKEND_WINDOW as u64);
         let last = ev.last().unwrap();
-        assert_eq!((last.verb, last.place, last.size), (Verb::Get, Place::Node(9), 6));
+        assert_eq!(
+            (last.verb, last.place, last.size),
+            (Verb::Get, Place::Node(9), 6)
+        );
         assert!(ev.iter().all(|e| e.ok));
         assert_eq!(shared.latency(Verb::Put).count(), n as u64);
         assert_eq!(shared.errors(Verb::Put), 0);

@@ -22,8 +22,7 @@ use hyper::body::{Body, Frame, SizeHint};
 
 /// Upper bounds (seconds) of the latency histograms' buckets.
 pub const LATENCY_BUCKETS: [f64; 16] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-    120.0,
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
 /// Client requests kept for the dashboard.
@@ -48,8 +47,10 @@ impl Histogram {
             .position(|&b| s <= b)
             .unwrap_or(LATENCY_BUCKETS.len());
         self.counts[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_us
-            .fetch_add(d.as_micros().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.sum_us.fetch_add(
+            d.as_micros().min(u64::MAX as u128) as u64,
+            Ordering::Relaxed,
+        );
     }
 
     /// Observations so far.
@@ -118,7 +119,9 @@ impl<T: Clone> Ring<T> {
     /// newest `max`), with the number of the first one returned.
     pub fn since(&self, since: u64, max: usize) -> (u64, Vec<T>) {
         let first = self.next - self.items.len() as u64;
-        let from = since.clamp(first, self.next).max(self.next.saturating_sub(max as u64));
+        let from = since
+            .clamp(first, self.next)
+            .max(self.next.saturating_sub(max as u64));
         let skip = (from - first) as usize;
         (from, self.items.iter().skip(skip).cloned().collect())
     }
@@ -335,7 +338,10 @@ impl Telemetry {
 
     /// Per (API, operation, status): answers; and per (API, operation) the
     /// latency histogram rendered under `name` — calls `f` for each.
-    pub fn for_each_op(&self, mut f: impl FnMut(Api, &'static str, &BTreeMap<u16, u64>, &Histogram)) {
+    pub fn for_each_op(
+        &self,
+        mut f: impl FnMut(Api, &'static str, &BTreeMap<u16, u64>, &Histogram),
+    ) {
         for ((api, op), s) in lock(&self.ops).iter() {
             f(*api, op, &s.by_status, &s.latency);
         }
@@ -371,7 +377,14 @@ impl Telemetry {
         (x, label)
     }
 
-    fn record(&self, api: Api, c: &crate::classify::Classified, status: u16, size: u64, started: Instant) {
+    fn record(
+        &self,
+        api: Api,
+        c: &crate::classify::Classified,
+        status: u16,
+        size: u64,
+        started: Instant,
+    ) {
         let dur = started.elapsed();
         {
             let mut ops = lock(&self.ops);
@@ -500,7 +513,9 @@ where
             let started = Instant::now();
             let uri = req.uri();
             let c = match api {
-                Api::S3 => crate::classify::s3(req.method(), uri.path(), uri.query(), req.headers()),
+                Api::S3 => {
+                    crate::classify::s3(req.method(), uri.path(), uri.query(), req.headers())
+                }
                 Api::Swift => {
                     crate::classify::swift(req.method(), uri.path(), uri.query(), req.headers())
                 }
@@ -566,10 +581,22 @@ mod tests {
         assert_eq!(h.count(), 3);
         let mut out = String::new();
         h.render(&mut out, "x_seconds", "op=\"a\"");
-        assert!(out.contains("x_seconds_bucket{op=\"a\",le=\"0.001\"} 1\n"), "{out}");
-        assert!(out.contains("x_seconds_bucket{op=\"a\",le=\"0.05\"} 2\n"), "{out}");
-        assert!(out.contains("x_seconds_bucket{op=\"a\",le=\"120\"} 2\n"), "{out}");
-        assert!(out.contains("x_seconds_bucket{op=\"a\",le=\"+Inf\"} 3\n"), "{out}");
+        assert!(
+            out.contains("x_seconds_bucket{op=\"a\",le=\"0.001\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_seconds_bucket{op=\"a\",le=\"0.05\"} 2\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_seconds_bucket{op=\"a\",le=\"120\"} 2\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_seconds_bucket{op=\"a\",le=\"+Inf\"} 3\n"),
+            "{out}"
+        );
         assert!(out.contains("x_seconds_count{op=\"a\"} 3\n"), "{out}");
         assert!(out.contains("x_seconds_sum{op=\"a\"} 1000.0305\n"), "{out}");
     }

@@ -141,7 +141,12 @@ struct Reloadable {
 
 impl ResolvesServerCert for Reloadable {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current.read().unwrap_or_else(|e| e.into_inner()).clone())
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        )
     }
 }
 
@@ -169,9 +174,8 @@ fn check_key_mode(path: &Path) -> Result<(), ProxyError> {
 
 /// Reads and checks a certificate chain and its key.
 fn load_pair(cert_file: &Path, key_file: &Path) -> Result<(CertifiedKey, CertInfo), ProxyError> {
-    let bad = |path: &Path, what: String| {
-        ProxyError::Config(format!("TLS {}: {what}", path.display()))
-    };
+    let bad =
+        |path: &Path, what: String| ProxyError::Config(format!("TLS {}: {what}", path.display()));
     check_key_mode(key_file)?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_file)
         .map_err(|e| bad(cert_file, e.to_string()))?

@@ -12,15 +12,21 @@
     read: "#4fc3f7", write: "#ffb74d",
   };
 
+  // The token comes in the URL fragment (never sent to the server), is kept for
+  // the tab's session, and is removed from the address bar.
   let token = null;
-  const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
-  if (m) {
-    token = decodeURIComponent(m[1]);
-    try { sessionStorage.setItem("oram-proxy-token", token); } catch (e) { /* private mode */ }
-    history.replaceState(null, "", location.pathname);
-  } else {
-    try { token = sessionStorage.getItem("oram-proxy-token"); } catch (e) { token = null; }
+  function readToken() {
+    const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+    if (m) {
+      token = decodeURIComponent(m[1]);
+      try { sessionStorage.setItem("oram-proxy-token", token); } catch (e) { /* private mode */ }
+      history.replaceState(null, "", location.pathname);
+    } else if (token === null) {
+      try { token = sessionStorage.getItem("oram-proxy-token"); } catch (e) { token = null; }
+    }
   }
+  readToken();
+  window.addEventListener("hashchange", readToken);
 
   const state = {
     nextB: 0, nextC: 0, backend: [], client: [], layout: "tree", last: null, updates: 0,
@@ -66,7 +72,8 @@
     return [c, ctx];
   }
 
-  function drawStream(id, events, now, colorOf) {
+  // `scale`: the part of the axis shown (1: all of it).
+  function drawStream(id, events, now, colorOf, scale) {
     const [c, ctx] = canvasCtx(id);
     const pad = 4;
     for (const ev of events) {
@@ -74,7 +81,7 @@
       const age = now - ev.t;
       if (age > WINDOW_MS) continue;
       const px = (1 - age / WINDOW_MS) * (c.width - 2 * pad) + pad;
-      const py = (1 - ev.x) * (c.height - 2 * pad) + pad;
+      const py = (1 - ev.x / scale) * (c.height - 2 * pad) + pad;
       ctx.fillStyle = colorOf(ev);
       ctx.fillRect(px - 1, py - 1, 3, 3);
     }
@@ -104,9 +111,9 @@
     }
   }
 
-  function bins(values) {
+  function bins(values, scale) {
     const counts = new Array(BINS).fill(0);
-    for (const x of values) counts[Math.min(BINS - 1, Math.floor(x * BINS))]++;
+    for (const x of values) counts[Math.min(BINS - 1, Math.floor(x / scale * BINS))]++;
     return counts;
   }
 
@@ -157,15 +164,17 @@
     setText("checkpoint", fmtAge(s.checkpoint_age_s));
     setText("capacity", (100 * d.used_blocks / Math.max(1, d.capacity_blocks)).toFixed(1) + "% of " +
       fmtBytes(d.capacity_blocks * d.block_size));
-    setText("backend-note", d.layout === "tree"
-      ? "Each dot is a request to the object store; its height is the bucket's place within its tree level, its colour the verb. Every access reads one uniformly random path: whatever the clients do, the reads of the deepest level spread evenly."
-      : "Each dot is a request to the object store; its height is the block number (the direct engine has no ORAM): every request tells the provider which block it is for.");
+    if (d.layout === "tree") {
+      setText("backend-note", "Each dot is a request to the object store; its height is the bucket's place " +
+        "within its tree level, its colour the verb. Every access reads one uniformly random path: whatever " +
+        "the clients do, the reads of the deepest level spread evenly.");
+    }
 
     // Clients.
-    drawStream("client-stream", state.client, now, (ev) => ev.read ? COLORS.read : COLORS.write);
+    drawStream("client-stream", state.client, now, (ev) => ev.read ? COLORS.read : COLORS.write, 1);
     const objs = state.client.filter((ev) => ev.x !== null && now - ev.t <= WINDOW_MS);
     setText("client-count", String(objs.length));
-    const cc = bins(objs.map((ev) => ev.x));
+    const cc = bins(objs.map((ev) => ev.x), 1);
     drawHist("client-hist", cc, COLORS.read);
     setChi("client-chi", chi(cc));
     const per = new Map();
@@ -173,9 +182,20 @@
     const top = [...per.entries()].sort((a, b) => b[1] - a[1]).slice(0, 8);
     fillTable("client-top", top.map(([l, n]) => [l, n, (100 * n / objs.length).toFixed(0) + "%"]));
 
-    // Backend.
-    drawStream("backend-stream", state.backend, now, (ev) => ev.ok ? (COLORS[ev.verb] || "#fff") : COLORS.delete);
+    // Backend. Blocks of `direct` are drawn over the range in use (they sit at the
+    // start of a mostly empty volume); tree positions always span their level.
     const recent = state.backend.filter((ev) => now - ev.t <= WINDOW_MS);
+    let scale = 1;
+    if (d.layout === "blocks") {
+      const top = recent.reduce((a, ev) => ev.x === null ? a : Math.max(a, ev.x), 0);
+      scale = Math.min(1, Math.max(top * 1.05, 8 / Math.max(1, d.capacity_blocks)));
+      setText("backend-note", "Each dot is a request to the object store; its height is the block number " +
+        "(blocks 0 to " + Math.ceil(scale * d.capacity_blocks) + " of " + d.capacity_blocks +
+        " shown), its colour the verb. The direct engine has no ORAM: every request tells the provider " +
+        "which block it is for, so a hot object is a line here too.");
+    }
+    drawStream("backend-stream", state.backend, now, (ev) => ev.ok ? (COLORS[ev.verb] || "#fff") : COLORS.delete,
+      scale);
     setText("backend-count", String(recent.length));
     let counted;
     if (d.layout === "tree") {
@@ -188,7 +208,7 @@
         (ev.verb === "get" || ev.verb === "get_range" || ev.verb === "put"));
     }
     setText("backend-hist-n", String(counted.length));
-    const bc = bins(counted.map((ev) => ev.x));
+    const bc = bins(counted.map((ev) => ev.x), scale);
     drawHist("backend-hist", bc, COLORS.get);
     setChi("backend-chi", chi(bc));
     const verbs = new Map();
