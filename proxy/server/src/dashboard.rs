@@ -18,6 +18,7 @@
 //! keyed hash of its name.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use crate::metrics::{dashboard_response, Endpoint};
 use crate::tap::{verb_name, Place};
@@ -30,8 +31,13 @@ const APP_CSS: &str = include_str!("dashboard/app.css");
 /// Events returned per poll and side, at most.
 const MAX_EVENTS: usize = 4000;
 
-/// Answers a `/dashboard...` path, or `None` for an unknown one.
-pub fn route(ep: &Endpoint, path: &str, query: Option<&str>) -> Option<http::Response<s3s::Body>> {
+/// Answers a `/dashboard...` path, or `None` for an unknown one. The data is
+/// built off the async workers (it copies up to two windows of events).
+pub async fn route(
+    ep: &Arc<Endpoint>,
+    path: &str,
+    query: Option<&str>,
+) -> Option<http::Response<s3s::Body>> {
     Some(match path {
         "/dashboard" | "/dashboard/" => dashboard_response("text/html; charset=utf-8", INDEX),
         "/dashboard/app.js" => dashboard_response("text/javascript; charset=utf-8", APP_JS),
@@ -45,7 +51,11 @@ pub fn route(ep: &Endpoint, path: &str, query: Option<&str>) -> Option<http::Res
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0)
             };
-            dashboard_response("application/json", data(ep, q("b"), q("c")))
+            let (b, c, ep) = (q("b"), q("c"), ep.clone());
+            let json = tokio::task::spawn_blocking(move || data(&ep, b, c))
+                .await
+                .ok()?;
+            dashboard_response("application/json", json)
         }
         _ => return None,
     })

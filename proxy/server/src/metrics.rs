@@ -606,6 +606,7 @@ async fn handle(
         }
         p if ep.dashboard && p.starts_with("/dashboard") => {
             crate::dashboard::route(&ep, p, req.uri().query())
+                .await
                 .unwrap_or_else(|| respond(StatusCode::NOT_FOUND, "text/plain", "not found\n"))
         }
         _ => respond(
@@ -721,8 +722,10 @@ mod tests {
     #[test]
     fn a_token_is_generated_only_beyond_loopback() {
         let d = tempfile::tempdir().unwrap();
-        let mut cfg = Config::default();
-        cfg.data_dir = d.path().to_path_buf();
+        let mut cfg = Config {
+            data_dir: d.path().to_path_buf(),
+            ..Config::default()
+        };
         let lo: SocketAddr = "127.0.0.1:9100".parse().unwrap();
         assert!(token(&cfg, &lo).unwrap().is_none());
         let any: SocketAddr = "0.0.0.0:9100".parse().unwrap();

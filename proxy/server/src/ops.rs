@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::Config;
@@ -468,19 +468,6 @@ pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, Proxy
     Ok(out)
 }
 
-/// Where the token file of a target is read from (for messages).
-pub fn describe(t: &Target) -> String {
-    match &t.token_file {
-        Some(p) => format!("{} (token {})", t.url, p.display()),
-        None => t.url.clone(),
-    }
-}
-
-/// Whether a path names a readable file.
-pub fn readable(p: &Path) -> bool {
-    std::fs::File::open(p).is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -533,8 +520,10 @@ mod tests {
     #[test]
     fn targets_follow_the_configuration() {
         let d = tempfile::tempdir().unwrap();
-        let mut cfg = Config::default();
-        cfg.data_dir = d.path().to_path_buf();
+        let mut cfg = Config {
+            data_dir: d.path().to_path_buf(),
+            ..Config::default()
+        };
         assert!(target(&cfg).unwrap().is_none());
         cfg.metrics.listen = "0.0.0.0:9100".into();
         let t = target(&cfg).unwrap().unwrap();
