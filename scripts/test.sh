@@ -12,11 +12,18 @@
 #   ${CARGO_TARGET_DIR:-target}/e2e-venv;
 # - Swift 2.30.1's functional tests: the PyPI sdist, its test imports, and Debian's
 #   liberasurecode-dev (scripts/swift-functional.sh);
-# - rclone and a TrueType font (for the workload runner's charts): Debian packages.
+# - rclone and a TrueType font (for the workload runner's charts): Debian packages;
+# - Chromium (the dashboard test, driven by Playwright's Python driver from the venv)
+#   and systemd (systemd-analyze, for the unit file): Debian packages;
+# - promtool (checks and unit-tests deploy/oram-proxy.rules.yml): built from the
+#   Prometheus module at a pinned version with `go build` (a few minutes the first
+#   time, then kept in $(go env GOPATH)/bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+# Prometheus 2.54.1's promtool.
+PROMETHEUS_VERSION=v0.54.1
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -53,10 +60,13 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt
 export ORAM_TEST_MOTO="$venv/bin/moto_server"
-# rclone for the e2e tests; a TrueType font for the workload runner's chart text.
+# rclone for the e2e tests; a TrueType font for the workload runner's chart text;
+# Chromium for the dashboard test; systemd-analyze for the unit file test.
 apt_pkgs=""
 command -v rclone >/dev/null 2>&1 || apt_pkgs="$apt_pkgs rclone"
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_pkgs="$apt_pkgs fonts-dejavu-core"
+[ -x /usr/bin/chromium ] || apt_pkgs="$apt_pkgs chromium"
+command -v systemd-analyze >/dev/null 2>&1 || apt_pkgs="$apt_pkgs systemd"
 if [ -n "$apt_pkgs" ]; then
     sudo_cmd=""
     [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
@@ -65,6 +75,23 @@ if [ -n "$apt_pkgs" ]; then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq $apt_pkgs >/dev/null
 fi
 rclone version | head -1
+promtool_bin="$(go env GOPATH)/bin/promtool"
+promtool_stamp="$(go env GOPATH)/bin/.promtool-version"
+if [ ! -x "$promtool_bin" ] || [ "$(cat "$promtool_stamp" 2>/dev/null)" != "$PROMETHEUS_VERSION" ]; then
+    echo "building promtool $PROMETHEUS_VERSION (a few minutes the first time)"
+    # The Prometheus module has replace directives, so `go install pkg@version`
+    # refuses it: build it from a throw-away module instead.
+    promtool_mod=$(mktemp -d)
+    (cd "$promtool_mod" && go mod init promtool-build >/dev/null 2>&1 \
+        && go get "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION" \
+        && go build -o "$promtool_bin" github.com/prometheus/prometheus/cmd/promtool)
+    rm -rf "$promtool_mod"
+    echo "$PROMETHEUS_VERSION" > "$promtool_stamp"
+fi
+
+step "alert rules: promtool check and unit tests (deploy/oram-proxy.rules*.yml)"
+"$promtool_bin" check rules deploy/oram-proxy.rules.yml
+(cd deploy && "$promtool_bin" test rules oram-proxy.rules.test.yml)
 
 step "cargo test"
 log=$(mktemp)
@@ -84,6 +111,11 @@ cat "$target/crash-torture-summary.txt" 2>/dev/null || true
 
 step "benchmarks, one iteration each (criterion --test mode)"
 cargo bench -p oram-benches --locked -- --test
+
+# What CI keeps for people to look at.
+for a in "$target"/artifacts/dashboard.png "$target"/artifacts/dashboard-direct.png; do
+    if [ -f "$a" ]; then echo "artifact: $a"; fi
+done
 
 # One closing line with the totals of every `cargo test` binary and of pytest.
 awk '/^test result:/ { p += $4; f += $6; i += $8 }

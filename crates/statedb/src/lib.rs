@@ -23,6 +23,9 @@ use bytes::Bytes;
 use oram_state::{Bucket, KvState, NodeVersion, PendingWrite, StateError, TrustedState};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
+mod maint;
+pub use maint::{compact, Compacted, TableSize};
+
 /// Format of the state database; a database of another format is refused.
 pub const FORMAT: u32 = 1;
 

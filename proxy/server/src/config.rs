@@ -22,10 +22,19 @@ region = "us-east-1"
 max_concurrent_requests = 64
 
 [metrics]
-# Address of the operator endpoint: GET /metrics (Prometheus text: backend requests
-# and bytes, engine accesses, stash size, write-backs) and GET /health. Empty: off.
-# Bind it to a private address; it needs no credentials and reveals access counts.
+# Address of the operator endpoint: GET /metrics (Prometheus text: client requests
+# by operation and status, latencies, backend requests, bytes and errors, engine,
+# checkpoint, journal, lease and TLS gauges), GET /health and the dashboard
+# (/dashboard). Empty: off. On a non-loopback address it needs a bearer token and
+# speaks HTTPS when [tls] is configured.
 listen = ""
+# File holding the bearer token for /metrics and the dashboard's data (mode 0600).
+# Unset: none on loopback; on other addresses <data_dir>/metrics.token, generated.
+# token_file = "/etc/oram-proxy/metrics.token"
+# Serve the dashboard (/dashboard): live backend requests beside client requests.
+dashboard = true
+# Show object names on the dashboard instead of keyed digests.
+dashboard_object_names = false
 [swift]
 # Address the OpenStack Swift API listens on; "" (the default) leaves it off
 # (--swift-listen). Auth v1 at http://<listen>/auth/v1.0 with
@@ -49,6 +58,16 @@ body_timeout_secs = 60
 # Seconds a response may stall (the client reading nothing) before the
 # connection is closed.
 send_timeout_secs = 60
+[tls]
+# PEM certificate chain (server certificate first) and private key (mode 0600) of
+# the S3 and Swift listeners, which then speak HTTPS only. Both unset: the pair
+# `oram-proxy init --tls-self-signed` wrote to <data_dir>/tls/ if present, else
+# plain HTTP. SIGHUP reloads the files without dropping connections.
+# cert_file = "/etc/oram-proxy/tls/cert.pem"
+# key_file = "/etc/oram-proxy/tls/key.pem"
+# Plain HTTP on a non-loopback address is refused unless this is true
+# (--allow-plain-http); it then logs a warning at every start.
+allow_plain_http = false
 
 [engine]
 # "path" (Path ORAM), "ring" (Ring ORAM) or "direct" (no ORAM: the
@@ -173,6 +192,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// The Swift API.
     pub swift: SwiftConfig,
+    /// TLS of the S3 and Swift listeners.
+    pub tls: crate::tls::TlsConfig,
     /// The engine.
     pub engine: EngineConfig,
     /// The backend store.
@@ -215,11 +236,28 @@ impl fmt::Debug for Hooks {
 }
 
 /// `[metrics]`
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
-    /// Listen address of `/metrics` and `/health`; empty: no endpoint.
+    /// Listen address of `/metrics`, `/health` and the dashboard; empty: no endpoint.
     pub listen: String,
+    /// Bearer token file for `/metrics` and the dashboard's data.
+    pub token_file: Option<PathBuf>,
+    /// Whether the dashboard is served.
+    pub dashboard: bool,
+    /// Whether the dashboard shows object names (else keyed digests).
+    pub dashboard_object_names: bool,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            listen: String::new(),
+            token_file: None,
+            dashboard: true,
+            dashboard_object_names: false,
+        }
+    }
 }
 
 /// `[state]`
@@ -258,6 +296,7 @@ impl Default for Config {
             s3: S3Config::default(),
             metrics: MetricsConfig::default(),
             swift: SwiftConfig::default(),
+            tls: crate::tls::TlsConfig::default(),
             engine: EngineConfig::default(),
             backend: BackendConfig::default(),
             state: StateConfig::default(),
@@ -710,6 +749,20 @@ impl Config {
                         .into(),
                 );
             }
+        }
+        if !self.metrics.listen.is_empty() {
+            self.metrics
+                .listen
+                .parse::<std::net::SocketAddr>()
+                .map_err(|_| {
+                    format!(
+                        "metrics.listen {:?} is not HOST:PORT with an IP address",
+                        self.metrics.listen
+                    )
+                })?;
+        }
+        if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
+            return Err("tls.cert_file and tls.key_file go together".into());
         }
         for u in &self.users {
             u.validate()?;

@@ -4,7 +4,10 @@
 //!
 //! This is the only crate that names concrete engines and back-ends.
 
+pub mod classify;
 pub mod config;
+pub mod creds;
+pub mod dashboard;
 pub mod datadir;
 pub mod guard;
 pub mod keys;
@@ -12,6 +15,11 @@ pub mod lease;
 pub mod limits;
 pub mod meta_auth;
 pub mod metrics;
+pub mod notify;
+pub mod ops;
+pub mod tap;
+pub mod telemetry;
+pub mod tls;
 pub mod volume;
 
 use std::net::SocketAddr;
@@ -112,6 +120,9 @@ pub struct Server {
     layer: ObjectLayer,
     volume: Arc<volume::Volume>,
     checkpointer: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+    tel: Arc<telemetry::Telemetry>,
+    tls: Option<Arc<tls::Tls>>,
+    metrics_token: Option<PathBuf>,
     /// What the start found or created.
     pub info: StartInfo,
 }
@@ -140,6 +151,42 @@ impl Server {
     /// The opened volume (for checkpoints).
     pub fn volume(&self) -> &volume::Volume {
         &self.volume
+    }
+
+    /// Client-side measurements, the lease and TLS state (shown by `/metrics`).
+    pub fn telemetry(&self) -> &Arc<telemetry::Telemetry> {
+        &self.tel
+    }
+
+    /// The certificate served, when the S3 and Swift listeners speak TLS.
+    pub fn tls_info(&self) -> Option<tls::CertInfo> {
+        self.tls.as_ref().map(|t| t.info())
+    }
+
+    /// The file holding the operator endpoint's bearer token, if it needs one.
+    pub fn metrics_token_file(&self) -> Option<&std::path::Path> {
+        self.metrics_token.as_deref()
+    }
+
+    /// Reloads what can change while serving (SIGHUP): the TLS certificate and
+    /// key. Connections keep the certificate they started with; on an error the
+    /// old certificate stays. Returns the certificate now served, if TLS is on.
+    pub fn reload(&self) -> Result<Option<tls::CertInfo>, ProxyError> {
+        let Some(t) = &self.tls else {
+            return Ok(None);
+        };
+        use std::sync::atomic::Ordering::Relaxed;
+        match t.reload() {
+            Ok(info) => {
+                self.tel.tls.reloads_ok.fetch_add(1, Relaxed);
+                self.tel.tls.not_after.store(info.not_after, Relaxed);
+                Ok(Some(info))
+            }
+            Err(e) => {
+                self.tel.tls.reloads_failed.fetch_add(1, Relaxed);
+                Err(e)
+            }
+        }
     }
 
     /// Stops accepting connections, lets in-flight requests finish (at most
@@ -189,6 +236,7 @@ impl Server {
 /// Takes a checkpoint every `every` until `stop` fires.
 async fn checkpoint_loop(
     vol: Arc<volume::Volume>,
+    tel: Arc<telemetry::Telemetry>,
     every: Duration,
     mut stop: oneshot::Receiver<()>,
 ) {
@@ -197,14 +245,21 @@ async fn checkpoint_loop(
             _ = tokio::time::sleep(every) => {}
             _ = &mut stop => return,
         }
+        let at = telemetry::unix_ms();
         match vol.checkpoint().await {
-            Ok(c) => tracing::info!(
-                epoch = c.epoch,
-                bytes = c.bytes,
-                state_bytes = c.state_bytes,
-                "checkpoint written"
-            ),
-            Err(e) => tracing::error!("checkpoint failed: {e}"),
+            Ok(c) => {
+                tel.checkpoint_done(Some(at));
+                tracing::info!(
+                    epoch = c.epoch,
+                    bytes = c.bytes,
+                    state_bytes = c.state_bytes,
+                    "checkpoint written"
+                )
+            }
+            Err(e) => {
+                tel.checkpoint_done(None);
+                tracing::error!("checkpoint failed: {e}")
+            }
         }
     }
 }
@@ -219,6 +274,12 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     // One proxy per data directory: two would corrupt each other's state.
     let dir_lock = datadir::lock(dir)?;
     let (users, generated_credentials) = datadir::users(dir, cfg, root)?;
+    let tls = tls::from_config(cfg)?;
+    if tls.is_none() {
+        tls::check_plain_listener(cfg, "s3.listen", &cfg.s3.listen)?;
+        tls::check_plain_listener(cfg, "swift.listen", &cfg.swift.listen)?;
+        tls::check_plain_listener(cfg, "metrics.listen", &cfg.metrics.listen)?;
+    }
     // Bind before touching the backend, so that a port conflict changes nothing.
     let listener = TcpListener::bind(&cfg.s3.listen)
         .await
@@ -240,6 +301,17 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     };
     let vol = Arc::new(volume::Volume::open(cfg).await?);
     vol.repair_checkpoint().await?;
+    let tel = Arc::new(telemetry::Telemetry::new(
+        cfg.metrics.dashboard_object_names,
+    ));
+    if let Some(ms) = volume::last_checkpoint_ms(&vol.db) {
+        tel.checkpoint_done(Some(ms));
+    }
+    if let Some(t) = &tls {
+        use std::sync::atomic::Ordering::Relaxed;
+        tel.tls.enabled.store(true, Relaxed);
+        tel.tls.not_after.store(t.info().not_after, Relaxed);
+    }
     let layer = vol.layer.clone();
     let s3_users: Vec<S3User> = users
         .iter()
@@ -256,7 +328,7 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     })?;
     let (stop, stopped) = oneshot::channel();
     let limit = Arc::new(Semaphore::new(cfg.s3.max_concurrent_requests));
-    let s3_handler = move |req: http::Request<ServedBody>| {
+    let s3_handler = move |req: http::Request<telemetry::Counted<ServedBody>>| {
         let service = service.clone();
         async move {
             // Refused on the request line and headers alone, before s3s reads a byte
@@ -267,21 +339,37 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
             service.call(req.map(s3s::Body::http_body)).await
         }
     };
+    let s3_handler = telemetry::observe(tel.clone(), telemetry::Api::S3, s3_handler);
     let task = tokio::spawn(serve(
         listener,
         s3_handler,
-        s3_overloaded,
+        || s3_overloaded().map(telemetry::Counted::uncounted),
         limit,
         cfg.limits.clone(),
         stopped,
+        tls.clone(),
     ));
-    let (metrics_addr, metrics_stop) = match metrics {
+    let (metrics_addr, metrics_stop, metrics_token) = match metrics {
         Some((l, addr)) => {
+            let token = metrics::token(cfg, &addr)?;
+            let (token, token_file) = match token {
+                Some((t, p)) => (Some(t), Some(p)),
+                None => (None, None),
+            };
+            let ep = Arc::new(metrics::Endpoint {
+                vol: vol.clone(),
+                tel: tel.clone(),
+                info: metrics::EngineInfo::new(cfg),
+                token,
+                dashboard: cfg.metrics.dashboard,
+            });
+            // Beyond loopback the endpoint speaks TLS when the listeners do.
+            let mtls = (!tls::is_loopback(&addr)).then(|| tls.clone()).flatten();
             let (tx, rx) = oneshot::channel();
-            tokio::spawn(metrics::serve(l, vol.clone(), rx));
-            (Some(addr), Some(tx))
+            tokio::spawn(metrics::serve(l, ep, mtls, rx));
+            (Some(addr), Some(tx), token_file)
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     let (swift_addr, swift) = match swift_listener {
         None => (None, None),
@@ -304,11 +392,12 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
                 swift_users,
                 oram_swift::SwiftConfig {
                     token_ttl: Duration::from_secs(cfg.swift.token_ttl_secs),
+                    https: tls.is_some(),
                 },
             );
             // Failed logins: 20 at once, then 2 per second, per client address.
             let failures = Arc::new(guard::RateLimiter::new(20, 2.0, 100_000));
-            let handler = move |req: http::Request<ServedBody>| {
+            let handler = move |req: http::Request<telemetry::Counted<ServedBody>>| {
                 let api = api.clone();
                 let failures = failures.clone();
                 async move {
@@ -330,15 +419,21 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
                     Ok(resp.map(SwiftOrS3::Swift))
                 }
             };
+            let handler = telemetry::observe(tel.clone(), telemetry::Api::Swift, handler);
             let (tx, rx) = oneshot::channel();
             let limit = Arc::new(Semaphore::new(cfg.swift.max_concurrent_requests));
             let t = tokio::spawn(serve(
                 l,
                 handler,
-                || oram_swift::SwiftApi::overloaded().map(SwiftOrS3::Swift),
+                || {
+                    oram_swift::SwiftApi::overloaded()
+                        .map(SwiftOrS3::Swift)
+                        .map(telemetry::Counted::uncounted)
+                },
                 limit,
                 cfg.limits.clone(),
                 rx,
+                tls.clone(),
             ));
             (Some(addr), Some((tx, t)))
         }
@@ -347,7 +442,12 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
         0 => None,
         secs => {
             let (tx, rx) = oneshot::channel();
-            let t = tokio::spawn(checkpoint_loop(vol.clone(), Duration::from_secs(secs), rx));
+            let t = tokio::spawn(checkpoint_loop(
+                vol.clone(),
+                tel.clone(),
+                Duration::from_secs(secs),
+                rx,
+            ));
             Some((tx, t))
         }
     };
@@ -371,6 +471,9 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
         layer,
         volume: vol,
         checkpointer,
+        tel,
+        tls,
+        metrics_token,
     })
 }
 
@@ -431,18 +534,30 @@ async fn open_backend(cfg: &Config) -> Result<Arc<dyn BlockStore>, ProxyError> {
 /// `oram-proxy init`: creates the data directory (key, volume parameters,
 /// credentials) and, for the S3 back-end, the bucket. Returns what it did.
 pub async fn init(cfg: &Config, root: Option<UserConfig>) -> Result<Vec<String>, ProxyError> {
+    init_with_progress(cfg, root, &|_| {}).await
+}
+
+/// [`init`], telling `progress` each step as it begins.
+pub async fn init_with_progress(
+    cfg: &Config,
+    root: Option<UserConfig>,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<Vec<String>, ProxyError> {
     cfg.validate().map_err(ProxyError::Config)?;
     let dir = &cfg.data_dir;
     let mut done = Vec::new();
     if cfg.backend.kind == BackendKind::S3 {
+        progress("creating the backend bucket");
         let s3 = S3Store::new(&s3_config(cfg)).await;
         s3.create_bucket().await?;
         s3.check().await?;
         done.push(format!("backend bucket {:?} ready", cfg.backend.bucket));
     }
+    progress("preparing the data directory");
     datadir::ensure_dir(dir)?;
     let _lock = datadir::lock(dir)?;
     let (users, generated) = datadir::users(dir, cfg, root)?;
+    progress("creating the volume (key, parameters, backend header)");
     let vol = volume::Volume::open(cfg).await?;
     if vol.new_key {
         done.push(format!("created master key {}", cfg.key_file().display()));
@@ -457,6 +572,7 @@ pub async fn init(cfg: &Config, root: Option<UserConfig>) -> Result<Vec<String>,
             datadir::credentials_path(dir).display()
         ));
     }
+    progress("writing back");
     vol.layer.engine().flush().await?;
     Ok(done)
 }
@@ -490,19 +606,21 @@ pub async fn fsck(
 
 /// `oram-proxy recover` (see [`volume::recover`]).
 pub async fn recover(cfg: &Config) -> Result<volume::Recovered, ProxyError> {
-    recover_volume(cfg, None).await
+    recover_with_progress(cfg, None, &|_| {}).await
 }
 
-/// `oram-proxy recover --volume-id ID`: as [`recover`], refusing a backend whose
-/// (authenticated) header names another volume than `expect`.
-pub async fn recover_volume(
+/// `oram-proxy recover [--volume-id ID]`: as [`recover`], refusing a backend whose
+/// (authenticated) header names another volume than `expect`, and telling
+/// `progress` each step as it begins.
+pub async fn recover_with_progress(
     cfg: &Config,
     expect: Option<&str>,
+    progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<volume::Recovered, ProxyError> {
     cfg.validate().map_err(ProxyError::Config)?;
     datadir::ensure_dir(&cfg.data_dir)?;
     let _lock = datadir::lock(&cfg.data_dir)?;
-    volume::recover(cfg, expect).await
+    volume::recover_with_progress(cfg, expect, progress).await
 }
 
 /// The request body every handler gets: the connection's body, failing once it
@@ -600,6 +718,7 @@ async fn serve<H, F, B, E, O>(
     limit: Arc<Semaphore>,
     cfg: limits::LimitsConfig,
     mut stopped: oneshot::Receiver<()>,
+    tls: Option<Arc<tls::Tls>>,
 ) where
     H: Fn(http::Request<ServedBody>) -> F + Clone + Send + Sync + 'static,
     F: std::future::Future<Output = Result<http::Response<B>, E>> + Send + 'static,
@@ -672,7 +791,10 @@ async fn serve<H, F, B, E, O>(
                 }))
             }
         });
-        let io = TokioIo::new(limits::GuardedIo::new(socket, timeouts.send));
+        let io = TokioIo::new(limits::GuardedIo::new(
+            tls::Stream::new(socket, tls.as_deref()),
+            timeouts.send,
+        ));
         let conn = http.serve_connection_with_upgrades(io, svc);
         let conn = graceful.watch(conn.into_owned());
         tokio::spawn(async move {

@@ -40,6 +40,8 @@ pub struct Volume {
     /// Requests and bytes sent to the backend since the volume was opened (the
     /// volume header check at open excluded).
     pub backend_counters: Arc<Accounting<Arc<dyn BlockStore>>>,
+    /// The recent backend requests, errors and latencies (the dashboard's source).
+    pub tap: Arc<crate::tap::TapShared>,
     /// The data directory.
     pub data_dir: std::path::PathBuf,
     /// The state database.
@@ -325,7 +327,9 @@ impl Volume {
         let volume_id = params.volume_id()?;
         let sealer = Arc::new(Sealer::new(&key, volume_id));
         drop(key);
-        let backend_counters = Arc::new(Accounting::new(store));
+        let tap = crate::tap::Tap::new(store);
+        let tap_shared = tap.shared();
+        let backend_counters = Arc::new(Accounting::new(Arc::new(tap) as Arc<dyn BlockStore>));
         let store: Arc<dyn BlockStore> = backend_counters.clone();
         let db = Db::open(&datadir::state_path(&cfg.data_dir), volume_id.0)?;
         let state = db.state()?;
@@ -350,6 +354,7 @@ impl Volume {
             params,
             store,
             backend_counters,
+            tap: tap_shared,
             data_dir: cfg.data_dir.clone(),
             db,
             layer,
@@ -522,6 +527,21 @@ impl Volume {
     }
 }
 
+/// When the newest checkpoint known to be on the backend was taken (ms since the
+/// Unix epoch): the last checkpoint, if its upload is recorded as landed.
+pub fn last_checkpoint_ms(db: &Db) -> Option<u64> {
+    let u64_meta = |name: &str| {
+        db.meta(name)
+            .ok()
+            .flatten()
+            .and_then(|b| b.try_into().ok().map(u64::from_be_bytes))
+    };
+    let uploaded = u64_meta("checkpoint_uploaded")?;
+    (uploaded + 1 == db.epoch())
+        .then(|| u64_meta("checkpoint_ms"))
+        .flatten()
+}
+
 /// What `recover` did.
 #[derive(Debug)]
 pub struct Recovered {
@@ -544,6 +564,15 @@ pub struct Recovered {
 /// file is copied into the data directory). Objects written after that checkpoint
 /// are lost, and the backend objects they left are deleted.
 pub async fn recover(cfg: &Config, expect: Option<&str>) -> Result<Recovered, ProxyError> {
+    recover_with_progress(cfg, expect, &|_| {}).await
+}
+
+/// [`recover`], telling `progress` each step as it begins.
+pub async fn recover_with_progress(
+    cfg: &Config,
+    expect: Option<&str>,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<Recovered, ProxyError> {
     let dir = &cfg.data_dir;
     if datadir::has_volume(dir) || datadir::state_path(dir).exists() {
         return Err(ProxyError::Params(format!(
@@ -551,6 +580,7 @@ pub async fn recover(cfg: &Config, expect: Option<&str>) -> Result<Recovered, Pr
             dir.display()
         )));
     }
+    progress("reading the volume header");
     let store = open_store(cfg).await?;
     let prefix = &cfg.backend.prefix;
     // Before any write (the sweep): the old proxy, if alive, must have stopped.
@@ -597,6 +627,7 @@ pub async fn recover(cfg: &Config, expect: Option<&str>) -> Result<Recovered, Pr
         )));
     }
     let volume_id = params.volume_id()?;
+    progress("downloading the latest checkpoint");
     let sealer = Sealer::new(&key, volume_id);
     let ckpt = checkpoint_key(prefix);
     let no_checkpoint = || {
@@ -624,6 +655,7 @@ pub async fn recover(cfg: &Config, expect: Option<&str>) -> Result<Recovered, Pr
         .next()
         .flatten()
         .ok_or_else(no_checkpoint)?;
+    progress("opening and restoring the checkpoint");
     let (epoch, snap) = crate::meta_auth::open_checkpoint(&sealer, &obj)?;
     drop(obj);
     let snap = zeroize::Zeroizing::new(snap);
@@ -637,7 +669,9 @@ pub async fn recover(cfg: &Config, expect: Option<&str>) -> Result<Recovered, Pr
     db.set_epoch(epoch + 1)?;
     drop(db);
     datadir::save_volume(dir, &params)?;
+    progress("opening the volume");
     let vol = Volume::assemble(cfg, params, key, store, lease, false, false).await?;
+    progress("removing backend objects written after the checkpoint");
     let swept = vol.layer.engine().sweep().await?;
     let usage = vol.layer.index_counts();
     Ok(Recovered {

@@ -72,12 +72,16 @@ use limits::*;
 pub struct SwiftConfig {
     /// Lifetime of a token.
     pub token_ttl: Duration,
+    /// Whether the listener speaks TLS: the storage URL handed out at login is then
+    /// `https://`.
+    pub https: bool,
 }
 
 impl Default for SwiftConfig {
     fn default() -> Self {
         Self {
             token_ttl: Duration::from_secs(86_400),
+            https: false,
         }
     }
 }
@@ -91,6 +95,7 @@ pub struct SwiftApi {
 struct Inner {
     layer: ObjectLayer,
     auth: auth::Auth,
+    https: bool,
 }
 
 /// An error answer: status and body text.
@@ -583,6 +588,7 @@ impl SwiftApi {
             inner: Arc::new(Inner {
                 layer,
                 auth: auth::Auth::new(users, cfg.token_ttl),
+                https: cfg.https,
             }),
         }
     }
@@ -698,7 +704,11 @@ impl SwiftApi {
             ..err(401)
         })?;
         let host = ctx.header("host").unwrap_or("127.0.0.1");
-        let url = format!("http://{host}/v1/AUTH_{}", percent_encode_path(&account));
+        let scheme = if self.inner.https { "https" } else { "http" };
+        let url = format!(
+            "{scheme}://{host}/v1/AUTH_{}",
+            percent_encode_path(&account)
+        );
         let body = serde_json::json!({"storage": {"default": "local", "local": url}});
         Ok(Answer::new(200)
             .header("x-auth-token", &token)
