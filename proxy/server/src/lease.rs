@@ -78,6 +78,9 @@ pub struct Lease {
     /// The record and tag last written and the validity; guards only these.
     held: Mutex<Held>,
     lost: AtomicBool,
+    /// Serialises the renewals a refused write starts (see [`Lease::ensure`]);
+    /// guards nothing else.
+    renewing: tokio::sync::Mutex<()>,
 }
 
 fn lease_key(prefix: &str) -> ObjKey {
@@ -211,6 +214,7 @@ impl Lease {
                             valid_until: sent + duration * 2 / 3,
                         }),
                         lost: AtomicBool::new(false),
+                        renewing: tokio::sync::Mutex::new(()),
                     });
                     tokio::spawn(renew_loop(Arc::downgrade(&lease)));
                     return Ok(lease);
@@ -239,6 +243,30 @@ impl Lease {
             ));
         }
         Ok(())
+    }
+
+    /// As [`Lease::check`], but an expired lease (not a lost one) is renewed first:
+    /// writes resume as soon as the backend answers again, not at the renewal
+    /// task's next tick. One renewal (two if the first found one of our own late
+    /// renewals and adopted it); concurrent callers share it.
+    pub async fn ensure(&self) -> StoreResult<()> {
+        if self.check().is_ok() || self.lost.load(Ordering::SeqCst) {
+            return self.check();
+        }
+        let _one = self.renewing.lock().await;
+        for _ in 0..2 {
+            if self.check().is_ok() || self.lost.load(Ordering::SeqCst) {
+                break;
+            }
+            let before = self.lock().tag.clone();
+            match self.renew(false).await {
+                Ok(()) => break,
+                // Adopted our own late renewal: its tag is the one to renew on.
+                Err(StoreError::Unavailable(_)) if self.lock().tag != before => continue,
+                Err(_) => break,
+            }
+        }
+        self.check()
     }
 
     /// The lease's generation (incremented at every take-over).
@@ -280,14 +308,52 @@ impl Lease {
                 Ok(())
             }
             Err(StoreError::PreconditionFailed { key }) => {
-                self.lost.store(true, Ordering::SeqCst);
-                tracing::error!(
-                    "the backend lease ({key}) was taken over by another proxy: this proxy \
-                     stops writing now"
-                );
-                Err(StoreError::Fenced("lease lost".into()))
+                // An earlier renewal that failed on our side (a timeout, or the SDK's
+                // own retry of this PUT) may have landed: then the object is still
+                // ours, only its tag moved. Only a record with another holder or
+                // generation means a take-over.
+                match self.adopt_own_version(&record).await {
+                    Ok(true) => Err(StoreError::Unavailable(format!(
+                        "{key}: an earlier renewal landed late; retrying on its version"
+                    ))),
+                    Ok(false) => {
+                        self.lost.store(true, Ordering::SeqCst);
+                        tracing::error!(
+                            "the backend lease ({key}) was taken over by another proxy: this \
+                             proxy stops writing now"
+                        );
+                        Err(StoreError::Fenced("lease lost".into()))
+                    }
+                    Err(e) => Err(e),
+                }
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// After a refused renewal: reads the lease object and, if it still names this
+    /// holder and generation (one of our own renewals landed after we stopped
+    /// waiting for it), takes its tag as the one to renew on. The validity is not
+    /// extended: only the next successful renewal does that. `Ok(false)`: another
+    /// proxy's record (or none) is there.
+    async fn adopt_own_version(&self, ours: &Record) -> StoreResult<bool> {
+        let Some((b, tag)) = self
+            .store
+            .get_tagged(&self.key, SizeBound::AtMost(4096))
+            .await?
+        else {
+            return Ok(false);
+        };
+        match Record::parse(&b) {
+            Some(r)
+                if r.holder == ours.holder && r.generation == ours.generation && !r.released =>
+            {
+                let mut h = self.lock();
+                h.record = r;
+                h.tag = tag;
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
 
@@ -347,11 +413,11 @@ impl BlockStore for LeasedStore {
         self.inner.get_range(key, range).await
     }
     async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> StoreResult<()> {
-        self.lease.check()?;
+        self.lease.ensure().await?;
         self.inner.put_many(items).await
     }
     async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
-        self.lease.check()?;
+        self.lease.ensure().await?;
         self.inner.delete_many(keys).await
     }
     async fn list(&self, prefix: &str) -> StoreResult<Vec<ObjKey>> {
@@ -375,7 +441,7 @@ impl BlockStore for LeasedStore {
         self.inner.get_tagged(key, bound).await
     }
     async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> StoreResult<ObjTag> {
-        self.lease.check()?;
+        self.lease.ensure().await?;
         self.inner.put_if(key, data, cond).await
     }
 }
@@ -449,5 +515,110 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(lb.generation(), 3);
+    }
+
+    /// A store whose next conditional PUT lands but is reported as failed: the
+    /// renewal that times out on our side and is applied later. A wrapper, because
+    /// no real back-end fails this way on demand (the MinIO relay test in
+    /// tests/tests/s3_backends.rs covers late PUTs of data, not of the lease).
+    struct LandsButFails {
+        inner: Arc<dyn BlockStore>,
+        fail_next: AtomicBool,
+    }
+
+    #[async_trait]
+    impl BlockStore for LandsButFails {
+        async fn get_many(&self, keys: &[ObjKey]) -> StoreResult<Vec<Option<Bytes>>> {
+            self.inner.get_many(keys).await
+        }
+        async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> StoreResult<Option<Bytes>> {
+            self.inner.get_range(key, range).await
+        }
+        async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> StoreResult<()> {
+            self.inner.put_many(items).await
+        }
+        async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
+            self.inner.delete_many(keys).await
+        }
+        async fn list(&self, prefix: &str) -> StoreResult<Vec<ObjKey>> {
+            self.inner.list(prefix).await
+        }
+        async fn get_tagged(
+            &self,
+            key: &ObjKey,
+            bound: SizeBound,
+        ) -> StoreResult<Option<(Bytes, ObjTag)>> {
+            self.inner.get_tagged(key, bound).await
+        }
+        async fn put_if(
+            &self,
+            key: &ObjKey,
+            data: Bytes,
+            cond: PutCondition,
+        ) -> StoreResult<ObjTag> {
+            let tag = self.inner.put_if(key, data, cond).await?;
+            if self.fail_next.swap(false, Ordering::SeqCst) {
+                return Err(StoreError::Unavailable("timed out (but landed)".into()));
+            }
+            Ok(tag)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_landed_after_failing_does_not_lose_the_lease() {
+        let inner: Arc<dyn BlockStore> = Arc::new(
+            oram_store_fs::FsStore::open(tempfile::tempdir().unwrap().keep().join("store"))
+                .unwrap(),
+        );
+        let store = Arc::new(LandsButFails {
+            inner: inner.clone(),
+            fail_next: AtomicBool::new(false),
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let d = Duration::from_secs(60);
+        let l = Lease::acquire(store.clone(), "vol0", dir.path(), d)
+            .await
+            .unwrap();
+        store.fail_next.store(true, Ordering::SeqCst);
+        assert!(matches!(
+            l.renew(false).await,
+            Err(StoreError::Unavailable(_))
+        ));
+        // The next renewal is refused (the tag moved), finds its own record there
+        // and adopts it; the one after succeeds. Never lost.
+        let first = l.renew(false).await;
+        assert!(
+            matches!(first, Err(StoreError::Unavailable(_))),
+            "{first:?}"
+        );
+        l.renew(false).await.unwrap();
+        l.check().unwrap();
+        assert!(!l.lost.load(Ordering::SeqCst));
+        // Expired (as after a backend outage): the next write renews it first and
+        // goes through, also when that renewal meets one of our own late ones.
+        let leased = LeasedStore::new(store.clone(), l.clone());
+        let k = ObjKey::new("vol0/n/1").unwrap();
+        for late in [false, true] {
+            if late {
+                store.fail_next.store(true, Ordering::SeqCst);
+                let _ = l.renew(false).await;
+            }
+            l.lock().valid_until = Instant::now();
+            assert!(l.check().is_err());
+            leased
+                .put_many(vec![(k.clone(), Bytes::from_static(b"x"))])
+                .await
+                .unwrap();
+            l.check().unwrap();
+        }
+        // A take-over by another data directory is still recognised as one.
+        let other = tempfile::tempdir().unwrap();
+        l.release().await;
+        let taker = Lease::acquire(inner.clone(), "vol0", other.path(), d)
+            .await
+            .unwrap();
+        assert_eq!(taker.generation(), 2);
+        let _ = l.renew(false).await;
+        assert!(matches!(l.check(), Err(StoreError::Fenced(_))));
     }
 }
