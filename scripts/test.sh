@@ -3,7 +3,8 @@
 # S3 back-end against MinIO and moto, and aws-sdk-s3 against the proxy), the
 # end-to-end tests with real clients (boto3, aws cli, rclone, python-swiftclient,
 # swift-bench) against the real binary, Swift's own functional tests
-# (scripts/swift-functional.sh), and one pass of every benchmark.
+# (scripts/swift-functional.sh, beside pytest), and one pass of every benchmark
+# (in the cargo test step).
 #
 # Installs what it needs; a fresh machine needs only Rust, Go, Python 3 and apt:
 # - MinIO: `go install` of a pinned version into $(go env GOPATH)/bin (first build
@@ -58,7 +59,6 @@ venv="$target/e2e-venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt
 export ORAM_TEST_MOTO="$venv/bin/moto_server"
 # rclone for the e2e tests; a TrueType font for the workload runner's chart text;
 # Chromium for the dashboard test; systemd-analyze for the unit file test.
@@ -66,6 +66,8 @@ apt_pkgs=""
 command -v rclone >/dev/null 2>&1 || apt_pkgs="$apt_pkgs rclone"
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_pkgs="$apt_pkgs fonts-dejavu-core"
 [ -x /usr/bin/chromium ] || apt_pkgs="$apt_pkgs chromium"
+# PyECLib (imported by Swift's functional tests) links against liberasurecode.
+dpkg -s liberasurecode-dev >/dev/null 2>&1 || apt_pkgs="$apt_pkgs liberasurecode-dev"
 command -v systemd-analyze >/dev/null 2>&1 || apt_pkgs="$apt_pkgs systemd"
 if [ -n "$apt_pkgs" ]; then
     sudo_cmd=""
@@ -74,6 +76,10 @@ if [ -n "$apt_pkgs" ]; then
     # shellcheck disable=SC2086
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq $apt_pkgs >/dev/null
 fi
+# Both sets at once (as scripts/swift-functional.sh resolves them), so that nothing
+# is reinstalled while the Swift functional tests and pytest run side by side.
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt \
+    -r tests/e2e/swift-functional-requirements.txt
 rclone version | head -1
 promtool_bin="$(go env GOPATH)/bin/promtool"
 promtool_stamp="$(go env GOPATH)/bin/.promtool-version"
@@ -93,24 +99,37 @@ step "alert rules: promtool check and unit tests (deploy/oram-proxy.rules*.yml)"
 "$promtool_bin" check rules deploy/oram-proxy.rules.yml
 (cd deploy && "$promtool_bin" test rules oram-proxy.rules.test.yml)
 
-step "cargo test"
+step "cargo test (every target: the benchmarks run once each, in criterion's test mode, on the same build)"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-cargo test --workspace --locked 2>&1 | tee "$log"
+swift_log=$(mktemp)
+trap 'rm -f "$log" "$swift_log"' EXIT
+cargo test --workspace --all-targets --locked 2>&1 | tee "$log"
+cargo test --workspace --doc --locked 2>&1 | tee -a "$log"
 
 step "end-to-end tests (pytest, real binaries on 127.0.0.1; includes the workload runner's quick mode)"
 cargo build -p oram-proxy -p oram-linkshape -p oram-workload --locked
 rm -f "$target/crash-torture-summary.txt"
-(cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider . 2>&1) | tee -a "$log"
+# Swift's own functional tests run beside pytest (independent proxies and ports;
+# both mostly wait on the network and fsync): their output is printed after.
+scripts/swift-functional.sh "$venv/bin/python" > "$swift_log" 2>&1 &
+swift_pid=$!
+# The crash torture's kill -9 cycles per back-end; CI runs a bounded number, the
+# long runs (100 cycles) are outside CI with their results in benches/.
+export ORAM_CRASH_ITERATIONS="${ORAM_CRASH_ITERATIONS:-12}"
+pytest_rc=0
+(cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider . 2>&1) | tee -a "$log" || pytest_rc=$?
+swift_rc=0
+wait "$swift_pid" || swift_rc=$?
 
-step "Swift 2.30.1 functional tests against the proxy (minimum pass count)"
+step "Swift 2.30.1 functional tests against the proxy (minimum pass count; ran beside pytest)"
 # Its per-file counts are printed; they are not added to the closing total.
-scripts/swift-functional.sh "$venv/bin/python"
+cat "$swift_log"
 # The crash torture test's totals (iterations, acknowledged operations, lost, corrupted).
 cat "$target/crash-torture-summary.txt" 2>/dev/null || true
-
-step "benchmarks, one iteration each (criterion --test mode)"
-cargo bench -p oram-benches --locked -- --test
+if [ "$pytest_rc" -ne 0 ] || [ "$swift_rc" -ne 0 ]; then
+    echo "FAILED: end-to-end tests (exit $pytest_rc), Swift functional tests (exit $swift_rc)" >&2
+    exit 1
+fi
 
 # What CI keeps for people to look at.
 for a in "$target"/artifacts/dashboard.png "$target"/artifacts/dashboard-direct.png; do

@@ -127,7 +127,11 @@ def test_client_requests_latency_overhead_and_state_gauges(tmp_path):
         assert m["oram_engine_stash_bound_blocks"] == 89
         assert m['oram_capacity_blocks{kind="used"}'] == 13  # ceil(50 000 / 4096)
         assert m['oram_capacity_blocks{kind="total"}'] == 262144
-        assert m["oram_journal_entries"] == 0
+        # Journal entries are dropped lazily (at the next round's commit once their
+        # write-back landed), so the live value depends on timing; it must be what
+        # the state database's journal table holds. The drain at a graceful stop is
+        # checked by test_ops (offline stats: 0 journaled buckets).
+        assert m["oram_journal_entries"] == m['oram_state_table_entries{table="pending"}']
         assert m['oram_state_table_entries{table="positions"}'] > 0
         assert m["oram_checkpoint_interval_seconds"] == 300
         assert 0 <= m["oram_checkpoint_age_seconds"] < 3600
