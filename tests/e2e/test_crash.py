@@ -453,5 +453,6 @@ def test_crash_torture_minio(tmp_path):
             f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n\n[backend]\nkind = \"s3\"\n"
             f"bucket = \"oram-crash\"\nkey_prefix = \"crash\"\nendpoint = {json.dumps(endpoint)}\n"
             f"region = \"us-east-1\"\naccess_key = \"{MINIO_USER}\"\nsecret_key = \"{MINIO_PASSWORD}\"\n")
+        config.chmod(0o600)  # it holds a secret key: the proxy refuses it readable by others
         torture("minio", tmp_path, ["--config", str(config)])
     shutil.rmtree(tmp_path / "minio")  # kept only when the test fails

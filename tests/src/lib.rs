@@ -18,6 +18,7 @@ use oram_engine::{Op, Oram};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+pub mod relay;
 pub mod servers;
 use oram_direct::{DirectConfig, DirectEngine};
 use oram_path::{PathConfig, PathOram};

@@ -151,8 +151,21 @@ impl Minio {
     /// A store on a new bucket `bucket`.
     pub async fn store(&self, bucket: &str, prefix: &str) -> S3Store {
         let s = S3Store::new(&self.store_config(bucket, prefix)).await;
-        s.create_bucket().await.expect("create bucket");
-        s
+        // A loaded machine: MinIO can answer its readiness probe before its object
+        // layer is up ("XMinioServerNotInitialized"); retry for at most 60 s.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            match s.create_bucket().await {
+                Ok(()) => return s,
+                Err(oram_blockstore::StoreError::Unavailable(e))
+                    if std::time::Instant::now() < deadline =>
+                {
+                    eprintln!("MinIO not ready yet ({e}); retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => panic!("create bucket: {e:?}"),
+            }
+        }
     }
 }
 

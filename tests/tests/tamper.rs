@@ -54,6 +54,10 @@ async fn read(engine: &dyn Oram, block: u64) -> Result<(), String> {
             Ok(())
         }
         Err(OramError::Integrity { key, reason }) => Err(format!("{key}: {reason}")),
+        // A truncated or extended object is refused by the bounded read itself.
+        Err(OramError::Store(e @ oram_blockstore::StoreError::WrongSize { .. })) => {
+            Err(e.to_string())
+        }
         Err(e) => panic!("unexpected error kind: {e}"),
     }
 }

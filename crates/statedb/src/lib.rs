@@ -26,6 +26,9 @@ use oram_state::{
 };
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
+mod maint;
+pub use maint::{compact, Compacted, TableSize};
+
 /// Format of the state database; a database of another format is refused.
 pub const FORMAT: u32 = 1;
 

@@ -4,7 +4,7 @@ const VOL: [u8; 16] = [7; 16];
 
 /// The result of a commit that must already be resolved (this `DbKv` writes
 /// synchronously).
-fn now(mut f: CommitFuture) -> Result<(), StateError> {
+pub(crate) fn now(mut f: CommitFuture) -> Result<(), StateError> {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     match f.as_mut().poll(&mut cx) {
         std::task::Poll::Ready(r) => r,

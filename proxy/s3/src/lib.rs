@@ -91,6 +91,17 @@ pub fn build_service(layer: ObjectLayer, users: &[S3User], region: &str) -> S3Fr
         .collect();
     let mut b = S3ServiceBuilder::new(OramS3::new(layer, region));
     b.set_auth(Users(keys));
+    // POST Object (browser forms) is not implemented, and s3s would buffer a form
+    // before its access check: nothing of a form is accepted (the binary also
+    // refuses form POSTs before s3s sees them).
+    let mut config = s3s::config::S3Config::default();
+    config.post_object_max_file_size = 0;
+    config.form_max_field_size = 0;
+    config.form_max_fields_size = 0;
+    config.form_max_parts = 0;
+    b.set_config(std::sync::Arc::new(s3s::config::StaticConfigProvider::new(
+        std::sync::Arc::new(config),
+    )));
     S3Front::new(b.build(), secrets)
 }
 

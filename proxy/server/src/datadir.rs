@@ -16,11 +16,23 @@ use crate::ProxyError;
 /// Version of the data directory layout (2: durable state database, key check).
 pub const FORMAT: u32 = 2;
 
-/// Creates the data directory (mode 0700) if needed.
+/// Creates the data directory (mode 0700) if needed; refuses an existing one that
+/// group or others may enter (it holds the key, the credentials and the plaintext
+/// trusted state).
 pub fn ensure_dir(dir: &Path) -> Result<(), ProxyError> {
     if !dir.exists() {
         fs::create_dir_all(dir).map_err(io(dir))?;
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+    }
+    let mode = fs::metadata(dir).map_err(io(dir))?.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(ProxyError::Key(format!(
+            "data directory {} has mode {:o}: group and others must have no access \
+             (chmod 700 {})",
+            dir.display(),
+            mode & 0o777,
+            dir.display()
+        )));
     }
     Ok(())
 }
@@ -77,6 +89,9 @@ pub struct VolumeParams {
     pub key_check: String,
     /// Argon2id parameters, when the key is derived from a passphrase.
     pub kdf: Option<Kdf>,
+    /// The backend header's MAC under the master key (see `meta_auth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 impl VolumeParams {
@@ -105,6 +120,7 @@ impl VolumeParams {
             key_source: key_source.into(),
             key_check,
             kdf,
+            mac: None,
         }
     }
 
@@ -180,7 +196,7 @@ impl VolumeParams {
     /// The volume id.
     pub fn volume_id(&self) -> Result<VolumeId, ProxyError> {
         unhex::<16>(&self.volume_id)
-            .map(VolumeId)
+            .map(|b| VolumeId(*b))
             .ok_or_else(|| ProxyError::Params("volume.toml: bad volume_id".into()))
     }
 }
@@ -288,6 +304,18 @@ mod tests {
         let old = "format = 1\nvolume_id = \"00\"\n";
         let err = VolumeParams::from_toml(old, "x").unwrap_err().to_string();
         assert!(err.contains("format 1"), "{err}");
+    }
+
+    #[test]
+    fn data_directory_must_be_private() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("data");
+        ensure_dir(&dir).unwrap();
+        let mode = fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        let err = ensure_dir(&dir).unwrap_err().to_string();
+        assert!(err.contains("chmod 700"), "{err}");
     }
 
     #[test]

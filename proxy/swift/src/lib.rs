@@ -75,12 +75,16 @@ use limits::*;
 pub struct SwiftConfig {
     /// Lifetime of a token.
     pub token_ttl: Duration,
+    /// Whether the listener speaks TLS: the storage URL handed out at login is then
+    /// `https://`.
+    pub https: bool,
 }
 
 impl Default for SwiftConfig {
     fn default() -> Self {
         Self {
             token_ttl: Duration::from_secs(86_400),
+            https: false,
         }
     }
 }
@@ -94,6 +98,7 @@ pub struct SwiftApi {
 struct Inner {
     layer: ObjectLayer,
     auth: auth::Auth,
+    https: bool,
 }
 
 impl SwiftApi {
@@ -103,6 +108,7 @@ impl SwiftApi {
             inner: Arc::new(Inner {
                 layer,
                 auth: auth::Auth::new(users, cfg.token_ttl),
+                https: cfg.https,
             }),
         }
     }
@@ -218,7 +224,11 @@ impl SwiftApi {
             ..err(401)
         })?;
         let host = ctx.header("host").unwrap_or("127.0.0.1");
-        let url = format!("http://{host}/v1/AUTH_{}", percent_encode_path(&account));
+        let scheme = if self.inner.https { "https" } else { "http" };
+        let url = format!(
+            "{scheme}://{host}/v1/AUTH_{}",
+            percent_encode_path(&account)
+        );
         let body = serde_json::json!({"storage": {"default": "local", "local": url}});
         Ok(Answer::new(200)
             .header("x-auth-token", &token)
@@ -235,12 +245,11 @@ impl SwiftApi {
         if ctx.method != Method::GET && ctx.method != Method::HEAD {
             return Err(err(405));
         }
-        let u = self.inner.layer.usage();
-        let max_file_size = MAX_FILE_SIZE.min(u.capacity_blocks * u.block_size as u64);
+        // Served without a token: nothing about this volume (its capacity) is in it.
         let info = serde_json::json!({
             "swift": {
                 "version": "2.30.1-oram",
-                "max_file_size": max_file_size,
+                "max_file_size": MAX_FILE_SIZE,
                 "max_meta_name_length": MAX_META_NAME_LENGTH,
                 "max_meta_value_length": MAX_META_VALUE_LENGTH,
                 "max_meta_count": MAX_META_COUNT,

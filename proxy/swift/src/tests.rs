@@ -125,7 +125,14 @@ fn api(ttl: Duration) -> SwiftApi {
             key: format!("{a}-secret"),
         })
         .collect();
-    SwiftApi::new(layer, users, SwiftConfig { token_ttl: ttl })
+    SwiftApi::new(
+        layer,
+        users,
+        SwiftConfig {
+            token_ttl: ttl,
+            ..SwiftConfig::default()
+        },
+    )
 }
 
 async fn call(

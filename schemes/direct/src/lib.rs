@@ -187,7 +187,13 @@ impl Oram for DirectEngine {
             .iter()
             .map(|(&b, nv)| self.block_key(b, nv.slot))
             .collect();
-        let got = self.store.get_many(&keys).await?;
+        let got = self
+            .store
+            .get_many_bounded(
+                &keys,
+                oram_blockstore::SizeBound::Exact(Sealer::sealed_len(self.cfg.block_size) as u64),
+            )
+            .await?;
         let mut current: HashMap<u64, Bytes> = HashMap::new();
         for ((&b, &nv), obj) in fetch.iter().zip(got) {
             current.insert(b, self.open(b, nv, obj)?);
@@ -256,7 +262,15 @@ impl Oram for DirectEngine {
                 .iter()
                 .map(|(b, nv)| self.block_key(*b, nv.slot))
                 .collect();
-            let got = self.store.get_many(&keys).await?;
+            let got = self
+                .store
+                .get_many_bounded(
+                    &keys,
+                    oram_blockstore::SizeBound::Exact(
+                        Sealer::sealed_len(self.cfg.block_size) as u64
+                    ),
+                )
+                .await?;
             for ((b, nv), obj) in chunk.iter().zip(got) {
                 if *b >= self.cfg.capacity {
                     rep.problem(format!("block {b} beyond the capacity"));

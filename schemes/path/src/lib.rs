@@ -410,7 +410,15 @@ impl Inner {
                 .filter_map(|n| infl.get(n).map(|p| (*n, p.clone())))
                 .collect()
         };
-        let fetched = self.store.get_many(&keys).await?;
+        let fetched = self
+            .store
+            .get_many_bounded(
+                &keys,
+                oram_blockstore::SizeBound::Exact(
+                    Sealer::sealed_len(self.geo.bucket_bytes()) as u64
+                ),
+            )
+            .await?;
         if fetched.len() != keys.len() {
             return Err(OramError::Store(oram_blockstore::StoreError::Unavailable(
                 "backend answered a batch with the wrong number of objects".into(),
@@ -664,7 +672,15 @@ impl Inner {
                 .iter()
                 .map(|(n, nv)| self.node_key(*n, nv.slot))
                 .collect();
-            let got = self.store.get_many(&keys).await?;
+            let got = self
+                .store
+                .get_many_bounded(
+                    &keys,
+                    oram_blockstore::SizeBound::Exact(
+                        Sealer::sealed_len(self.geo.bucket_bytes()) as u64
+                    ),
+                )
+                .await?;
             for ((n, nv), obj) in batch.into_iter().zip(got) {
                 if nv.version == 0 && obj.is_none() {
                     continue;

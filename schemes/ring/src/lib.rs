@@ -744,7 +744,12 @@ impl Inner {
                 if whole_keys.is_empty() {
                     Ok(Vec::new())
                 } else {
-                    self.store.get_many(&whole_keys).await
+                    self.store
+                        .get_many_bounded(
+                            &whole_keys,
+                            oram_blockstore::SizeBound::Exact(self.lay.object_len() as u64),
+                        )
+                        .await
                 }
             },
             futures::future::try_join_all(range_futs),
@@ -1100,7 +1105,13 @@ impl Inner {
                 .iter()
                 .map(|(n, nv)| self.node_key(*n, nv.slot))
                 .collect();
-            let got = self.store.get_many(&keys).await?;
+            let got = self
+                .store
+                .get_many_bounded(
+                    &keys,
+                    oram_blockstore::SizeBound::Exact(self.lay.object_len() as u64),
+                )
+                .await?;
             for ((n, nv), obj) in batch.into_iter().zip(got) {
                 let meta = match metas.remove(&n) {
                     None => Meta::fresh(lay.slots()),
