@@ -90,6 +90,15 @@ fn add_request_id(resp: &mut http::Response<Body>, id: &str) {
     if resp.status().as_u16() < 300 {
         return;
     }
+    if resp.status() == http::StatusCode::NOT_MODIFIED {
+        // s3s renders a 304 as an error document; S3 sends none (hyper drops the
+        // body of a 304, but its length would still be announced).
+        let h = resp.headers_mut();
+        h.remove(CONTENT_LENGTH);
+        h.remove(http::header::CONTENT_TYPE);
+        *resp.body_mut() = Body::empty();
+        return;
+    }
     let Some(bytes) = resp.body().bytes() else {
         return;
     };
