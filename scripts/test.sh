@@ -80,7 +80,9 @@ fi
 # is reinstalled while the Swift functional tests and pytest run side by side.
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt \
     -r tests/e2e/swift-functional-requirements.txt
-rclone version | head -1
+# sed reads all of its input: `head` would close the pipe early and, under pipefail,
+# rclone's SIGPIPE (exit 141) would fail the run.
+rclone version | sed -n 1p
 promtool_bin="$(go env GOPATH)/bin/promtool"
 promtool_stamp="$(go env GOPATH)/bin/.promtool-version"
 if [ ! -x "$promtool_bin" ] || [ "$(cat "$promtool_stamp" 2>/dev/null)" != "$PROMETHEUS_VERSION" ]; then

@@ -189,12 +189,10 @@ fn len_of(b: &Option<Bytes>) -> u64 {
     b.as_ref().map_or(0, |b| b.len() as u64)
 }
 
-#[async_trait]
-impl<S: BlockStore> BlockStore for Tap<S> {
-    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
-        let t = Instant::now();
-        let out = self.inner.get_many(keys).await;
-        match &out {
+impl<S> Tap<S> {
+    /// Records a batch of GETs started at `t` with its outcome.
+    fn record_gets(&self, t: Instant, keys: &[ObjKey], out: &Result<Vec<Option<Bytes>>>) {
+        match out {
             Ok(v) => self.shared.record(
                 Verb::Get,
                 t,
@@ -205,6 +203,15 @@ impl<S: BlockStore> BlockStore for Tap<S> {
                 .shared
                 .record(Verb::Get, t, false, keys.iter().map(|k| (k.as_str(), 0))),
         }
+    }
+}
+
+#[async_trait]
+impl<S: BlockStore> BlockStore for Tap<S> {
+    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
+        let t = Instant::now();
+        let out = self.inner.get_many(keys).await;
+        self.record_gets(t, keys, &out);
         out
     }
 
@@ -267,17 +274,7 @@ impl<S: BlockStore> BlockStore for Tap<S> {
     ) -> Result<Vec<Option<Bytes>>> {
         let t = Instant::now();
         let out = self.inner.get_many_bounded(keys, bound).await;
-        match &out {
-            Ok(v) => self.shared.record(
-                Verb::Get,
-                t,
-                true,
-                keys.iter().zip(v).map(|(k, b)| (k.as_str(), len_of(b))),
-            ),
-            Err(_) => self
-                .shared
-                .record(Verb::Get, t, false, keys.iter().map(|k| (k.as_str(), 0))),
-        }
+        self.record_gets(t, keys, &out);
         out
     }
 
