@@ -111,3 +111,32 @@ pub(crate) fn request_meta(ctx: &Ctx, name: &str, put: bool) -> Res<ObjectMeta> 
         extra,
     })
 }
+
+/// The expiry time a PUT, POST or COPY asks for (`X-Delete-After` seconds from
+/// now wins over `X-Delete-At`, as in Swift), in seconds since the Unix epoch;
+/// `None` when it asks for none. A value that is no integer, or not in the
+/// future, is refused with Swift's `400` messages.
+pub(crate) fn request_delete_at(ctx: &Ctx, now_secs: i64) -> Res<Option<i64>> {
+    if let Some(v) = ctx.header("x-delete-after") {
+        let after = v
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| err_msg(400, "Non-integer X-Delete-After"))?;
+        let at = now_secs.saturating_add(after);
+        if at <= now_secs {
+            return Err(err_msg(400, "X-Delete-After in past"));
+        }
+        return Ok(Some(at));
+    }
+    let Some(v) = ctx.header("x-delete-at") else {
+        return Ok(None);
+    };
+    let at = v
+        .trim()
+        .parse::<i64>()
+        .map_err(|_| err_msg(400, "Non-integer X-Delete-At"))?;
+    if at <= now_secs {
+        return Err(err_msg(400, "X-Delete-At in past"));
+    }
+    Ok(Some(at))
+}

@@ -14,7 +14,7 @@ use rand::RngCore;
 use crate::dlo::MANIFEST;
 use crate::error::{default_body, err, err_msg, obj_err, Res, SwiftError};
 use crate::limits::*;
-use crate::meta::request_meta;
+use crate::meta::{request_delete_at, request_meta};
 use crate::plumbing::*;
 use crate::util::*;
 use crate::SwiftApi;
@@ -80,11 +80,14 @@ impl SwiftApi {
                 let layer = &self.inner.layer;
                 let rec = layer.head_object(owner, c, o).map_err(obj_err)?;
                 let mut meta = request_meta(ctx, o, false)?;
+                // A POST replaces the expiry too: without X-Delete-At (or -After)
+                // the object no longer expires, as in Swift.
+                let delete_at = request_delete_at(ctx, unix_now_secs())?.unwrap_or(0);
                 if meta.content_type.is_none() {
                     meta.content_type = rec.meta.content_type.clone();
                 }
                 layer
-                    .set_object_meta(owner, c, o, meta, rec.delete_at)
+                    .set_object_meta(owner, c, o, meta, delete_at)
                     .await
                     .map_err(obj_err)?;
                 Ok(Answer::new(202).text("text/html; charset=UTF-8", ""))
@@ -144,6 +147,7 @@ impl SwiftApi {
             Some(_) => return Err(err_msg(400, "If-None-Match only supports *")),
         };
         let meta = request_meta(ctx, o, true)?;
+        let delete_at = request_delete_at(ctx, unix_now_secs())?.unwrap_or(0);
         if let Some(m) = meta.extra.get(MANIFEST) {
             split_object_path(m).ok_or_else(|| {
                 err_msg(
@@ -163,7 +167,7 @@ impl SwiftApi {
             expected_len: len,
             expected_md5,
             mode,
-            delete_at: 0,
+            delete_at,
         };
         let rec = self
             .inner
@@ -204,6 +208,8 @@ impl SwiftApi {
             return Err(err(if status == 304 { 412 } else { status }));
         }
         let req = request_meta(ctx, d_o, false)?;
+        // The copy expires only when the request says so.
+        let delete_at = request_delete_at(ctx, unix_now_secs())?.unwrap_or(0);
         let mut meta = if ctx.bool_header("x-fresh-metadata") {
             ObjectMeta::default()
         } else {
@@ -243,7 +249,7 @@ impl SwiftApi {
                     None => layer.read(src, Some(r)).map_err(obj_err)?,
                 };
                 layer
-                    .put_object(owner, dc, d_o, stream, put_opts(meta, len))
+                    .put_object(owner, dc, d_o, stream, put_opts(meta, len, delete_at))
                     .await
                     .map_err(obj_err)?
             }
@@ -253,12 +259,12 @@ impl SwiftApi {
                 meta.extra.remove(MANIFEST);
                 let stream = self.dlo_stream(owner, &d, 0..d.size);
                 layer
-                    .put_object(owner, dc, d_o, stream, put_opts(meta, d.size))
+                    .put_object(owner, dc, d_o, stream, put_opts(meta, d.size, delete_at))
                     .await
                     .map_err(obj_err)?
             }
             (None, None) => layer
-                .copy_object(owner, src, (sc, so), (dc, d_o), Some(meta), 0)
+                .copy_object(owner, src, (sc, so), (dc, d_o), Some(meta), delete_at)
                 .await
                 .map_err(obj_err)?,
         };
@@ -468,6 +474,9 @@ pub(crate) fn object_headers(mut a: Answer, rec: &ObjectRecord, etag: &str) -> A
     for (k, v) in &m.extra {
         a = a.header(k, v);
     }
+    if rec.delete_at > 0 {
+        a = a.header("x-delete-at", rec.delete_at.to_string());
+    }
     a
 }
 
@@ -489,11 +498,13 @@ pub(crate) fn conditions(ctx: &Ctx, etag: &str, modified_ms: i64) -> Option<u16>
     }
 }
 
-/// The options of a PUT of `len` bytes that replaces whatever is there.
-fn put_opts(meta: ObjectMeta, len: u64) -> PutOptions {
+/// The options of a PUT of `len` bytes that replaces whatever is there and
+/// expires at `delete_at` (0: never).
+fn put_opts(meta: ObjectMeta, len: u64, delete_at: i64) -> PutOptions {
     PutOptions {
         meta,
         expected_len: Some(len),
+        delete_at,
         ..PutOptions::default()
     }
 }

@@ -17,6 +17,13 @@ pub fn http_now() -> String {
     httpdate::fmt_http_date(SystemTime::now())
 }
 
+/// The current time in seconds since the Unix epoch.
+pub fn unix_now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// An HTTP date as seconds since the epoch (`None` if unparsable).
 pub fn parse_http_date(s: &str) -> Option<i64> {
     let t = httpdate::parse_http_date(s.trim()).ok()?;
