@@ -324,3 +324,16 @@ def test_expiring_objects(swift_proxy):
     # The name is free again.
     c.put_object("expiring", "short", b"again", headers={"If-None-Match": "*"})
     assert c.get_object("expiring", "short")[1] == b"again"
+
+
+def test_connection_keep_alive_is_echoed(swift_proxy):
+    # Swift answers an explicit Connection: keep-alive with the same header
+    # (Swift's tests.py testGetResponseHeaders checks it), and sends none otherwise.
+    c = conn(swift_proxy)
+    c.put_container("keepalive")
+    c.put_object("keepalive", "o", b"k")
+    h, body = c.get_object("keepalive", "o", headers={"Connection": "keep-alive"})
+    assert body == b"k"
+    assert h["connection"].lower() == "keep-alive"
+    h, _ = c.get_object("keepalive", "o")
+    assert "connection" not in h

@@ -125,6 +125,13 @@ impl SwiftApi {
         B::Error: std::fmt::Display,
     {
         let method = req.method().clone();
+        // Swift (eventlet) answers an explicit `Connection: keep-alive` with the
+        // same header; hyper keeps HTTP/1.1 connections alive without saying so.
+        let keep_alive = req
+            .headers()
+            .get(header::CONNECTION)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("keep-alive"));
         let answer = match self.route(req).await {
             Ok(a) => a,
             Err(e) => {
@@ -134,7 +141,14 @@ impl SwiftApi {
                 error_answer(e)
             }
         };
-        finish(&method, answer)
+        let mut resp = finish(&method, answer);
+        if keep_alive && !resp.headers().contains_key(header::CONNECTION) {
+            resp.headers_mut().insert(
+                header::CONNECTION,
+                http::HeaderValue::from_static("keep-alive"),
+            );
+        }
+        resp
     }
 
     async fn route<B>(&self, req: Request<B>) -> Res<Answer>
