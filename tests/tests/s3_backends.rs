@@ -101,9 +101,6 @@ async fn proxy_over_minio_round_trip_leaks_no_names_or_plaintext() {
     let minio = Minio::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = proxy_config(&minio, dir.path());
-    // MinIO may answer "not initialised" for a moment after it reports ready: the
-    // bucket is created through the helper that retries that, init then finds it.
-    minio.store("oram-volume", "p").await;
     oram_proxy::init(&cfg, Some(root()))
         .await
         .expect("init creates the backend bucket");
@@ -202,9 +199,6 @@ async fn proxy_survives_a_minio_outage_without_losing_acknowledged_objects() {
     let mut minio = Minio::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = proxy_config(&minio, dir.path());
-    // MinIO may answer "not initialised" for a moment after it reports ready: the
-    // bucket is created through the helper that retries that, init then finds it.
-    minio.store("oram-volume", "p").await;
     oram_proxy::init(&cfg, Some(root())).await.unwrap();
     let server = oram_proxy::start(&cfg, Some(root())).await.unwrap();
     // One attempt per request: the client sees the errors instead of retrying them away.
