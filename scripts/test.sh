@@ -109,7 +109,10 @@ cargo test --workspace --all-targets --locked 2>&1 | tee "$log"
 cargo test --workspace --doc --locked 2>&1 | tee -a "$log"
 
 step "end-to-end tests (pytest, real binaries on 127.0.0.1; includes the workload runner's quick mode)"
-cargo build -p oram-proxy -p oram-linkshape -p oram-workload --locked
+# The binaries with the feature set `cargo test --workspace --all-targets` resolved
+# (building only these packages would resolve a different one and rebuild their
+# dependencies: minutes on two cores).
+cargo build --workspace --all-targets --locked
 rm -f "$target/crash-torture-summary.txt"
 # Swift's own functional tests run beside pytest (independent proxies and ports;
 # both mostly wait on the network and fsync): their output is printed after.
@@ -118,8 +121,10 @@ swift_pid=$!
 # The crash torture's kill -9 cycles per back-end; CI runs a bounded number, the
 # long runs (100 cycles) are outside CI with their results in benches/.
 export ORAM_CRASH_ITERATIONS="${ORAM_CRASH_ITERATIONS:-12}"
+# A MinIO cycle takes about 5x an fs one (fsck reads every bucket object over HTTP).
+export ORAM_CRASH_ITERATIONS_MINIO="${ORAM_CRASH_ITERATIONS_MINIO:-4}"
 pytest_rc=0
-(cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider . 2>&1) | tee -a "$log" || pytest_rc=$?
+(cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 . 2>&1) | tee -a "$log" || pytest_rc=$?
 swift_rc=0
 wait "$swift_pid" || swift_rc=$?
 
