@@ -80,6 +80,7 @@ secret_key = "$key"
 access_key = "$user2"
 secret_key = "$key2"
 EOF
+chmod 600 "$work/proxy.toml" # it holds secret keys: the proxy refuses it readable by others
 RUST_LOG=warn \
     "$bin" serve --config "$work/proxy.toml" --data-dir "$work/data" --s3-listen "127.0.0.1:$s3_port" \
     --swift-listen "127.0.0.1:$swift_port" --capacity-blocks 131072 --no-fsync \

@@ -3,7 +3,8 @@
 # S3 back-end against MinIO and moto, and aws-sdk-s3 against the proxy), the
 # end-to-end tests with real clients (boto3, aws cli, rclone, python-swiftclient,
 # swift-bench) against the real binary, Swift's own functional tests
-# (scripts/swift-functional.sh), and one pass of every benchmark.
+# (scripts/swift-functional.sh, beside pytest), and one pass of every benchmark
+# (in the cargo test step).
 #
 # Installs what it needs; a fresh machine needs only Rust, Go, Python 3 and apt:
 # - MinIO: `go install` of a pinned version into $(go env GOPATH)/bin (first build
@@ -12,11 +13,18 @@
 #   ${CARGO_TARGET_DIR:-target}/e2e-venv;
 # - Swift 2.30.1's functional tests: the PyPI sdist, its test imports, and Debian's
 #   liberasurecode-dev (scripts/swift-functional.sh);
-# - rclone and a TrueType font (for the workload runner's charts): Debian packages.
+# - rclone and a TrueType font (for the workload runner's charts): Debian packages;
+# - Chromium (the dashboard test, driven by Playwright's Python driver from the venv)
+#   and systemd (systemd-analyze, for the unit file): Debian packages;
+# - promtool (checks and unit-tests deploy/oram-proxy.rules.yml): built from the
+#   Prometheus module at a pinned version with `go build` (a few minutes the first
+#   time, then kept in $(go env GOPATH)/bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+# Prometheus 2.54.1's promtool.
+PROMETHEUS_VERSION=v0.54.1
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -51,12 +59,16 @@ venv="$target/e2e-venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt
 export ORAM_TEST_MOTO="$venv/bin/moto_server"
-# rclone for the e2e tests; a TrueType font for the workload runner's chart text.
+# rclone for the e2e tests; a TrueType font for the workload runner's chart text;
+# Chromium for the dashboard test; systemd-analyze for the unit file test.
 apt_pkgs=""
 command -v rclone >/dev/null 2>&1 || apt_pkgs="$apt_pkgs rclone"
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_pkgs="$apt_pkgs fonts-dejavu-core"
+[ -x /usr/bin/chromium ] || apt_pkgs="$apt_pkgs chromium"
+# PyECLib (imported by Swift's functional tests) links against liberasurecode.
+dpkg -s liberasurecode-dev >/dev/null 2>&1 || apt_pkgs="$apt_pkgs liberasurecode-dev"
+command -v systemd-analyze >/dev/null 2>&1 || apt_pkgs="$apt_pkgs systemd"
 if [ -n "$apt_pkgs" ]; then
     sudo_cmd=""
     [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
@@ -64,26 +76,72 @@ if [ -n "$apt_pkgs" ]; then
     # shellcheck disable=SC2086
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq $apt_pkgs >/dev/null
 fi
-rclone version | head -1
+# Both sets at once (as scripts/swift-functional.sh resolves them), so that nothing
+# is reinstalled while the Swift functional tests and pytest run side by side.
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt \
+    -r tests/e2e/swift-functional-requirements.txt
+# sed reads all of its input: `head` would close the pipe early and, under pipefail,
+# rclone's SIGPIPE (exit 141) would fail the run.
+rclone version | sed -n 1p
+promtool_bin="$(go env GOPATH)/bin/promtool"
+promtool_stamp="$(go env GOPATH)/bin/.promtool-version"
+if [ ! -x "$promtool_bin" ] || [ "$(cat "$promtool_stamp" 2>/dev/null)" != "$PROMETHEUS_VERSION" ]; then
+    echo "building promtool $PROMETHEUS_VERSION (a few minutes the first time)"
+    # The Prometheus module has replace directives, so `go install pkg@version`
+    # refuses it: build it from a throw-away module instead.
+    promtool_mod=$(mktemp -d)
+    (cd "$promtool_mod" && go mod init promtool-build >/dev/null 2>&1 \
+        && go get "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION" \
+        && go build -o "$promtool_bin" github.com/prometheus/prometheus/cmd/promtool)
+    rm -rf "$promtool_mod"
+    echo "$PROMETHEUS_VERSION" > "$promtool_stamp"
+fi
 
-step "cargo test"
+step "alert rules: promtool check and unit tests (deploy/oram-proxy.rules*.yml)"
+"$promtool_bin" check rules deploy/oram-proxy.rules.yml
+(cd deploy && "$promtool_bin" test rules oram-proxy.rules.test.yml)
+
+step "cargo test (every target: the benchmarks run once each, in criterion's test mode, on the same build)"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-cargo test --workspace --locked 2>&1 | tee "$log"
+swift_log=$(mktemp)
+trap 'rm -f "$log" "$swift_log"' EXIT
+cargo test --workspace --all-targets --locked 2>&1 | tee "$log"
+cargo test --workspace --doc --locked 2>&1 | tee -a "$log"
 
 step "end-to-end tests (pytest, real binaries on 127.0.0.1; includes the workload runner's quick mode)"
-cargo build -p oram-proxy -p oram-linkshape -p oram-workload --locked
+# The binaries with the feature set `cargo test --workspace --all-targets` resolved
+# (building only these packages would resolve a different one and rebuild their
+# dependencies: minutes on two cores).
+cargo build --workspace --all-targets --locked
 rm -f "$target/crash-torture-summary.txt"
-(cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider . 2>&1) | tee -a "$log"
+# Swift's own functional tests run beside pytest (independent proxies and ports;
+# both mostly wait on the network and fsync): their output is printed after.
+scripts/swift-functional.sh "$venv/bin/python" > "$swift_log" 2>&1 &
+swift_pid=$!
+# The crash torture's kill -9 cycles per back-end; CI runs a bounded number, the
+# long runs (100 cycles) are outside CI with their results in benches/.
+export ORAM_CRASH_ITERATIONS="${ORAM_CRASH_ITERATIONS:-12}"
+# A MinIO cycle takes about 5x an fs one (fsck reads every bucket object over HTTP).
+export ORAM_CRASH_ITERATIONS_MINIO="${ORAM_CRASH_ITERATIONS_MINIO:-4}"
+pytest_rc=0
+(cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 . 2>&1) | tee -a "$log" || pytest_rc=$?
+swift_rc=0
+wait "$swift_pid" || swift_rc=$?
 
-step "Swift 2.30.1 functional tests against the proxy (minimum pass count)"
+step "Swift 2.30.1 functional tests against the proxy (minimum pass count; ran beside pytest)"
 # Its per-file counts are printed; they are not added to the closing total.
-scripts/swift-functional.sh "$venv/bin/python"
+cat "$swift_log"
 # The crash torture test's totals (iterations, acknowledged operations, lost, corrupted).
 cat "$target/crash-torture-summary.txt" 2>/dev/null || true
+if [ "$pytest_rc" -ne 0 ] || [ "$swift_rc" -ne 0 ]; then
+    echo "FAILED: end-to-end tests (exit $pytest_rc), Swift functional tests (exit $swift_rc)" >&2
+    exit 1
+fi
 
-step "benchmarks, one iteration each (criterion --test mode)"
-cargo bench -p oram-benches --locked -- --test
+# What CI keeps for people to look at.
+for a in "$target"/artifacts/dashboard.png "$target"/artifacts/dashboard-direct.png; do
+    if [ -f "$a" ]; then echo "artifact: $a"; fi
+done
 
 # One closing line with the totals of every `cargo test` binary and of pytest.
 awk '/^test result:/ { p += $4; f += $6; i += $8 }

@@ -45,15 +45,17 @@ def wait_port(port, timeout=60):
 class Proxy:
     """One oram-proxy process."""
 
-    def __init__(self, workdir, *args, env=None, creds=True, swift=False):
+    def __init__(self, workdir, *args, env=None, creds=True, swift=False, tls=False):
         self.workdir = pathlib.Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.workdir / "data"
         self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        # With tls=True the listeners speak HTTPS (a certificate is configured).
+        scheme = "https" if tls else "http"
+        self.endpoint = f"{scheme}://127.0.0.1:{self.port}"
         # The Swift API, on its own free port when asked for.
         self.swift_port = free_port() if swift else None
-        self.swift_auth = f"http://127.0.0.1:{self.swift_port}/auth/v1.0" if swift else None
+        self.swift_auth = f"{scheme}://127.0.0.1:{self.swift_port}/auth/v1.0" if swift else None
         swift_args = ["--swift-listen", f"127.0.0.1:{self.swift_port}"] if swift else []
         full_env = dict(os.environ)
         full_env["RUST_LOG"] = "info"
@@ -107,13 +109,14 @@ class Proxy:
             self.proc.kill()
             self.proc.wait(timeout=10)
 
-    def client(self, access=ACCESS, secret=SECRET):
+    def client(self, access=ACCESS, secret=SECRET, verify=None):
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint,
             aws_access_key_id=access,
             aws_secret_access_key=secret,
             region_name="us-east-1",
+            verify=verify,
             config=Config(
                 signature_version="s3v4",
                 s3={"addressing_style": "path"},

@@ -42,6 +42,12 @@ fn repo_root() -> PathBuf {
 
 /// Polls an HTTP GET on 127.0.0.1:`port` until it answers `200` (bounded).
 fn wait_http_ok(port: u16, path: &str, timeout: Duration) -> bool {
+    wait_http(port, path, timeout, |status| status == b"200")
+}
+
+/// Polls an HTTP GET on 127.0.0.1:`port` until `accept` takes its status code (the
+/// three digits), bounded by `timeout`.
+fn wait_http(port: u16, path: &str, timeout: Duration, accept: fn(&[u8]) -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
@@ -51,7 +57,8 @@ fn wait_http_ok(port: u16, path: &str, timeout: Duration) -> bool {
             );
             if s.write_all(req.as_bytes()).is_ok() {
                 let mut buf = [0u8; 16];
-                if s.read(&mut buf).is_ok() && buf.starts_with(b"HTTP/1.1 200") {
+                if s.read(&mut buf).is_ok() && buf.starts_with(b"HTTP/1.1 ") && accept(&buf[9..12])
+                {
                     return true;
                 }
             }
@@ -112,6 +119,15 @@ impl Minio {
             "MinIO did not become ready on port {}",
             self.port
         );
+        // Ready is not yet serving: until its object layer is up, MinIO answers every
+        // S3 request (before authenticating it) with 503 XMinioServerNotInitialized;
+        // after, an anonymous ListBuckets gets 403.
+        assert!(
+            wait_http(self.port, "/", Duration::from_secs(60), |status| status
+                != b"503"),
+            "MinIO did not initialise on port {}",
+            self.port
+        );
     }
 
     /// The endpoint URL.
@@ -151,8 +167,21 @@ impl Minio {
     /// A store on a new bucket `bucket`.
     pub async fn store(&self, bucket: &str, prefix: &str) -> S3Store {
         let s = S3Store::new(&self.store_config(bucket, prefix)).await;
-        s.create_bucket().await.expect("create bucket");
-        s
+        // A loaded machine: MinIO can answer its readiness probe before its object
+        // layer is up ("XMinioServerNotInitialized"); retry for at most 60 s.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            match s.create_bucket().await {
+                Ok(()) => return s,
+                Err(oram_blockstore::StoreError::Unavailable(e))
+                    if std::time::Instant::now() < deadline =>
+                {
+                    eprintln!("MinIO not ready yet ({e}); retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => panic!("create bucket: {e:?}"),
+            }
+        }
     }
 }
 

@@ -181,15 +181,22 @@ async fn proxy_over_minio_round_trip_leaks_no_names_or_plaintext() {
         }
     }
     assert_eq!(sizes.len(), 1, "all tree buckets have one size: {sizes:?}");
-    // Besides the tree: the public volume header and the sealed checkpoint, whose
-    // size is fixed by the volume's parameters.
+    // Besides the tree: the public volume header, the sealed checkpoint (its
+    // authenticated head, then the snapshot, whose size is fixed by the volume's
+    // parameters), and the lease.
     assert_eq!(
         meta.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["p/vol0/meta/checkpoint", "p/vol0/meta/volume"]
+        [
+            "p/vol0/meta/checkpoint",
+            "p/vol0/meta/lease",
+            "p/vol0/meta/volume"
+        ]
     );
     assert_eq!(
         meta["p/vol0/meta/checkpoint"] as u64,
-        16 + oram_seal::OVERHEAD as u64 + oram_proxy::volume::checkpoint_size(&cfg),
+        oram_proxy::meta_auth::HEAD_LEN as u64
+            + oram_seal::OVERHEAD as u64
+            + oram_proxy::volume::checkpoint_size(&cfg),
     );
 }
 
@@ -277,4 +284,67 @@ async fn proxy_survives_a_minio_outage_without_losing_acknowledged_objects() {
         );
     }
     server.shutdown(Duration::from_secs(10)).await.unwrap();
+}
+
+/// One PUT of `v2` is held in a relay past its attempt timeout (the store reports
+/// it failed), a newer `v3` is written, then the held PUT reaches MinIO. Returns
+/// MinIO's answer to the late PUT and what the object holds afterwards.
+async fn late_put(conditional: bool) -> (String, Vec<u8>) {
+    let minio = Minio::start();
+    let direct = minio.store("late", "p").await;
+    let relay =
+        oram_tests::relay::HoldRelay::start(format!("127.0.0.1:{}", minio.port).parse().unwrap())
+            .await;
+    let mut cfg = minio.store_config("late", "p");
+    cfg.endpoint = Some(format!("http://{}", relay.addr()));
+    cfg.max_attempts = 1;
+    cfg.attempt_timeout = Duration::from_secs(2);
+    cfg.conditional_writes = conditional;
+    let store = oram_store_s3::S3Store::new(&cfg).await;
+    let key = oram_blockstore::ObjKey::new("vol0/n/7").unwrap();
+    let v = |i: u64| block_data(i, 7, 4096);
+    store.put_many(vec![(key.clone(), v(1))]).await.unwrap();
+    relay.arm();
+    let timed_out = store.put_many(vec![(key.clone(), v(2))]).await;
+    assert!(
+        matches!(timed_out, Err(oram_blockstore::StoreError::Unavailable(_))),
+        "the held PUT must time out: {timed_out:?}"
+    );
+    assert!(relay.holding(), "the relay held the PUT");
+    // A newer version lands while the old PUT is still in flight.
+    store.put_many(vec![(key.clone(), v(3))]).await.unwrap();
+    assert_eq!(
+        direct.get_many(std::slice::from_ref(&key)).await.unwrap()[0].as_deref(),
+        Some(v(3).as_ref())
+    );
+    relay.release();
+    let status = relay
+        .held_status(Duration::from_secs(60))
+        .await
+        .expect("MinIO answers the late PUT");
+    let now = direct.get_many(std::slice::from_ref(&key)).await.unwrap()[0]
+        .clone()
+        .expect("the object exists")
+        .to_vec();
+    assert!(now == v(2).as_ref() || now == v(3).as_ref());
+    (status, now)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_landing_after_its_timeout_does_not_replace_a_newer_version() {
+    let (status, now) = late_put(true).await;
+    assert!(status.contains(" 412 "), "MinIO's answer: {status}");
+    assert!(
+        now == block_data(3, 7, 4096).as_ref(),
+        "the late PUT replaced the newer version"
+    );
+}
+
+/// The negative control: without conditional writes the same late PUT does
+/// replace the newer version (so the test above tests something).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_conditional_writes_a_late_put_replaces_a_newer_version() {
+    let (status, now) = late_put(false).await;
+    assert!(status.contains(" 200 "), "MinIO's answer: {status}");
+    assert!(now == block_data(2, 7, 4096).as_ref());
 }

@@ -288,6 +288,7 @@ impl ProxyRun {
              [metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n\
              {swift_section}\
              [engine]\nkind = {kind:?}\nblock_size = {bs}\ncapacity_blocks = {cap}\n\
+             insecure_direct = {direct}\n\
              cached_levels = {cl}\nmax_batch = {mb}\nmax_inflight_writebacks = {mi}\n\
              [backend]\nkind = \"s3\"\nbucket = {bucket:?}\nendpoint = \"{ep}\"\n\
              access_key = {ak:?}\nsecret_key = {sk:?}\nmax_in_flight = 64\n\
@@ -296,6 +297,7 @@ impl ProxyRun {
              [[users]]\naccess_key = \"workload\"\nsecret_key = {secret:?}\n",
             data = data_dir.join("data").display().to_string(),
             kind = e.kind,
+            direct = e.kind == "direct",
             bs = e.block_size,
             cap = e.capacity_blocks,
             cl = e.cached_levels,
@@ -307,6 +309,12 @@ impl ProxyRun {
         );
         let cfg_path = data_dir.join("proxy.toml");
         std::fs::write(&cfg_path, cfg).map_err(|e| e.to_string())?;
+        // It holds secret keys: the proxy refuses it readable by others.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&cfg_path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| e.to_string())?;
+        }
         let key = format!(
             "{:016x}{:016x}{:016x}{:016x}",
             crate::dist::stable_hash(&[name.as_bytes(), b"k1"]),

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::{BlockStore, ObjKey, Result};
+use crate::{BlockStore, ObjKey, ObjTag, PutCondition, Result, SizeBound};
 
 /// Request and byte counters of one verb.
 #[derive(Debug, Default)]
@@ -164,5 +164,38 @@ impl<S: BlockStore> BlockStore for Accounting<S> {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
         self.list.add(1, 0);
         self.inner.list(prefix).await
+    }
+
+    async fn get_many_bounded(
+        &self,
+        keys: &[ObjKey],
+        bound: SizeBound,
+    ) -> Result<Vec<Option<Bytes>>> {
+        let out = self.inner.get_many_bounded(keys, bound).await;
+        let bytes = out.as_ref().map_or(0, |v| {
+            v.iter().flatten().map(|b| b.len() as u64).sum::<u64>()
+        });
+        self.get.add(keys.len() as u64, bytes);
+        out
+    }
+
+    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
+        self.list.add(1, 0);
+        self.inner.list_bounded(prefix, max_keys).await
+    }
+
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
+        let out = self.inner.get_tagged(key, bound).await;
+        let bytes = match &out {
+            Ok(Some((b, _))) => b.len() as u64,
+            _ => 0,
+        };
+        self.get.add(1, bytes);
+        out
+    }
+
+    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
+        self.put.add(1, data.len() as u64);
+        self.inner.put_if(key, data, cond).await
     }
 }

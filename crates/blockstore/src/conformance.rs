@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use futures::future::join_all;
 
-use crate::{BlockStore, ObjKey, StoreError};
+use crate::{BlockStore, ObjKey, PutCondition, SizeBound, StoreError};
 
 fn key(prefix: &str, rest: &str) -> ObjKey {
     ObjKey::new(format!("{prefix}/{rest}")).expect("conformance keys are valid")
@@ -32,6 +32,113 @@ pub async fn run_all<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
     listing(store, &format!("{prefix}/ls")).await;
     concurrent_writers(store, &format!("{prefix}/cw")).await;
     atomic_overwrite(store, &format!("{prefix}/at")).await;
+    bounded_reads(store, &format!("{prefix}/bd")).await;
+}
+
+/// Reads bounded by the caller: an object of another size is `WrongSize`, a
+/// missing one `None`; listings beyond their bound fail.
+pub async fn bounded_reads<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let (a, b, gone) = (key(prefix, "a"), key(prefix, "b"), key(prefix, "gone"));
+    store
+        .put_many(vec![
+            (a.clone(), pattern(7, 100)),
+            (b.clone(), pattern(8, 5000)),
+        ])
+        .await
+        .unwrap();
+    let got = store
+        .get_many_bounded(&[a.clone(), gone.clone()], SizeBound::Exact(100))
+        .await
+        .unwrap();
+    assert_eq!(got, vec![Some(pattern(7, 100)), None], "exact bound");
+    for bound in [
+        SizeBound::Exact(99),
+        SizeBound::Exact(101),
+        SizeBound::AtMost(99),
+    ] {
+        let e = store
+            .get_many_bounded(std::slice::from_ref(&a), bound)
+            .await;
+        assert!(
+            matches!(e, Err(StoreError::WrongSize { .. })),
+            "a 100-byte object must not pass {bound}: {e:?}"
+        );
+    }
+    let e = store
+        .get_many_bounded(&[a.clone(), b.clone()], SizeBound::AtMost(4096))
+        .await;
+    assert!(
+        matches!(e, Err(StoreError::WrongSize { .. })),
+        "a 5000-byte object must not pass at most 4096: {e:?}"
+    );
+    let got = store
+        .get_many_bounded(std::slice::from_ref(&b), SizeBound::AtMost(5000))
+        .await
+        .unwrap();
+    assert_eq!(got, vec![Some(pattern(8, 5000))]);
+    let listed = store.list_bounded(&format!("{prefix}/"), 2).await.unwrap();
+    assert_eq!(listed, vec![a.clone(), b.clone()]);
+    let e = store.list_bounded(&format!("{prefix}/"), 1).await;
+    assert!(
+        matches!(e, Err(StoreError::WrongSize { .. })),
+        "a listing of 2 keys must not pass a bound of 1: {e:?}"
+    );
+}
+
+/// Conditional writes, for back-ends that offer them: create-only, compare-and-swap
+/// on the tag, and a failed condition changes nothing.
+pub async fn conditional_writes<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let k = key(prefix, "lease");
+    let bound = SizeBound::AtMost(1 << 20);
+    assert!(store.get_tagged(&k, bound).await.unwrap().is_none());
+    let t1 = store
+        .put_if(&k, pattern(1, 64), PutCondition::IfAbsent)
+        .await
+        .expect("create-only write of a missing object");
+    let e = store
+        .put_if(&k, pattern(2, 64), PutCondition::IfAbsent)
+        .await;
+    assert!(
+        matches!(e, Err(StoreError::PreconditionFailed { .. })),
+        "create-only write of an existing object: {e:?}"
+    );
+    let (v, tag) = store.get_tagged(&k, bound).await.unwrap().unwrap();
+    assert_eq!(
+        (v, &tag),
+        (pattern(1, 64), &t1),
+        "tag of the object read back"
+    );
+    let t2 = store
+        .put_if(&k, pattern(3, 64), PutCondition::IfMatch(t1.clone()))
+        .await
+        .expect("compare-and-swap on the current tag");
+    assert_ne!(t1, t2, "a new write has a new tag");
+    let e = store
+        .put_if(&k, pattern(4, 64), PutCondition::IfMatch(t1.clone()))
+        .await;
+    assert!(
+        matches!(e, Err(StoreError::PreconditionFailed { .. })),
+        "compare-and-swap on a stale tag: {e:?}"
+    );
+    let (v, tag) = store.get_tagged(&k, bound).await.unwrap().unwrap();
+    assert_eq!(
+        (v, tag),
+        (pattern(3, 64), t2),
+        "failed conditions changed nothing"
+    );
+    // The same content written again still gets a tag that the next swap accepts.
+    let t3 = store
+        .put_if(
+            &k,
+            pattern(3, 64),
+            PutCondition::IfMatch(store.get_tagged(&k, bound).await.unwrap().unwrap().1),
+        )
+        .await
+        .unwrap();
+    store
+        .put_if(&k, pattern(5, 64), PutCondition::IfMatch(t3))
+        .await
+        .unwrap();
 }
 
 /// A put object reads back byte-exact.

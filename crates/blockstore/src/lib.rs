@@ -13,12 +13,15 @@
 
 mod accounting;
 pub mod conformance;
+pub mod faults;
 mod key;
 mod recording;
+mod size;
 
 pub use accounting::{Accounting, AccountingSnapshot, VerbCounters};
 pub use key::{InvalidKey, ObjKey};
 pub use recording::{Recording, TraceEvent, Verb};
+pub use size::{check_bounded, ObjTag, PutCondition, SizeBound};
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -67,6 +70,32 @@ pub enum StoreError {
         /// One past the last byte requested.
         end: u64,
     },
+    /// The back-end answered with an object (or listing) of another size than the
+    /// caller said it expects: truncated in transit, or not what this volume wrote.
+    /// Nothing beyond the bound was buffered. Transient if the transport cut it.
+    #[error("{key}: the backend answered {got}, expected {expected}")]
+    WrongSize {
+        /// The object key (or listing prefix).
+        key: String,
+        /// What arrived (or was announced), e.g. `"5000 bytes"`, `"more than 4096 bytes"`.
+        got: String,
+        /// What the caller expected, e.g. `"exactly 4141 bytes"`.
+        expected: String,
+    },
+    /// A conditional write ([`BlockStore::put_if`]) found the object in another
+    /// state than the condition names: someone else wrote it. Nothing was changed.
+    #[error("{key}: precondition failed: the object was changed by another writer")]
+    PreconditionFailed {
+        /// The object key.
+        key: String,
+    },
+    /// The back-end does not offer this operation.
+    #[error("the backend does not support {0}")]
+    Unsupported(&'static str),
+    /// This proxy no longer holds the backend lease: another proxy took over the
+    /// volume, or the lease could not be renewed in time. Writes are refused.
+    #[error("fenced: {0}")]
+    Fenced(String),
 }
 
 /// Result type of block-store operations.
@@ -117,6 +146,61 @@ pub trait BlockStore: Send + Sync + 'static {
     ///
     /// Observed: a listing request for the prefix.
     async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>>;
+
+    /// As [`BlockStore::get_many`], with every present object within `bound`:
+    /// an answer of another size is [`StoreError::WrongSize`], and a back-end that
+    /// streams its answers (S3, fs) stops reading at the bound, so a hostile
+    /// provider cannot make the proxy buffer more than the caller expects.
+    ///
+    /// The default checks after [`BlockStore::get_many`] (fine for back-ends that
+    /// hold objects in memory already); wrappers must forward it to their inner
+    /// store so that the bound reaches the back-end.
+    ///
+    /// Observed: as `get_many`.
+    async fn get_many_bounded(
+        &self,
+        keys: &[ObjKey],
+        bound: SizeBound,
+    ) -> Result<Vec<Option<Bytes>>> {
+        let got = self.get_many(keys).await?;
+        check_bounded(keys, &got, bound)?;
+        Ok(got)
+    }
+
+    /// As [`BlockStore::list`], failing with [`StoreError::WrongSize`] instead of
+    /// collecting more than `max_keys` keys.
+    ///
+    /// Observed: as `list`.
+    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
+        let keys = self.list(prefix).await?;
+        if keys.len() > max_keys {
+            return Err(StoreError::WrongSize {
+                key: prefix.to_string(),
+                got: format!("{} keys", keys.len()),
+                expected: format!("at most {max_keys} keys"),
+            });
+        }
+        Ok(keys)
+    }
+
+    /// Reads one object with its version tag (S3: the ETag), within `bound`.
+    /// For the lease and other compare-and-swap objects; never on the access path.
+    ///
+    /// Observed: one GET of the key.
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
+        let _ = (key, bound);
+        Err(StoreError::Unsupported("conditional reads (get_tagged)"))
+    }
+
+    /// Stores one object only if `cond` holds (S3: `If-None-Match: *` or
+    /// `If-Match: <etag>`); returns the new object's tag, or
+    /// [`StoreError::PreconditionFailed`] and changes nothing.
+    ///
+    /// Observed: one conditional PUT of the key with its size.
+    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
+        let _ = (key, data, cond);
+        Err(StoreError::Unsupported("conditional writes (put_if)"))
+    }
 }
 
 #[async_trait]
@@ -136,6 +220,22 @@ impl<S: BlockStore + ?Sized> BlockStore for Arc<S> {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
         (**self).list(prefix).await
     }
+    async fn get_many_bounded(
+        &self,
+        keys: &[ObjKey],
+        bound: SizeBound,
+    ) -> Result<Vec<Option<Bytes>>> {
+        (**self).get_many_bounded(keys, bound).await
+    }
+    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
+        (**self).list_bounded(prefix, max_keys).await
+    }
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
+        (**self).get_tagged(key, bound).await
+    }
+    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
+        (**self).put_if(key, data, cond).await
+    }
 }
 
 /// Checks a requested range and clips it to an object of `len` bytes, as
@@ -153,6 +253,8 @@ pub fn clip_range(range: &Range<u64>, len: u64) -> Result<Range<usize>> {
 }
 
 /// Deletes every object under `prefix` that is not in `keep`; returns how many.
+/// The listing is bounded by `keep.len()` plus [`UNREFERENCED_SLACK`] keys (a
+/// provider cannot make the proxy collect an unbounded listing).
 /// Observed: a LIST of `prefix`, then batched DELETEs of the objects not kept.
 pub async fn delete_unreferenced(
     store: &dyn BlockStore,
@@ -160,7 +262,7 @@ pub async fn delete_unreferenced(
     keep: &std::collections::BTreeSet<ObjKey>,
 ) -> Result<u64> {
     let dead: Vec<ObjKey> = store
-        .list(prefix)
+        .list_bounded(prefix, keep.len().saturating_mul(2) + UNREFERENCED_SLACK)
         .await?
         .into_iter()
         .filter(|k| !keep.contains(k))
@@ -170,6 +272,9 @@ pub async fn delete_unreferenced(
     }
     Ok(dead.len() as u64)
 }
+
+/// Keys beyond the referenced ones a sweep accepts in its listing.
+pub const UNREFERENCED_SLACK: usize = 1 << 20;
 
 /// PUTs `items`, trying up to `attempts` times in all with exponential back-off
 /// (20 ms doubling up to 2 s, plus up to half as much random jitter); `on_retry`

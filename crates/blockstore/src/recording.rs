@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::{BlockStore, ObjKey, Result};
+use crate::{BlockStore, ObjKey, ObjTag, PutCondition, Result, SizeBound};
 
 /// The kind of a backend request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -104,6 +104,19 @@ impl<S> Recording<S> {
     }
 }
 
+impl<S> Recording<S> {
+    fn record_gets(&self, keys: &[ObjKey], out: &Result<Vec<Option<Bytes>>>) {
+        match out {
+            Ok(vals) => self.record(
+                keys.iter()
+                    .zip(vals)
+                    .map(|(k, v)| (Verb::Get, k.to_string(), None, len_of(v))),
+            ),
+            Err(_) => self.record(keys.iter().map(|k| (Verb::Get, k.to_string(), None, 0))),
+        }
+    }
+}
+
 fn len_of(b: &Option<Bytes>) -> u64 {
     b.as_ref().map_or(0, |b| b.len() as u64)
 }
@@ -112,14 +125,40 @@ fn len_of(b: &Option<Bytes>) -> u64 {
 impl<S: BlockStore> BlockStore for Recording<S> {
     async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
         let out = self.inner.get_many(keys).await;
-        match &out {
-            Ok(vals) => self.record(
-                keys.iter()
-                    .zip(vals)
-                    .map(|(k, v)| (Verb::Get, k.to_string(), None, len_of(v))),
-            ),
-            Err(_) => self.record(keys.iter().map(|k| (Verb::Get, k.to_string(), None, 0))),
-        }
+        self.record_gets(keys, &out);
+        out
+    }
+
+    async fn get_many_bounded(
+        &self,
+        keys: &[ObjKey],
+        bound: SizeBound,
+    ) -> Result<Vec<Option<Bytes>>> {
+        let out = self.inner.get_many_bounded(keys, bound).await;
+        self.record_gets(keys, &out);
+        out
+    }
+
+    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
+        let out = self.inner.list_bounded(prefix, max_keys).await;
+        self.record([(Verb::List, prefix.to_string(), None, 0)]);
+        out
+    }
+
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
+        let out = self.inner.get_tagged(key, bound).await;
+        let size = match &out {
+            Ok(Some((b, _))) => b.len() as u64,
+            _ => 0,
+        };
+        self.record([(Verb::Get, key.to_string(), None, size)]);
+        out
+    }
+
+    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
+        let size = data.len() as u64;
+        let out = self.inner.put_if(key, data, cond).await;
+        self.record([(Verb::Put, key.to_string(), None, size)]);
         out
     }
 

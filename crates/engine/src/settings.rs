@@ -44,6 +44,13 @@ pub trait EngineSettings: Debug + Send + Sync {
     /// Checks values that parse but cannot work.
     fn validate(&self, shape: &Shape) -> std::result::Result<(), String>;
 
+    /// Whether the engine hides from the storage provider which blocks are read
+    /// and written. A non-oblivious engine (the `direct` baseline) runs only with
+    /// the operator's explicit consent.
+    fn oblivious(&self) -> bool {
+        true
+    }
+
     /// The parameters that decide where data lives — which backend object holds
     /// what, what is kept locally instead — by name. They are recorded when a
     /// volume is created; a start with other values is refused, since the data
@@ -55,6 +62,13 @@ pub trait EngineSettings: Debug + Send + Sync {
     /// buckets, metadata, intent record), so that the sealed checkpoint can be
     /// padded to a size that depends only on the parameters.
     fn state_bound(&self, shape: &Shape) -> u64;
+
+    /// The largest stash the engine allows after an access, in blocks (0: it
+    /// keeps no stash): what monitoring compares the stash size with.
+    fn stash_bound(&self, shape: &Shape) -> u64 {
+        let _ = shape;
+        0
+    }
 
     /// Builds the engine. Write-backs journaled in the state by an earlier run are
     /// queued to be resent (by the first flush or access).

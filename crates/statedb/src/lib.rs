@@ -22,6 +22,7 @@
 //! lost timeline (written after the checkpoint) never open as current.
 
 mod committer;
+mod maint;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use committer::def;
 pub use committer::Committer;
+pub use maint::{compact, Compacted, TableSize};
 
 /// Format of the state database; a database of another format is refused.
 /// (2: spaces, per-key metadata, intent records, generations.)

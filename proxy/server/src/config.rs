@@ -31,10 +31,19 @@ region = "us-east-1"
 max_concurrent_requests = 64
 
 [metrics]
-# Address of the operator endpoint: GET /metrics (Prometheus text: backend requests
-# and bytes, engine accesses, stash size, write-backs) and GET /health. Empty: off.
-# Bind it to a private address; it needs no credentials and reveals access counts.
+# Address of the operator endpoint: GET /metrics (Prometheus text: client requests
+# by operation and status, latencies, backend requests, bytes and errors, engine,
+# checkpoint, journal, lease and TLS gauges), GET /health and the dashboard
+# (/dashboard). Empty: off. On a non-loopback address it needs a bearer token and
+# speaks HTTPS when [tls] is configured.
 listen = ""
+# File holding the bearer token for /metrics and the dashboard's data (mode 0600).
+# Unset: none on loopback; on other addresses <data_dir>/metrics.token, generated.
+# token_file = "/etc/oram-proxy/metrics.token"
+# Serve the dashboard (/dashboard): live backend requests beside client requests.
+dashboard = true
+# Show object names on the dashboard instead of keyed digests.
+dashboard_object_names = false
 [swift]
 # Address the OpenStack Swift API listens on; "" (the default) leaves it off
 # (--swift-listen). Auth v1 at http://<listen>/auth/v1.0 with
@@ -44,6 +53,30 @@ listen = ""
 token_ttl_secs = 86400
 # Requests served at once; more get 503 (clients retry).
 max_concurrent_requests = 64
+
+[limits]
+# Connections served at once per listener (S3, Swift); more wait in the backlog.
+max_connections = 1024
+# Connections one client address (IPv6: one /64) may hold at once; beyond: 503.
+max_connections_per_client = 256
+# Seconds a client has to send its request headers; also how long an idle
+# keep-alive connection stays open.
+header_timeout_secs = 30
+# Seconds a request body may stall (no byte arriving) before the request fails.
+body_timeout_secs = 60
+# Seconds a response may stall (the client reading nothing) before the
+# connection is closed.
+send_timeout_secs = 60
+[tls]
+# PEM certificate chain (server certificate first) and private key (mode 0600) of
+# the S3 and Swift listeners, which then speak HTTPS only. Both unset: the pair
+# `oram-proxy init --tls-self-signed` wrote to <data_dir>/tls/ if present, else
+# plain HTTP. SIGHUP reloads the files without dropping connections.
+# cert_file = "/etc/oram-proxy/tls/cert.pem"
+# key_file = "/etc/oram-proxy/tls/key.pem"
+# Plain HTTP on a non-loopback address is refused unless this is true
+# (--allow-plain-http); it then logs a warning at every start.
+allow_plain_http = false
 
 "#;
 
@@ -78,6 +111,15 @@ max_in_flight = 32
 attempt_timeout_secs = 30
 # s3: attempts per request (exponential back-off with jitter in between).
 max_attempts = 4
+# s3: send If-Match / If-None-Match: * with every PUT, so that a PUT that timed
+# out but lands later cannot replace a newer version (AWS S3 and MinIO support
+# it; turn off only for a service that rejects conditional writes).
+conditional_writes = true
+# Seconds of the backend lease (<prefix>/meta/lease): one proxy at a time may
+# write a volume; it renews the lease every third of this and stops writing when
+# it cannot. A second proxy waits this long for a silent holder before taking
+# over. 0: no lease (only for a service without conditional writes).
+lease_secs = 30
 
 [state]
 # The trusted state (position map, stash, object index...) lives in
@@ -118,6 +160,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// The Swift API.
     pub swift: SwiftConfig,
+    /// TLS of the S3 and Swift listeners.
+    pub tls: crate::tls::TlsConfig,
     /// The engine.
     pub engine: EngineConfig,
     /// The backend store.
@@ -128,14 +172,60 @@ pub struct Config {
     pub key: KeyConfig,
     /// S3 users.
     pub users: Vec<UserConfig>,
+    /// Connection limits of the S3 and Swift listeners.
+    pub limits: crate::limits::LimitsConfig,
+    /// In-process hooks (tests and embedders); not part of the file format.
+    #[serde(skip)]
+    pub hooks: Hooks,
+}
+
+/// Wraps the opened backend store (e.g. the fault-injection wrapper of the tests).
+pub type StoreHook = std::sync::Arc<
+    dyn Fn(
+            std::sync::Arc<dyn oram_blockstore::BlockStore>,
+        ) -> std::sync::Arc<dyn oram_blockstore::BlockStore>
+        + Send
+        + Sync,
+>;
+
+/// In-process hooks.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    /// Applied to the backend store when a volume opens it.
+    pub wrap_store: Option<StoreHook>,
+}
+
+impl fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hooks")
+            .field("wrap_store", &self.wrap_store.is_some())
+            .finish()
+    }
 }
 
 /// `[metrics]`
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
-    /// Listen address of `/metrics` and `/health`; empty: no endpoint.
+    /// Listen address of `/metrics`, `/health` and the dashboard; empty: no endpoint.
     pub listen: String,
+    /// Bearer token file for `/metrics` and the dashboard's data.
+    pub token_file: Option<PathBuf>,
+    /// Whether the dashboard is served.
+    pub dashboard: bool,
+    /// Whether the dashboard shows object names (else keyed digests).
+    pub dashboard_object_names: bool,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            listen: String::new(),
+            token_file: None,
+            dashboard: true,
+            dashboard_object_names: false,
+        }
+    }
 }
 
 /// `[state]`
@@ -174,11 +264,14 @@ impl Default for Config {
             s3: S3Config::default(),
             metrics: MetricsConfig::default(),
             swift: SwiftConfig::default(),
+            tls: crate::tls::TlsConfig::default(),
             engine: EngineConfig::default(),
             backend: BackendConfig::default(),
             state: StateConfig::default(),
             key: KeyConfig::default(),
             users: Vec::new(),
+            limits: crate::limits::LimitsConfig::default(),
+            hooks: Hooks::default(),
         }
     }
 }
@@ -271,6 +364,10 @@ pub struct BackendConfig {
     pub attempt_timeout_secs: u64,
     /// s3: attempts per request.
     pub max_attempts: u32,
+    /// s3: conditional PUTs (`If-Match` / `If-None-Match: *`).
+    pub conditional_writes: bool,
+    /// Seconds of the backend lease; 0: no lease.
+    pub lease_secs: u64,
 }
 
 impl fmt::Debug for BackendConfig {
@@ -309,6 +406,8 @@ impl Default for BackendConfig {
             max_in_flight: 32,
             attempt_timeout_secs: 30,
             max_attempts: 4,
+            conditional_writes: true,
+            lease_secs: 30,
         }
     }
 }
@@ -378,10 +477,34 @@ impl Config {
         toml::from_str(text).map_err(|e| e.to_string())
     }
 
-    /// Reads and parses a configuration file.
+    /// Reads and parses a configuration file. A file that holds secrets (users'
+    /// secret keys, the backend's secret key) must not be readable by group or
+    /// others.
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let cfg = Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if cfg.holds_secrets() {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .permissions()
+                .mode();
+            if mode & 0o077 != 0 {
+                return Err(format!(
+                    "{} holds secret keys but has mode {:o}: group and others must have no \
+                     access (chmod 600 {})",
+                    path.display(),
+                    mode & 0o777,
+                    path.display()
+                ));
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Whether the configuration holds secrets (users, the backend's secret key).
+    pub fn holds_secrets(&self) -> bool {
+        !self.users.is_empty() || self.backend.secret_key.is_some()
     }
 
     /// The key file: `key.key_file`, or `<data_dir>/master.key`.
@@ -395,6 +518,7 @@ impl Config {
     /// Checks values that parse but cannot work.
     pub fn validate(&self) -> Result<(), String> {
         self.engine.validate()?;
+        self.limits.validate()?;
         if self.backend.kind == BackendKind::S3 {
             if self.backend.bucket.is_empty() {
                 return Err("backend.bucket is required with the s3 back-end".into());
@@ -436,6 +560,20 @@ impl Config {
                         .into(),
                 );
             }
+        }
+        if !self.metrics.listen.is_empty() {
+            self.metrics
+                .listen
+                .parse::<std::net::SocketAddr>()
+                .map_err(|_| {
+                    format!(
+                        "metrics.listen {:?} is not HOST:PORT with an IP address",
+                        self.metrics.listen
+                    )
+                })?;
+        }
+        if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
+            return Err("tls.cert_file and tls.key_file go together".into());
         }
         for u in &self.users {
             u.validate()?;

@@ -26,11 +26,23 @@ created it, or move its objects: start this release on a new data directory and 
 prefix, and copy the buckets across through the two proxies' S3 APIs (for example \
 `rclone sync old:bucket new:bucket`); see README.md, \"Upgrading\"";
 
-/// Creates the data directory (mode 0700) if needed.
+/// Creates the data directory (mode 0700) if needed; refuses an existing one that
+/// group or others may enter (it holds the key, the credentials and the plaintext
+/// trusted state).
 pub fn ensure_dir(dir: &Path) -> Result<(), ProxyError> {
     if !dir.exists() {
         fs::create_dir_all(dir).map_err(io(dir))?;
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+    }
+    let mode = fs::metadata(dir).map_err(io(dir))?.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(ProxyError::Key(format!(
+            "data directory {} has mode {:o}: group and others must have no access \
+             (chmod 700 {})",
+            dir.display(),
+            mode & 0o777,
+            dir.display()
+        )));
     }
     Ok(())
 }
@@ -86,6 +98,9 @@ pub struct VolumeParams {
     pub fixed: BTreeMap<String, String>,
     /// Argon2id parameters, when the key is derived from a passphrase.
     pub kdf: Option<Kdf>,
+    /// The backend header's MAC under the master key (see `meta_auth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 impl VolumeParams {
@@ -109,6 +124,7 @@ impl VolumeParams {
             key_check,
             fixed: c.engine.fixed(&c.backend.prefix),
             kdf,
+            mac: None,
         }
     }
 
@@ -221,7 +237,7 @@ impl VolumeParams {
     /// The volume id.
     pub fn volume_id(&self) -> Result<VolumeId, ProxyError> {
         unhex::<16>(&self.volume_id)
-            .map(VolumeId)
+            .map(|b| VolumeId(*b))
             .ok_or_else(|| ProxyError::Params("volume.toml: bad volume_id".into()))
     }
 }
@@ -369,6 +385,18 @@ mod tests {
             err.contains("engine path (configured: ring)") && err.contains("s unset"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn data_directory_must_be_private() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("data");
+        ensure_dir(&dir).unwrap();
+        let mode = fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        let err = ensure_dir(&dir).unwrap_err().to_string();
+        assert!(err.contains("chmod 700"), "{err}");
     }
 
     #[test]

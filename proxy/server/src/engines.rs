@@ -128,6 +128,9 @@ pub struct EngineConfig {
     pub max_batch: usize,
     /// The engine and its settings (`kind` in the TOML).
     pub kind: Engine,
+    /// The operator's explicit consent to a non-oblivious engine (`direct`):
+    /// without it such an engine is refused.
+    pub insecure_direct: bool,
     /// Keys of other engines found in `[engine]` and ignored.
     pub ignored: Vec<String>,
 }
@@ -139,6 +142,7 @@ impl Default for EngineConfig {
             capacity_blocks: 262_144,
             max_batch: 64,
             kind: Engine::default(),
+            insecure_direct: false,
             ignored: Vec::new(),
         }
     }
@@ -174,6 +178,15 @@ impl EngineConfig {
         if self.capacity_blocks == 0 || self.max_batch == 0 {
             return Err("engine.capacity_blocks and engine.max_batch must be positive".into());
         }
+        if !self.kind.settings().oblivious() && !self.insecure_direct {
+            return Err(format!(
+                "engine {:?} stores every block at a fixed place: the storage provider \
+                 sees exactly which blocks are read and written (no obliviousness). It is a \
+                 baseline for measurements; to run it anyway set [engine] insecure_direct = \
+                 true or pass --insecure-direct",
+                self.kind.name()
+            ));
+        }
         self.kind.settings().validate(&self.shape("vol0"))
     }
 
@@ -198,8 +211,12 @@ pub fn example() -> String {
     format!(
         r#"[engine]
 # "path" (Path ORAM), "ring" (Ring ORAM) or "direct" (no ORAM: the
-# non-oblivious baseline). Fixed when the data directory is created.
+# non-oblivious baseline; it needs insecure_direct = true). Fixed when the data
+# directory is created.
 kind = "path"
+# Required to run the "direct" engine (--insecure-direct): the storage provider
+# then sees exactly which blocks are read and written.
+insecure_direct = false
 # Bytes per ORAM block. Fixed when the data directory is created.
 block_size = 4096
 # Logical blocks in the ORAM (capacity = block_size x capacity_blocks; 1 GiB by
@@ -213,7 +230,13 @@ max_batch = 64
     )
 }
 
-const SHAPE_KEYS: [&str; 4] = ["kind", "block_size", "capacity_blocks", "max_batch"];
+const SHAPE_KEYS: [&str; 5] = [
+    "kind",
+    "block_size",
+    "capacity_blocks",
+    "max_batch",
+    "insecure_direct",
+];
 
 impl<'de> Deserialize<'de> for EngineConfig {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -243,6 +266,15 @@ impl<'de> Deserialize<'de> for EngineConfig {
         if let Some(v) = int(&mut t, "max_batch")? {
             out.max_batch = v as usize;
         }
+        match t.remove("insecure_direct") {
+            None => {}
+            Some(toml::Value::Boolean(b)) => out.insecure_direct = b,
+            Some(v) => {
+                return Err(D::Error::custom(format!(
+                    "engine.insecure_direct: {v} is not true or false"
+                )))
+            }
+        }
         let (kind, ignored) = Engine::parse(&name, t).map_err(D::Error::custom)?;
         out.kind = kind;
         out.ignored = ignored;
@@ -260,6 +292,7 @@ impl Serialize for EngineConfig {
             (self.capacity_blocks as i64).into(),
         );
         t.insert("max_batch".into(), (self.max_batch as i64).into());
+        t.insert("insecure_direct".into(), self.insecure_direct.into());
         for (k, v) in self.kind.to_table() {
             debug_assert!(!SHAPE_KEYS.contains(&k.as_str()));
             t.insert(k, v);
@@ -325,7 +358,7 @@ mod tests {
     fn serialises_back_to_what_it_parsed() {
         for s in [
             "kind = 'ring'\nring_preset = 'large'\nmax_batch = 8",
-            "kind = 'direct'\ncapacity_blocks = 99",
+            "kind = 'direct'\ncapacity_blocks = 99\ninsecure_direct = true",
             "kind = 'path'\ncached_levels = 0",
         ] {
             let c = parse(s).unwrap();

@@ -32,6 +32,42 @@ pub const ENV_KEY: &str = "ORAM_PROXY_MASTER_KEY";
 /// Environment variable holding the passphrase.
 pub const ENV_PASSPHRASE: &str = "ORAM_PROXY_PASSPHRASE";
 
+/// The key and passphrase taken out of the environment by [`take_env_secrets`].
+static TAKEN: std::sync::Mutex<Option<EnvSecrets>> = std::sync::Mutex::new(None);
+
+struct EnvSecrets {
+    key: Option<Zeroizing<String>>,
+    passphrase: Option<Zeroizing<String>>,
+}
+
+/// Moves `ORAM_PROXY_MASTER_KEY` and `ORAM_PROXY_PASSPHRASE` out of the process
+/// environment (where `/proc/<pid>/environ` and every child process would see
+/// them) into zeroized memory, for [`KeySource::resolve`]. The binary calls it
+/// first thing, while the process is still single-threaded.
+pub fn take_env_secrets() {
+    let take = |name: &str| {
+        let v = std::env::var_os(name)?;
+        std::env::remove_var(name);
+        Some(Zeroizing::new(v.into_string().unwrap_or_default()))
+    };
+    let secrets = EnvSecrets {
+        key: take(ENV_KEY),
+        passphrase: take(ENV_PASSPHRASE),
+    };
+    *TAKEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(secrets);
+}
+
+/// The value of a secret variable: taken from the environment earlier, or still
+/// in it (library use without [`take_env_secrets`]).
+fn env_secret(name: &str) -> Option<Zeroizing<String>> {
+    let taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    match taken.as_ref() {
+        Some(t) if name == ENV_KEY => t.key.clone(),
+        Some(t) if name == ENV_PASSPHRASE => t.passphrase.clone(),
+        _ => std::env::var(name).ok().map(Zeroizing::new),
+    }
+}
+
 /// Argon2id parameters and salt of a passphrase-derived key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,6 +98,7 @@ impl Kdf {
 
     /// Derives the master key from `passphrase`.
     pub fn derive(&self, passphrase: &[u8]) -> Result<MasterKey, ProxyError> {
+        self.check_bounds()?;
         let salt = unhex_vec(&self.salt)
             .ok_or_else(|| ProxyError::Key("volume parameters: bad passphrase salt".into()))?;
         let params = argon2::Params::new(self.m_kib, self.t, self.p, Some(32))
@@ -74,7 +111,38 @@ impl Kdf {
             .map_err(|e| ProxyError::Key(format!("Argon2id: {e}")))?;
         Ok(MasterKey::from_bytes(*out))
     }
+
+    /// Refuses costs outside what this build ever creates, give or take: at most
+    /// [`MAX_KDF_M_KIB`] of memory, [`MAX_KDF_T`] passes and [`MAX_KDF_P`] lanes, and
+    /// a salt of 8 to 64 bytes. Checked before any derivation, because `recover`
+    /// reads them from the backend, whose provider is not trusted.
+    pub fn check_bounds(&self) -> Result<(), ProxyError> {
+        let salt_len = self.salt.trim().len() / 2;
+        if self.m_kib == 0
+            || self.m_kib > MAX_KDF_M_KIB
+            || self.t == 0
+            || self.t > MAX_KDF_T
+            || self.p == 0
+            || self.p > MAX_KDF_P
+            || !(8..=64).contains(&salt_len)
+        {
+            return Err(ProxyError::Key(format!(
+                "Argon2id parameters out of bounds (m = {} KiB, t = {}, p = {}, salt {} bytes; \
+                 at most {MAX_KDF_M_KIB} KiB, {MAX_KDF_T} passes, {MAX_KDF_P} lanes): \
+                 refusing to derive",
+                self.m_kib, self.t, self.p, salt_len
+            )));
+        }
+        Ok(())
+    }
 }
+
+/// Most memory an Argon2id derivation may use, KiB (1 GiB).
+pub const MAX_KDF_M_KIB: u32 = 1 << 20;
+/// Most Argon2id passes.
+pub const MAX_KDF_T: u32 = 16;
+/// Most Argon2id lanes.
+pub const MAX_KDF_P: u32 = 16;
 
 /// Where this start takes the key from.
 pub enum KeySource {
@@ -89,14 +157,13 @@ pub enum KeySource {
 impl KeySource {
     /// The source the configuration and environment name.
     pub fn resolve(cfg: &Config) -> Result<Self, ProxyError> {
-        if let Ok(hexkey) = std::env::var(ENV_KEY) {
-            let hexkey = Zeroizing::new(hexkey);
+        if let Some(hexkey) = env_secret(ENV_KEY) {
             let bytes = unhex::<32>(&hexkey)
                 .ok_or_else(|| ProxyError::Key(format!("{ENV_KEY} does not hold 64 hex digits")))?;
-            return Ok(Self::Env(MasterKey::from_bytes(bytes)));
+            return Ok(Self::Env(MasterKey::from_bytes(*bytes)));
         }
-        if let Ok(p) = std::env::var(ENV_PASSPHRASE) {
-            return Self::passphrase(p.into_bytes(), ENV_PASSPHRASE);
+        if let Some(p) = env_secret(ENV_PASSPHRASE) {
+            return Self::passphrase(p.as_bytes().to_vec(), ENV_PASSPHRASE);
         }
         if let Some(path) = &cfg.key.passphrase_file {
             check_private(path)?;
@@ -145,7 +212,8 @@ impl KeySource {
             Self::File(path) if path.exists() => Ok((read_key_file(path)?, None, false)),
             Self::File(path) => {
                 let key = MasterKey::generate();
-                write_private(path, &format!("{}\n", hex(key.expose_bytes())))?;
+                let text = Zeroizing::new(format!("{}\n", *hex_secret(key.expose_bytes())));
+                write_private(path, &text)?;
                 Ok((key, None, true))
             }
         }
@@ -195,7 +263,7 @@ fn read_key_file(path: &Path) -> Result<MasterKey, ProxyError> {
     let bytes = unhex::<32>(&text).ok_or_else(|| {
         ProxyError::Key(format!("{} does not hold 64 hex digits", path.display()))
     })?;
-    Ok(MasterKey::from_bytes(bytes))
+    Ok(MasterKey::from_bytes(*bytes))
 }
 
 pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ProxyError + '_ {
@@ -209,19 +277,37 @@ pub(crate) fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-pub(crate) fn unhex_vec(s: &str) -> Option<Vec<u8>> {
+/// Hex of secret bytes, zeroized when dropped.
+pub(crate) fn hex_secret(b: &[u8]) -> Zeroizing<String> {
+    let mut out = Zeroizing::new(String::with_capacity(2 * b.len()));
+    for x in b {
+        let _ = std::fmt::Write::write_fmt(&mut *out, format_args!("{x:02x}"));
+    }
+    out
+}
+
+/// Bytes from hex, zeroized when dropped (some of them are keys).
+pub(crate) fn unhex_vec(s: &str) -> Option<Zeroizing<Vec<u8>>> {
     let s = s.trim();
     if !s.len().is_multiple_of(2) {
         return None;
     }
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect()
+    let mut out = Zeroizing::new(Vec::with_capacity(s.len() / 2));
+    for i in 0..s.len() / 2 {
+        out.push(u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?);
+    }
+    Some(out)
 }
 
-/// Exactly `N` bytes from hex.
-pub(crate) fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    unhex_vec(s)?.try_into().ok()
+/// Exactly `N` bytes from hex, zeroized when dropped.
+pub(crate) fn unhex<const N: usize>(s: &str) -> Option<Zeroizing<[u8; N]>> {
+    let v = unhex_vec(s)?;
+    let mut out = Zeroizing::new([0u8; N]);
+    if v.len() != N {
+        return None;
+    }
+    out.copy_from_slice(&v);
+    Some(out)
 }
 
 /// Writes a new file readable by its owner only; fails if it exists.

@@ -4,11 +4,24 @@
 //!
 //! This is the only crate that names concrete engines and back-ends.
 
+pub mod classify;
 pub mod config;
+pub mod creds;
+pub mod dashboard;
 pub mod datadir;
 pub mod engines;
+pub mod expiry;
+pub mod guard;
 pub mod keys;
+pub mod lease;
+pub mod limits;
+pub mod meta_auth;
 pub mod metrics;
+pub mod notify;
+pub mod ops;
+pub mod tap;
+pub mod telemetry;
+pub mod tls;
 pub mod volume;
 
 use std::net::SocketAddr;
@@ -109,6 +122,11 @@ pub struct Server {
     layer: ObjectLayer,
     volume: Arc<volume::Volume>,
     checkpointer: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+    /// The task that purges expired objects ([`expiry`]).
+    expirer: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+    tel: Arc<telemetry::Telemetry>,
+    tls: Option<Arc<tls::Tls>>,
+    metrics_token: Option<PathBuf>,
     /// What the start found or created.
     pub info: StartInfo,
 }
@@ -139,6 +157,42 @@ impl Server {
         &self.volume
     }
 
+    /// Client-side measurements, the lease and TLS state (shown by `/metrics`).
+    pub fn telemetry(&self) -> &Arc<telemetry::Telemetry> {
+        &self.tel
+    }
+
+    /// The certificate served, when the S3 and Swift listeners speak TLS.
+    pub fn tls_info(&self) -> Option<tls::CertInfo> {
+        self.tls.as_ref().map(|t| t.info())
+    }
+
+    /// The file holding the operator endpoint's bearer token, if it needs one.
+    pub fn metrics_token_file(&self) -> Option<&std::path::Path> {
+        self.metrics_token.as_deref()
+    }
+
+    /// Reloads what can change while serving (SIGHUP): the TLS certificate and
+    /// key. Connections keep the certificate they started with; on an error the
+    /// old certificate stays. Returns the certificate now served, if TLS is on.
+    pub fn reload(&self) -> Result<Option<tls::CertInfo>, ProxyError> {
+        let Some(t) = &self.tls else {
+            return Ok(None);
+        };
+        use std::sync::atomic::Ordering::Relaxed;
+        match t.reload() {
+            Ok(info) => {
+                self.tel.tls.reloads_ok.fetch_add(1, Relaxed);
+                self.tel.tls.not_after.store(info.not_after, Relaxed);
+                Ok(Some(info))
+            }
+            Err(e) => {
+                self.tel.tls.reloads_failed.fetch_add(1, Relaxed);
+                Err(e)
+            }
+        }
+    }
+
     /// Stops accepting connections, lets in-flight requests finish (at most
     /// `grace`), writes back everything pending, and takes a final checkpoint.
     pub async fn shutdown(mut self, grace: Duration) -> Result<(), ProxyError> {
@@ -161,6 +215,10 @@ impl Server {
             let _ = stop.send(());
             let _ = task.await;
         }
+        if let Some((stop, task)) = self.expirer.take() {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
         if tokio::time::timeout(grace + Duration::from_secs(1), &mut self.task)
             .await
             .is_err()
@@ -176,6 +234,9 @@ impl Server {
             state_bytes = c.state_bytes,
             "final checkpoint written"
         );
+        if let Some(lease) = &self.volume.lease {
+            lease.release().await;
+        }
         Ok(())
     }
 }
@@ -183,6 +244,7 @@ impl Server {
 /// Takes a checkpoint every `every` until `stop` fires.
 async fn checkpoint_loop(
     vol: Arc<volume::Volume>,
+    tel: Arc<telemetry::Telemetry>,
     every: Duration,
     mut stop: oneshot::Receiver<()>,
 ) {
@@ -191,14 +253,21 @@ async fn checkpoint_loop(
             _ = tokio::time::sleep(every) => {}
             _ = &mut stop => return,
         }
+        let at = telemetry::unix_ms();
         match vol.checkpoint().await {
-            Ok(c) => tracing::info!(
-                epoch = c.epoch,
-                bytes = c.bytes,
-                state_bytes = c.state_bytes,
-                "checkpoint written"
-            ),
-            Err(e) => tracing::error!("checkpoint failed: {e}"),
+            Ok(c) => {
+                tel.checkpoint_done(Some(at));
+                tracing::info!(
+                    epoch = c.epoch,
+                    bytes = c.bytes,
+                    state_bytes = c.state_bytes,
+                    "checkpoint written"
+                )
+            }
+            Err(e) => {
+                tel.checkpoint_done(None);
+                tracing::error!("checkpoint failed: {e}")
+            }
         }
     }
 }
@@ -213,6 +282,12 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     // One proxy per data directory: two would corrupt each other's state.
     let dir_lock = datadir::lock(dir)?;
     let (users, generated_credentials) = datadir::users(dir, cfg, root)?;
+    let tls = tls::from_config(cfg)?;
+    if tls.is_none() {
+        tls::check_plain_listener(cfg, "s3.listen", &cfg.s3.listen)?;
+        tls::check_plain_listener(cfg, "swift.listen", &cfg.swift.listen)?;
+        tls::check_plain_listener(cfg, "metrics.listen", &cfg.metrics.listen)?;
+    }
     // Bind before touching the backend, so that a port conflict changes nothing.
     let listener = TcpListener::bind(&cfg.s3.listen)
         .await
@@ -234,6 +309,17 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     };
     let vol = Arc::new(volume::Volume::open(cfg).await?);
     vol.repair_checkpoint().await?;
+    let tel = Arc::new(telemetry::Telemetry::new(
+        cfg.metrics.dashboard_object_names,
+    ));
+    if let Some(ms) = volume::last_checkpoint_ms(&vol.db) {
+        tel.checkpoint_done(Some(ms));
+    }
+    if let Some(t) = &tls {
+        use std::sync::atomic::Ordering::Relaxed;
+        tel.tls.enabled.store(true, Relaxed);
+        tel.tls.not_after.store(t.info().not_after, Relaxed);
+    }
     let layer = vol.layer.clone();
     let s3_users: Vec<S3User> = users
         .iter()
@@ -250,18 +336,48 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
     })?;
     let (stop, stopped) = oneshot::channel();
     let limit = Arc::new(Semaphore::new(cfg.s3.max_concurrent_requests));
-    let s3_handler = move |req: http::Request<hyper::body::Incoming>| {
+    let s3_handler = move |req: http::Request<telemetry::Counted<ServedBody>>| {
         let service = service.clone();
-        async move { service.call(req.map(s3s::Body::from)).await }
-    };
-    let task = tokio::spawn(serve(listener, s3_handler, s3_overloaded, limit, stopped));
-    let (metrics_addr, metrics_stop) = match metrics {
-        Some((l, addr)) => {
-            let (tx, rx) = oneshot::channel();
-            tokio::spawn(metrics::serve(l, vol.clone(), rx));
-            (Some(addr), Some(tx))
+        async move {
+            // Refused on the request line and headers alone, before s3s reads a byte
+            // of the body (see `guard`).
+            if let Some(r) = guard::s3_refusal(&req) {
+                return Ok(guard::s3_refusal_response(&r));
+            }
+            service.call(req.map(s3s::Body::http_body)).await
         }
-        None => (None, None),
+    };
+    let s3_handler = telemetry::observe(tel.clone(), telemetry::Api::S3, s3_handler);
+    let task = tokio::spawn(serve(
+        listener,
+        s3_handler,
+        || s3_overloaded().map(telemetry::Counted::uncounted),
+        limit,
+        cfg.limits.clone(),
+        stopped,
+        tls.clone(),
+    ));
+    let (metrics_addr, metrics_stop, metrics_token) = match metrics {
+        Some((l, addr)) => {
+            let token = metrics::token(cfg, &addr)?;
+            let (token, token_file) = match token {
+                Some((t, p)) => (Some(t), Some(p)),
+                None => (None, None),
+            };
+            let ep = Arc::new(metrics::Endpoint {
+                vol: vol.clone(),
+                tel: tel.clone(),
+                info: metrics::EngineInfo::new(cfg),
+                token,
+                dashboard: cfg.metrics.dashboard,
+            });
+            // Beyond loopback the endpoint speaks TLS when the listeners do.
+            let mtls = (!tls::is_loopback(&addr)).then(|| tls.clone()).flatten();
+            let (tx, rx) = oneshot::channel();
+            tokio::spawn(metrics::serve(l, ep, mtls, rx));
+            (Some(addr), Some(tx), token_file)
+        }
+        None => (None, None, None),
     };
     let (swift_addr, swift) = match swift_listener {
         None => (None, None),
@@ -284,20 +400,48 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
                 swift_users,
                 oram_swift::SwiftConfig {
                     token_ttl: Duration::from_secs(cfg.swift.token_ttl_secs),
+                    https: tls.is_some(),
                 },
             );
-            let handler = move |req: http::Request<hyper::body::Incoming>| {
+            // Failed logins: 20 at once, then 2 per second, per client address.
+            let failures = Arc::new(guard::RateLimiter::new(20, 2.0, 100_000));
+            let handler = move |req: http::Request<telemetry::Counted<ServedBody>>| {
                 let api = api.clone();
-                async move { Ok::<_, std::convert::Infallible>(api.handle(req).await) }
+                let failures = failures.clone();
+                async move {
+                    let login = guard::is_swift_login(&req)
+                        .then(|| req.extensions().get::<PeerAddr>().map(|p| p.0.ip()))
+                        .flatten();
+                    if let Some(ip) = login {
+                        if let Err(wait) = failures.check(ip) {
+                            let r = guard::swift_too_many(wait);
+                            return Ok::<_, std::convert::Infallible>(r.map(SwiftOrS3::S3));
+                        }
+                    }
+                    let resp = api.handle(req).await;
+                    if let Some(ip) = login {
+                        if resp.status() == http::StatusCode::UNAUTHORIZED {
+                            let _ = failures.take(ip);
+                        }
+                    }
+                    Ok(resp.map(SwiftOrS3::Swift))
+                }
             };
+            let handler = telemetry::observe(tel.clone(), telemetry::Api::Swift, handler);
             let (tx, rx) = oneshot::channel();
             let limit = Arc::new(Semaphore::new(cfg.swift.max_concurrent_requests));
             let t = tokio::spawn(serve(
                 l,
                 handler,
-                oram_swift::SwiftApi::overloaded,
+                || {
+                    oram_swift::SwiftApi::overloaded()
+                        .map(SwiftOrS3::Swift)
+                        .map(telemetry::Counted::uncounted)
+                },
                 limit,
+                cfg.limits.clone(),
                 rx,
+                tls.clone(),
             ));
             (Some(addr), Some((tx, t)))
         }
@@ -306,9 +450,19 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
         0 => None,
         secs => {
             let (tx, rx) = oneshot::channel();
-            let t = tokio::spawn(checkpoint_loop(vol.clone(), Duration::from_secs(secs), rx));
+            let t = tokio::spawn(checkpoint_loop(
+                vol.clone(),
+                tel.clone(),
+                Duration::from_secs(secs),
+                rx,
+            ));
             Some((tx, t))
         }
+    };
+    let expirer = {
+        let (tx, rx) = oneshot::channel();
+        let t = tokio::spawn(expiry::purge_loop(layer.clone(), expiry::EVERY, rx));
+        Some((tx, t))
     };
     Ok(Server {
         s3_addr,
@@ -330,6 +484,10 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
         layer,
         volume: vol,
         checkpointer,
+        expirer,
+        tel,
+        tls,
+        metrics_token,
     })
 }
 
@@ -345,12 +503,29 @@ fn s3_config(cfg: &Config) -> S3StoreConfig {
         max_in_flight: b.max_in_flight,
         attempt_timeout: Duration::from_secs(b.attempt_timeout_secs.max(1)),
         max_attempts: b.max_attempts,
+        // The largest legitimate object is a checkpoint (which may double a few
+        // times as the index grows); every engine read is bounded more tightly.
+        max_object_bytes: volume::checkpoint_size(cfg).saturating_mul(8).max(64 << 20),
+        // Two slots per tree node, nodes ≤ 2 × capacity, plus the meta objects.
+        max_list_keys: (cfg.engine.capacity_blocks as usize)
+            .saturating_mul(4)
+            .saturating_add(1 << 16),
+        conditional_writes: b.conditional_writes,
+        ..S3StoreConfig::default()
     }
 }
 
 /// Opens the configured back-end and checks that it can be used: an unreachable
 /// S3 endpoint, a missing bucket or refused credentials are start-up errors.
 pub async fn open_store(cfg: &Config) -> Result<Arc<dyn BlockStore>, ProxyError> {
+    let store = open_backend(cfg).await?;
+    Ok(match &cfg.hooks.wrap_store {
+        Some(wrap) => wrap(store),
+        None => store,
+    })
+}
+
+async fn open_backend(cfg: &Config) -> Result<Arc<dyn BlockStore>, ProxyError> {
     match cfg.backend.kind {
         BackendKind::Fs => Ok(Arc::new(FsStore::open_with_sync(
             cfg.store_path(),
@@ -373,18 +548,30 @@ pub async fn open_store(cfg: &Config) -> Result<Arc<dyn BlockStore>, ProxyError>
 /// `oram-proxy init`: creates the data directory (key, volume parameters,
 /// credentials) and, for the S3 back-end, the bucket. Returns what it did.
 pub async fn init(cfg: &Config, root: Option<UserConfig>) -> Result<Vec<String>, ProxyError> {
+    init_with_progress(cfg, root, &|_| {}).await
+}
+
+/// [`init`], telling `progress` each step as it begins.
+pub async fn init_with_progress(
+    cfg: &Config,
+    root: Option<UserConfig>,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<Vec<String>, ProxyError> {
     cfg.validate().map_err(ProxyError::Config)?;
     let dir = &cfg.data_dir;
     let mut done = Vec::new();
     if cfg.backend.kind == BackendKind::S3 {
+        progress("creating the backend bucket");
         let s3 = S3Store::new(&s3_config(cfg)).await;
         s3.create_bucket().await?;
         s3.check().await?;
         done.push(format!("backend bucket {:?} ready", cfg.backend.bucket));
     }
+    progress("preparing the data directory");
     datadir::ensure_dir(dir)?;
     let _lock = datadir::lock(dir)?;
     let (users, generated) = datadir::users(dir, cfg, root)?;
+    progress("creating the volume (key, parameters, backend header)");
     let vol = volume::Volume::open(cfg).await?;
     if vol.new_key {
         done.push(format!("created master key {}", cfg.key_file().display()));
@@ -399,6 +586,7 @@ pub async fn init(cfg: &Config, root: Option<UserConfig>) -> Result<Vec<String>,
             datadir::credentials_path(dir).display()
         ));
     }
+    progress("writing back");
     vol.engine.flush().await?;
     Ok(done)
 }
@@ -432,14 +620,68 @@ pub async fn fsck(
 
 /// `oram-proxy recover` (see [`volume::recover`]).
 pub async fn recover(cfg: &Config) -> Result<volume::Recovered, ProxyError> {
+    recover_with_progress(cfg, None, &|_| {}).await
+}
+
+/// `oram-proxy recover [--volume-id ID]`: as [`recover`], refusing a backend whose
+/// (authenticated) header names another volume than `expect`, and telling
+/// `progress` each step as it begins.
+pub async fn recover_with_progress(
+    cfg: &Config,
+    expect: Option<&str>,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<volume::Recovered, ProxyError> {
     cfg.validate().map_err(ProxyError::Config)?;
     datadir::ensure_dir(&cfg.data_dir)?;
     let _lock = datadir::lock(&cfg.data_dir)?;
-    volume::recover(cfg).await
+    volume::recover_with_progress(cfg, expect, progress).await
 }
 
-/// Connections served at once; more wait in the listen backlog.
-const MAX_CONNECTIONS: usize = 1024;
+/// The request body every handler gets: the connection's body, failing once it
+/// stalls for the body timeout.
+pub type ServedBody = limits::TimedBody<hyper::body::Incoming>;
+
+/// The client address of a request (a request extension set by the accept loop).
+#[derive(Clone, Copy, Debug)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// A Swift-listener response body: Swift's own, or one built with s3s's body type
+/// (the login rate limit's answer).
+enum SwiftOrS3 {
+    Swift(oram_swift::SwiftBody),
+    S3(s3s::Body),
+}
+
+impl hyper::body::Body for SwiftOrS3 {
+    type Data = bytes::Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        match self.get_mut() {
+            SwiftOrS3::Swift(b) => std::pin::Pin::new(b)
+                .poll_frame(cx)
+                .map(|o| o.map(|r| r.map_err(Into::into))),
+            SwiftOrS3::S3(b) => std::pin::Pin::new(b).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            SwiftOrS3::Swift(b) => b.is_end_stream(),
+            SwiftOrS3::S3(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            SwiftOrS3::Swift(b) => b.size_hint(),
+            SwiftOrS3::S3(b) => b.size_hint(),
+        }
+    }
+}
 
 /// A response body that keeps the request's concurrency permit until it is done.
 struct LimitedBody<B> {
@@ -480,38 +722,47 @@ fn s3_overloaded() -> http::Response<s3s::Body> {
 
 /// The accept loop: each connection is served by `handler` until `stopped` fires;
 /// then the connections are asked to finish their current requests and close.
-/// Beyond `limit` requests at once, `overloaded` answers.
-async fn serve<H, F, B, E>(
+/// Beyond `limit` requests at once, `overloaded` answers. Connections are HTTP/1.1
+/// only, capped per listener and per client, with header, body and send timeouts
+/// (see [`limits`]), and TCP_NODELAY.
+async fn serve<H, F, B, E, O>(
     listener: TcpListener,
     handler: H,
-    overloaded: fn() -> http::Response<B>,
+    overloaded: O,
     limit: Arc<Semaphore>,
+    cfg: limits::LimitsConfig,
     mut stopped: oneshot::Receiver<()>,
+    tls: Option<Arc<tls::Tls>>,
 ) where
-    H: Fn(http::Request<hyper::body::Incoming>) -> F + Clone + Send + Sync + 'static,
+    H: Fn(http::Request<ServedBody>) -> F + Clone + Send + Sync + 'static,
     F: std::future::Future<Output = Result<http::Response<B>, E>> + Send + 'static,
     B: hyper::body::Body + Unpin + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     E: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+    O: Fn() -> http::Response<B> + Clone + Send + Sync + 'static,
 {
-    let mut http = ConnBuilder::new(TokioExecutor::new());
-    // Idle or slow clients must not hold connections forever.
+    let timeouts = cfg.timeouts();
+    // HTTP/1.1 only: h2c would bypass the header timeout (no HTTP/2 idle timeout).
+    let mut http = ConnBuilder::new(TokioExecutor::new()).http1_only();
+    // Idle or slow clients must not hold connections forever; the header timeout
+    // also closes idle keep-alive connections.
     http.http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30))
+        .header_read_timeout(timeouts.header)
         // Swift allows 90 metadata headers besides the usual ones.
         .max_headers(256);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let connections = Arc::new(Semaphore::new(cfg.max_connections));
+    let per_client = limits::PerClient::new(cfg.max_connections_per_client);
     loop {
         let conn_permit = tokio::select! {
             p = connections.clone().acquire_owned() => p.expect("semaphore open"),
             _ = &mut stopped => break,
         };
-        let socket = tokio::select! {
+        let (socket, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((s, _)) => s,
+                Ok(s) => s,
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -520,10 +771,20 @@ async fn serve<H, F, B, E>(
             },
             _ = &mut stopped => break,
         };
+        let _ = socket.set_nodelay(true);
+        let Some(client_slot) = per_client.admit(&peer) else {
+            // Best effort, without waiting: the client is over its limit.
+            let _ = socket.try_write(limits::TOO_MANY_CONNECTIONS);
+            tracing::debug!(%peer, "connection refused: too many from this client");
+            continue;
+        };
         let handler = handler.clone();
+        let overloaded = overloaded.clone();
         let limit = limit.clone();
+        let body_timeout = timeouts.body;
         let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let handler = handler.clone();
+            let overloaded = overloaded.clone();
             let limit = limit.clone();
             async move {
                 // Over the limit: shed load with an answer that clients retry.
@@ -533,6 +794,8 @@ async fn serve<H, F, B, E>(
                         _permit: None,
                     }));
                 };
+                let mut req = req.map(|b| limits::TimedBody::new(b, body_timeout));
+                req.extensions_mut().insert(PeerAddr(peer));
                 // The permit lives until the response body is sent: a download counts
                 // as in flight until its last byte.
                 let resp = handler(req).await?;
@@ -542,10 +805,15 @@ async fn serve<H, F, B, E>(
                 }))
             }
         });
-        let conn = http.serve_connection_with_upgrades(TokioIo::new(socket), svc);
+        let io = TokioIo::new(limits::GuardedIo::new(
+            tls::Stream::new(socket, tls.as_deref()),
+            timeouts.send,
+        ));
+        let conn = http.serve_connection_with_upgrades(io, svc);
         let conn = graceful.watch(conn.into_owned());
         tokio::spawn(async move {
             let _ = conn.await;
+            drop(client_slot);
             drop(conn_permit);
         });
     }

@@ -10,9 +10,28 @@ use oram_objects::CheckPhase;
 use oram_proxy::config::{example, Config};
 use oram_proxy::{datadir, UserConfig};
 
+/// `--version`: the build and the formats it reads and writes.
+fn version_text() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        format!(
+            "{} (commit {}, {} build, {})\ndata directory format {}, state database format {}, \
+             checkpoint format {} (reads {} too)",
+            env!("CARGO_PKG_VERSION"),
+            env!("ORAM_BUILD_COMMIT"),
+            env!("ORAM_BUILD_PROFILE"),
+            env!("ORAM_BUILD_TARGET"),
+            datadir::FORMAT,
+            oram_statedb::FORMAT,
+            String::from_utf8_lossy(oram_proxy::meta_auth::MAGIC_V2),
+            String::from_utf8_lossy(oram_proxy::meta_auth::MAGIC_V1),
+        )
+    })
+}
+
 #[derive(Parser)]
 #[command(
-    version,
+    version = version_text(),
     about = "S3-compatible proxy storing objects in an Oblivious RAM"
 )]
 struct Cli {
@@ -25,8 +44,9 @@ enum Command {
     /// Serve the S3 API, and the Swift API with --swift-listen (creates the data
     /// directory on first start).
     Serve(ServeArgs),
-    /// Create the data directory and (S3 back-end) the backend bucket, then exit.
-    Init(ServeArgs),
+    /// Create the data directory and (S3 back-end) the backend bucket, then exit;
+    /// with --tls-self-signed also a private CA and a server certificate.
+    Init(InitArgs),
     /// Check every ORAM invariant and re-read every object against its ETag.
     /// Exit status 0 only when everything is clean (1: problems found, 2: the
     /// check could not run). Recovers from an unclean stop first, like a start.
@@ -35,8 +55,45 @@ enum Command {
     /// the backend settings and the key (key file, ORAM_PROXY_MASTER_KEY, or the
     /// passphrase). Objects written after that checkpoint are lost.
     Recover(ServeArgs),
+    /// Summarise a running proxy's state from its operator endpoint (engine,
+    /// stash, backlog, checkpoint age, capacity used...); with no proxy running,
+    /// what the data directory knows.
+    Stats(StatsArgs),
+    /// Shrink state.redb (the proxy must be stopped).
+    Compact(ServeArgs),
     /// Print a documented configuration file with every default.
     ExampleConfig,
+}
+
+#[derive(clap::Args)]
+struct InitArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// Also make a private CA and a TLS server certificate in <data_dir>/tls/
+    /// (ca.pem for clients, cert.pem, key.pem), used by `serve` unless [tls] names
+    /// other files.
+    #[arg(long)]
+    tls_self_signed: bool,
+    /// A DNS name or IP address the certificate is for (repeatable; default:
+    /// localhost, 127.0.0.1, ::1, the host name and the listen addresses).
+    #[arg(long = "tls-name", value_name = "NAME")]
+    tls_names: Vec<String>,
+}
+
+#[derive(clap::Args)]
+struct StatsArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// The proxy's operator endpoint, e.g. http://127.0.0.1:9100 (default: from
+    /// `metrics.listen`).
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// Bearer token file (default: `metrics.token_file` or <data_dir>/metrics.token).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// CA certificate(s) for an HTTPS endpoint (default: <data_dir>/tls/ca.pem).
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -57,9 +114,14 @@ struct ServeArgs {
     #[arg(long, value_name = "HOST:PORT")]
     swift_listen: Option<String>,
     /// Engine: path, ring or direct (overrides `engine.kind`, with that engine's
-    /// default settings unless the configuration file chose the same engine).
+    /// default settings unless the configuration file chose the same engine;
+    /// direct needs --insecure-direct).
     #[arg(long, value_name = "NAME")]
     engine: Option<String>,
+    /// Allow the non-oblivious `direct` engine (sets `engine.insecure_direct`): the
+    /// storage provider then sees which blocks are read and written.
+    #[arg(long)]
+    insecure_direct: bool,
     /// Block size in bytes (overrides `engine.block_size`; fixed at creation).
     #[arg(long, value_name = "BYTES")]
     block_size: Option<usize>,
@@ -87,15 +149,45 @@ struct ServeArgs {
     /// Seconds between checkpoints to the backend; 0: at shutdown only.
     #[arg(long, value_name = "SECS")]
     checkpoint_interval: Option<u64>,
+    /// recover: the volume expected at the backend prefix (printed by `init` and in
+    /// the banner); another one is refused.
+    #[arg(long, value_name = "HEX")]
+    volume_id: Option<String>,
+    /// TLS certificate chain, PEM (overrides `tls.cert_file`; with --tls-key).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key, PEM, mode 0600 (overrides `tls.key_file`).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Allow plain HTTP on a non-loopback address (sets `tls.allow_plain_http`).
+    #[arg(long)]
+    allow_plain_http: bool,
 }
 
 fn main() -> ExitCode {
+    // Before anything else (and before any thread exists): the key and passphrase
+    // leave the environment, where /proc/<pid>/environ and child processes see them.
+    oram_proxy::keys::take_env_secrets();
     let cli = Cli::parse();
     match cli.command {
         Command::ExampleConfig => {
             print!("{}", example());
             ExitCode::SUCCESS
         }
+        Command::Stats(args) => match stats(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("oram-proxy stats: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Compact(args) => match compact(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("oram-proxy compact: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Init(args) => match init(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -149,6 +241,9 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     if let Some(e) = args.engine {
         cfg.engine.set_kind(&e)?;
     }
+    if args.insecure_direct {
+        cfg.engine.insecure_direct = true;
+    }
     if let Some(b) = args.block_size {
         cfg.engine.block_size = b;
     }
@@ -176,10 +271,19 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     if let Some(c) = args.checkpoint_interval {
         cfg.state.checkpoint_interval_secs = c;
     }
-    let root = match (
-        std::env::var("ORAM_PROXY_ROOT_USER").ok(),
-        std::env::var("ORAM_PROXY_ROOT_PASSWORD").ok(),
-    ) {
+    if let (Some(c), Some(k)) = (args.tls_cert, args.tls_key) {
+        cfg.tls.cert_file = Some(c);
+        cfg.tls.key_file = Some(k);
+    }
+    if args.allow_plain_http {
+        cfg.tls.allow_plain_http = true;
+    }
+    // systemd credentials fill what the file and the flags left unset.
+    oram_proxy::creds::apply(&mut cfg)?;
+    let root_password = std::env::var("ORAM_PROXY_ROOT_PASSWORD").ok();
+    // The root user's secret key leaves the environment too (still single-threaded).
+    std::env::remove_var("ORAM_PROXY_ROOT_PASSWORD");
+    let root = match (std::env::var("ORAM_PROXY_ROOT_USER").ok(), root_password) {
         (Some(access_key), Some(secret_key)) => Some(UserConfig {
             access_key,
             secret_key,
@@ -201,26 +305,149 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| e.to_string())
 }
 
-fn init(args: ServeArgs) -> Result<(), String> {
-    let (cfg, root) = configure(args)?;
-    runtime()?.block_on(async move {
-        let done = oram_proxy::init(&cfg, root)
+fn init(args: InitArgs) -> Result<(), String> {
+    let (cfg, root) = configure(args.serve)?;
+    let spinner = ProgressBar::new_spinner();
+    spinner.set_style(
+        ProgressStyle::with_template("{spinner} init: {msg} ({elapsed})").expect("valid template"),
+    );
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    let progress = |step: &str| spinner.set_message(step.to_string());
+    let done = runtime()?.block_on(async {
+        oram_proxy::init_with_progress(&cfg, root, &progress)
             .await
-            .map_err(|e| e.to_string())?;
-        for line in &done {
-            println!("{line}");
+            .map_err(|e| e.to_string())
+    });
+    spinner.finish_and_clear();
+    for line in &done? {
+        println!("{line}");
+    }
+    if args.tls_self_signed {
+        let names = if args.tls_names.is_empty() {
+            oram_proxy::tls::default_names(&cfg)
+        } else {
+            args.tls_names
+        };
+        let dir = oram_proxy::tls::default_dir(&cfg.data_dir);
+        let made =
+            oram_proxy::tls::generate_self_signed(&dir, &names).map_err(|e| e.to_string())?;
+        println!(
+            "created a private CA and a TLS certificate for {} (valid until {}, SHA-256 {})",
+            made.names.join(", "),
+            utc(made.info.not_after),
+            made.info.fingerprint
+        );
+        println!(
+            "  give clients the CA certificate: {}",
+            made.ca_file.display()
+        );
+        println!("  server certificate: {}", made.cert_file.display());
+        println!("  server key (0600):  {}", made.key_file.display());
+        if cfg.tls.cert_file.is_some() {
+            println!(
+                "  note: [tls] names other files; point tls.cert_file and tls.key_file here to use these"
+            );
+        } else {
+            println!("  `oram-proxy serve` with this data directory now speaks HTTPS");
         }
-        println!("data directory {} ready", cfg.data_dir.display());
-        Ok(())
-    })
+    }
+    println!("data directory {} ready", cfg.data_dir.display());
+    Ok(())
+}
+
+fn stats(args: StatsArgs) -> Result<(), String> {
+    let (cfg, _) = configure(args.serve)?;
+    let target = match (
+        args.url,
+        oram_proxy::ops::target(&cfg).map_err(|e| e.to_string())?,
+    ) {
+        (Some(url), t) => Some(oram_proxy::ops::Target {
+            url,
+            token_file: t.as_ref().and_then(|t| t.token_file.clone()),
+            ca_file: t.and_then(|t| t.ca_file),
+        }),
+        (None, t) => t,
+    }
+    .map(|mut t| {
+        if args.token_file.is_some() {
+            t.token_file = args.token_file.clone();
+        }
+        if args.ca_file.is_some() {
+            t.ca_file = args.ca_file.clone();
+        }
+        t
+    });
+    let print = |title: String, lines: Vec<(&str, String)>| {
+        println!("{title}");
+        for (k, v) in lines {
+            println!("  {:<14} {v}", format!("{k}:"));
+        }
+    };
+    if let Some(t) = &target {
+        match oram_proxy::ops::fetch_metrics(t) {
+            Ok(text) => {
+                let m = oram_proxy::ops::parse_metrics(&text);
+                print(
+                    format!("oram-proxy stats (running proxy, {})", t.url),
+                    oram_proxy::ops::live_report(&m),
+                );
+                return Ok(());
+            }
+            Err(oram_proxy::ops::FetchError::Refused(_)) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let lines = oram_proxy::ops::offline_report(&cfg).map_err(|e| match &target {
+        None => format!(
+            "{e} (to ask a running proxy, give it an operator endpoint with --metrics-listen \
+             and pass --url)"
+        ),
+        Some(_) => e.to_string(),
+    })?;
+    print(
+        format!(
+            "oram-proxy stats (data directory {}; no proxy running{})",
+            cfg.data_dir.display(),
+            target
+                .as_ref()
+                .map_or(String::new(), |t| format!(" at {}", t.url))
+        ),
+        lines,
+    );
+    Ok(())
+}
+
+fn compact(args: ServeArgs) -> Result<(), String> {
+    let (cfg, _) = configure(args)?;
+    let spinner = ProgressBar::new_spinner();
+    spinner.set_style(
+        ProgressStyle::with_template("{spinner} compacting state.redb: {msg} ({elapsed})")
+            .expect("valid template"),
+    );
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    let r = oram_proxy::ops::compact(&cfg, |pass| {
+        spinner.set_message(format!("pass {}", pass + 1))
+    });
+    spinner.finish_and_clear();
+    let c = r.map_err(|e| e.to_string())?;
+    println!(
+        "compacted {}: {} -> {} bytes ({} passes)",
+        oram_proxy::datadir::state_path(&cfg.data_dir).display(),
+        c.before,
+        c.after,
+        c.passes
+    );
+    Ok(())
 }
 
 fn logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+        // s3s logs the signature it expected (and the string to sign) at debug level
+        // on a mismatch: never, whatever RUST_LOG says.
+        .add_directive("s3s::ops::signature=info".parse().expect("valid directive"));
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
-        )
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
 }
@@ -289,13 +516,21 @@ fn fsck(args: ServeArgs) -> Result<bool, String> {
 }
 
 fn recover(args: ServeArgs) -> Result<(), String> {
+    let expect = args.volume_id.clone();
     let (cfg, _) = configure(args)?;
     logging("warn");
     let spinner = ProgressBar::new_spinner();
-    spinner.set_message("downloading and restoring the latest checkpoint");
+    spinner.set_style(
+        ProgressStyle::with_template("{spinner} recover: {msg} ({elapsed})")
+            .expect("valid template"),
+    );
     spinner.enable_steady_tick(Duration::from_millis(120));
-    let r =
-        runtime()?.block_on(async { oram_proxy::recover(&cfg).await.map_err(|e| e.to_string()) });
+    let progress = |step: &str| spinner.set_message(step.to_string());
+    let r = runtime()?.block_on(async {
+        oram_proxy::recover_with_progress(&cfg, expect.as_deref(), &progress)
+            .await
+            .map_err(|e| e.to_string())
+    });
     spinner.finish_and_clear();
     let r = r?;
     println!(
@@ -309,6 +544,10 @@ fn recover(args: ServeArgs) -> Result<(), String> {
     println!(
         "removed {} backend objects written after that checkpoint; anything acknowledged after it is lost",
         r.swept
+    );
+    println!(
+        "volume id {} (pass --volume-id to insist on it)",
+        r.volume_id
     );
     println!("run `oram-proxy fsck` to verify, then `oram-proxy serve`");
     Ok(())
@@ -335,18 +574,40 @@ fn utc(secs: u64) -> String {
     )
 }
 
+/// Seconds in-flight requests get to finish at a stop (the unit's TimeoutStopSec
+/// leaves room for this, the final write-back and the checkpoint).
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
 fn serve(args: ServeArgs) -> Result<(), String> {
     let (cfg, root) = configure(args)?;
     logging("info");
+    let notify = oram_proxy::notify::Notifier::from_env();
     runtime()?.block_on(async move {
-        let server = oram_proxy::start(&cfg, root)
-            .await
-            .map_err(|e| e.to_string())?;
+        notify.status("opening the volume");
+        // The watchdog runs from the start: recovery may take a while.
+        let _watchdog = notify.spawn_watchdog();
+        let server = match oram_proxy::start(&cfg, root).await {
+            Ok(s) => s,
+            Err(e) => {
+                notify.status(&format!("start failed: {e}"));
+                return Err(e.to_string());
+            }
+        };
         banner(&cfg, &server);
-        wait_for_signal().await;
+        notify.ready(&format!(
+            "serving S3 on {}{}",
+            server.s3_addr(),
+            if server.tls_info().is_some() {
+                " (TLS)"
+            } else {
+                ""
+            }
+        ));
+        serve_signals(&server, &notify).await;
         tracing::info!("shutting down: finishing in-flight requests");
+        notify.stopping("finishing in-flight requests, writing back, checkpointing");
         server
-            .shutdown(Duration::from_secs(30))
+            .shutdown(STOP_GRACE)
             .await
             .map_err(|e| format!("final write-back or checkpoint failed: {e}"))?;
         tracing::info!("stopped");
@@ -354,17 +615,75 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     })
 }
 
+/// Waits for SIGTERM or SIGINT; reloads the TLS certificate on SIGHUP meanwhile.
+async fn serve_signals(server: &oram_proxy::Server, notify: &oram_proxy::notify::Notifier) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return,
+            _ = term.recv() => return,
+            _ = hup.recv() => {
+                notify.reloading();
+                match server.reload() {
+                    Ok(Some(c)) => tracing::info!(
+                        cert = %c.cert_file.display(),
+                        not_after = %utc(c.not_after),
+                        sha256 = %c.fingerprint,
+                        "SIGHUP: TLS certificate reloaded"
+                    ),
+                    Ok(None) => tracing::info!("SIGHUP: nothing to reload (TLS is off)"),
+                    Err(e) => tracing::error!("SIGHUP: reload failed, still serving the old certificate: {e}"),
+                }
+                notify.ready("serving (reloaded)");
+            }
+        }
+    }
+}
+
 fn banner(cfg: &Config, server: &oram_proxy::Server) {
     let info = &server.info;
     let u = server.layer().usage();
+    let tls = server.tls_info();
+    let scheme = if tls.is_some() { "https" } else { "http" };
     println!("oram-proxy {} serving S3", env!("CARGO_PKG_VERSION"));
-    println!("  endpoint:   http://{}", server.s3_addr());
+    println!("  endpoint:   {scheme}://{}", server.s3_addr());
     println!("  region:     {}", cfg.s3.region);
+    if let Some(c) = &tls {
+        println!(
+            "  tls:        {} (valid until {}, SHA-256 {})",
+            c.cert_file.display(),
+            utc(c.not_after),
+            c.fingerprint
+        );
+        let ca = oram_proxy::tls::default_dir(&cfg.data_dir).join("ca.pem");
+        if ca.exists() {
+            println!(
+                "  clients:    verify with the CA certificate {}",
+                ca.display()
+            );
+        }
+    }
     if let Some(m) = server.metrics_addr() {
-        println!("  metrics:    http://{m}/metrics (and /health)");
+        let ms = if tls.is_some() && !m.ip().is_loopback() {
+            "https"
+        } else {
+            "http"
+        };
+        println!("  metrics:    {ms}://{m}/metrics (and /health)");
+        if cfg.metrics.dashboard {
+            println!("  dashboard:  {ms}://{m}/dashboard");
+        }
+        if let Some(t) = server.metrics_token_file() {
+            println!(
+                "  token:      {} (Authorization: Bearer <token>; dashboard: /dashboard#token=<token>)",
+                t.display()
+            );
+        }
     }
     if let Some(a) = server.swift_addr() {
-        println!("  swift auth: http://{a}/auth/v1.0 (X-Auth-User: <access key>:<access key>, X-Auth-Key: <secret key>)");
+        println!("  swift auth: {scheme}://{a}/auth/v1.0 (X-Auth-User: <access key>:<access key>, X-Auth-Key: <secret key>)");
     }
     println!(
         "  engine:     {} ({} blocks of {} bytes = {} MiB)",
@@ -373,6 +692,15 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
         u.block_size,
         (u.capacity_blocks * u.block_size as u64) >> 20
     );
+    if !cfg.engine.kind.settings().oblivious() {
+        let name = cfg.engine.kind.name();
+        println!("  WARNING:    the {name} engine is NOT oblivious: the storage provider sees");
+        println!("              which blocks are read and written (--insecure-direct).");
+        tracing::warn!(
+            "engine {name}: NOT oblivious; the storage provider sees which blocks are read and written"
+        );
+    }
+    println!("  volume id:  {}", server.volume().params.volume_id);
     println!("  data dir:   {}", cfg.data_dir.display());
     let b = &cfg.backend;
     match b.kind {
@@ -411,14 +739,5 @@ fn banner(cfg: &Config, server: &oram_proxy::Server) {
         );
     } else {
         println!("  secret key: (not shown)");
-    }
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
     }
 }

@@ -4,12 +4,14 @@
 //!
 //! Backend objects of a volume besides the engine's own:
 //! - `<prefix>/meta/volume`: the volume's public parameters in plain TOML (format,
-//!   volume id, engine parameters, key check, Argon2id salt). It lets the proxy
+//!   volume id, engine parameters, key check, Argon2id salt), with a MAC under the
+//!   master key (see `meta_auth`). It lets the proxy
 //!   refuse a backend that holds another volume, and lets `recover` start from
 //!   nothing but the backend settings and the key.
-//! - `<prefix>/meta/checkpoint`: `ORAMCKP1 ‖ epoch (u64 BE) ‖ sealed(snapshot)`: the
-//!   whole state database, padded to a size fixed by the volume's parameters and
-//!   sealed as (`Meta`, position 0, version = epoch).
+//! - `<prefix>/meta/checkpoint`: `ORAMCKP2 ‖ epoch (u64 BE) ‖ sealed head ‖
+//!   sealed(snapshot)`: the whole state database, padded to a size fixed by the
+//!   volume's parameters and sealed as (`Meta`, position 0, version = epoch); the
+//!   head authenticates the epoch and the size (see `meta_auth`).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -26,8 +28,6 @@ use crate::datadir::{self, VolumeParams};
 use crate::keys::{check_value, KeySource};
 use crate::{open_store, ProxyError};
 
-const CHECKPOINT_MAGIC: &[u8; 8] = b"ORAMCKP1";
-
 /// An opened volume.
 pub struct Volume {
     /// Its parameters.
@@ -37,6 +37,8 @@ pub struct Volume {
     /// Requests and bytes sent to the backend since the volume was opened (the
     /// volume header check at open excluded).
     pub backend_counters: Arc<Accounting<Arc<dyn BlockStore>>>,
+    /// The recent backend requests, errors and latencies (the dashboard's source).
+    pub tap: Arc<crate::tap::TapShared>,
     /// The data directory.
     pub data_dir: std::path::PathBuf,
     /// The state database.
@@ -51,6 +53,8 @@ pub struct Volume {
     pub new_key: bool,
     /// Write-backs journaled by an earlier run (a crash) and resent now.
     pub resent: usize,
+    /// The backend lease this volume holds (`None`: `[backend] lease_secs = 0`).
+    pub lease: Option<Arc<crate::lease::Lease>>,
     sealer: Arc<Sealer>,
     checkpoint_size: u64,
     prefix: String,
@@ -64,11 +68,19 @@ fn checkpoint_key(prefix: &str) -> ObjKey {
     ObjKey::new(format!("{prefix}/meta/checkpoint")).expect("prefix validated")
 }
 
+/// The largest volume header accepted (it is a few hundred bytes of TOML).
+const MAX_HEADER_BYTES: u64 = 64 * 1024;
+
 async fn read_header(
     store: &dyn BlockStore,
     prefix: &str,
 ) -> Result<Option<VolumeParams>, ProxyError> {
-    let got = store.get_many(&[header_key(prefix)]).await?;
+    let got = store
+        .get_many_bounded(
+            &[header_key(prefix)],
+            oram_blockstore::SizeBound::AtMost(MAX_HEADER_BYTES),
+        )
+        .await?;
     match got.into_iter().next().flatten() {
         None => Ok(None),
         Some(b) => {
@@ -93,16 +105,25 @@ async fn write_header(store: &dyn BlockStore, p: &VolumeParams) -> Result<(), Pr
 
 /// Checks the backend's volume header against the local volume; writes it if the
 /// volume's backend area is still empty (first start, or a start that crashed
-/// before writing it).
+/// before writing it), and rewrites it, authenticated, if it lacks its MAC or does
+/// not match the local parameters (`p` is already signed).
 async fn ensure_header(store: &dyn BlockStore, p: &VolumeParams) -> Result<(), ProxyError> {
     match read_header(store, &p.prefix).await? {
-        Some(h) if h.volume_id == p.volume_id => Ok(()),
+        Some(h) if h == *p => Ok(()),
+        Some(h) if h.volume_id == p.volume_id => {
+            tracing::warn!(
+                "the backend's volume header differs from this data directory's (or has no \
+                 MAC): rewriting it"
+            );
+            write_header(store, p).await
+        }
         Some(h) => Err(ProxyError::Params(format!(
             "the backend prefix {:?} holds another volume ({}), not this data directory's ({})",
             p.prefix, h.volume_id, p.volume_id
         ))),
         None => {
-            if !store.list(&format!("{}/", p.prefix)).await?.is_empty() {
+            if !crate::lease::without_lease(store.list(&format!("{}/", p.prefix)).await?).is_empty()
+            {
                 return Err(ProxyError::Integrity(format!(
                     "the backend prefix {:?} holds objects but no volume header: it was \
                      tampered with or is not this volume's",
@@ -150,6 +171,8 @@ impl Volume {
         let dir = &cfg.data_dir;
         let existed = datadir::has_volume(dir);
         let store = open_store(cfg).await?;
+        // Before any write: one proxy per backend prefix.
+        let (store, lease) = crate::lease::guard(cfg, store).await?;
         let source = KeySource::resolve(cfg)?;
         let (params, key, new_key) = if existed {
             let params = datadir::load_volume(dir, cfg)?;
@@ -160,7 +183,8 @@ impl Volume {
             // Missing state is fine only for a volume that never stored anything (a
             // first start that stopped before creating it).
             if !state.exists() {
-                let stored = store.list(&format!("{}/", params.prefix)).await?;
+                let stored =
+                    crate::lease::without_lease(store.list(&format!("{}/", params.prefix)).await?);
                 if stored.iter().any(|k| *k != header_key(&params.prefix)) {
                     return Err(ProxyError::Params(format!(
                         "{} is missing: without it the volume cannot be read. Restore it \
@@ -171,7 +195,8 @@ impl Volume {
                 }
             }
             let key = source.load(params.kdf.as_ref(), &params.key_check)?;
-            ensure_header(store.as_ref(), &params).await?;
+            let signed = crate::meta_auth::sign_header(&key, &params);
+            ensure_header(store.as_ref(), &signed).await?;
             (params, key, false)
         } else {
             let prefix = &cfg.backend.prefix;
@@ -183,7 +208,7 @@ impl Volume {
                     h.volume_id
                 )));
             }
-            if !store.list(&format!("{prefix}/")).await?.is_empty() {
+            if !crate::lease::without_lease(store.list(&format!("{prefix}/")).await?).is_empty() {
                 return Err(ProxyError::Params(format!(
                     "the backend prefix {prefix:?} holds objects but no volume: refusing to \
                      mix a new volume into it"
@@ -199,10 +224,14 @@ impl Volume {
             );
             datadir::save_volume(dir, &params)?;
             // The prefix was just found empty: no need to look again.
-            write_header(store.as_ref(), &params).await?;
+            write_header(
+                store.as_ref(),
+                &crate::meta_auth::sign_header(&key, &params),
+            )
+            .await?;
             (params, key, new_key)
         };
-        Self::assemble(cfg, params, key, store, !existed, new_key).await
+        Self::assemble(cfg, params, key, store, lease, !existed, new_key).await
     }
 
     async fn assemble(
@@ -210,13 +239,16 @@ impl Volume {
         params: VolumeParams,
         key: MasterKey,
         store: Arc<dyn BlockStore>,
+        lease: Option<Arc<crate::lease::Lease>>,
         created: bool,
         new_key: bool,
     ) -> Result<Self, ProxyError> {
         let volume_id = params.volume_id()?;
         let sealer = Arc::new(Sealer::new(&key, volume_id));
         drop(key);
-        let backend_counters = Arc::new(Accounting::new(store));
+        let tap = crate::tap::Tap::new(store);
+        let tap_shared = tap.shared();
+        let backend_counters = Arc::new(Accounting::new(Arc::new(tap) as Arc<dyn BlockStore>));
         let store: Arc<dyn BlockStore> = backend_counters.clone();
         let path = datadir::state_path(&cfg.data_dir);
         // Opening may create the file and fsync: off the async workers.
@@ -259,6 +291,7 @@ impl Volume {
             params,
             store,
             backend_counters,
+            tap: tap_shared,
             data_dir: cfg.data_dir.clone(),
             db,
             engine,
@@ -266,6 +299,7 @@ impl Volume {
             created,
             new_key,
             resent,
+            lease,
             sealer,
             checkpoint_size: checkpoint_size(cfg),
             prefix: cfg.backend.prefix.clone(),
@@ -313,10 +347,8 @@ impl Volume {
             .seal(&ObjectIdentity::plain(ObjectKind::Meta, 0, epoch), &snap)
             .map_err(OramError::Seal)?;
         drop(snap);
-        let mut obj = Vec::with_capacity(16 + sealed.len());
-        obj.extend_from_slice(CHECKPOINT_MAGIC);
-        obj.extend_from_slice(&epoch.to_be_bytes());
-        obj.extend_from_slice(&sealed);
+        let obj = crate::meta_auth::checkpoint_object(&self.sealer, epoch, size, &sealed)?;
+        drop(sealed);
         let bytes = obj.len() as u64;
         let obj = bytes::Bytes::from(obj);
         // The epoch moves first: once the upload may have landed, writes must
@@ -362,20 +394,35 @@ impl Volume {
         })
     }
 
-    /// The epoch of the checkpoint on the backend, if any (reads its first bytes).
+    /// The epoch of the checkpoint on the backend, if any, authenticated: reads and
+    /// opens the checkpoint's sealed head (a checkpoint of the earlier format is
+    /// downloaded and opened whole).
     pub async fn backend_checkpoint_epoch(&self) -> Result<Option<u64>, ProxyError> {
-        let head = self
-            .store
-            .get_range(&checkpoint_key(&self.prefix), 0..16)
-            .await?;
-        match head {
-            None => Ok(None),
-            Some(h) if h.len() == 16 && &h[..8] == CHECKPOINT_MAGIC => Ok(Some(
-                u64::from_be_bytes(h[8..16].try_into().expect("8 bytes")),
-            )),
-            Some(_) => Err(ProxyError::Integrity(
-                "the backend checkpoint object is malformed".into(),
-            )),
+        use crate::meta_auth::{open_checkpoint, parse_prefix, Prefix, HEAD_LEN};
+        let key = checkpoint_key(&self.prefix);
+        let Some(head) = self.store.get_range(&key, 0..HEAD_LEN as u64).await? else {
+            return Ok(None);
+        };
+        match parse_prefix(&self.sealer, &head)? {
+            Prefix::V2(h) => Ok(Some(h.epoch)),
+            Prefix::V1(_) => {
+                let bound = oram_blockstore::SizeBound::AtMost(
+                    self.checkpoint_size
+                        .saturating_mul(8)
+                        .saturating_add(1 << 20),
+                );
+                let obj = self
+                    .store
+                    .get_many_bounded(std::slice::from_ref(&key), bound)
+                    .await?
+                    .into_iter()
+                    .next()
+                    .flatten()
+                    .ok_or_else(|| {
+                        ProxyError::Integrity("the backend checkpoint vanished".into())
+                    })?;
+                Ok(Some(open_checkpoint(&self.sealer, &obj)?.0))
+            }
         }
     }
 
@@ -420,6 +467,21 @@ impl Volume {
     }
 }
 
+/// When the newest checkpoint known to be on the backend was taken (ms since the
+/// Unix epoch): the last checkpoint, if its upload is recorded as landed.
+pub fn last_checkpoint_ms(db: &Db) -> Option<u64> {
+    let u64_meta = |name: &str| {
+        db.meta(name)
+            .ok()
+            .flatten()
+            .and_then(|b| b.try_into().ok().map(u64::from_be_bytes))
+    };
+    let uploaded = u64_meta("checkpoint_uploaded")?;
+    (uploaded + 1 == db.epoch())
+        .then(|| u64_meta("checkpoint_ms"))
+        .flatten()
+}
+
 /// What `recover` did.
 #[derive(Debug)]
 pub struct Recovered {
@@ -433,13 +495,24 @@ pub struct Recovered {
     pub objects: u64,
     /// Backend objects written after the checkpoint, removed.
     pub swept: u64,
+    /// The volume recovered.
+    pub volume_id: String,
 }
 
 /// `oram-proxy recover`: rebuilds an empty data directory from the backend's
 /// volume header and latest checkpoint, given the key (any [`KeySource`]; a key
 /// file is copied into the data directory). Objects written after that checkpoint
 /// are lost, and the backend objects they left are deleted.
-pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
+pub async fn recover(cfg: &Config, expect: Option<&str>) -> Result<Recovered, ProxyError> {
+    recover_with_progress(cfg, expect, &|_| {}).await
+}
+
+/// [`recover`], telling `progress` each step as it begins.
+pub async fn recover_with_progress(
+    cfg: &Config,
+    expect: Option<&str>,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<Recovered, ProxyError> {
     let dir = &cfg.data_dir;
     if datadir::has_volume(dir) || datadir::state_path(dir).exists() {
         return Err(ProxyError::Params(format!(
@@ -447,12 +520,27 @@ pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
             dir.display()
         )));
     }
+    progress("reading the volume header");
     let store = open_store(cfg).await?;
     let prefix = &cfg.backend.prefix;
+    // Before any write (the sweep): the old proxy, if alive, must have stopped.
+    let (store, lease) = crate::lease::guard(cfg, store).await?;
     let params = read_header(store.as_ref(), prefix)
         .await?
         .ok_or_else(|| ProxyError::Params(format!("no volume at backend prefix {prefix:?}")))?;
     params.check_config(cfg, dir)?;
+    if let Some(want) = expect {
+        if !params.volume_id.eq_ignore_ascii_case(want.trim()) {
+            return Err(ProxyError::Params(format!(
+                "the backend prefix {prefix:?} holds volume {}, not {want}",
+                params.volume_id
+            )));
+        }
+    }
+    // Read from the untrusted backend: bounded before any derivation.
+    if let Some(kdf) = &params.kdf {
+        kdf.check_bounds()?;
+    }
     let source = KeySource::resolve(cfg)?;
     let key = match &source {
         // The key file of the lost machine, wherever the operator kept it.
@@ -461,35 +549,59 @@ pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
             let own = dir.join("master.key");
             crate::keys::write_private(
                 &own,
-                &format!("{}\n", crate::keys::hex(key.expose_bytes())),
+                &zeroize::Zeroizing::new(format!(
+                    "{}\n",
+                    *crate::keys::hex_secret(key.expose_bytes())
+                )),
             )?;
             key
         }
         _ => source.load(params.kdf.as_ref(), &params.key_check)?,
     };
+    if !crate::meta_auth::header_is_authentic(&key, &params) {
+        return Err(ProxyError::Integrity(format!(
+            "the volume header at {prefix}/meta/volume does not authenticate under this key \
+             (no MAC, or a wrong one): it was tampered with, or was written by a version \
+             without header MACs (start that version's data directory once with this \
+             version, or recover with it)"
+        )));
+    }
     let volume_id = params.volume_id()?;
-    let got = store.get_many(&[checkpoint_key(prefix)]).await?;
-    let obj = got.into_iter().next().flatten().ok_or_else(|| {
+    progress("downloading the latest checkpoint");
+    let sealer = Sealer::new(&key, volume_id);
+    let ckpt = checkpoint_key(prefix);
+    let no_checkpoint = || {
         ProxyError::Params(
             "the backend holds no checkpoint of this volume yet: nothing to recover from".into(),
         )
-    })?;
-    if obj.len() < 16 || &obj[..8] != CHECKPOINT_MAGIC {
-        return Err(ProxyError::Integrity(
-            "the checkpoint object is malformed".into(),
-        ));
-    }
-    let epoch = u64::from_be_bytes(obj[8..16].try_into().expect("8 bytes"));
-    let sealer = Sealer::new(&key, volume_id);
-    let snap = sealer
-        .open(
-            &ObjectIdentity::plain(ObjectKind::Meta, 0, epoch),
-            &obj[16..],
-        )
-        .map_err(|e| ProxyError::Integrity(format!("the checkpoint does not open: {e}")))?;
+    };
+    // The authenticated head names the exact size: nothing more is downloaded.
+    let head = store
+        .get_range(&ckpt, 0..crate::meta_auth::HEAD_LEN as u64)
+        .await?
+        .ok_or_else(no_checkpoint)?;
+    let bound = match crate::meta_auth::parse_prefix(&sealer, &head)? {
+        crate::meta_auth::Prefix::V2(h) => oram_blockstore::SizeBound::Exact(h.total),
+        crate::meta_auth::Prefix::V1(_) => oram_blockstore::SizeBound::AtMost(
+            checkpoint_size(cfg)
+                .saturating_mul(8)
+                .saturating_add(1 << 20),
+        ),
+    };
+    let obj = store
+        .get_many_bounded(std::slice::from_ref(&ckpt), bound)
+        .await?
+        .into_iter()
+        .next()
+        .flatten()
+        .ok_or_else(no_checkpoint)?;
+    progress("opening and restoring the checkpoint");
+    let (epoch, snap) = crate::meta_auth::open_checkpoint(&sealer, &obj)?;
     drop(obj);
+    let snap = zeroize::Zeroizing::new(snap);
     // A restore draws a new generation: objects the lost timeline wrote after
-    // this checkpoint never open as current, even where versions repeat.
+    // this checkpoint never open as current, even where versions repeat. It
+    // writes the whole database: off the async workers.
     let path = datadir::state_path(dir);
     let db = tokio::task::spawn_blocking(move || Db::restore(&path, volume_id.0, &snap))
         .await
@@ -502,7 +614,9 @@ pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
     db.set_epoch(epoch + 1).await?;
     drop(db);
     datadir::save_volume(dir, &params)?;
-    let vol = Volume::assemble(cfg, params, key, store, false, false).await?;
+    progress("opening the volume");
+    let vol = Volume::assemble(cfg, params, key, store, lease, false, false).await?;
+    progress("removing backend objects written after the checkpoint");
     let swept = vol.engine.sweep().await?;
     let usage = vol.layer.index_counts();
     Ok(Recovered {
@@ -511,5 +625,6 @@ pub async fn recover(cfg: &Config) -> Result<Recovered, ProxyError> {
         buckets: usage.0,
         objects: usage.1,
         swept,
+        volume_id: vol.params.volume_id.clone(),
     })
 }

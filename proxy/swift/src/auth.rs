@@ -1,6 +1,6 @@
 //! tempauth-style v1 authentication: users, and tokens kept only as hashes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -9,8 +9,11 @@ use sha2::{Digest, Sha256};
 
 use crate::util::ct_eq;
 
-/// Live tokens kept at most; beyond, the one closest to expiry is dropped.
+/// Live tokens kept at most over all accounts; beyond, logins are refused (no
+/// account can evict another's tokens).
 const MAX_TOKENS: usize = 100_000;
+/// Live tokens kept at most per account; beyond, that account's oldest is dropped.
+const MAX_TOKENS_PER_ACCOUNT: usize = 1_000;
 
 /// A user of the Swift API: `X-Auth-User: <account>:<user>`, `X-Auth-Key: <key>`.
 #[derive(Clone)]
@@ -43,7 +46,45 @@ struct Entry {
 pub(crate) struct Auth {
     users: Vec<SwiftUser>,
     ttl: Duration,
-    tokens: Mutex<HashMap<[u8; 32], Entry>>,
+    tokens: Mutex<Tokens>,
+}
+
+/// The live tokens, by hash and, in issue order (= expiry order: one TTL), per
+/// account. One mutex guards both maps.
+#[derive(Default)]
+struct Tokens {
+    by_hash: HashMap<[u8; 32], Entry>,
+    by_account: HashMap<String, VecDeque<[u8; 32]>>,
+}
+
+impl Tokens {
+    /// Drops `account`'s expired tokens (its oldest first): amortised O(1).
+    fn prune_account(&mut self, account: &str, now: Instant) {
+        let Some(q) = self.by_account.get_mut(account) else {
+            return;
+        };
+        while let Some(h) = q.front() {
+            match self.by_hash.get(h) {
+                Some(e) if e.expires > now => break,
+                _ => {
+                    let h = *h;
+                    q.pop_front();
+                    self.by_hash.remove(&h);
+                }
+            }
+        }
+        if q.is_empty() {
+            self.by_account.remove(account);
+        }
+    }
+
+    /// Drops every expired token (only when the global bound is reached).
+    fn prune_all(&mut self, now: Instant) {
+        let accounts: Vec<String> = self.by_account.keys().cloned().collect();
+        for a in accounts {
+            self.prune_account(&a, now);
+        }
+    }
 }
 
 fn token_hash(token: &str) -> [u8; 32] {
@@ -55,7 +96,7 @@ impl Auth {
         Self {
             users,
             ttl,
-            tokens: Mutex::new(HashMap::new()),
+            tokens: Mutex::new(Tokens::default()),
         }
     }
 
@@ -87,30 +128,45 @@ impl Auth {
         );
         let now = Instant::now();
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        tokens.retain(|_, e| e.expires > now);
-        if tokens.len() >= MAX_TOKENS {
-            if let Some(k) = tokens
-                .iter()
-                .min_by_key(|(_, e)| e.expires)
-                .map(|(k, _)| *k)
+        tokens.prune_account(&account, now);
+        // An account at its bound loses its own oldest token, never another's.
+        let own = tokens.by_account.get(&account).map_or(0, VecDeque::len);
+        if own >= MAX_TOKENS_PER_ACCOUNT {
+            if let Some(h) = tokens
+                .by_account
+                .get_mut(&account)
+                .and_then(VecDeque::pop_front)
             {
-                tokens.remove(&k);
+                tokens.by_hash.remove(&h);
             }
         }
-        tokens.insert(
-            token_hash(&token),
+        if tokens.by_hash.len() >= MAX_TOKENS {
+            tokens.prune_all(now);
+            if tokens.by_hash.len() >= MAX_TOKENS {
+                tracing::warn!("swift: {MAX_TOKENS} live tokens: login refused");
+                return None;
+            }
+        }
+        let h = token_hash(&token);
+        tokens.by_hash.insert(
+            h,
             Entry {
                 account: account.clone(),
                 expires: now + self.ttl,
             },
         );
+        tokens
+            .by_account
+            .entry(account.clone())
+            .or_default()
+            .push_back(h);
         Some((account, token))
     }
 
     /// The account of a valid, unexpired token.
     pub(crate) fn check(&self, token: &str) -> Option<String> {
         let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        let e = tokens.get(&token_hash(token))?;
+        let e = tokens.by_hash.get(&token_hash(token))?;
         (e.expires > Instant::now()).then(|| e.account.clone())
     }
 }
@@ -140,7 +196,36 @@ mod tests {
         assert_eq!(a.check("AUTH_tkbogus"), None);
         // Only the hash is stored.
         let t = a.tokens.lock().unwrap();
-        assert!(t.contains_key(&token_hash(&tok)));
+        assert!(t.by_hash.contains_key(&token_hash(&tok)));
+    }
+
+    #[test]
+    fn one_account_cannot_evict_another_accounts_tokens() {
+        let mut us = users();
+        us.push(SwiftUser {
+            account: "other".into(),
+            user: "other".into(),
+            key: "other-key".into(),
+        });
+        let a = Auth::new(us, Duration::from_secs(60));
+        let (_, theirs) = a.login("acct:acct", "secret-key").unwrap();
+        let (_, first_own) = a.login("other:other", "other-key").unwrap();
+        for _ in 0..MAX_TOKENS_PER_ACCOUNT + 10 {
+            a.login("other:other", "other-key").unwrap();
+        }
+        assert_eq!(
+            a.check(&theirs).as_deref(),
+            Some("acct"),
+            "evicted by another account"
+        );
+        assert_eq!(
+            a.check(&first_own),
+            None,
+            "an account's oldest token goes first"
+        );
+        let t = a.tokens.lock().unwrap();
+        assert_eq!(t.by_account["other"].len(), MAX_TOKENS_PER_ACCOUNT);
+        assert_eq!(t.by_hash.len(), MAX_TOKENS_PER_ACCOUNT + 1);
     }
 
     #[test]

@@ -1,4 +1,9 @@
 use super::*;
+use crate::dlo::split_manifest;
+use crate::listing::{filter_names, Entry, ListQuery};
+use crate::object::split_object_path;
+use http::HeaderMap;
+use http_body_util::BodyExt;
 
 fn q(
     prefix: &str,
@@ -123,7 +128,14 @@ fn api(ttl: Duration) -> SwiftApi {
             key: format!("{a}-secret"),
         })
         .collect();
-    SwiftApi::new(layer, users, SwiftConfig { token_ttl: ttl })
+    SwiftApi::new(
+        layer,
+        users,
+        SwiftConfig {
+            token_ttl: ttl,
+            ..SwiftConfig::default()
+        },
+    )
 }
 
 async fn call(

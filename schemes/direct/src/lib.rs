@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey};
+use oram_blockstore::{BlockStore, ObjKey, SizeBound};
 use oram_engine::{
     open_error, snapshot_row, validate_op, CheckReport, EngineSettings, EngineStats, Op, Oram,
     OramError, Parts, Quiesced, Result, Shape, StagedAccess,
@@ -65,6 +65,10 @@ impl EngineSettings for DirectSettings {
     }
     fn validate(&self, _: &Shape) -> std::result::Result<(), String> {
         Ok(())
+    }
+    fn oblivious(&self) -> bool {
+        // Every block lives at a fixed key: the provider sees which are accessed.
+        false
     }
     fn fixed(&self, _: &Shape) -> BTreeMap<String, String> {
         BTreeMap::new()
@@ -144,6 +148,13 @@ impl DirectEngine {
             format!("{}/b/{block}.{slot}", self.cfg.prefix)
         };
         ObjKey::new(key).expect("prefix validated")
+    }
+
+    /// The size of every block object: reads are bounded to exactly this, so a
+    /// back-end never buffers more and a truncated or extended object is refused
+    /// by the read itself.
+    fn object_bound(&self) -> SizeBound {
+        SizeBound::Exact(Sealer::sealed_len(self.cfg.block_size) as u64)
     }
 
     /// Sends the journaled writes that are not known to have landed.
@@ -230,7 +241,10 @@ impl DirectEngine {
             .iter()
             .map(|(&b, nv)| self.block_key(b, nv.slot))
             .collect();
-        let got = self.store.get_many(&keys).await?;
+        let got = self
+            .store
+            .get_many_bounded(&keys, self.object_bound())
+            .await?;
         let mut current: HashMap<u64, Option<Bytes>> = HashMap::new();
         for ((&b, &nv), obj) in fetch.iter().zip(got) {
             current.insert(b, Some(self.open(b, nv, obj)?));
@@ -412,7 +426,10 @@ impl Oram for DirectEngine {
                 .iter()
                 .map(|(b, nv)| self.block_key(*b, nv.slot))
                 .collect();
-            let got = self.store.get_many(&keys).await?;
+            let got = self
+                .store
+                .get_many_bounded(&keys, self.object_bound())
+                .await?;
             for ((b, nv), obj) in chunk.iter().zip(got) {
                 if *b >= self.cfg.capacity {
                     rep.problem(format!("block {b} beyond the capacity"));

@@ -34,7 +34,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use bytes::Bytes;
 use oram_engine::{CheckReport, Op, OramError, Result};
-use oram_seal::ObjectKind;
+use oram_seal::{ObjectKind, Sealer};
 use oram_state::{NodeVersion, TrustedState};
 use oram_tree::{
     check_stored, draw_leaves, evict_stash, serve_ops, Applied, ApplyCx, OpenCx, PlanCx, Requests,
@@ -151,6 +151,10 @@ impl TreeScheme for PathScheme {
 
     fn cached_levels(&self) -> u32 {
         self.cached_levels
+    }
+
+    fn object_len(&self) -> u64 {
+        Sealer::sealed_len(bucket::bucket_bytes(&self.geo)) as u64
     }
 
     fn empty_bucket(&self, _: &mut dyn TrustedState, _: u64, _: &mut ChaCha20Rng) -> Bytes {

@@ -106,6 +106,10 @@ impl EngineSettings for PathSettings {
         positions + nodes + stash + local + intent
     }
 
+    fn stash_bound(&self, _: &Shape) -> u64 {
+        self.stash_bound as u64
+    }
+
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
         Ok(Arc::new(PathOram::new(
             self.config(shape),

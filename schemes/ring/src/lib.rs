@@ -371,6 +371,10 @@ impl TreeScheme for RingScheme {
         self.cached_levels
     }
 
+    fn object_len(&self) -> u64 {
+        self.lay.object_len() as u64
+    }
+
     /// Seals a bucket's plaintext part by part into its backend object.
     fn seal_bucket(
         &self,

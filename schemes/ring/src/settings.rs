@@ -192,6 +192,11 @@ impl EngineSettings for RingSettings {
         positions + nodes + stash + meta + local + intent
     }
 
+    fn stash_bound(&self, shape: &Shape) -> u64 {
+        // Validated settings always have a bound.
+        RingSettings::stash_bound(self, shape.max_batch).unwrap_or(0) as u64
+    }
+
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
         let cfg = self.config(shape).map_err(OramError::Config)?;
         Ok(Arc::new(RingOram::new(

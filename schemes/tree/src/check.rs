@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey};
+use oram_blockstore::{BlockStore, ObjKey, SizeBound};
 use oram_engine::{CheckReport, Result};
 use oram_state::{Bucket, NodeVersion, TrustedState};
 
@@ -98,7 +98,9 @@ pub(crate) async fn run<S: TreeScheme>(
             .iter()
             .map(|(n, nv)| sealing.key(*n, nv.slot))
             .collect();
-        let got = store.get_many(&keys).await?;
+        let got = store
+            .get_many_bounded(&keys, SizeBound::Exact(scheme.object_len()))
+            .await?;
         for ((n, nv), obj) in batch.into_iter().zip(got) {
             if nv.version > 0 || obj.is_some() {
                 rep.objects_read += 1;

@@ -50,7 +50,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, StoreError};
+use oram_blockstore::{BlockStore, ObjKey, SizeBound, StoreError};
 use oram_engine::{
     validate_op, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result, StagedAccess,
     Stat, StatKind,
@@ -397,7 +397,8 @@ impl<S: TreeScheme> Inner<S> {
                 (key, scheme.part_range(p))
             })
             .collect();
-        let (whole, parts) = match fetch(self.store.as_ref(), &whole_keys, part_reqs).await {
+        let bound = SizeBound::Exact(scheme.object_len());
+        let (whole, parts) = match fetch(self.store.as_ref(), &whole_keys, bound, part_reqs).await {
             Ok(got) => got,
             Err(e) => {
                 rs.sticky = Some(intent);
@@ -472,12 +473,14 @@ impl<S: TreeScheme> Inner<S> {
     }
 }
 
-/// One `get_many` of `whole` and the ranged reads, all concurrently: one round
-/// trip. Every request goes out even if another fails, so that what the provider
-/// sees of a failed round does not depend on which request failed.
+/// One `get_many` of `whole` (each object exactly as large as `bound` says) and
+/// the ranged reads, all concurrently: one round trip. Every request goes out even
+/// if another fails, so that what the provider sees of a failed round does not
+/// depend on which request failed.
 async fn fetch(
     store: &dyn BlockStore,
     whole: &[ObjKey],
+    bound: SizeBound,
     parts: Vec<(ObjKey, std::ops::Range<u64>)>,
 ) -> Result<(Vec<Option<Bytes>>, Vec<Option<Bytes>>)> {
     let ranged = parts
@@ -488,7 +491,7 @@ async fn fetch(
             if whole.is_empty() {
                 Ok(Vec::new())
             } else {
-                store.get_many(whole).await
+                store.get_many_bounded(whole, bound).await
             }
         },
         futures::future::join_all(ranged),

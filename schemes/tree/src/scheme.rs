@@ -222,6 +222,11 @@ pub trait TreeScheme: Send + Sync + Sized + 'static {
     fn geometry(&self) -> &Geometry;
     /// Levels kept in the trusted state instead of the backend.
     fn cached_levels(&self) -> u32;
+    /// The size in bytes of every bucket's backend object: whole-object reads
+    /// are bounded to exactly this ([`oram_blockstore::SizeBound::Exact`]), so a
+    /// back-end never buffers more and a truncated or extended object is refused
+    /// by the read itself.
+    fn object_len(&self) -> u64;
 
     /// Seals a bucket's plaintext into its backend object (by default as one
     /// sealed object at position `node`).

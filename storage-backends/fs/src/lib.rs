@@ -6,25 +6,38 @@
 //! the write created). A reader therefore sees the old or the new object, never a
 //! partial one, and a crash leaves at most stray temporary files, which
 //! [`FsStore::open`] removes. Writers of different keys never share a temporary file.
+//!
+//! Whoever can write the store directory is untrusted like any provider: the store
+//! never follows a symbolic link below its root. Every file is reached from the
+//! root's directory descriptor one component at a time with `openat(...,
+//! O_NOFOLLOW)` (`renameat`, `unlinkat`, `mkdirat` likewise), so a link planted in
+//! the tree makes the request fail instead of reading or writing outside the root;
+//! and a read never buffers more than its caller's bound.
 
-use std::collections::BTreeSet;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::Range;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::future::{join_all, try_join_all};
-use oram_blockstore::{clip_range, BlockStore, ObjKey, Result, StoreError};
+use oram_blockstore::{
+    check_bounded, clip_range, BlockStore, ObjKey, ObjTag, PutCondition, Result, SizeBound,
+    StoreError,
+};
 use rand::RngCore;
+use rustix::fs::{AtFlags, Mode, OFlags};
 use tokio::sync::Semaphore;
 
 /// Name of the directory holding temporary files (never a valid key segment).
 const TMP_DIR: &str = ".tmp";
 /// Default number of file operations run at once.
 const DEFAULT_PARALLELISM: usize = 32;
+/// The lock file of conditional writes, inside the temporary directory.
+const CAS_LOCK: &str = ".cas";
 
 /// A block store in a local directory.
 ///
@@ -37,9 +50,20 @@ pub struct FsStore {
 
 struct Inner {
     root: PathBuf,
-    tmp: PathBuf,
+    /// The root directory, opened once: every path below it is resolved from here.
+    root_fd: OwnedFd,
+    /// `<root>/.tmp`, opened once.
+    tmp_fd: OwnedFd,
     sync: bool,
     limit: Semaphore,
+    /// Serialises conditional writes ([`BlockStore::put_if`]) within this process;
+    /// a `flock` on `<root>/.tmp/.cas` serialises them across processes.
+    cas: std::sync::Mutex<()>,
+}
+
+/// Flags of every directory walked: no symlinks, directories only.
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
 }
 
 fn io_err(op: &'static str, key: impl std::fmt::Display) -> impl FnOnce(io::Error) -> StoreError {
@@ -62,18 +86,38 @@ impl FsStore {
     pub fn open_with_sync(root: impl Into<PathBuf>, sync: bool) -> Result<Self> {
         let root = root.into();
         let tmp = root.join(TMP_DIR);
-        fs::create_dir_all(&tmp).map_err(io_err("open", root.display()))?;
+        fs::create_dir_all(&root).map_err(io_err("open", root.display()))?;
+        // The root itself is the operator's choice (it may be a link); below it
+        // nothing is followed.
+        let root_fd = rustix::fs::open(
+            &root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_err("open", root.display())(e.into()))?;
+        match rustix::fs::mkdirat(&root_fd, TMP_DIR, Mode::from_raw_mode(0o700)) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(io_err("open", tmp.display())(e.into())),
+        }
+        let tmp_fd = rustix::fs::openat(&root_fd, TMP_DIR, dir_flags(), Mode::empty())
+            .map_err(|e| io_err("open", tmp.display())(e.into()))?;
         for entry in fs::read_dir(&tmp).map_err(io_err("open", tmp.display()))? {
             let entry = entry.map_err(io_err("open", tmp.display()))?;
             // A leftover temp file was never renamed: its write was never acknowledged.
-            let _ = fs::remove_file(entry.path());
+            if entry.file_name() != CAS_LOCK {
+                let _ =
+                    rustix::fs::unlinkat(&tmp_fd, entry.file_name().as_os_str(), AtFlags::empty());
+            }
         }
         Ok(Self {
             inner: Arc::new(Inner {
                 root,
-                tmp,
+                root_fd,
+                tmp_fd,
                 sync,
                 limit: Semaphore::new(DEFAULT_PARALLELISM),
+                cas: std::sync::Mutex::new(()),
             }),
         })
     }
@@ -81,12 +125,6 @@ impl FsStore {
     /// The directory the store lives in.
     pub fn root(&self) -> &Path {
         &self.inner.root
-    }
-
-    fn path_of(&self, key: &ObjKey) -> PathBuf {
-        // ObjKey segments are [A-Za-z0-9._-] and never start with '.', so the path
-        // cannot escape the root or collide with the temporary directory.
-        self.inner.root.join(key.as_str())
     }
 
     /// Runs blocking file work on the blocking pool, at most `DEFAULT_PARALLELISM` at once.
@@ -107,92 +145,175 @@ impl FsStore {
     }
 }
 
+/// `key`'s directory part and file name (ObjKey segments are `[A-Za-z0-9._-]`,
+/// never empty or starting with `.`: no `..`, no clash with `.tmp`).
+fn split_key(key: &ObjKey) -> (Vec<&str>, &str) {
+    let mut segs: Vec<&str> = key.as_str().split('/').collect();
+    let name = segs.pop().expect("keys are not empty");
+    (segs, name)
+}
+
+fn errno(
+    op: &'static str,
+    what: impl std::fmt::Display,
+) -> impl FnOnce(rustix::io::Errno) -> StoreError {
+    move |e| io_err(op, what)(e.into())
+}
+
 impl Inner {
-    fn fsync_dir(&self, dir: &Path) -> Result<()> {
+    fn fsync_fd(&self, fd: impl AsFd, what: &str) -> Result<()> {
         if self.sync {
-            File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(io_err("fsync dir", dir.display()))?;
+            rustix::fs::fsync(fd).map_err(errno("fsync dir", what))?;
         }
         Ok(())
     }
 
-    /// Creates `dir` and its missing ancestors, fsyncing the parent of every
-    /// directory created so that the new entries are durable.
-    fn ensure_dir(&self, dir: &Path) -> Result<()> {
-        if dir.is_dir() {
-            return Ok(());
+    /// Opens the directory holding `key` without following links; `None` if a
+    /// directory on the way is missing. With `create`, creates the missing ones
+    /// (0700), fsyncing the parent of every directory created.
+    fn parent(&self, key: &ObjKey, op: &'static str, create: bool) -> Result<Option<OwnedFd>> {
+        let (dirs, _) = split_key(key);
+        let mut cur = rustix::io::dup(&self.root_fd).map_err(errno(op, key))?;
+        for d in dirs {
+            let next = match rustix::fs::openat(&cur, d, dir_flags(), Mode::empty()) {
+                Ok(fd) => fd,
+                Err(rustix::io::Errno::NOENT) if create => {
+                    match rustix::fs::mkdirat(&cur, d, Mode::from_raw_mode(0o700)) {
+                        Ok(()) => self.fsync_fd(&cur, d)?,
+                        Err(rustix::io::Errno::EXIST) => {}
+                        Err(e) => return Err(errno("mkdir", key)(e)),
+                    }
+                    rustix::fs::openat(&cur, d, dir_flags(), Mode::empty())
+                        .map_err(errno(op, key))?
+                }
+                Err(rustix::io::Errno::NOENT) => return Ok(None),
+                // ELOOP / ENOTDIR: a link or a file where a directory must be.
+                Err(e) => return Err(errno(op, key)(e)),
+            };
+            cur = next;
         }
-        let mut missing = vec![dir.to_path_buf()];
-        let mut cur = dir.parent();
-        while let Some(p) = cur {
-            if p.is_dir() {
-                break;
-            }
-            missing.push(p.to_path_buf());
-            cur = p.parent();
-        }
-        for d in missing.iter().rev() {
-            match fs::create_dir(d) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
-                Err(e) => return Err(io_err("mkdir", d.display())(e)),
-            }
-            if let Some(parent) = d.parent() {
-                self.fsync_dir(parent)?;
-            }
-        }
-        Ok(())
+        Ok(Some(cur))
     }
 
-    /// Writes `data` to a fresh temporary file and fsyncs it; returns its path.
-    fn write_temp(&self, key: &ObjKey, data: &[u8]) -> Result<PathBuf> {
+    /// Opens `key` for reading without following links; `None` if it is missing.
+    fn open_file(&self, key: &ObjKey) -> Result<Option<File>> {
+        let Some(dir) = self.parent(key, "get", false)? else {
+            return Ok(None);
+        };
+        let (_, name) = split_key(key);
+        match rustix::fs::openat(
+            &dir,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => {
+                let f = File::from(fd);
+                let meta = f.metadata().map_err(io_err("get", key))?;
+                if !meta.is_file() {
+                    return Err(io_err("get", key)(io::Error::other("not a regular file")));
+                }
+                Ok(Some(f))
+            }
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(errno("get", key)(e)),
+        }
+    }
+
+    /// Reads `key` whole, refusing (before reading) a file outside `bound`.
+    fn read_bounded(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<Bytes>> {
+        let Some(f) = self.open_file(key)? else {
+            return Ok(None);
+        };
+        let len = f.metadata().map_err(io_err("get", key))?.len();
+        bound.check(key, len)?;
+        let mut buf = Vec::with_capacity(len as usize);
+        // The file may grow meanwhile: never read past the bound.
+        f.take(bound.max().saturating_add(1))
+            .read_to_end(&mut buf)
+            .map_err(io_err("get", key))?;
+        bound.check(key, buf.len() as u64)?;
+        Ok(Some(Bytes::from(buf)))
+    }
+
+    /// The tag of an open file: inode, size and modification time.
+    fn tag_of(f: &File, key: &ObjKey) -> Result<ObjTag> {
+        use std::os::unix::fs::MetadataExt;
+        let m = f.metadata().map_err(io_err("get", key))?;
+        Ok(ObjTag(format!(
+            "{}-{}-{}.{}",
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec()
+        )))
+    }
+
+    /// Writes `data` to a fresh temporary file and fsyncs it; returns its name in
+    /// the temporary directory.
+    fn write_temp(&self, key: &ObjKey, data: &[u8]) -> Result<String> {
         let mut name = [0u8; 12];
         rand::thread_rng().fill_bytes(&mut name);
         let hex: String = name.iter().map(|b| format!("{b:02x}")).collect();
-        let tmp = self.tmp.join(format!("{hex}.tmp"));
+        let tmp = format!("{hex}.tmp");
         let res = (|| {
-            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            let fd = rustix::fs::openat(
+                &self.tmp_fd,
+                tmp.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            )?;
+            let mut f = File::from(fd);
             f.write_all(data)?;
             if self.sync {
                 f.sync_all()?;
             }
-            Ok(())
+            Ok::<_, io::Error>(())
         })();
         if let Err(e) = res {
-            let _ = fs::remove_file(&tmp);
+            let _ = rustix::fs::unlinkat(&self.tmp_fd, tmp.as_str(), AtFlags::empty());
             return Err(io_err("put", key)(e));
         }
         Ok(tmp)
+    }
+
+    /// Renames temporary file `tmp` over `key` (in `dir`, its directory).
+    fn install(&self, tmp: &str, dir: &OwnedFd, key: &ObjKey) -> Result<()> {
+        let (_, name) = split_key(key);
+        rustix::fs::renameat(&self.tmp_fd, tmp, dir, name).map_err(|e| {
+            let _ = rustix::fs::unlinkat(&self.tmp_fd, tmp, AtFlags::empty());
+            errno("put", key)(e)
+        })
     }
 }
 
 #[async_trait]
 impl BlockStore for FsStore {
     async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
-        try_join_all(keys.iter().map(|key| {
-            let path = self.path_of(key);
+        self.get_many_bounded(keys, SizeBound::AtMost(u64::MAX))
+            .await
+    }
+
+    async fn get_many_bounded(
+        &self,
+        keys: &[ObjKey],
+        bound: SizeBound,
+    ) -> Result<Vec<Option<Bytes>>> {
+        let got = try_join_all(keys.iter().map(|key| {
             let key = key.clone();
-            self.blocking(move |_| match fs::read(&path) {
-                Ok(v) => Ok(Some(Bytes::from(v))),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(io_err("get", key)(e)),
-            })
+            self.blocking(move |inner| inner.read_bounded(&key, bound))
         }))
-        .await
+        .await?;
+        check_bounded(keys, &got, bound)?;
+        Ok(got)
     }
 
     async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>> {
-        let path = self.path_of(key);
         let key = key.clone();
-        self.blocking(move |_| {
-            let mut f = match File::open(&path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    clip_range(&range, 0)?;
-                    return Ok(None);
-                }
-                Err(e) => return Err(io_err("get", key)(e)),
+        self.blocking(move |inner| {
+            let Some(mut f) = inner.open_file(&key)? else {
+                clip_range(&range, 0)?;
+                return Ok(None);
             };
             let len = f.metadata().map_err(io_err("get", &key))?.len();
             let r = clip_range(&range, len)?;
@@ -213,9 +334,8 @@ impl BlockStore for FsStore {
         // Nothing is visible yet, so a failure here leaves every object as it was.
         let results = join_all(items.iter().map(|(key, data)| {
             let (key, data) = (key.clone(), data.clone());
-            let target = self.path_of(&key);
             self.blocking(move |inner| {
-                inner.ensure_dir(target.parent().expect("keys have a parent"))?;
+                inner.parent(&key, "put", true)?;
                 inner.write_temp(&key, &data)
             })
         }))
@@ -231,37 +351,48 @@ impl BlockStore for FsStore {
             }
         }
         if let Some(e) = first_err {
+            let inner = self.inner.clone();
             for t in temps {
-                let _ = fs::remove_file(t);
+                let _ = rustix::fs::unlinkat(&inner.tmp_fd, t.as_str(), AtFlags::empty());
             }
             return Err(e);
         }
         // Phase 2: rename into place (in item order) and fsync each directory once.
-        let moves: Vec<(PathBuf, PathBuf, ObjKey)> = temps
+        let moves: Vec<(String, ObjKey)> = temps
             .into_iter()
             .zip(items)
-            .map(|(tmp, (key, _))| (tmp, self.path_of(&key), key))
+            .map(|(tmp, (key, _))| (tmp, key))
             .collect();
         self.blocking(move |inner| {
-            let mut dirs = BTreeSet::new();
+            let mut dirs: std::collections::BTreeMap<String, OwnedFd> = Default::default();
             let mut failed = None;
-            for (tmp, target, key) in moves {
+            for (tmp, key) in moves {
                 if failed.is_some() {
-                    let _ = fs::remove_file(&tmp);
+                    let _ = rustix::fs::unlinkat(&inner.tmp_fd, tmp.as_str(), AtFlags::empty());
                     continue;
                 }
-                match fs::rename(&tmp, &target) {
-                    Ok(()) => {
-                        dirs.insert(target.parent().expect("has parent").to_path_buf());
+                let res = inner
+                    .parent(&key, "put", true)
+                    .and_then(|d| {
+                        d.ok_or_else(|| io_err("put", &key)(io::ErrorKind::NotFound.into()))
+                    })
+                    .and_then(|d| {
+                        inner.install(&tmp, &d, &key)?;
+                        Ok(d)
+                    });
+                match res {
+                    Ok(d) => {
+                        let (segs, _) = split_key(&key);
+                        dirs.insert(segs.join("/"), d);
                     }
                     Err(e) => {
-                        let _ = fs::remove_file(&tmp);
-                        failed = Some(io_err("put", key)(e));
+                        let _ = rustix::fs::unlinkat(&inner.tmp_fd, tmp.as_str(), AtFlags::empty());
+                        failed = Some(e);
                     }
                 }
             }
-            for d in &dirs {
-                inner.fsync_dir(d)?;
+            for (name, d) in &dirs {
+                inner.fsync_fd(d, name)?;
             }
             failed.map_or(Ok(()), Err)
         })
@@ -269,21 +400,24 @@ impl BlockStore for FsStore {
     }
 
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
-        let paths: Vec<(PathBuf, ObjKey)> =
-            keys.iter().map(|k| (self.path_of(k), k.clone())).collect();
+        let keys = keys.to_vec();
         self.blocking(move |inner| {
-            let mut dirs = BTreeSet::new();
-            for (p, key) in paths {
-                match fs::remove_file(&p) {
+            let mut dirs: std::collections::BTreeMap<String, OwnedFd> = Default::default();
+            for key in keys {
+                let Some(d) = inner.parent(&key, "delete", false)? else {
+                    continue;
+                };
+                let (segs, name) = split_key(&key);
+                match rustix::fs::unlinkat(&d, name, AtFlags::empty()) {
                     Ok(()) => {
-                        dirs.insert(p.parent().expect("has parent").to_path_buf());
+                        dirs.insert(segs.join("/"), d);
                     }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(io_err("delete", key)(e)),
+                    Err(rustix::io::Errno::NOENT) => {}
+                    Err(e) => return Err(errno("delete", &key)(e)),
                 }
             }
-            for d in &dirs {
-                inner.fsync_dir(d)?;
+            for (name, d) in &dirs {
+                inner.fsync_fd(d, name)?;
             }
             Ok(())
         })
@@ -291,6 +425,10 @@ impl BlockStore for FsStore {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
+        self.list_bounded(prefix, usize::MAX).await
+    }
+
+    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
         // Start the walk at the deepest directory the prefix names in full.
         let base = prefix.rfind('/').map(|i| &prefix[..i]).unwrap_or("");
         let base = if base.is_empty() || ObjKey::new(base).is_err() {
@@ -301,12 +439,16 @@ impl BlockStore for FsStore {
         let prefix = prefix.to_string();
         self.blocking(move |inner| {
             let mut out = Vec::new();
-            let start = if base.is_empty() {
-                inner.root.clone()
-            } else {
-                inner.root.join(&base)
-            };
-            walk(&start, &base, &mut out)?;
+            let mut start = inner.root.clone();
+            for seg in base.split('/').filter(|s| !s.is_empty()) {
+                start.push(seg);
+                // Links are not followed: a linked directory lists as nothing.
+                match fs::symlink_metadata(&start) {
+                    Ok(m) if m.is_dir() => {}
+                    _ => return Ok(Vec::new()),
+                }
+            }
+            walk(&start, &base, &prefix, max_keys, &mut out)?;
             let mut keys: Vec<ObjKey> = out
                 .into_iter()
                 .filter(|k| k.starts_with(&prefix))
@@ -317,10 +459,73 @@ impl BlockStore for FsStore {
         })
         .await
     }
+
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
+        let key = key.clone();
+        self.blocking(move |inner| {
+            let Some(f) = inner.open_file(&key)? else {
+                return Ok(None);
+            };
+            let tag = Inner::tag_of(&f, &key)?;
+            let len = f.metadata().map_err(io_err("get", &key))?.len();
+            bound.check(&key, len)?;
+            let mut buf = Vec::with_capacity(len as usize);
+            f.take(bound.max().saturating_add(1))
+                .read_to_end(&mut buf)
+                .map_err(io_err("get", &key))?;
+            bound.check(&key, buf.len() as u64)?;
+            Ok(Some((Bytes::from(buf), tag)))
+        })
+        .await
+    }
+
+    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
+        let key = key.clone();
+        self.blocking(move |inner| {
+            let _local = inner.cas.lock().unwrap_or_else(|e| e.into_inner());
+            // Across processes: an exclusive lock on the lock file while comparing
+            // and swapping.
+            let lock_fd = rustix::fs::openat(
+                &inner.tmp_fd,
+                CAS_LOCK,
+                OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            )
+            .map_err(errno("put", &key))?;
+            let lock = File::from(lock_fd);
+            lock.lock().map_err(io_err("put", &key))?;
+            let current = match inner.open_file(&key)? {
+                Some(f) => Some(Inner::tag_of(&f, &key)?),
+                None => None,
+            };
+            let ok = match (&cond, &current) {
+                (PutCondition::IfAbsent, None) => true,
+                (PutCondition::IfMatch(want), Some(have)) => want == have,
+                _ => false,
+            };
+            if !ok {
+                return Err(StoreError::PreconditionFailed {
+                    key: key.to_string(),
+                });
+            }
+            let dir = inner
+                .parent(&key, "put", true)?
+                .ok_or_else(|| io_err("put", &key)(io::ErrorKind::NotFound.into()))?;
+            let tmp = inner.write_temp(&key, &data)?;
+            inner.install(&tmp, &dir, &key)?;
+            inner.fsync_fd(&dir, key.as_str())?;
+            let f = inner
+                .open_file(&key)?
+                .ok_or_else(|| io_err("put", &key)(io::ErrorKind::NotFound.into()))?;
+            Inner::tag_of(&f, &key)
+        })
+        .await
+    }
 }
 
-/// Collects the keys of all files under `dir` (whose key prefix is `rel`).
-fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
+/// Collects the keys of all files under `dir` (whose key prefix is `rel`) that
+/// start with `prefix`, failing beyond `max` of them. Links are skipped.
+fn walk(dir: &Path, rel: &str, prefix: &str, max: usize, out: &mut Vec<String>) -> Result<()> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -340,9 +545,16 @@ fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
         };
         let ft = entry.file_type().map_err(io_err("list", dir.display()))?;
         if ft.is_dir() {
-            walk(&entry.path(), &key, out)?;
-        } else if ft.is_file() {
+            walk(&entry.path(), &key, prefix, max, out)?;
+        } else if ft.is_file() && key.starts_with(prefix) {
             out.push(key);
+            if out.len() > max {
+                return Err(StoreError::WrongSize {
+                    key: prefix.to_string(),
+                    got: format!("more than {max} keys"),
+                    expected: format!("at most {max} keys"),
+                });
+            }
         }
     }
     Ok(())
@@ -357,8 +569,87 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = FsStore::open(dir.path()).unwrap();
         oram_blockstore::conformance::run_all(&store, "conf").await;
+        oram_blockstore::conformance::conditional_writes(&store, "cond").await;
         // Nothing left behind in the temporary directory after successful writes.
-        assert_eq!(fs::read_dir(dir.path().join(TMP_DIR)).unwrap().count(), 0);
+        let left: Vec<_> = fs::read_dir(dir.path().join(TMP_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != CAS_LOCK)
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[tokio::test]
+    async fn planted_symlinks_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        let store = FsStore::open(&root).unwrap();
+        let k = ObjKey::new("vol/n/7").unwrap();
+        store
+            .put_many(vec![(k.clone(), Bytes::from_static(b"sealed"))])
+            .await
+            .unwrap();
+        // A link in place of an object, pointing at a file outside the root.
+        fs::write(outside.path().join("secret"), b"not yours").unwrap();
+        let link = root.join("vol/n/8");
+        std::os::unix::fs::symlink(outside.path().join("secret"), &link).unwrap();
+        let k8 = ObjKey::new("vol/n/8").unwrap();
+        assert!(
+            store.get_many(std::slice::from_ref(&k8)).await.is_err(),
+            "read through a link"
+        );
+        assert!(
+            store.get_range(&k8, 0..4).await.is_err(),
+            "ranged read through a link"
+        );
+        // A link in place of a directory: reads fail, writes do not land outside.
+        std::os::unix::fs::symlink(outside.path(), root.join("vol/x")).unwrap();
+        let kx = ObjKey::new("vol/x/secret").unwrap();
+        assert!(store.get_many(std::slice::from_ref(&kx)).await.is_err());
+        let kw = ObjKey::new("vol/x/new").unwrap();
+        assert!(store
+            .put_many(vec![(kw.clone(), Bytes::from_static(b"x"))])
+            .await
+            .is_err());
+        assert!(
+            !outside.path().join("new").exists(),
+            "a write went through a link"
+        );
+        assert!(store.delete_many(std::slice::from_ref(&kx)).await.is_err());
+        assert!(
+            outside.path().join("secret").exists(),
+            "a delete went through a link"
+        );
+        // Listings skip links; the genuine object still reads.
+        let listed = store.list("vol/").await.unwrap();
+        assert_eq!(listed, vec![k.clone()]);
+        assert_eq!(
+            store.get_many(&[k]).await.unwrap(),
+            vec![Some(Bytes::from_static(b"sealed"))]
+        );
+        // Overwriting the link's key replaces the link itself, not its target.
+        store
+            .put_many(vec![(k8.clone(), Bytes::from_static(b"mine"))])
+            .await
+            .unwrap();
+        assert_eq!(
+            fs::read(outside.path().join("secret")).unwrap(),
+            b"not yours"
+        );
+    }
+
+    #[tokio::test]
+    async fn bounded_reads_stop_at_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsStore::open(dir.path()).unwrap();
+        let k = ObjKey::new("v/big").unwrap();
+        fs::create_dir_all(dir.path().join("v")).unwrap();
+        fs::write(dir.path().join("v/big"), vec![7u8; 1 << 20]).unwrap();
+        let e = store
+            .get_many_bounded(std::slice::from_ref(&k), SizeBound::Exact(4141))
+            .await;
+        assert!(matches!(e, Err(StoreError::WrongSize { .. })), "{e:?}");
     }
 
     #[tokio::test]
@@ -395,7 +686,11 @@ mod tests {
         assert_eq!(store.list("").await.unwrap().len(), 1, "temp file listed");
         drop(store);
         let _store = FsStore::open(dir.path()).unwrap();
-        assert_eq!(fs::read_dir(dir.path().join(TMP_DIR)).unwrap().count(), 0);
+        let left = fs::read_dir(dir.path().join(TMP_DIR))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name() != CAS_LOCK)
+            .count();
+        assert_eq!(left, 0);
     }
 
     #[tokio::test]

@@ -3,25 +3,41 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{clip_range, BlockStore, ObjKey, Result};
+use oram_blockstore::{
+    clip_range, BlockStore, ObjKey, ObjTag, PutCondition, Result, SizeBound, StoreError,
+};
 
 /// A block store held in process memory.
 ///
 /// **What the storage server observes:** nothing leaves the process; wrap it in
 /// `Recording` to see what a real server would.
-#[derive(Default)]
 pub struct MemoryStore {
     map: RwLock<BTreeMap<ObjKey, Bytes>>,
+    /// The tag of each object: the write counter of its last write. Its mutex is
+    /// always taken after the `map` lock (lock order: `map`, then `tags`).
+    tags: std::sync::Mutex<BTreeMap<ObjKey, u64>>,
+    writes: AtomicU64,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            map: RwLock::default(),
+            tags: std::sync::Mutex::default(),
+            writes: AtomicU64::new(1),
+        }
     }
 
     /// Number of objects stored.
@@ -47,6 +63,11 @@ impl MemoryStore {
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<ObjKey, Bytes>> {
         self.map.write().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Lock order: `map` first, then `tags`.
+    fn tags(&self) -> std::sync::MutexGuard<'_, BTreeMap<ObjKey, u64>> {
+        self.tags.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 #[async_trait]
@@ -69,16 +90,52 @@ impl BlockStore for MemoryStore {
 
     async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
         let mut map = self.write();
+        let mut tags = self.tags();
         for (k, v) in items {
+            tags.insert(k.clone(), self.writes.fetch_add(1, Ordering::Relaxed));
             map.insert(k, v);
         }
         Ok(())
     }
 
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
+        let map = self.read();
+        let Some(v) = map.get(key) else {
+            return Ok(None);
+        };
+        bound.check(key, v.len() as u64)?;
+        let tag = self.tags().get(key).copied().unwrap_or(0);
+        Ok(Some((v.clone(), ObjTag(format!("m{tag}")))))
+    }
+
+    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
+        let mut map = self.write();
+        let mut tags = self.tags();
+        let current = map
+            .get(key)
+            .map(|_| ObjTag(format!("m{}", tags.get(key).copied().unwrap_or(0))));
+        let ok = match (&cond, &current) {
+            (PutCondition::IfAbsent, None) => true,
+            (PutCondition::IfMatch(want), Some(have)) => want == have,
+            _ => false,
+        };
+        if !ok {
+            return Err(StoreError::PreconditionFailed {
+                key: key.to_string(),
+            });
+        }
+        let n = self.writes.fetch_add(1, Ordering::Relaxed);
+        tags.insert(key.clone(), n);
+        map.insert(key.clone(), data);
+        Ok(ObjTag(format!("m{n}")))
+    }
+
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
         let mut map = self.write();
+        let mut tags = self.tags();
         for k in keys {
             map.remove(k);
+            tags.remove(k);
         }
         Ok(())
     }
@@ -101,6 +158,7 @@ mod tests {
     async fn conformance() {
         let store = MemoryStore::new();
         oram_blockstore::conformance::run_all(&store, "conf").await;
+        oram_blockstore::conformance::conditional_writes(&store, "cond").await;
         assert!(store.total_bytes() > 0);
     }
 }

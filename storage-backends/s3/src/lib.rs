@@ -7,6 +7,21 @@
 //! timeout, retried by the SDK's standard strategy (exponential back-off with
 //! jitter on throttling, 5xx and timeouts). A missing object is a 404 read as
 //! `None`: there is never a HEAD before a GET.
+//!
+//! The provider is not trusted with the proxy's memory: a GET whose
+//! `Content-Length` is outside the caller's bound is refused before its body is
+//! read, a body is never read past that bound (nor past its announced length: a
+//! short body is a transport error), every response body the SDK buffers
+//! (listings, errors) is capped by an interceptor, and a listing stops at its key
+//! bound.
+//!
+//! Writes are conditional (see [`S3StoreConfig::conditional_writes`]): each PUT
+//! carries `If-Match` with the ETag this store last saw for the key (or
+//! `If-None-Match: *` when it saw the key absent), so a PUT that timed out at the
+//! client but lands on the server later cannot replace a newer version.
+
+mod etags;
+mod limit;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -24,8 +39,10 @@ use aws_sdk_s3::types::{
 use aws_sdk_s3::Client;
 use bytes::Bytes;
 use futures::future::try_join_all;
-use oram_blockstore::{BlockStore, ObjKey, Result, StoreError};
+use oram_blockstore::{BlockStore, ObjKey, ObjTag, PutCondition, Result, SizeBound, StoreError};
 use tokio::sync::Semaphore;
+
+use etags::{Etags, Known};
 
 /// Settings of an S3 back-end.
 #[derive(Clone)]
@@ -51,6 +68,16 @@ pub struct S3StoreConfig {
     pub attempt_timeout: Duration,
     /// Attempts per request (first try included).
     pub max_attempts: u32,
+    /// Largest object a plain (unbounded) `get_many` accepts, and the cap on any
+    /// response body the SDK buffers (at least 16 MiB).
+    pub max_object_bytes: u64,
+    /// Most keys a listing collects.
+    pub max_list_keys: usize,
+    /// Send `If-Match` / `If-None-Match: *` with every PUT (AWS S3 and MinIO
+    /// support both); off only for services that reject them.
+    pub conditional_writes: bool,
+    /// ETags remembered for conditional writes (about 40 bytes each).
+    pub etag_cache: usize,
 }
 
 impl std::fmt::Debug for S3StoreConfig {
@@ -66,7 +93,9 @@ impl std::fmt::Debug for S3StoreConfig {
                 &self.credentials.as_ref().map(|(a, _)| (a, "<redacted>")),
             )
             .field("max_in_flight", &self.max_in_flight)
-            .finish()
+            .field("max_object_bytes", &self.max_object_bytes)
+            .field("conditional_writes", &self.conditional_writes)
+            .finish_non_exhaustive()
     }
 }
 
@@ -82,6 +111,10 @@ impl Default for S3StoreConfig {
             max_in_flight: 32,
             attempt_timeout: Duration::from_secs(30),
             max_attempts: 4,
+            max_object_bytes: 256 << 20,
+            max_list_keys: 1 << 24,
+            conditional_writes: true,
+            etag_cache: 1 << 20,
         }
     }
 }
@@ -99,6 +132,11 @@ pub struct S3Store {
     limit: Arc<Semaphore>,
     /// AWS outside us-east-1 needs the region named when creating a bucket.
     location_constraint: Option<String>,
+    max_object_bytes: u64,
+    max_list_keys: usize,
+    conditional: bool,
+    /// The last ETag seen per key, for conditional writes.
+    etags: Arc<Etags>,
 }
 
 type HttpResponse = aws_sdk_s3::config::http::HttpResponse;
@@ -179,7 +217,10 @@ impl S3Store {
                     .connect_timeout(Duration::from_secs(5))
                     .operation_attempt_timeout(cfg.attempt_timeout)
                     .build(),
-            );
+            )
+            // No response body the SDK buffers (listings, error documents) may
+            // exceed this: a hostile provider cannot exhaust memory.
+            .interceptor(limit::BodyCap(cfg.max_object_bytes.max(16 << 20)));
         if let Some(ep) = &cfg.endpoint {
             b = b.endpoint_url(ep);
         }
@@ -190,6 +231,10 @@ impl S3Store {
             limit: Arc::new(Semaphore::new(cfg.max_in_flight.max(1))),
             location_constraint: (cfg.endpoint.is_none() && cfg.region != "us-east-1")
                 .then(|| cfg.region.clone()),
+            max_object_bytes: cfg.max_object_bytes,
+            max_list_keys: cfg.max_list_keys,
+            conditional: cfg.conditional_writes,
+            etags: Arc::new(Etags::new(cfg.etag_cache)),
         }
     }
 
@@ -235,7 +280,13 @@ impl S3Store {
         }
     }
 
-    async fn get_one(&self, key: &ObjKey, range: Option<&Range<u64>>) -> Result<Option<Bytes>> {
+    /// GETs one object (or a range of it) within `bound`; returns it with its ETag.
+    async fn get_one(
+        &self,
+        key: &ObjKey,
+        range: Option<&Range<u64>>,
+        bound: SizeBound,
+    ) -> Result<Option<(Bytes, Option<String>)>> {
         let _p = self.limit.acquire().await.expect("semaphore open");
         let full = self.full_key(key.as_str());
         let mut req = self.client.get_object().bucket(&self.bucket).key(&full);
@@ -243,23 +294,119 @@ impl S3Store {
             req = req.range(format!("bytes={}-{}", r.start, r.end - 1));
         }
         match req.send().await {
-            Ok(out) => {
-                let data = out
-                    .body
-                    .collect()
-                    .await
-                    .map_err(|e| StoreError::Unavailable(format!("get {full}: body: {e}")))?;
-                Ok(Some(data.into_bytes()))
+            Ok(mut out) => {
+                let announced = out.content_length().and_then(|n| u64::try_from(n).ok());
+                // Refused before a byte of the body is read.
+                if let Some(n) = announced {
+                    if !bound.admits(n) {
+                        return Err(bound.violation(&full, format!("Content-Length {n}")));
+                    }
+                }
+                let cap = bound.max();
+                let mut buf = Vec::with_capacity(announced.unwrap_or(0).min(cap) as usize);
+                loop {
+                    match out.body.try_next().await {
+                        Ok(Some(chunk)) => {
+                            if buf.len() as u64 + chunk.len() as u64 > cap {
+                                return Err(
+                                    bound.violation(&full, format!("more than {cap} bytes"))
+                                );
+                            }
+                            buf.extend_from_slice(&chunk);
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            return Err(StoreError::Unavailable(format!("get {full}: body: {e}")))
+                        }
+                    }
+                }
+                let got = buf.len() as u64;
+                if announced.is_some_and(|n| n != got) {
+                    return Err(StoreError::Unavailable(format!(
+                        "get {full}: body truncated: {got} of {} bytes",
+                        announced.unwrap_or(0)
+                    )));
+                }
+                bound.check(key, got)?;
+                let etag = out.e_tag().map(str::to_string);
+                if let Some(e) = &etag {
+                    self.etags.set(key, Known::Tag(e.clone()));
+                }
+                Ok(Some((Bytes::from(buf), etag)))
             }
-            Err(SdkError::ServiceError(se)) if se.err().is_no_such_key() => Ok(None),
+            Err(SdkError::ServiceError(se)) if se.err().is_no_such_key() => {
+                self.etags.set(key, Known::Absent);
+                Ok(None)
+            }
             // A 404 is a missing object only if it names no other cause
             // (NoSuchBucket must not look like a deleted node).
             Err(e) if status(&e) == Some(404) && matches!(e.code(), None | Some("NoSuchKey")) => {
+                self.etags.set(key, Known::Absent);
                 Ok(None)
             }
             // Range starting at or past the end of an existing object.
-            Err(e) if status(&e) == Some(416) && range.is_some() => Ok(Some(Bytes::new())),
+            Err(e) if status(&e) == Some(416) && range.is_some() => Ok(Some((Bytes::new(), None))),
             Err(e) => Err(map_err("get", &full, e)),
+        }
+    }
+
+    /// One PUT with an optional condition; returns the new ETag.
+    async fn put_one(&self, key: &ObjKey, v: Bytes, cond: Option<&PutCondition>) -> Result<ObjTag> {
+        let _p = self.limit.acquire().await.expect("semaphore open");
+        let full = self.full_key(key.as_str());
+        let mut req = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(&full)
+            .content_length(v.len() as i64)
+            .body(ByteStream::from(v));
+        match cond {
+            Some(PutCondition::IfAbsent) => req = req.if_none_match("*"),
+            Some(PutCondition::IfMatch(t)) => req = req.if_match(&t.0),
+            None => {}
+        }
+        match req.send().await {
+            Ok(out) => {
+                let tag = out.e_tag().unwrap_or_default().to_string();
+                self.etags.set(key, Known::Tag(tag.clone()));
+                Ok(ObjTag(tag))
+            }
+            Err(e) if status(&e) == Some(412) => Err(StoreError::PreconditionFailed { key: full }),
+            Err(e) => Err(map_err("put", &full, e)),
+        }
+    }
+
+    /// A data PUT, conditional on what this store last saw of the key. A failed
+    /// condition is resolved by reading the object: if it holds exactly `v`, an
+    /// earlier attempt of this very write landed (success); otherwise another
+    /// writer changed it (`PreconditionFailed`).
+    async fn put_tracked(&self, key: &ObjKey, v: Bytes) -> Result<()> {
+        let cond = match (self.conditional, self.etags.get(key)) {
+            (false, _) | (true, None) => None,
+            (true, Some(Known::Absent)) => Some(PutCondition::IfAbsent),
+            (true, Some(Known::Tag(t))) => Some(PutCondition::IfMatch(ObjTag(t))),
+        };
+        match self.put_one(key, v.clone(), cond.as_ref()).await {
+            Ok(_) => Ok(()),
+            Err(StoreError::PreconditionFailed { key: full }) => {
+                let now = self
+                    .get_one(key, None, SizeBound::Exact(v.len() as u64))
+                    .await;
+                match now {
+                    Ok(Some((b, _))) if b == v => Ok(()),
+                    Ok(_) | Err(StoreError::WrongSize { .. }) => {
+                        tracing::error!(
+                            key = %full,
+                            "a conditional PUT found the object changed by another writer \
+                             (a second proxy on this prefix?): refusing to overwrite it"
+                        );
+                        Err(StoreError::PreconditionFailed { key: full })
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
         }
     }
 }
@@ -267,31 +414,51 @@ impl S3Store {
 #[async_trait]
 impl BlockStore for S3Store {
     async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
-        try_join_all(keys.iter().map(|k| self.get_one(k, None))).await
+        self.get_many_bounded(keys, SizeBound::AtMost(self.max_object_bytes))
+            .await
+    }
+
+    async fn get_many_bounded(
+        &self,
+        keys: &[ObjKey],
+        bound: SizeBound,
+    ) -> Result<Vec<Option<Bytes>>> {
+        let got = try_join_all(keys.iter().map(|k| self.get_one(k, None, bound))).await?;
+        Ok(got.into_iter().map(|o| o.map(|(b, _)| b)).collect())
     }
 
     async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>> {
         oram_blockstore::clip_range(&range, u64::MAX)?;
-        self.get_one(key, Some(&range)).await
+        let len = range.end - range.start;
+        Ok(self
+            .get_one(key, Some(&range), SizeBound::AtMost(len))
+            .await?
+            .map(|(b, _)| b))
     }
 
     async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        try_join_all(items.into_iter().map(|(k, v)| async move {
-            let _p = self.limit.acquire().await.expect("semaphore open");
-            let full = self.full_key(k.as_str());
-            self.client
-                .put_object()
-                .bucket(&self.bucket)
-                .key(&full)
-                .content_length(v.len() as i64)
-                .body(ByteStream::from(v))
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| map_err("put", &full, e))
-        }))
+        try_join_all(
+            items
+                .into_iter()
+                .map(|(k, v)| async move { self.put_tracked(&k, v).await }),
+        )
         .await
         .map(|_| ())
+    }
+
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
+        Ok(self
+            .get_one(key, None, bound)
+            .await?
+            .map(|(b, t)| (b, ObjTag(t.unwrap_or_default()))))
+    }
+
+    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
+        self.put_one(key, data, Some(&cond)).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
+        self.list_bounded(prefix, self.max_list_keys).await
     }
 
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
@@ -345,11 +512,14 @@ impl BlockStore for S3Store {
                     },
                 });
             }
+            for k in chunk {
+                self.etags.set(k, Known::Absent);
+            }
         }
         Ok(())
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
+    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
         let full_prefix = self.full_key(prefix);
         let strip = if self.prefix.is_empty() {
             0
@@ -373,6 +543,13 @@ impl BlockStore for S3Store {
                 if let Some(k) = o.key() {
                     if let Ok(k) = ObjKey::new(&k[strip.min(k.len())..]) {
                         out.push(k);
+                        if out.len() > max_keys {
+                            return Err(StoreError::WrongSize {
+                                key: full_prefix,
+                                got: format!("more than {max_keys} keys"),
+                                expected: format!("at most {max_keys} keys"),
+                            });
+                        }
                     }
                 }
             }

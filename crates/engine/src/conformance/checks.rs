@@ -160,7 +160,7 @@ pub fn bad_ops_are_refused_without_effect(s: Arc<dyn Subject>) {
 }
 
 /// Reads every block of `model`: each answer must be right, or the access an
-/// integrity error. Returns how many reads failed.
+/// integrity error (or a size refusal of the bounded read). Returns how many reads failed.
 async fn read_or_integrity(e: &dyn Oram, model: &Model, ids: u64) -> u64 {
     let zeros = Bytes::from(vec![0; e.block_size()]);
     let mut errors = 0;
@@ -171,6 +171,8 @@ async fn read_or_integrity(e: &dyn Oram, model: &Model, ids: u64) -> u64 {
                 "WRONG DATA served for block {b}"
             ),
             Err(OramError::Integrity { .. }) => errors += 1,
+            // A truncated or extended object is refused by the bounded read itself.
+            Err(OramError::Store(oram_blockstore::StoreError::WrongSize { .. })) => errors += 1,
             Err(e) => panic!("unexpected error kind: {e}"),
         }
     }

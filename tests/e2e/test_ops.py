@@ -1,0 +1,120 @@
+"""Operator commands: --version, stats (from a running proxy's endpoint, or from
+the data directory when none runs), compact (shrinks state.redb, loses nothing),
+and the progress display of init and compact on a terminal."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ACCESS, BIN, SECRET, Proxy, free_port, wait_port
+
+SCRIPT = shutil.which("script")
+
+
+def run(*args, env=None, timeout=120):
+    full = dict(os.environ, **(env or {}))
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout, env=full)
+
+
+def on_terminal(args, env=None, timeout=300):
+    """Runs the binary on a pseudo-terminal (util-linux `script`), where progress
+    bars are drawn; returns exit status and everything it drew."""
+    cmd = " ".join(["'" + a.replace("'", "'\\''") + "'" for a in [BIN, *args]])
+    full = dict(os.environ, **(env or {}), TERM="xterm")
+    r = subprocess.run([SCRIPT, "-qefc", cmd, "/dev/null"], capture_output=True, text=True,
+                       timeout=timeout, env=full)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_version_names_the_build_and_the_formats():
+    r = run("--version")
+    assert r.returncode == 0
+    first, second = r.stdout.strip().splitlines()
+    assert re.match(r"oram-proxy \d+\.\d+\.\d+ \(commit [0-9a-f]{7,}(-dirty)?, (debug|release) build, ", first), first
+    assert second == "data directory format 2, state database format 1, checkpoint format ORAMCKP2 (reads ORAMCKP1 too)"
+
+
+def test_stats_live_and_offline(tmp_path):
+    mport = free_port()
+    p = Proxy(tmp_path, "--no-fsync", "--metrics-listen", f"127.0.0.1:{mport}")
+    data = p.data_dir
+    try:
+        wait_port(mport)
+        s3 = p.client()
+        s3.create_bucket(Bucket="stats-b")
+        for i in range(3):
+            s3.put_object(Bucket="stats-b", Key=f"k{i}", Body=os.urandom(10_000))
+        r = run("stats", "--data-dir", str(data), "--metrics-listen", f"127.0.0.1:{mport}")
+        assert r.returncode == 0, r.stderr
+        out = r.stdout
+        assert f"running proxy, http://127.0.0.1:{mport}" in out
+        assert re.search(r"objects:\s+3 in 1 buckets", out), out
+        # 3 objects of 10 000 bytes in 4 KiB blocks: 9 blocks.
+        assert re.search(r"capacity used:\s+9 blocks", out), out
+        assert re.search(r"engine:\s+path, 262144 blocks of 4096 bytes", out), out
+        assert re.search(r"stash:\s+\d+ blocks now, max \d+, mean [\d.]+ \(bound 89\)", out), out
+        assert "backlog:" in out and "checkpoint:" in out and re.search(r"lease:\s+held", out), out
+        # Without an endpoint, a running proxy's directory is busy.
+        r = run("stats", "--data-dir", str(data))
+        assert r.returncode != 0 and "in use by another oram-proxy" in r.stderr, r.stderr
+    finally:
+        assert p.stop() == 0, p.logs()
+    # Stopped: the endpoint refuses, the data directory answers.
+    r = run("stats", "--data-dir", str(data), "--metrics-listen", f"127.0.0.1:{mport}")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "no proxy running" in out
+    assert re.search(r"engine:\s+path, 262144 blocks of 4096 bytes", out), out
+    # The stop took a checkpoint.
+    assert re.search(r"checkpoint:\s+epoch \d+, taken \d+ s ago", out), out
+    assert re.search(r"backlog:\s+0 journaled buckets", out), out
+
+
+def test_compact_shrinks_the_state_and_keeps_every_object(tmp_path):
+    p = Proxy(tmp_path, "--no-fsync")
+    try:
+        s3 = p.client()
+        s3.create_bucket(Bucket="compact-b")
+        # Many small objects with long keys and metadata, most deleted again: the
+        # state database keeps the pages they used until it is compacted.
+        for i in range(400):
+            s3.put_object(Bucket="compact-b", Key=f"{i:04d}-" + "k" * 200, Body=b"x" * 100,
+                          Metadata={"m": "v" * 500})
+        for i in range(20, 400):
+            s3.delete_object(Bucket="compact-b", Key=f"{i:04d}-" + "k" * 200)
+        r = run("compact", "--data-dir", str(p.data_dir))
+        assert r.returncode != 0 and "in use" in r.stderr, "compact must refuse a running proxy"
+    finally:
+        assert p.stop() == 0, p.logs()
+    code, drawn = on_terminal(["compact", "--data-dir", str(p.data_dir)])
+    assert code == 0, drawn
+    assert "compacting state.redb" in drawn  # the progress display
+    m = re.search(r"compacted \S+: (\d+) -> (\d+) bytes", drawn)
+    assert m, drawn
+    before, after = int(m.group(1)), int(m.group(2))
+    assert after < before, drawn
+    assert os.path.getsize(p.data_dir / "state.redb") == after
+    p = Proxy(tmp_path, "--no-fsync")
+    try:
+        s3 = p.client()
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket="compact-b")["Contents"]]
+        assert keys == [f"{i:04d}-" + "k" * 200 for i in range(20)]
+        for k in keys:
+            o = s3.get_object(Bucket="compact-b", Key=k)
+            assert o["Body"].read() == b"x" * 100 and o["Metadata"] == {"m": "v" * 500}
+    finally:
+        assert p.stop() == 0, p.logs()
+
+
+def test_init_shows_progress_on_a_terminal(tmp_path):
+    env = {"ORAM_PROXY_ROOT_USER": ACCESS, "ORAM_PROXY_ROOT_PASSWORD": SECRET}
+    code, drawn = on_terminal(["init", "--data-dir", str(tmp_path / "d"), "--no-fsync"], env=env)
+    assert code == 0, drawn
+    assert "init: creating the volume" in drawn, drawn
+    assert "data directory" in drawn and "ready" in drawn
+    # Without a terminal nothing but the result is printed.
+    r = run("init", "--data-dir", str(tmp_path / "e"), "--no-fsync", env=env)
+    assert r.returncode == 0 and "init:" not in r.stdout + r.stderr
