@@ -34,7 +34,9 @@ def test_version_names_the_build_and_the_formats():
     assert r.returncode == 0
     first, second = r.stdout.strip().splitlines()
     assert re.match(r"oram-proxy \d+\.\d+\.\d+ \(commit [0-9a-f]{7,}(-dirty)?, (debug|release) build, ", first), first
-    assert second == "data directory format 2, state database format 1, checkpoint format ORAMCKP2 (reads ORAMCKP1 too)"
+    # Format 3 / state format 2 (issue 13): older data directories and their
+    # checkpoints (ORAMCKP1 holds a format-1 state snapshot) are refused, not read.
+    assert second == "data directory format 3, state database format 2, checkpoint format ORAMCKP2"
 
 
 def test_stats_live_and_offline(tmp_path):

@@ -16,7 +16,7 @@ fn version_text() -> &'static str {
     TEXT.get_or_init(|| {
         format!(
             "{} (commit {}, {} build, {})\ndata directory format {}, state database format {}, \
-             checkpoint format {} (reads {} too)",
+             checkpoint format {}",
             env!("CARGO_PKG_VERSION"),
             env!("ORAM_BUILD_COMMIT"),
             env!("ORAM_BUILD_PROFILE"),
@@ -24,7 +24,6 @@ fn version_text() -> &'static str {
             datadir::FORMAT,
             oram_statedb::FORMAT,
             String::from_utf8_lossy(oram_proxy::meta_auth::MAGIC_V2),
-            String::from_utf8_lossy(oram_proxy::meta_auth::MAGIC_V1),
         )
     })
 }
