@@ -120,7 +120,7 @@ impl ObjectLayer {
             let m = self.shared.lock();
             scan_prefix(m.kv.as_ref(), b"b/", |_, v| {
                 let b: BucketRecord = decode(v).map_err(|e| corrupt("bucket record", e))?;
-                buckets.push(b.name);
+                buckets.push(format!("{}/{}", b.owner, b.name));
                 Ok(())
             })?;
             scan_prefix(m.kv.as_ref(), b"o/", |k, v| {
@@ -206,6 +206,7 @@ impl ObjectLayer {
             let open = OpenObject {
                 pin: self.shared.pin(&mut self.shared.lock(), rec.id),
                 rec,
+                owner: String::new(),
             };
             let mut body = self.read(open, None)?;
             let mut md5s = Vec::with_capacity(lens.len());

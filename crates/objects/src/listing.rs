@@ -46,8 +46,14 @@ pub struct UploadInfo {
     pub owner: String,
 }
 
-pub(crate) fn list(kv: &dyn KvState, bucket: &str, p: &ListParams) -> Result<ListResult> {
-    let base = objects_base(bucket);
+pub(crate) fn list(
+    kv: &dyn KvState,
+    owner: &str,
+    bucket: &str,
+    p: &ListParams,
+) -> Result<ListResult> {
+    let base = objects_base(owner, bucket);
+    let now = crate::now_secs();
     let full_prefix = [base.as_slice(), p.prefix.as_bytes()].concat();
     let end = prefix_end(&full_prefix);
     let mut out = ListResult::default();
@@ -103,6 +109,11 @@ pub(crate) fn list(kv: &dyn KvState, bucket: &str, p: &ListParams) -> Result<Lis
                 break 'outer;
             }
             let rec: ObjectRecord = decode(&v).map_err(|e| corrupt("object record", e))?;
+            if rec.expired(now) {
+                cursor = k;
+                inclusive = false;
+                continue;
+            }
             out.objects.push((key.to_string(), rec));
             out.next_start_after = Some(key.to_string());
             count += 1;

@@ -1,9 +1,19 @@
 //! Index records and how they are laid out in the key-value state.
 //!
-//! Keys: `b/<bucket>` → [`BucketRecord`]; `o/<bucket>\0<key>` → [`ObjectRecord`];
-//! `u/<upload id>` → [`UploadRecord`]; `a/<account>` → [`AccountRecord`]. Values
-//! are JSON. Bucket names never contain `\0`, so the objects of a bucket are one
-//! contiguous key range.
+//! Keys (layout 2: every account has its own bucket namespace):
+//! - `b/<account>\0<bucket>` → [`BucketRecord`];
+//! - `n/<bucket>\0<account>` → empty: which accounts have a bucket of that name
+//!   (S3's global bucket names are checked against it);
+//! - `o/<account>\0<bucket>\0<key>` → [`ObjectRecord`];
+//! - `x/<delete-at, 16 hex digits>\0<account>\0<bucket>\0<key>` → empty: the
+//!   expiry queue, in time order;
+//! - `u/<upload id>` → [`UploadRecord`]; `a/<account>` → [`AccountRecord`].
+//!
+//! Values are JSON. Account names, bucket names and keys never contain `\0`, so
+//! the buckets of an account and the objects of a bucket are contiguous key
+//! ranges. Layout 1 (before per-account namespaces: `b/<bucket>`,
+//! `o/<bucket>\0<key>`) is rewritten to layout 2 when the layer opens it
+//! ([`migrate`]).
 //!
 //! Fields added after the first release carry `#[serde(default)]` and are left out
 //! when empty, so records written before them still decode and records that do not
@@ -62,6 +72,10 @@ pub struct BucketRecord {
     /// milliseconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub meta_modified_ms: i64,
+    /// Front-end attributes that are not client metadata (the Swift front-end's
+    /// container ACLs: `read`, `write`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysmeta: BTreeMap<String, String>,
 }
 
 fn is_zero(v: &i64) -> bool {
@@ -92,6 +106,18 @@ pub struct ObjectRecord {
     pub meta: ObjectMeta,
     /// Where the bytes are, in order.
     pub segments: Vec<Segment>,
+    /// When the object expires (Swift `X-Delete-At`), seconds since the Unix
+    /// epoch; 0: never. From then on it reads as absent; the index entry goes at
+    /// the next purge.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delete_at: i64,
+}
+
+impl ObjectRecord {
+    /// Whether the object has expired at `now` (seconds since the epoch).
+    pub fn expired(&self, now: i64) -> bool {
+        self.delete_at > 0 && self.delete_at <= now
+    }
 }
 
 /// One uploaded part of a multipart upload.
@@ -124,16 +150,59 @@ pub struct UploadRecord {
     pub parts: BTreeMap<u32, PartRecord>,
 }
 
-pub(crate) fn bucket_key(bucket: &str) -> Vec<u8> {
-    [b"b/".as_slice(), bucket.as_bytes()].concat()
+fn joined(parts: &[&[u8]]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+    for (i, p) in parts.iter().enumerate() {
+        if i > 1 {
+            v.push(0);
+        }
+        v.extend_from_slice(p);
+    }
+    v
 }
 
-pub(crate) fn objects_base(bucket: &str) -> Vec<u8> {
-    [b"o/".as_slice(), bucket.as_bytes(), b"\0"].concat()
+pub(crate) fn buckets_base(account: &str) -> Vec<u8> {
+    joined(&[b"b/", account.as_bytes(), b""])
 }
 
-pub(crate) fn object_key(bucket: &str, key: &str) -> Vec<u8> {
-    [objects_base(bucket).as_slice(), key.as_bytes()].concat()
+pub(crate) fn bucket_key(account: &str, bucket: &str) -> Vec<u8> {
+    joined(&[b"b/", account.as_bytes(), bucket.as_bytes()])
+}
+
+pub(crate) fn name_base(bucket: &str) -> Vec<u8> {
+    joined(&[b"n/", bucket.as_bytes(), b""])
+}
+
+pub(crate) fn name_key(bucket: &str, account: &str) -> Vec<u8> {
+    joined(&[b"n/", bucket.as_bytes(), account.as_bytes()])
+}
+
+pub(crate) fn objects_base(account: &str, bucket: &str) -> Vec<u8> {
+    joined(&[b"o/", account.as_bytes(), bucket.as_bytes(), b""])
+}
+
+pub(crate) fn object_key(account: &str, bucket: &str, key: &str) -> Vec<u8> {
+    joined(&[b"o/", account.as_bytes(), bucket.as_bytes(), key.as_bytes()])
+}
+
+pub(crate) fn expiry_key(at: i64, account: &str, bucket: &str, key: &str) -> Vec<u8> {
+    let at = format!("{:016x}", at.max(0));
+    joined(&[
+        b"x/",
+        at.as_bytes(),
+        account.as_bytes(),
+        bucket.as_bytes(),
+        key.as_bytes(),
+    ])
+}
+
+/// The `(account, bucket, key)` of an object or expiry key's tail.
+pub(crate) fn split_name(tail: &[u8]) -> Option<(String, String, String)> {
+    let mut it = tail.splitn(3, |b| *b == 0);
+    let a = std::str::from_utf8(it.next()?).ok()?;
+    let b = std::str::from_utf8(it.next()?).ok()?;
+    let k = std::str::from_utf8(it.next()?).ok()?;
+    Some((a.into(), b.into(), k.into()))
 }
 
 pub(crate) fn account_key(account: &str) -> Vec<u8> {
@@ -180,6 +249,55 @@ pub(crate) fn scan_prefix(
     }
 }
 
+/// Rewrites an index of layout 1 (global bucket names: `b/<bucket>`,
+/// `o/<bucket>\0<key>`) into layout 2 (see the module documentation): each bucket
+/// moves into its owner's namespace, with its objects and a name-index entry.
+/// Returns the number of buckets moved (0 for an index already in layout 2). The
+/// changes are made in `kv` without a commit: they become durable with the next
+/// commit, in the same transaction, so a crash before it leaves layout 1 (which
+/// the next start rewrites again) and never a mixture.
+pub fn migrate(kv: &mut dyn oram_state::KvState) -> crate::Result<usize> {
+    let mut old_buckets: Vec<(Vec<u8>, BucketRecord)> = Vec::new();
+    scan_prefix(kv, b"b/", |k, v| {
+        if !k.contains(&0) {
+            let rec: BucketRecord = decode(v).map_err(|e| crate::corrupt("bucket record", e))?;
+            old_buckets.push((k.to_vec(), rec));
+        }
+        Ok(())
+    })?;
+    if old_buckets.is_empty() {
+        return Ok(0);
+    }
+    let mut old_objects: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    scan_prefix(kv, b"o/", |k, v| {
+        if k.iter().filter(|b| **b == 0).count() == 1 {
+            old_objects.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(())
+    })?;
+    let owners: std::collections::HashMap<String, String> = old_buckets
+        .iter()
+        .map(|(_, b)| (b.name.clone(), b.owner.clone()))
+        .collect();
+    for (k, v) in old_objects {
+        let tail = &k[2..];
+        let i = tail.iter().position(|b| *b == 0).expect("one NUL");
+        let bucket = String::from_utf8_lossy(&tail[..i]).into_owned();
+        let key = String::from_utf8_lossy(&tail[i + 1..]).into_owned();
+        let owner = owners.get(&bucket).ok_or_else(|| {
+            crate::corrupt("index", format!("object {bucket}/{key} without its bucket"))
+        })?;
+        kv.delete(&k);
+        kv.put(&object_key(owner, &bucket, &key), v);
+    }
+    for (k, b) in &old_buckets {
+        kv.delete(k);
+        kv.put(&bucket_key(&b.owner, &b.name), encode(b));
+        kv.put(&name_key(&b.name, &b.owner), Vec::new());
+    }
+    Ok(old_buckets.len())
+}
+
 pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("records serialise")
 }
@@ -211,7 +329,41 @@ mod tests {
         assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
         assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
         assert_eq!(prefix_end(b"\xff\xff"), None);
-        assert!(object_key("b", "zzz") < prefix_end(&objects_base("b")).unwrap());
-        assert!(object_key("b", "\u{10ffff}") < prefix_end(&objects_base("b")).unwrap());
+        assert!(object_key("a", "b", "zzz") < prefix_end(&objects_base("a", "b")).unwrap());
+        assert!(object_key("a", "b", "\u{10ffff}") < prefix_end(&objects_base("a", "b")).unwrap());
+        // Another account's bucket of the same name is another range.
+        assert!(object_key("a2", "b", "k") > prefix_end(&objects_base("a", "b")).unwrap());
+        assert_eq!(
+            split_name(&object_key("acct", "bkt", "d/k")[2..]),
+            Some(("acct".into(), "bkt".into(), "d/k".into()))
+        );
+        // The expiry queue sorts by time.
+        assert!(expiry_key(9, "z", "z", "z") < expiry_key(10, "a", "a", "a"));
+    }
+
+    #[test]
+    fn layout_1_indexes_move_into_their_owners_namespaces() {
+        use oram_state::KvState;
+        let mut kv = oram_state::MemKv::new();
+        let bucket = br#"{"name":"photos","owner":"alice","created_ms":5}"#;
+        kv.put(b"b/photos", bucket.to_vec());
+        kv.put(b"o/photos\0cat.jpg", b"{}".to_vec());
+        kv.put(b"o/photos\0dir/dog.jpg", b"{}".to_vec());
+        kv.put(b"u/0123", b"{}".to_vec());
+        assert_eq!(migrate(&mut kv).unwrap(), 1);
+        assert_eq!(kv.get(b"b/photos"), None);
+        assert_eq!(
+            kv.get(&bucket_key("alice", "photos")),
+            Some(bucket.to_vec())
+        );
+        assert!(kv.get(&name_key("photos", "alice")).is_some());
+        assert!(kv.get(&object_key("alice", "photos", "cat.jpg")).is_some());
+        assert!(kv
+            .get(&object_key("alice", "photos", "dir/dog.jpg"))
+            .is_some());
+        assert_eq!(kv.get(b"o/photos\0cat.jpg"), None);
+        assert!(kv.get(b"u/0123").is_some());
+        // Layout 2 is left alone.
+        assert_eq!(migrate(&mut kv).unwrap(), 0);
     }
 }

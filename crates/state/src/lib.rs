@@ -11,7 +11,9 @@
 //! discipline; [`MemKv`] is its in-memory implementation.
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::ops::Bound;
+use std::pin::Pin;
 
 use bytes::Bytes;
 
@@ -256,8 +258,17 @@ impl TrustedState for MemState {
     }
 }
 
+/// What [`KvState::commit`] returns: resolves once the changes it covers are
+/// durable.
+pub type CommitFuture = Pin<Box<dyn Future<Output = Result<(), StateError>> + Send + 'static>>;
+
 /// An ordered map from byte keys to byte values: trusted metadata such as the
 /// object index. Never leaves the proxy machine unsealed.
+///
+/// Changes are visible to readers of the map at once; [`KvState::commit`] makes
+/// them durable. A failed commit fails the store for good (the database is
+/// fail-stop after an I/O error): that commit and every later one fail, and the
+/// process must restart, which reloads the last durable state.
 pub trait KvState: Send + 'static {
     /// The value stored under `key`.
     fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
@@ -274,9 +285,19 @@ pub trait KvState: Send + 'static {
         end: Option<&[u8]>,
         limit: usize,
     ) -> Vec<(Vec<u8>, Vec<u8>)>;
-    /// Marks a consistent point that must survive a crash (no-op in memory). On
-    /// error every change since the last commit is undone.
-    fn commit(&mut self) -> Result<(), StateError>;
+    /// Hands every change since the last call to the durable store and returns a
+    /// future that resolves when they are durable (concurrent callers may share
+    /// one fsync). The in-memory view already shows the changes. Call it under
+    /// whatever lock guards the map, then drop the lock and await the future: no
+    /// fsync happens under the caller's lock or on the caller's thread.
+    ///
+    /// On error the store has failed for good (see the trait's documentation).
+    fn commit(&mut self) -> CommitFuture;
+}
+
+/// A commit that is already durable (or already failed).
+pub fn ready_commit(r: Result<(), StateError>) -> CommitFuture {
+    Box::pin(std::future::ready(r))
 }
 
 /// [`KvState`] in process memory: lost when the process ends.
@@ -311,8 +332,8 @@ impl KvState for MemKv {
     ) -> Vec<(Vec<u8>, Vec<u8>)> {
         btree_range(&self.map, start, inclusive, end, limit)
     }
-    fn commit(&mut self) -> Result<(), StateError> {
-        Ok(())
+    fn commit(&mut self) -> CommitFuture {
+        ready_commit(Ok(()))
     }
 }
 
@@ -342,6 +363,15 @@ pub fn btree_range(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The result of a commit that must already be resolved.
+    fn now(mut f: CommitFuture) -> Result<(), StateError> {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(r) => r,
+            std::task::Poll::Pending => panic!("an in-memory commit must be ready"),
+        }
+    }
 
     #[test]
     fn mem_state_behaves_like_maps() {
@@ -419,6 +449,6 @@ mod tests {
         assert!(!kv.delete(b"b"));
         assert_eq!(kv.get(b"b/1"), Some(b"b/1".to_vec()));
         assert_eq!(kv.get(b"b"), None);
-        kv.commit().unwrap();
+        now(kv.commit()).unwrap();
     }
 }

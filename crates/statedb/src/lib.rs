@@ -20,7 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use oram_state::{Bucket, KvState, NodeVersion, PendingWrite, StateError, TrustedState};
+use oram_state::{
+    ready_commit, Bucket, CommitFuture, KvState, NodeVersion, PendingWrite, StateError,
+    TrustedState,
+};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 mod maint;
@@ -309,6 +312,7 @@ impl Db {
         Ok(DbKv {
             db: self.clone(),
             map: Journal::load(&txn, KV)?,
+            failed: None,
         })
     }
 }
@@ -647,9 +651,16 @@ impl TrustedState for DbState {
 }
 
 /// The object index, durable in the state database.
+///
+/// This version writes each commit synchronously inside [`KvState::commit`] and
+/// returns a ready future (a group committer replaces it). A failed write fails
+/// the index for good, as the [`KvState`] contract says: redb is fail-stop after
+/// an I/O error, so nothing is undone in memory and every later commit fails.
 pub struct DbKv {
     db: Arc<Db>,
     map: Journal<Vec<u8>, Vec<u8>>,
+    /// Why the index failed, once a commit has failed.
+    failed: Option<String>,
 }
 
 impl KvState for DbKv {
@@ -671,15 +682,20 @@ impl KvState for DbKv {
     ) -> Vec<(Vec<u8>, Vec<u8>)> {
         oram_state::btree_range(&self.map.map, start, inclusive, end, limit)
     }
-    fn commit(&mut self) -> Result<(), StateError> {
+    fn commit(&mut self) -> CommitFuture {
+        if let Some(why) = &self.failed {
+            return ready_commit(Err(StateError::Storage(format!(
+                "the index failed earlier and needs a restart: {why}"
+            ))));
+        }
         match self.db.write(|txn| self.map.write(txn)) {
             Ok(()) => {
                 self.map.settle();
-                Ok(())
+                ready_commit(Ok(()))
             }
             Err(e) => {
-                self.map.rollback();
-                Err(e.into())
+                self.failed = Some(e.to_string());
+                ready_commit(Err(e.into()))
             }
         }
     }

@@ -129,13 +129,13 @@ mod tests {
                 for i in 0..100u32 {
                     kv.put(format!("o/{round}/{i}").as_bytes(), vec![7u8; 2000]);
                 }
-                kv.commit().unwrap();
+                crate::tests::now(kv.commit()).unwrap();
             }
             for round in 1..40u32 {
                 for i in 0..100u32 {
                     assert!(kv.delete(format!("o/{round}/{i}").as_bytes()));
                 }
-                kv.commit().unwrap();
+                crate::tests::now(kv.commit()).unwrap();
             }
             let mut s = db.state().unwrap();
             s.pending_put(5, s.node(5), Bytes::from_static(b"bucket"));

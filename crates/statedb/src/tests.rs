@@ -2,6 +2,16 @@ use super::*;
 
 const VOL: [u8; 16] = [7; 16];
 
+/// The result of a commit that must already be resolved (this `DbKv` writes
+/// synchronously).
+pub(crate) fn now(mut f: CommitFuture) -> Result<(), StateError> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(r) => r,
+        std::task::Poll::Pending => panic!("commit not resolved"),
+    }
+}
+
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
@@ -21,7 +31,7 @@ fn state_survives_reopen_and_uncommitted_changes_do_not() {
         s.commit().unwrap();
         let mut kv = db.kv().unwrap();
         kv.put(b"o/x", b"rec".to_vec());
-        kv.commit().unwrap();
+        now(kv.commit()).unwrap();
         // Not committed: gone after the "crash" (drop without commit).
         s.set_position(3, 1);
         s.stash_insert(6, b("six"));
@@ -64,22 +74,37 @@ fn failed_commit_undoes_memory_too() {
     assert_eq!(s.position(2), None);
     assert_eq!(s.stash_blocks(), vec![1]);
     assert_eq!(s.node(3).version, 0);
-    let mut kv = db.kv().unwrap();
-    kv.put(b"a", b"1".to_vec());
-    kv.commit().unwrap();
-    kv.put(b"a", b"2".to_vec());
-    kv.delete(b"a");
-    kv.put(b"b", b"3".to_vec());
-    db.inject_commit_failure();
-    assert!(kv.commit().is_err());
-    assert_eq!(kv.get(b"a"), Some(b"1".to_vec()));
-    assert_eq!(kv.get(b"b"), None);
     // And the next commit works and writes only the new changes.
     s.set_position(4, 40);
     s.commit().unwrap();
-    drop((s, kv));
+    drop(s);
     let s = db.state().unwrap();
     assert_eq!(s.positions(), vec![(1, 10), (4, 40)]);
+}
+
+#[test]
+fn a_failed_index_commit_fails_every_later_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let db = Db::open(&path, VOL).unwrap();
+    let mut kv = db.kv().unwrap();
+    kv.put(b"a", b"1".to_vec());
+    now(kv.commit()).unwrap();
+    kv.put(b"a", b"2".to_vec());
+    kv.put(b"b", b"3".to_vec());
+    db.inject_commit_failure();
+    assert!(now(kv.commit()).is_err());
+    // Fail-stop: memory keeps the changes, and no later commit succeeds.
+    assert_eq!(kv.get(b"a"), Some(b"2".to_vec()));
+    kv.put(b"c", b"4".to_vec());
+    assert!(now(kv.commit()).is_err());
+    drop((kv, db));
+    // A restart reloads the last durable state.
+    let db = Db::open(&path, VOL).unwrap();
+    let kv = db.kv().unwrap();
+    assert_eq!(kv.get(b"a"), Some(b"1".to_vec()));
+    assert_eq!(kv.get(b"b"), None);
+    assert_eq!(kv.get(b"c"), None);
 }
 
 #[test]
@@ -113,7 +138,7 @@ fn snapshot_restores_everything_and_epoch_persists() {
     s.commit().unwrap();
     let mut kv = db.kv().unwrap();
     kv.put(b"b/bucket", b"{}".to_vec());
-    kv.commit().unwrap();
+    now(kv.commit()).unwrap();
     db.set_epoch(4).unwrap();
     let snap = db.snapshot().unwrap();
     // Padding with zeros (as the checkpoint does) is accepted.

@@ -8,17 +8,20 @@ use std::time::{Duration, UNIX_EPOCH};
 use base64::Engine as _;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use md5::{Digest, Md5};
-use oram_engine::OramError;
-use oram_objects::{ByteStream, ObjectError};
-use s3s::dto::{ETagCondition, StreamingBlob, Timestamp};
+use oram_objects::{ByteStream, EntityTag, ErrorClass, EtagList, ObjectError, Preconditions};
+use s3s::dto::{ETag, ETagCondition, StreamingBlob, Timestamp, TimestampFormat};
 use s3s::stream::{ByteStream as S3ByteStream, RemainingLength};
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Result, StdError};
 use tokio::sync::mpsc;
 
-/// Maps an object-layer error to the S3 error a client expects.
+/// Maps an object-layer error to the S3 error a client expects. The status
+/// follows the error's class (the Swift front-end answers the same class); a
+/// server-side failure is logged with its details and answered with a generic
+/// message.
 pub(crate) fn map_err(e: ObjectError) -> S3Error {
     use ObjectError as E;
+    let class = e.class();
+    e.log("s3");
     match e {
         E::NoSuchBucket(b) => s3_error!(NoSuchBucket, "The specified bucket does not exist: {b}"),
         E::NoSuchKey(_) => s3_error!(NoSuchKey, "The specified key does not exist."),
@@ -29,6 +32,7 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
         E::AccessDenied => s3_error!(AccessDenied, "Access Denied"),
         E::InvalidBucketName(b) => s3_error!(InvalidBucketName, "The specified bucket is not valid: {b}"),
         E::InvalidKey(m) => s3_error!(KeyTooLongError, "{m}"),
+        E::InvalidArgument(m) => s3_error!(InvalidArgument, "{m}"),
         E::TooLarge { max } => s3_error!(EntityTooLarge, "Your proposed upload exceeds the maximum allowed size of {max} bytes."),
         E::PartTooSmall { part, size, min } => s3_error!(
             EntityTooSmall,
@@ -49,10 +53,11 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
             InvalidRange,
             "The requested range is not satisfiable (object size {size})"
         ),
-        E::AlreadyExists(_) => s3_error!(
+        E::PreconditionFailed(_) => s3_error!(
             PreconditionFailed,
-            "At least one of the pre-conditions you specified did not hold (the object exists)."
+            "At least one of the pre-conditions you specified did not hold"
         ),
+        E::NotModified => S3Error::new(S3ErrorCode::NotModified),
         E::Conflict(_) => s3_error!(
             OperationAborted,
             "A conflicting operation changed the object; try again."
@@ -63,21 +68,12 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
             IncompleteBody,
             "You did not provide the number of bytes specified by the Content-Length HTTP header ({got} of {expected})."
         ),
-        E::Engine(OramError::Store(e)) => {
-            tracing::warn!("backend unavailable: {e}");
-            s3_error!(ServiceUnavailable, "The storage backend is unavailable; retry later.")
-        }
-        E::Engine(OramError::Integrity { key, reason }) => {
-            tracing::error!(backend_object = %key, "INTEGRITY VIOLATION: {reason}");
-            s3_error!(InternalError, "Integrity check of backend data failed; no data was returned.")
-        }
-        E::Engine(e) => {
-            tracing::error!("engine: {e}");
-            s3_error!(InternalError, "engine error: {e}")
-        }
-        E::State(e) => {
-            tracing::error!("trusted state: {e}");
-            s3_error!(InternalError, "trusted state error")
+        e @ (E::Engine(_) | E::State(_) | E::IndexFailed(_)) => {
+            let code = match class {
+                ErrorClass::Unavailable => S3ErrorCode::ServiceUnavailable,
+                _ => S3ErrorCode::InternalError,
+            };
+            S3Error::with_message(code, e.client_message())
         }
     }
 }
@@ -85,19 +81,6 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
 /// A timestamp from milliseconds since the epoch.
 pub(crate) fn timestamp(ms: i64) -> Timestamp {
     Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64))
-}
-
-/// As [`timestamp`], truncated to whole seconds (the resolution of HTTP dates).
-pub(crate) fn timestamp_secs(ms: i64) -> Timestamp {
-    timestamp(ms.max(0) / 1000 * 1000)
-}
-
-/// Whether an If-Match / If-None-Match condition matches `etag` (unquoted).
-pub(crate) fn etag_matches(c: &ETagCondition, etag: &str) -> bool {
-    match c {
-        ETagCondition::Any => true,
-        ETagCondition::ETag(e) => e.value().trim_matches('"') == etag,
-    }
 }
 
 /// Decodes a Content-MD5 header (base64 of 16 bytes).
@@ -109,26 +92,42 @@ pub(crate) fn decode_md5(s: &str) -> S3Result<[u8; 16]> {
         .ok_or_else(|| s3_error!(InvalidDigest, "The Content-MD5 you specified was invalid."))
 }
 
-/// Passes a body through, failing at its end with `BadDigest` unless its MD5 is `want`.
-pub(crate) fn md5_checked(body: ByteStream, want: [u8; 16]) -> ByteStream {
-    let state = (body, Some(Md5::new()));
-    Box::pin(futures::stream::unfold(
-        state,
-        move |(mut body, hasher)| async move {
-            let mut hasher = hasher?;
-            match body.next().await {
-                Some(Ok(chunk)) => {
-                    hasher.update(&chunk);
-                    Some((Ok(chunk), (body, Some(hasher))))
-                }
-                Some(Err(e)) => Some((Err(e), (body, None))),
-                None => {
-                    let got: [u8; 16] = hasher.finalize().into();
-                    (got != want).then_some((Err(ObjectError::BadDigest), (body, None)))
-                }
-            }
-        },
-    ))
+/// The layer's form of an s3s If-Match / If-None-Match condition.
+pub(crate) fn etag_list(c: &ETagCondition) -> EtagList {
+    match c {
+        ETagCondition::Any => EtagList::Any,
+        ETagCondition::ETag(e) => EtagList::Tags(vec![EntityTag {
+            weak: matches!(e, ETag::Weak(_)),
+            tag: e.value().to_string(),
+        }]),
+    }
+}
+
+/// An s3s timestamp as an HTTP date.
+pub(crate) fn http_date(t: &Timestamp) -> Option<String> {
+    let mut out = Vec::new();
+    t.format(TimestampFormat::HttpDate, &mut out).ok()?;
+    String::from_utf8(out).ok()
+}
+
+/// Seconds since the epoch of an s3s timestamp.
+pub(crate) fn timestamp_to_secs(t: &Timestamp) -> Option<i64> {
+    Some(time::OffsetDateTime::from(t.clone()).unix_timestamp())
+}
+
+/// The preconditions of a request, from the four s3s fields.
+pub(crate) fn preconditions(
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+) -> Preconditions {
+    Preconditions {
+        if_match: if_match.map(etag_list),
+        if_none_match: if_none_match.map(etag_list),
+        if_modified_since: if_modified_since.and_then(timestamp_to_secs),
+        if_unmodified_since: if_unmodified_since.and_then(timestamp_to_secs),
+    }
 }
 
 /// A response body fed by a task that reads the object ahead, one batch at a time.
@@ -229,6 +228,71 @@ pub(crate) fn decode_token(token: &str) -> S3Result<String> {
 mod tests {
     use super::*;
 
+    /// One error of every variant the front-end can build without the engine (the
+    /// object layer's own tests cover the engine's and the state's classes).
+    pub(crate) fn every_error() -> Vec<ObjectError> {
+        use oram_objects::ObjectError as E;
+        vec![
+            E::NoSuchBucket("b".into()),
+            E::NoSuchKey("k".into()),
+            E::NoSuchUpload("u".into()),
+            E::BucketAlreadyExists("b".into()),
+            E::BucketAlreadyOwnedByYou("b".into()),
+            E::BucketNotEmpty("b".into()),
+            E::AccessDenied,
+            E::InvalidBucketName("B".into()),
+            E::InvalidKey("k".into()),
+            E::InvalidArgument("x".into()),
+            E::TooLarge { max: 1 },
+            E::PartTooSmall {
+                part: 1,
+                size: 1,
+                min: 2,
+            },
+            E::InvalidPart("p".into()),
+            E::InvalidPartOrder,
+            E::InvalidPartNumber(0),
+            E::Full { needed: 2, free: 1 },
+            E::Body("reset".into()),
+            E::InvalidRange { size: 1 },
+            E::PreconditionFailed("x".into()),
+            E::NotModified,
+            E::Conflict("k".into()),
+            E::BadDigest,
+            E::IncompleteBody {
+                got: 1,
+                expected: 2,
+            },
+            E::IndexFailed("disk: stash of 77 blocks".into()),
+        ]
+    }
+
+    #[test]
+    fn statuses_follow_the_error_class() {
+        for e in every_error() {
+            let class = e.class();
+            let text = e.to_string();
+            let s3 = map_err(e);
+            let status = s3.status_code().expect("every code has a status").as_u16();
+            // The class's family always (S3 answers 400 EntityTooLarge where the
+            // class says 413); the exact status for server failures, which both
+            // front-ends must answer alike.
+            assert_eq!(
+                status / 100,
+                class.status() / 100,
+                "{text}: {:?}",
+                s3.code()
+            );
+            if class.is_server() || status < 400 {
+                assert_eq!(status, class.status(), "{text}");
+            }
+            if class.is_server() {
+                let msg = s3.message().unwrap_or_default();
+                assert!(!msg.contains("77") && !msg.contains("disk"), "{msg}");
+            }
+        }
+    }
+
     #[test]
     fn encodings() {
         assert_eq!(url_encode("a b/c+d%é"), "a%20b/c%2Bd%25%C3%A9");
@@ -236,17 +300,5 @@ mod tests {
         assert!(decode_token("!!!").is_err());
         assert!(decode_md5("1B2M2Y8AsgTpgAmY7PhCfg==").is_ok());
         assert!(decode_md5("short").is_err());
-    }
-
-    #[tokio::test]
-    async fn md5_check_fails_the_stream_on_mismatch() {
-        let body = || -> ByteStream {
-            Box::pin(futures::stream::iter(vec![Ok(Bytes::from_static(b"abc"))]))
-        };
-        let right: [u8; 16] = Md5::digest(b"abc").into();
-        let ok: Vec<_> = md5_checked(body(), right).collect().await;
-        assert!(ok.iter().all(|r| r.is_ok()));
-        let bad: Vec<_> = md5_checked(body(), [0; 16]).collect().await;
-        assert!(matches!(bad.last(), Some(Err(ObjectError::BadDigest))));
     }
 }

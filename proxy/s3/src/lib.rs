@@ -9,18 +9,23 @@
 //! that created it. Anonymous requests are refused.
 
 mod convert;
+mod front;
 
 use std::collections::HashMap;
 use std::ops::Range;
 
 use futures::StreamExt;
-use oram_objects::{ByteStream, ListParams, ObjectError, ObjectLayer, ObjectMeta, ObjectRecord};
+use oram_objects::{
+    ByteStream, Dialect, ListParams, ObjectError, ObjectLayer, ObjectMeta, ObjectRecord,
+    PartOptions, Preconditions, PutMode, PutOptions, Validators,
+};
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::dto::*;
-use s3s::service::{S3Service, S3ServiceBuilder};
+use s3s::service::S3ServiceBuilder;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 
 use convert::*;
+pub use front::{legacy_region, S3Front};
 
 /// A user of the S3 API: access key and secret key.
 #[derive(Clone)]
@@ -72,14 +77,20 @@ impl S3Auth for Users {
     }
 }
 
-/// Builds the HTTP service: S3 over `layer`, SigV4 with `users`, anonymous refused.
-pub fn build_service(layer: ObjectLayer, users: &[S3User], region: &str) -> S3Service {
-    let users = users
+/// Builds the HTTP service: S3 over `layer`, SigV4 with `users`, anonymous
+/// refused, request ids on every answer and legacy region names accepted (see
+/// [`S3Front`]).
+pub fn build_service(layer: ObjectLayer, users: &[S3User], region: &str) -> S3Front {
+    let keys: HashMap<String, SecretKey> = users
         .iter()
         .map(|u| (u.access_key.clone(), SecretKey::from(u.secret_key.clone())))
         .collect();
+    let secrets = users
+        .iter()
+        .map(|u| (u.access_key.clone(), u.secret_key.clone()))
+        .collect();
     let mut b = S3ServiceBuilder::new(OramS3::new(layer, region));
-    b.set_auth(Users(users));
+    b.set_auth(Users(keys));
     // POST Object (browser forms) is not implemented, and s3s would buffer a form
     // before its access check: nothing of a form is accepted (the binary also
     // refuses form POSTs before s3s sees them).
@@ -91,16 +102,19 @@ pub fn build_service(layer: ObjectLayer, users: &[S3User], region: &str) -> S3Se
     b.set_config(std::sync::Arc::new(s3s::config::StaticConfigProvider::new(
         std::sync::Arc::new(config),
     )));
-    b.build()
+    S3Front::new(b.build(), secrets)
 }
 
 /// The client metadata of a PutObject, CopyObject (REPLACE) or
 /// CreateMultipartUpload input (the same fields in three types).
+/// `Content-Encoding` loses `aws-chunked` (the transfer framing of a streaming
+/// upload, not the object's encoding) as S3 does; `Expires` is kept as an HTTP
+/// date (the same attribute Swift's `Expires` sets).
 macro_rules! object_meta {
     ($input:expr) => {
         ObjectMeta {
             content_type: $input.content_type,
-            content_encoding: $input.content_encoding,
+            content_encoding: $input.content_encoding.and_then(|e| content_encoding(&e)),
             content_disposition: $input.content_disposition,
             content_language: $input.content_language,
             cache_control: $input.cache_control,
@@ -108,9 +122,90 @@ macro_rules! object_meta {
                 .metadata
                 .map(|m| m.into_iter().collect())
                 .unwrap_or_default(),
-            extra: Default::default(),
+            extra: $input
+                .expires
+                .as_ref()
+                .and_then(http_date)
+                .map(|d| (EXPIRES.to_string(), d))
+                .into_iter()
+                .collect(),
         }
     };
+}
+
+/// The name of the `Expires` attribute in `ObjectMeta::extra`.
+const EXPIRES: &str = "expires";
+
+/// A `Content-Encoding` value without `aws-chunked` (`None` if nothing is left).
+fn content_encoding(v: &str) -> Option<String> {
+    let kept: Vec<&str> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("aws-chunked"))
+        .collect();
+    (!kept.is_empty()).then(|| kept.join(", "))
+}
+
+/// ACLs: every bucket and object is its owner's alone (S3's default since 2023,
+/// buckets with "bucket owner enforced" object ownership). A canned ACL or grant
+/// that says just that is accepted; anything wider is refused as S3 refuses it
+/// for such buckets (400 AccessControlListNotSupported). There is no anonymous or
+/// cross-account access through S3.
+fn check_canned(acl: Option<&str>) -> S3Result<()> {
+    match acl {
+        None | Some("private" | "bucket-owner-full-control" | "bucket-owner-read") => Ok(()),
+        Some(other) => Err(acl_not_supported(&format!("the canned ACL {other:?}"))),
+    }
+}
+
+fn acl_not_supported(what: &str) -> S3Error {
+    let mut e = S3Error::with_message(
+        S3ErrorCode::Custom("AccessControlListNotSupported".into()),
+        format!("The bucket does not allow ACLs: {what} would grant access beyond the owner's; only the owner's full control (canned ACL private) is supported."),
+    );
+    e.set_status_code(http::StatusCode::BAD_REQUEST);
+    e
+}
+
+/// `x-amz-grant-*` headers: only `x-amz-grant-full-control: id="<owner>"`.
+fn check_grant_headers(
+    owner: &str,
+    full_control: Option<&str>,
+    others: &[Option<&String>],
+) -> S3Result<()> {
+    if others.iter().any(Option::is_some) {
+        return Err(acl_not_supported(
+            "a grant other than the owner's full control",
+        ));
+    }
+    if let Some(g) = full_control {
+        let only_owner = g.split(',').all(|e| {
+            let e = e.trim();
+            e.strip_prefix("id=")
+                .is_some_and(|id| id.trim().trim_matches('"') == owner)
+        });
+        if !only_owner {
+            return Err(acl_not_supported("a full-control grant to someone else"));
+        }
+    }
+    Ok(())
+}
+
+/// An access control policy sent as XML: only the owner's full control.
+fn check_policy(owner: &str, p: &AccessControlPolicy) -> S3Result<()> {
+    let ok = p.grants.as_deref().unwrap_or_default().iter().all(|g| {
+        g.permission
+            .as_ref()
+            .is_some_and(|p| p.as_str() == Permission::FULL_CONTROL)
+            && g.grantee
+                .as_ref()
+                .is_some_and(|ge| ge.id.as_deref() == Some(owner) && ge.uri.is_none())
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(acl_not_supported("the access control policy"))
+    }
 }
 
 /// The account of a request: its access key. Anonymous requests never get here
@@ -141,46 +236,78 @@ fn check_len(len: Option<i64>) -> S3Result<Option<u64>> {
     }
 }
 
-/// Applies If-Match / If-None-Match / If-(Un)Modified-Since to `rec` (RFC 7232 order).
+/// Applies the request's conditions to `rec` (RFC 7232, S3's reading).
 /// `reading`: GET/HEAD answer 304 where the precondition is "not modified".
-fn check_conditions(
+/// A 304 or 412 carries the object's ETag and Last-Modified, as S3 sends them.
+fn check_conditions(rec: &ObjectRecord, conditions: &Preconditions, reading: bool) -> S3Result<()> {
+    conditions
+        .evaluate(Some(Validators::of(rec)), reading, Dialect::S3)
+        .map_err(|e| {
+            let mut err = map_err(e);
+            let mut h = http::HeaderMap::new();
+            if let Ok(v) = http::HeaderValue::from_str(&format!("\"{}\"", rec.etag)) {
+                h.insert(http::header::ETAG, v);
+            }
+            if let Some(v) = http_date(&timestamp(rec.modified_ms))
+                .and_then(|d| http::HeaderValue::from_str(&d).ok())
+            {
+                h.insert(http::header::LAST_MODIFIED, v);
+            }
+            err.set_headers(h);
+            err
+        })
+}
+
+/// What a GET or HEAD reads: its `Range` or `partNumber` (not both) as a byte
+/// range (`None`: the whole object), and the object's part count when a part was
+/// asked for.
+fn selection(
     rec: &ObjectRecord,
-    if_match: Option<&ETagCondition>,
-    if_none_match: Option<&ETagCondition>,
-    if_modified_since: Option<&Timestamp>,
-    if_unmodified_since: Option<&Timestamp>,
-    reading: bool,
-) -> S3Result<()> {
-    let modified = timestamp_secs(rec.modified_ms);
-    if let Some(c) = if_match {
-        if !etag_matches(c, &rec.etag) {
-            return Err(s3_error!(PreconditionFailed, "If-Match did not match"));
-        }
-    } else if let Some(t) = if_unmodified_since {
-        if modified > *t {
-            return Err(s3_error!(
-                PreconditionFailed,
-                "modified since If-Unmodified-Since"
-            ));
-        }
-    }
-    let not_modified = || {
-        if reading {
-            S3Error::new(S3ErrorCode::NotModified)
-        } else {
-            s3_error!(PreconditionFailed)
-        }
-    };
-    if let Some(c) = if_none_match {
-        if etag_matches(c, &rec.etag) {
-            return Err(not_modified());
-        }
-    } else if let Some(t) = if_modified_since {
-        if modified <= *t {
-            return Err(not_modified());
+    range: Option<&s3s::dto::Range>,
+    part_number: Option<i32>,
+) -> S3Result<(Option<Range<u64>>, Option<i32>)> {
+    match (range, part_number) {
+        (Some(_), Some(_)) => Err(s3_error!(
+            InvalidRequest,
+            "Cannot specify both Range header and partNumber query parameter"
+        )),
+        (Some(r), None) => Ok((Some(parse_range_header(r, rec.size)?), None)),
+        (None, None) => Ok((None, None)),
+        (None, Some(n)) => {
+            let bad = || {
+                let mut e = S3Error::with_message(
+                    S3ErrorCode::Custom("InvalidPartNumber".into()),
+                    "The requested partnumber is not satisfiable",
+                );
+                e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
+                e
+            };
+            let parts = multipart_parts(rec);
+            if n < 1 || n as usize > parts.max(1) {
+                return Err(bad());
+            }
+            if parts == 0 {
+                // Not a multipart object: part 1 is all of it.
+                return Ok((None, None));
+            }
+            let start: u64 = rec.segments[..n as usize - 1].iter().map(|s| s.len).sum();
+            let len = rec.segments[n as usize - 1].len;
+            Ok((Some(start..start + len), Some(parts as i32)))
         }
     }
-    Ok(())
+}
+
+/// The number of parts of a completed multipart upload (its ETag ends in `-N`
+/// and it has one segment per part); 0 for any other object.
+fn multipart_parts(rec: &ObjectRecord) -> usize {
+    match rec
+        .etag
+        .rsplit_once('-')
+        .and_then(|(_, n)| n.parse::<usize>().ok())
+    {
+        Some(n) if n == rec.segments.len() => n,
+        _ => 0,
+    }
 }
 
 /// The byte range a Range header asks for; an empty result (any range of an empty
@@ -222,6 +349,36 @@ fn copy_source(src: &CopySource) -> S3Result<(String, String)> {
 }
 
 impl OramS3 {
+    /// [`map_err`], with S3's global bucket names: a bucket the caller does not
+    /// have but another account does is `AccessDenied`, not `NoSuchBucket`.
+    fn map_err(&self, e: ObjectError) -> S3Error {
+        match e {
+            ObjectError::NoSuchBucket(b) if self.layer.bucket_name_in_use(&b) => {
+                s3_error!(AccessDenied, "Access Denied")
+            }
+            e => map_err(e),
+        }
+    }
+
+    /// The ACL every bucket and object has: its owner with FULL_CONTROL.
+    fn owner_acl(owner: &str) -> (Owner, Vec<Grant>) {
+        let o = Owner {
+            display_name: Some(owner.to_string()),
+            id: Some(owner.to_string()),
+        };
+        let grant = Grant {
+            grantee: Some(Grantee {
+                display_name: Some(owner.to_string()),
+                email_address: None,
+                id: Some(owner.to_string()),
+                type_: Type::from_static(Type::CANONICAL_USER),
+                uri: None,
+            }),
+            permission: Some(Permission::from_static(Permission::FULL_CONTROL)),
+        };
+        (o, vec![grant])
+    }
+
     /// One page of a listing, from the parameters all List* operations share.
     fn list_page(
         &self,
@@ -241,7 +398,7 @@ impl OramS3 {
         let r = self
             .layer
             .list_objects(owner, bucket, &params)
-            .map_err(map_err)?;
+            .map_err(|e| self.map_err(e))?;
         Ok((params, r))
     }
 }
@@ -253,15 +410,42 @@ impl S3 for OramS3 {
         req: S3Request<ListBucketsInput>,
     ) -> S3Result<S3Response<ListBucketsOutput>> {
         let owner = owner(&req)?;
-        let buckets = self.layer.list_buckets(&owner).map_err(map_err)?;
+        let input = req.input;
+        let max = match input.max_buckets {
+            None => usize::MAX,
+            Some(n) if (1..=10_000).contains(&n) => n as usize,
+            Some(_) => {
+                return Err(s3_error!(
+                    InvalidArgument,
+                    "max-buckets must be between 1 and 10000"
+                ))
+            }
+        };
+        let after = input
+            .continuation_token
+            .as_deref()
+            .map(decode_token)
+            .transpose()?;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        // Swift containers whose names S3 cannot address are not listed.
+        let all: Vec<_> = self
+            .layer
+            .list_buckets(&owner)
+            .map_err(|e| self.map_err(e))?
+            .into_iter()
+            .filter(|b| oram_objects::valid_bucket_name(&b.name))
+            .filter(|b| b.name.starts_with(&prefix))
+            .filter(|b| after.as_ref().is_none_or(|a| b.name > *a))
+            .collect();
+        let truncated = all.len() > max;
+        let page = &all[..all.len().min(max)];
         Ok(S3Response::new(ListBucketsOutput {
             buckets: Some(
-                buckets
-                    .into_iter()
+                page.iter()
                     .map(|b| Bucket {
-                        name: Some(b.name),
+                        name: Some(b.name.clone()),
                         creation_date: Some(timestamp(b.created_ms)),
-                        ..Default::default()
+                        bucket_region: Some(self.region.clone()),
                     })
                     .collect(),
             ),
@@ -269,7 +453,11 @@ impl S3 for OramS3 {
                 display_name: Some(owner.clone()),
                 id: Some(owner),
             }),
-            ..Default::default()
+            continuation_token: page
+                .last()
+                .filter(|_| truncated)
+                .map(|b| encode_token(&b.name)),
+            prefix: input.prefix,
         }))
     }
 
@@ -278,11 +466,17 @@ impl S3 for OramS3 {
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
         let owner = owner(&req)?;
-        self.layer
-            .create_bucket(&owner, &req.input.bucket)
-            .map_err(map_err)?;
+        let input = req.input;
+        check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
+        match self.layer.create_bucket(&owner, &input.bucket).await {
+            Ok(_) => {}
+            // us-east-1 answers 200 to re-creating your own bucket (and changes
+            // nothing); every other region answers BucketAlreadyOwnedByYou.
+            Err(ObjectError::BucketAlreadyOwnedByYou(_)) if self.region == "us-east-1" => {}
+            Err(e) => return Err(self.map_err(e)),
+        }
         Ok(S3Response::new(CreateBucketOutput {
-            location: Some(format!("/{}", req.input.bucket)),
+            location: Some(format!("/{}", input.bucket)),
         }))
     }
 
@@ -293,7 +487,8 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         self.layer
             .delete_bucket(&owner, &req.input.bucket)
-            .map_err(map_err)?;
+            .await
+            .map_err(|e| self.map_err(e))?;
         Ok(S3Response::new(DeleteBucketOutput {}))
     }
 
@@ -304,7 +499,7 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         self.layer
             .head_bucket(&owner, &req.input.bucket)
-            .map_err(map_err)?;
+            .map_err(|e| self.map_err(e))?;
         Ok(S3Response::new(HeadBucketOutput {
             bucket_region: Some(self.region.clone()),
             ..Default::default()
@@ -318,13 +513,95 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         self.layer
             .head_bucket(&owner, &req.input.bucket)
-            .map_err(map_err)?;
-        // us-east-1 is reported as an empty constraint, as S3 does.
-        let constraint = (self.region != "us-east-1")
-            .then(|| BucketLocationConstraint::from(self.region.clone()));
+            .map_err(|e| self.map_err(e))?;
+        // The region by name, us-east-1 too (AWS sends an empty constraint for
+        // us-east-1, which several clients read as "no region").
         Ok(S3Response::new(GetBucketLocationOutput {
-            location_constraint: constraint,
+            location_constraint: Some(BucketLocationConstraint::from(self.region.clone())),
         }))
+    }
+
+    async fn get_bucket_acl(
+        &self,
+        req: S3Request<GetBucketAclInput>,
+    ) -> S3Result<S3Response<GetBucketAclOutput>> {
+        let owner = owner(&req)?;
+        self.layer
+            .head_bucket(&owner, &req.input.bucket)
+            .map_err(|e| self.map_err(e))?;
+        let (o, grants) = Self::owner_acl(&owner);
+        Ok(S3Response::new(GetBucketAclOutput {
+            owner: Some(o),
+            grants: Some(grants),
+        }))
+    }
+
+    async fn put_bucket_acl(
+        &self,
+        req: S3Request<PutBucketAclInput>,
+    ) -> S3Result<S3Response<PutBucketAclOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        self.layer
+            .head_bucket(&owner, &input.bucket)
+            .map_err(|e| self.map_err(e))?;
+        check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
+        check_grant_headers(
+            &owner,
+            input.grant_full_control.as_deref(),
+            &[
+                input.grant_read.as_ref(),
+                input.grant_read_acp.as_ref(),
+                input.grant_write.as_ref(),
+                input.grant_write_acp.as_ref(),
+            ],
+        )?;
+        if let Some(p) = &input.access_control_policy {
+            check_policy(&owner, p)?;
+        }
+        Ok(S3Response::new(PutBucketAclOutput::default()))
+    }
+
+    async fn get_object_acl(
+        &self,
+        req: S3Request<GetObjectAclInput>,
+    ) -> S3Result<S3Response<GetObjectAclOutput>> {
+        let owner = owner(&req)?;
+        self.layer
+            .head_object(&owner, &req.input.bucket, &req.input.key)
+            .map_err(|e| self.map_err(e))?;
+        let (o, grants) = Self::owner_acl(&owner);
+        Ok(S3Response::new(GetObjectAclOutput {
+            owner: Some(o),
+            grants: Some(grants),
+            ..Default::default()
+        }))
+    }
+
+    async fn put_object_acl(
+        &self,
+        req: S3Request<PutObjectAclInput>,
+    ) -> S3Result<S3Response<PutObjectAclOutput>> {
+        let owner = owner(&req)?;
+        let input = req.input;
+        self.layer
+            .head_object(&owner, &input.bucket, &input.key)
+            .map_err(|e| self.map_err(e))?;
+        check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
+        check_grant_headers(
+            &owner,
+            input.grant_full_control.as_deref(),
+            &[
+                input.grant_read.as_ref(),
+                input.grant_read_acp.as_ref(),
+                input.grant_write.as_ref(),
+                input.grant_write_acp.as_ref(),
+            ],
+        )?;
+        if let Some(p) = &input.access_control_policy {
+            check_policy(&owner, p)?;
+        }
+        Ok(S3Response::new(PutObjectAclOutput::default()))
     }
 
     async fn get_bucket_versioning(
@@ -334,7 +611,7 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         self.layer
             .head_bucket(&owner, &req.input.bucket)
-            .map_err(map_err)?;
+            .map_err(|e| self.map_err(e))?;
         // Never versioned: no Status element at all.
         Ok(S3Response::new(GetBucketVersioningOutput::default()))
     }
@@ -346,25 +623,49 @@ impl S3 for OramS3 {
         let owner = owner(&req)?;
         let input = req.input;
         let len = check_len(input.content_length)?;
-        // If-None-Match: * makes the PUT create-only, checked atomically at commit.
-        let create_only = input.if_none_match.as_ref().is_some_and(|c| c.is_any());
-        let want_md5 = input.content_md5.as_deref().map(decode_md5).transpose()?;
-        let meta = object_meta!(input);
-        let body = body_stream(input.body);
-        let body: ByteStream = match want_md5 {
-            None => body,
-            Some(md5) => md5_checked(body, md5),
+        check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
+        check_grant_headers(
+            &owner,
+            input.grant_full_control.as_deref(),
+            &[
+                input.grant_read.as_ref(),
+                input.grant_read_acp.as_ref(),
+                input.grant_write_acp.as_ref(),
+            ],
+        )?;
+        // If-None-Match: * makes the PUT create-only, If-Match replace-only; both
+        // are checked again atomically when the upload commits.
+        let mode = match (&input.if_match, &input.if_none_match) {
+            (Some(_), Some(_)) => {
+                return Err(s3_error!(
+                    NotImplemented,
+                    "If-Match and If-None-Match together are not supported on PUT"
+                ))
+            }
+            (Some(c), None) => PutMode::IfMatch(etag_list(c)),
+            (None, Some(c)) if c.is_any() => PutMode::Create,
+            (None, Some(_)) => {
+                return Err(s3_error!(
+                    NotImplemented,
+                    "If-None-Match on PUT supports only *"
+                ))
+            }
+            (None, None) => PutMode::Overwrite,
         };
-        let rec = if create_only {
-            self.layer
-                .put_object_if_absent(&owner, &input.bucket, &input.key, meta, body, len)
-                .await
-        } else {
-            self.layer
-                .put_object(&owner, &input.bucket, &input.key, meta, body, len)
-                .await
-        }
-        .map_err(map_err)?;
+        let expected_md5 = input.content_md5.as_deref().map(decode_md5).transpose()?;
+        let opts = PutOptions {
+            meta: object_meta!(input),
+            expected_len: len,
+            expected_md5,
+            mode,
+            delete_at: 0,
+        };
+        let body = body_stream(input.body);
+        let rec = self
+            .layer
+            .put_object(&owner, &input.bucket, &input.key, body, opts)
+            .await
+            .map_err(|e| self.map_err(e))?;
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(ETag::Strong(rec.etag)),
             ..Default::default()
@@ -382,23 +683,24 @@ impl S3 for OramS3 {
         let obj = self
             .layer
             .open_object(&owner, &input.bucket, &input.key)
-            .map_err(map_err)?;
+            .map_err(|e| self.map_err(e))?;
         let rec = obj.record().clone();
         check_conditions(
             &rec,
-            input.if_match.as_ref(),
-            input.if_none_match.as_ref(),
-            input.if_modified_since.as_ref(),
-            input.if_unmodified_since.as_ref(),
+            &preconditions(
+                input.if_match.as_ref(),
+                input.if_none_match.as_ref(),
+                input.if_modified_since.as_ref(),
+                input.if_unmodified_since.as_ref(),
+            ),
             true,
         )?;
-        let range = input
-            .range
-            .as_ref()
-            .map(|r| parse_range_header(r, rec.size))
-            .transpose()?;
-        let stream = self.layer.read(obj, range.clone()).map_err(map_err)?;
-        let stream = prefetch(stream).await.map_err(map_err)?;
+        let (range, parts_count) = selection(&rec, input.range.as_ref(), input.part_number)?;
+        let stream = self
+            .layer
+            .read(obj, range.clone())
+            .map_err(|e| self.map_err(e))?;
+        let stream = prefetch(stream).await.map_err(|e| self.map_err(e))?;
         let (len, content_range) = match &range {
             Some(r) => (
                 r.end - r.start,
@@ -410,6 +712,7 @@ impl S3 for OramS3 {
         out.body = Some(streaming_blob(stream, len));
         out.content_length = Some(len as i64);
         out.content_range = content_range;
+        out.parts_count = parts_count;
         Ok(S3Response::new(out))
     }
 
@@ -422,21 +725,19 @@ impl S3 for OramS3 {
         let rec = self
             .layer
             .head_object(&owner, &input.bucket, &input.key)
-            .map_err(map_err)?;
+            .map_err(|e| self.map_err(e))?;
         check_conditions(
             &rec,
-            input.if_match.as_ref(),
-            input.if_none_match.as_ref(),
-            input.if_modified_since.as_ref(),
-            input.if_unmodified_since.as_ref(),
+            &preconditions(
+                input.if_match.as_ref(),
+                input.if_none_match.as_ref(),
+                input.if_modified_since.as_ref(),
+                input.if_unmodified_since.as_ref(),
+            ),
             true,
         )?;
-        let (len, content_range) = match input
-            .range
-            .as_ref()
-            .map(|r| parse_range_header(r, rec.size))
-            .transpose()?
-        {
+        let (range, parts_count) = selection(&rec, input.range.as_ref(), input.part_number)?;
+        let (len, content_range) = match range {
             Some(r) => (
                 r.end - r.start,
                 Some(format!("bytes {}-{}/{}", r.start, r.end - 1, rec.size)),
@@ -456,6 +757,8 @@ impl S3 for OramS3 {
             e_tag: g.e_tag,
             last_modified: g.last_modified,
             metadata: g.metadata,
+            expires: g.expires,
+            parts_count,
             ..Default::default()
         }))
     }
@@ -465,9 +768,12 @@ impl S3 for OramS3 {
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
         let owner = owner(&req)?;
+        let input = req.input;
+        let if_match = input.if_match.as_ref().map(etag_list);
         self.layer
-            .delete_object(&owner, &req.input.bucket, &req.input.key)
-            .map_err(map_err)?;
+            .delete_object(&owner, &input.bucket, &input.key, if_match.as_ref())
+            .await
+            .map_err(|e| self.map_err(e))?;
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
 
@@ -479,7 +785,7 @@ impl S3 for OramS3 {
         let input = req.input;
         self.layer
             .head_bucket(&owner, &input.bucket)
-            .map_err(map_err)?;
+            .map_err(|e| self.map_err(e))?;
         if input.delete.objects.len() > 1000 {
             return Err(s3_error!(
                 MalformedXML,
@@ -490,7 +796,11 @@ impl S3 for OramS3 {
         let mut deleted = Vec::new();
         let mut errors = Vec::new();
         for o in input.delete.objects {
-            match self.layer.delete_object(&owner, &input.bucket, &o.key) {
+            match self
+                .layer
+                .delete_object(&owner, &input.bucket, &o.key, None)
+                .await
+            {
                 Ok(_) => {
                     if !quiet {
                         deleted.push(DeletedObject {
@@ -523,14 +833,20 @@ impl S3 for OramS3 {
     ) -> S3Result<S3Response<CopyObjectOutput>> {
         let owner = owner(&req)?;
         let input = req.input;
+        check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
         let (sb, sk) = copy_source(&input.copy_source)?;
-        let src = self.layer.open_object(&owner, &sb, &sk).map_err(map_err)?;
+        let src = self
+            .layer
+            .open_object(&owner, &sb, &sk)
+            .map_err(|e| self.map_err(e))?;
         check_conditions(
             src.record(),
-            input.copy_source_if_match.as_ref(),
-            input.copy_source_if_none_match.as_ref(),
-            input.copy_source_if_modified_since.as_ref(),
-            input.copy_source_if_unmodified_since.as_ref(),
+            &preconditions(
+                input.copy_source_if_match.as_ref(),
+                input.copy_source_if_none_match.as_ref(),
+                input.copy_source_if_modified_since.as_ref(),
+                input.copy_source_if_unmodified_since.as_ref(),
+            ),
             false,
         )?;
         let replace = input
@@ -546,9 +862,16 @@ impl S3 for OramS3 {
         let meta = replace.then(|| object_meta!(input));
         let rec = self
             .layer
-            .copy_object(&owner, src, (&sb, &sk), (&input.bucket, &input.key), meta)
+            .copy_object(
+                &owner,
+                src,
+                (&sb, &sk),
+                (&input.bucket, &input.key),
+                meta,
+                0,
+            )
             .await
-            .map_err(map_err)?;
+            .map_err(|e| self.map_err(e))?;
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(ETag::Strong(rec.etag)),
@@ -585,11 +908,11 @@ impl S3 for OramS3 {
             contents: Some(
                 r.objects
                     .iter()
-                    .map(|(k, o)| list_entry(enc(k.clone()), o, &owner))
+                    .map(|(k, o)| list_entry(enc(k.clone()), o, Some(&owner)))
                     .collect(),
             ),
             common_prefixes: common_prefixes(r.common_prefixes, enc),
-            delimiter: input.delimiter.map(enc),
+            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(enc),
             encoding_type: input.encoding_type,
             ..Default::default()
         }))
@@ -619,6 +942,8 @@ impl S3 for OramS3 {
         )?;
         let enc = |s: String| if url { url_encode(&s) } else { s };
         let key_count = (r.objects.len() + r.common_prefixes.len()) as i32;
+        // v2 listings name the owner only when asked to.
+        let fetch_owner = input.fetch_owner.unwrap_or(false);
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(input.bucket),
             prefix: Some(enc(params.prefix.clone())),
@@ -630,11 +955,11 @@ impl S3 for OramS3 {
             contents: Some(
                 r.objects
                     .iter()
-                    .map(|(k, o)| list_entry(enc(k.clone()), o, &owner))
+                    .map(|(k, o)| list_entry(enc(k.clone()), o, fetch_owner.then_some(&*owner)))
                     .collect(),
             ),
             common_prefixes: common_prefixes(r.common_prefixes, enc),
-            delimiter: input.delimiter.map(enc),
+            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(enc),
             encoding_type: input.encoding_type,
             start_after: input.start_after.map(enc),
             ..Default::default()
@@ -688,7 +1013,7 @@ impl S3 for OramS3 {
                     .collect(),
             ),
             common_prefixes: common_prefixes(r.common_prefixes, enc),
-            delimiter: input.delimiter.map(enc),
+            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(enc),
             encoding_type: input.encoding_type,
             ..Default::default()
         }))
@@ -700,11 +1025,13 @@ impl S3 for OramS3 {
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         let owner = owner(&req)?;
         let input = req.input;
+        check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
         let meta = object_meta!(input);
         let id = self
             .layer
             .create_multipart(&owner, &input.bucket, &input.key, meta)
-            .map_err(map_err)?;
+            .await
+            .map_err(|e| self.map_err(e))?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),
@@ -721,11 +1048,9 @@ impl S3 for OramS3 {
         let input = req.input;
         let len = check_len(input.content_length)?;
         let number = part_number(input.part_number)?;
-        let want_md5 = input.content_md5.as_deref().map(decode_md5).transpose()?;
-        let body = body_stream(input.body);
-        let body: ByteStream = match want_md5 {
-            None => body,
-            Some(md5) => md5_checked(body, md5),
+        let opts = PartOptions {
+            expected_len: len,
+            expected_md5: input.content_md5.as_deref().map(decode_md5).transpose()?,
         };
         let part = self
             .layer
@@ -733,11 +1058,11 @@ impl S3 for OramS3 {
                 &owner,
                 (&input.bucket, &input.key, &input.upload_id),
                 number,
-                body,
-                len,
+                body_stream(input.body),
+                opts,
             )
             .await
-            .map_err(map_err)?;
+            .map_err(|e| self.map_err(e))?;
         Ok(S3Response::new(UploadPartOutput {
             e_tag: Some(ETag::Strong(part.etag)),
             ..Default::default()
@@ -752,13 +1077,18 @@ impl S3 for OramS3 {
         let input = req.input;
         let number = part_number(input.part_number)?;
         let (sb, sk) = copy_source(&input.copy_source)?;
-        let src = self.layer.open_object(&owner, &sb, &sk).map_err(map_err)?;
+        let src = self
+            .layer
+            .open_object(&owner, &sb, &sk)
+            .map_err(|e| self.map_err(e))?;
         check_conditions(
             src.record(),
-            input.copy_source_if_match.as_ref(),
-            input.copy_source_if_none_match.as_ref(),
-            input.copy_source_if_modified_since.as_ref(),
-            input.copy_source_if_unmodified_since.as_ref(),
+            &preconditions(
+                input.copy_source_if_match.as_ref(),
+                input.copy_source_if_none_match.as_ref(),
+                input.copy_source_if_modified_since.as_ref(),
+                input.copy_source_if_unmodified_since.as_ref(),
+            ),
             false,
         )?;
         let range = input
@@ -776,7 +1106,7 @@ impl S3 for OramS3 {
                 range,
             )
             .await
-            .map_err(map_err)?;
+            .map_err(|e| self.map_err(e))?;
         Ok(S3Response::new(UploadPartCopyOutput {
             copy_part_result: Some(CopyPartResult {
                 e_tag: Some(ETag::Strong(part.etag)),
@@ -804,14 +1134,27 @@ impl S3 for OramS3 {
                 Ok((n, etag))
             })
             .collect::<S3Result<_>>()?;
+        let mode = match (&input.if_match, &input.if_none_match) {
+            (Some(c), None) => PutMode::IfMatch(etag_list(c)),
+            (None, Some(c)) if c.is_any() => PutMode::Create,
+            (None, None) => PutMode::Overwrite,
+            _ => {
+                return Err(s3_error!(
+                    NotImplemented,
+                    "CompleteMultipartUpload supports If-Match or If-None-Match: *"
+                ))
+            }
+        };
         let rec = self
             .layer
             .complete_multipart(
                 &owner,
                 (&input.bucket, &input.key, &input.upload_id),
                 &parts,
+                &mode,
             )
-            .map_err(map_err)?;
+            .await
+            .map_err(|e| self.map_err(e))?;
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket.clone()),
             key: Some(input.key.clone()),
@@ -829,7 +1172,8 @@ impl S3 for OramS3 {
         let input = req.input;
         self.layer
             .abort_multipart(&owner, (&input.bucket, &input.key, &input.upload_id))
-            .map_err(map_err)?;
+            .await
+            .map_err(|e| self.map_err(e))?;
         Ok(S3Response::new(AbortMultipartUploadOutput::default()))
     }
 
@@ -842,7 +1186,7 @@ impl S3 for OramS3 {
         let u = self
             .layer
             .get_upload(&owner, &input.bucket, &input.key, &input.upload_id)
-            .map_err(map_err)?;
+            .map_err(|e| self.map_err(e))?;
         let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
         let after = input.part_number_marker.unwrap_or(0).max(0) as u32;
         let all: Vec<_> = u.parts.range(after + 1..).collect();
@@ -884,7 +1228,7 @@ impl S3 for OramS3 {
         let all: Vec<_> = self
             .layer
             .list_uploads(&owner, &input.bucket, &prefix)
-            .map_err(map_err)?
+            .map_err(|e| self.map_err(e))?
             .into_iter()
             .filter(|u| {
                 key_marker.is_empty()
@@ -936,6 +1280,11 @@ fn object_output(rec: &ObjectRecord) -> GetObjectOutput {
         content_type: rec.meta.content_type.clone(),
         e_tag: Some(ETag::Strong(rec.etag.clone())),
         last_modified: Some(timestamp(rec.modified_ms)),
+        expires: rec
+            .meta
+            .extra
+            .get(EXPIRES)
+            .and_then(|d| Timestamp::parse(TimestampFormat::HttpDate, d.trim()).ok()),
         metadata: (!rec.meta.user.is_empty()).then(|| {
             rec.meta
                 .user
@@ -947,7 +1296,7 @@ fn object_output(rec: &ObjectRecord) -> GetObjectOutput {
     }
 }
 
-fn list_entry(key: String, o: &ObjectRecord, owner: &str) -> Object {
+fn list_entry(key: String, o: &ObjectRecord, owner: Option<&str>) -> Object {
     Object {
         e_tag: Some(ETag::Strong(o.etag.clone())),
         key: Some(key),
@@ -956,7 +1305,7 @@ fn list_entry(key: String, o: &ObjectRecord, owner: &str) -> Object {
         storage_class: Some(ObjectStorageClass::from_static(
             ObjectStorageClass::STANDARD,
         )),
-        owner: Some(Owner {
+        owner: owner.map(|owner| Owner {
             display_name: Some(owner.to_string()),
             id: Some(owner.to_string()),
         }),

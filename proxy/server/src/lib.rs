@@ -9,6 +9,7 @@ pub mod config;
 pub mod creds;
 pub mod dashboard;
 pub mod datadir;
+pub mod expiry;
 pub mod guard;
 pub mod keys;
 pub mod lease;
@@ -120,6 +121,8 @@ pub struct Server {
     layer: ObjectLayer,
     volume: Arc<volume::Volume>,
     checkpointer: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+    /// The task that purges expired objects ([`expiry`]).
+    expirer: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
     tel: Arc<telemetry::Telemetry>,
     tls: Option<Arc<tls::Tls>>,
     metrics_token: Option<PathBuf>,
@@ -208,6 +211,10 @@ impl Server {
             }
         }
         if let Some((stop, task)) = self.checkpointer.take() {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
+        if let Some((stop, task)) = self.expirer.take() {
             let _ = stop.send(());
             let _ = task.await;
         }
@@ -451,6 +458,11 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
             Some((tx, t))
         }
     };
+    let expirer = {
+        let (tx, rx) = oneshot::channel();
+        let t = tokio::spawn(expiry::purge_loop(layer.clone(), expiry::EVERY, rx));
+        Some((tx, t))
+    };
     Ok(Server {
         s3_addr,
         metrics_addr,
@@ -471,6 +483,7 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
         layer,
         volume: vol,
         checkpointer,
+        expirer,
         tel,
         tls,
         metrics_token,

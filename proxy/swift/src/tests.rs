@@ -1,4 +1,9 @@
 use super::*;
+use crate::dlo::split_manifest;
+use crate::listing::{filter_names, Entry, ListQuery};
+use crate::object::split_object_path;
+use http::HeaderMap;
+use http_body_util::BodyExt;
 
 fn q(
     prefix: &str,

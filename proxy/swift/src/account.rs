@@ -1,0 +1,245 @@
+//! Account requests: listing (GET/HEAD), metadata (POST), bulk delete.
+
+use std::fmt::Write as _;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http::header;
+use http::{Method, StatusCode};
+use oram_objects::ObjectError;
+
+use crate::error::{err, err_msg, obj_err, Res, SwiftError};
+use crate::limits::*;
+use crate::listing::*;
+use crate::meta::{check_merged, meta_updates};
+use crate::plumbing::{body_stream, Answer, Ctx};
+use crate::util::*;
+use crate::SwiftApi;
+
+impl SwiftApi {
+    pub(crate) async fn account<B>(
+        &self,
+        ctx: &Ctx,
+        account: &str,
+        owner: &str,
+        body: B,
+    ) -> Res<Answer>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: std::fmt::Display,
+    {
+        let layer = &self.inner.layer;
+        match ctx.method {
+            Method::GET | Method::HEAD => {
+                let buckets = layer.list_buckets(owner).map_err(obj_err)?;
+                let mut items = Vec::with_capacity(buckets.len());
+                let (mut objects, mut bytes) = (0u64, 0u64);
+                for b in &buckets {
+                    let (n, sz) = layer.bucket_usage(owner, &b.name).map_err(obj_err)?;
+                    objects += n;
+                    bytes += sz;
+                    items.push((b.name.clone(), (n, sz, b.created_ms)));
+                }
+                let created = buckets.iter().map(|b| b.created_ms).min().unwrap_or(0);
+                let mut a = Answer::new(204)
+                    .header("x-account-container-count", buckets.len().to_string())
+                    .header("x-account-object-count", objects.to_string())
+                    .header("x-account-bytes-used", bytes.to_string())
+                    .header("x-timestamp", x_timestamp(created))
+                    .header("x-put-timestamp", x_timestamp(created))
+                    .header(
+                        "x-account-storage-policy-oram-container-count",
+                        buckets.len().to_string(),
+                    )
+                    .header(
+                        "x-account-storage-policy-oram-object-count",
+                        objects.to_string(),
+                    )
+                    .header(
+                        "x-account-storage-policy-oram-bytes-used",
+                        bytes.to_string(),
+                    );
+                for (k, v) in layer.account_meta(owner).map_err(obj_err)? {
+                    a = a.header(&format!("x-account-meta-{k}"), v);
+                }
+                let q = list_query(ctx)?;
+                let fmt = listing_format(ctx);
+                let entries = filter_names(items, &q);
+                let text = match fmt {
+                    Format::Plain => plain_listing(&entries),
+                    Format::Json => {
+                        let v: Vec<serde_json::Value> = entries
+                            .iter()
+                            .map(|e| match e {
+                                Entry::Item(n, (c, b, t)) => serde_json::json!({
+                                    "name": n, "count": c, "bytes": b,
+                                    "last_modified": iso_date(*t),
+                                }),
+                                Entry::Subdir(s) => serde_json::json!({"subdir": s}),
+                            })
+                            .collect();
+                        serde_json::Value::Array(v).to_string()
+                    }
+                    Format::Xml => {
+                        let mut s = format!(
+                            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<account name=\"{}\">",
+                            xml_escape(account)
+                        );
+                        for e in &entries {
+                            match e {
+                                Entry::Item(n, (c, b, t)) => {
+                                    let _ = write!(
+                                        s,
+                                        "<container><name>{}</name><count>{c}</count><bytes>{b}</bytes><last_modified>{}</last_modified></container>",
+                                        xml_escape(n),
+                                        iso_date(*t)
+                                    );
+                                }
+                                Entry::Subdir(d) => {
+                                    let d = xml_escape(d);
+                                    let _ =
+                                        write!(s, "<subdir name=\"{d}\"><name>{d}</name></subdir>");
+                                }
+                            }
+                        }
+                        s.push_str("</account>");
+                        s
+                    }
+                };
+                if ctx.method == Method::HEAD || (entries.is_empty() && fmt == Format::Plain) {
+                    return Ok(a.header("content-type", content_type_of(fmt)));
+                }
+                a.status = StatusCode::OK;
+                Ok(a.text(content_type_of(fmt), text))
+            }
+            Method::POST if ctx.has_param("bulk-delete") => {
+                self.bulk_delete(ctx, owner, body).await
+            }
+            Method::POST => {
+                let meta = meta_updates(ctx, "x-account-meta-", Some("x-remove-account-meta-"))?;
+                check_merged(layer.account_meta(owner).map_err(obj_err)?, &meta)?;
+                layer
+                    .update_account_meta(owner, meta)
+                    .await
+                    .map_err(obj_err)?;
+                Ok(Answer::new(204))
+            }
+            Method::DELETE if ctx.has_param("bulk-delete") => {
+                self.bulk_delete(ctx, owner, body).await
+            }
+            _ => Err(SwiftError {
+                headers: vec![(header::ALLOW, "GET, HEAD, POST".into())],
+                ..err(405)
+            }),
+        }
+    }
+
+    pub(crate) async fn bulk_delete<B>(&self, ctx: &Ctx, owner: &str, body: B) -> Res<Answer>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: std::fmt::Display,
+    {
+        let limit = MAX_DELETES_PER_REQUEST * (MAX_OBJECT_NAME_LENGTH * 3 + 260);
+        let mut s = body_stream(body);
+        let mut text = Vec::new();
+        while let Some(chunk) = s.next().await {
+            let chunk = chunk.map_err(|_| err(499))?;
+            if text.len() + chunk.len() > limit {
+                return Err(err(413));
+            }
+            text.extend_from_slice(&chunk);
+        }
+        let text = String::from_utf8(text).map_err(|_| err_msg(400, "Invalid UTF8"))?;
+        let names: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        if names.len() > MAX_DELETES_PER_REQUEST {
+            return Err(err_msg(
+                413,
+                format!("Maximum Bulk Deletes: {MAX_DELETES_PER_REQUEST} per request"),
+            ));
+        }
+        let layer = &self.inner.layer;
+        let (mut deleted, mut not_found) = (0u64, 0u64);
+        let mut errors: Vec<(String, String)> = Vec::new();
+        for raw in names {
+            let Ok(name) = String::from_utf8(percent_decode(raw, false)) else {
+                errors.push((raw.to_string(), "412 Precondition Failed".into()));
+                continue;
+            };
+            let trimmed = name.trim_start_matches('/');
+            let (c, o) = match trimmed.split_once('/') {
+                Some((c, o)) if !o.is_empty() => (c, Some(o)),
+                Some((c, _)) => (c, None),
+                None => (trimmed, None),
+            };
+            let r = match o {
+                Some(o) => layer
+                    .delete_object(owner, c, o, None)
+                    .await
+                    .map(|found| found as u8),
+                None => layer.delete_bucket(owner, c).await.map(|()| 1),
+            };
+            match r {
+                Ok(1) => deleted += 1,
+                Ok(_) | Err(ObjectError::NoSuchBucket(_)) => not_found += 1,
+                Err(e) => {
+                    let e = obj_err(e);
+                    errors.push((
+                        name.clone(),
+                        format!(
+                            "{} {}",
+                            e.status.as_u16(),
+                            e.status.canonical_reason().unwrap_or("")
+                        ),
+                    ));
+                }
+            }
+        }
+        let status = if errors.is_empty() {
+            "200 OK"
+        } else {
+            "400 Bad Request"
+        };
+        let fmt = listing_format(ctx);
+        let (ct, text) = match fmt {
+            Format::Json => (
+                "application/json",
+                serde_json::json!({
+                    "Number Deleted": deleted,
+                    "Number Not Found": not_found,
+                    "Response Body": "",
+                    "Response Status": status,
+                    "Errors": errors.iter().map(|(n, s)| [n, s]).collect::<Vec<_>>(),
+                })
+                .to_string(),
+            ),
+            Format::Xml => {
+                let mut s = format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<delete><number_deleted>{deleted}</number_deleted><number_not_found>{not_found}</number_not_found><response_body></response_body><response_status>{status}</response_status><errors>"
+                );
+                for (n, st) in &errors {
+                    let _ = write!(
+                        s,
+                        "<object><name>{}</name><status>{st}</status></object>",
+                        xml_escape(n)
+                    );
+                }
+                s.push_str("</errors></delete>");
+                ("application/xml", s)
+            }
+            Format::Plain => {
+                let mut s = format!(
+                    "Number Deleted: {deleted}\nNumber Not Found: {not_found}\nResponse Body: \nResponse Status: {status}\nErrors: \n"
+                );
+                for (n, st) in &errors {
+                    let _ = writeln!(s, "{n}, {st}");
+                }
+                ("text/plain", s)
+            }
+        };
+        Ok(Answer::new(200).text(ct, text))
+    }
+}
