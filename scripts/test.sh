@@ -194,9 +194,11 @@ export ORAM_CRASH_ITERATIONS="${ORAM_CRASH_ITERATIONS:-12}"
 export ORAM_CRASH_ITERATIONS_MINIO="${ORAM_CRASH_ITERATIONS_MINIO:-4}"
 pytest_rc=0
 # Two workers (pytest-xdist): the long crash torture tests start first (conftest.py),
-# each on its own worker, and an idle worker takes tests queued on the other.
+# each on its own worker, and an idle worker takes tests queued on the other. The
+# temporary directories (a few GB) go under the target dir, emptied at each run,
+# instead of accumulating in /tmp (pytest keeps three runs there).
 (cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-    -n 2 --dist worksteal --durations=15 . 2>&1) | tee -a "$log" || pytest_rc=$?
+    -n 2 --dist worksteal --basetemp="$target/pytest-tmp" --durations=15 . 2>&1) | tee -a "$log" || pytest_rc=$?
 swift_rc=0
 wait "$swift_pid" || swift_rc=$?
 
