@@ -403,7 +403,10 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
                         u.account, u.user, u.account
                     )));
                 }
-                if swift_users.iter().any(|s| s.account == u.account && s.user == u.user) {
+                if swift_users
+                    .iter()
+                    .any(|s| s.account == u.account && s.user == u.user)
+                {
                     return Err(ProxyError::Config(format!(
                         "swift user {}:{} is defined twice",
                         u.account, u.user

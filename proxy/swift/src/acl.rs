@@ -21,16 +21,24 @@ pub(crate) const WRITE: &str = "write";
 /// The ACL updates of a container PUT or POST (`X-Container-Read`,
 /// `X-Container-Write`, and `X-Remove-Container-*`), cleaned, as `sysmeta`
 /// updates (an empty value removes the ACL).
-pub(crate) fn acl_updates(ctx: &crate::plumbing::Ctx) -> Res<std::collections::BTreeMap<String, String>> {
+pub(crate) fn acl_updates(
+    ctx: &crate::plumbing::Ctx,
+) -> Res<std::collections::BTreeMap<String, String>> {
     let mut out = std::collections::BTreeMap::new();
     for (key, write) in [(READ, false), (WRITE, true)] {
         if let Some(v) = ctx.header_utf8(&format!("x-container-{key}"))? {
             if v.len() > MAX_HEADER_SIZE {
-                return Err(err_msg(400, format!("Header value too long: x-container-{key}")));
+                return Err(err_msg(
+                    400,
+                    format!("Header value too long: x-container-{key}"),
+                ));
             }
             out.insert(key.to_string(), clean_acl(&v, write)?);
         }
-        if ctx.headers.contains_key(format!("x-remove-container-{key}").as_str()) {
+        if ctx
+            .headers
+            .contains_key(format!("x-remove-container-{key}").as_str())
+        {
             out.insert(key.to_string(), String::new());
         }
     }
@@ -127,7 +135,8 @@ fn parse_acl(acl: &str) -> (Vec<String>, Vec<String>) {
     for v in acl.split(',').filter(|v| !v.is_empty()) {
         match v.strip_prefix(".r:") {
             Some(r) => referrers.push(r.to_string()),
-            None => groups.push(String::from_utf8_lossy(&crate::util::percent_decode(v, false)).into_owned()),
+            None => groups
+                .push(String::from_utf8_lossy(&crate::util::percent_decode(v, false)).into_owned()),
         }
     }
     (referrers, groups)
@@ -137,7 +146,9 @@ fn parse_acl(acl: &str) -> (Vec<String>, Vec<String>) {
 /// the last grant that matches the referrer's host decides (`*` matches any
 /// host, `.example.com` a domain, a leading `-` denies).
 fn referrer_allowed(referer: Option<&str>, grants: &[String]) -> bool {
-    let host = referer.and_then(url_host).unwrap_or_else(|| "unknown".into());
+    let host = referer
+        .and_then(url_host)
+        .unwrap_or_else(|| "unknown".into());
     let mut allow = false;
     for g in grants {
         let (deny, m) = match g.strip_prefix('-') {
@@ -222,7 +233,10 @@ pub(crate) fn check_account_acl(value: &[u8]) -> Res<serde_json::Map<String, ser
         )
     };
     if value.len() > MAX_HEADER_SIZE {
-        return Err(err_msg(400, "Header value too long: x-account-access-control"));
+        return Err(err_msg(
+            400,
+            "Header value too long: x-account-access-control",
+        ));
     }
     let text = std::str::from_utf8(value).map_err(|_| bad("not UTF-8".into()))?;
     if text.is_empty() {
@@ -262,7 +276,11 @@ mod tests {
     #[test]
     fn cleaning_follows_swift() {
         assert_eq!(
-            clean_acl(" bob , .ref:*.example.com,, .rlistings,.referrer:-evil.org", false).unwrap(),
+            clean_acl(
+                " bob , .ref:*.example.com,, .rlistings,.referrer:-evil.org",
+                false
+            )
+            .unwrap(),
             "bob,.r:.example.com,.rlistings,.r:-evil.org"
         );
         assert_eq!(clean_acl(".r:*", false).unwrap(), ".r:*");
@@ -290,12 +308,36 @@ mod tests {
         // Referrer grants admit anyone to objects; listings need .rlistings.
         assert!(allowed(None, None, Access::Read, Some(".r:*"), None));
         assert!(!allowed(None, None, Access::List, Some(".r:*"), None));
-        assert!(allowed(None, None, Access::List, Some(".r:*,.rlistings"), None));
+        assert!(allowed(
+            None,
+            None,
+            Access::List,
+            Some(".r:*,.rlistings"),
+            None
+        ));
         assert!(!allowed(None, None, Access::Write, Some(".r:*"), None));
         let dom = Some(".r:.example.com,.r:-bad.example.com");
-        assert!(allowed(None, Some("http://www.example.com/x"), Access::Read, dom, None));
-        assert!(!allowed(None, Some("https://bad.example.com:8/"), Access::Read, dom, None));
-        assert!(!allowed(None, Some("http://example.org/"), Access::Read, dom, None));
+        assert!(allowed(
+            None,
+            Some("http://www.example.com/x"),
+            Access::Read,
+            dom,
+            None
+        ));
+        assert!(!allowed(
+            None,
+            Some("https://bad.example.com:8/"),
+            Access::Read,
+            dom,
+            None
+        ));
+        assert!(!allowed(
+            None,
+            Some("http://example.org/"),
+            Access::Read,
+            dom,
+            None
+        ));
         assert!(!allowed(None, None, Access::Read, dom, None));
         assert!(!allowed(None, None, Access::Read, None, None));
     }

@@ -6,23 +6,18 @@ use futures::{StreamExt, TryStreamExt};
 use md5::{Digest, Md5};
 use oram_objects::{ByteStream, ListParams, ObjectError};
 
+use crate::acl::Access;
 use crate::error::{err, obj_err, Res};
 use crate::limits::*;
 use crate::plumbing::hex;
 use crate::util::percent_decode;
-use crate::acl::Access;
 use crate::{Caller, SwiftApi};
 
 impl SwiftApi {
     /// The segments of a manifest `container/prefix`: every object of the
     /// container whose name starts with the prefix, in name order. A caller who
     /// does not own the account needs the right to list that container.
-    pub(crate) fn dlo_segments(
-        &self,
-        caller: &Caller,
-        owner: &str,
-        manifest: &str,
-    ) -> Res<Joined> {
+    pub(crate) fn dlo_segments(&self, caller: &Caller, owner: &str, manifest: &str) -> Res<Joined> {
         let (c, prefix) = split_manifest(manifest).ok_or_else(|| err(400))?;
         self.authorize(caller, owner, &c, Access::List)?;
         let layer = &self.inner.layer;

@@ -42,8 +42,8 @@ use http::{Method, Request, Response};
 use http_body_util::combinators::UnsyncBoxBody;
 use oram_objects::ObjectLayer;
 
-pub use auth::SwiftUser;
 use acl::{denied, Access, Identity};
+pub use auth::SwiftUser;
 use error::{err, err_msg, error_answer, Res, SwiftError};
 use plumbing::{check_container_name, check_object_name, finish, Answer, Ctx};
 use util::*;
@@ -274,12 +274,22 @@ impl SwiftApi {
     /// Admits `caller` to an `access` of container `c` of account `acct`: its
     /// owner always, anyone else by the container's ACLs (a container that does
     /// not exist grants nothing). Only the local index is read.
-    pub(crate) fn authorize(&self, caller: &Caller, acct: &str, c: &str, access: Access) -> Res<()> {
+    pub(crate) fn authorize(
+        &self,
+        caller: &Caller,
+        acct: &str,
+        c: &str,
+        access: Access,
+    ) -> Res<()> {
         if caller.owns(acct) {
             return Ok(());
         }
         let b = self.inner.layer.head_bucket(acct, c).ok();
-        let get = |k: &str| b.as_ref().and_then(|b| b.sysmeta.get(k)).map(String::as_str);
+        let get = |k: &str| {
+            b.as_ref()
+                .and_then(|b| b.sysmeta.get(k))
+                .map(String::as_str)
+        };
         if acl::allowed(
             caller.who.as_ref(),
             caller.referer.as_deref(),

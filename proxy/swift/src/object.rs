@@ -11,14 +11,14 @@ use oram_objects::{
 };
 use rand::RngCore;
 
+use crate::acl::Access;
 use crate::dlo::{Joined, MANIFEST};
-use crate::slo;
 use crate::error::{default_body, err, err_msg, obj_err, Res, SwiftError};
 use crate::limits::*;
 use crate::meta::{request_delete_at, request_meta};
 use crate::plumbing::*;
+use crate::slo;
 use crate::util::*;
-use crate::acl::Access;
 use crate::{Caller, SwiftApi};
 
 impl SwiftApi {
@@ -123,6 +123,16 @@ impl SwiftApi {
                 if ctx.param("multipart-manifest") == Some("delete") {
                     return self.slo_delete(ctx, caller, owner, (c, o)).await;
                 }
+                if let Some(v) = ctx.header("x-if-delete-at") {
+                    let want = v
+                        .trim()
+                        .parse::<i64>()
+                        .map_err(|_| err_msg(400, "Bad X-If-Delete-At header value"))?;
+                    let rec = self.inner.layer.head_object(owner, c, o).map_err(obj_err)?;
+                    if rec.delete_at != want {
+                        return Err(err(412));
+                    }
+                }
                 let found = self
                     .inner
                     .layer
@@ -132,7 +142,7 @@ impl SwiftApi {
                 if !found {
                     return Err(err(404));
                 }
-                Ok(Answer::new(204))
+                Ok(Answer::new(204).text("text/html; charset=UTF-8", ""))
             }
             _ => Err(SwiftError {
                 headers: vec![(header::ALLOW, "GET, HEAD, PUT, POST, DELETE, COPY".into())],

@@ -110,16 +110,25 @@ impl SwiftApi {
         B::Error: std::fmt::Display,
     {
         if ctx.header("x-copy-from").is_some() {
-            return Err(err_msg(405, "Multipart Manifest PUTs cannot be COPY requests"));
+            return Err(err_msg(
+                405,
+                "Multipart Manifest PUTs cannot be COPY requests",
+            ));
         }
         let chunked = ctx
             .header("transfer-encoding")
             .is_some_and(|t| t.trim().eq_ignore_ascii_case("chunked"));
-        match ctx.header("content-length").map(|l| l.trim().parse::<u64>()) {
+        match ctx
+            .header("content-length")
+            .map(|l| l.trim().parse::<u64>())
+        {
             None if !chunked => return Err(err(411)),
             Some(Err(_)) => return Err(err_msg(400, "Invalid Content-Length")),
             Some(Ok(l)) if l > MAX_MANIFEST_SIZE => {
-                return Err(err_msg(413, format!("Manifest File > {MAX_MANIFEST_SIZE} bytes")));
+                return Err(err_msg(
+                    413,
+                    format!("Manifest File > {MAX_MANIFEST_SIZE} bytes"),
+                ));
             }
             _ => {}
         }
@@ -129,7 +138,10 @@ impl SwiftApi {
         while let Some(chunk) = s.next().await {
             let chunk = chunk.map_err(|_| err(499))?;
             if raw.len() + chunk.len() > MAX_MANIFEST_SIZE as usize {
-                return Err(err_msg(413, format!("Manifest File > {MAX_MANIFEST_SIZE} bytes")));
+                return Err(err_msg(
+                    413,
+                    format!("Manifest File > {MAX_MANIFEST_SIZE} bytes"),
+                ));
             }
             raw.extend_from_slice(&chunk);
         }
@@ -137,7 +149,9 @@ impl SwiftApi {
             err_msg(
                 400,
                 if e.is_data() && std::str::from_utf8(&raw).is_ok() {
-                    format!("Manifest entries must be objects with path, etag, size_bytes, range: {e}")
+                    format!(
+                        "Manifest entries must be objects with path, etag, size_bytes, range: {e}"
+                    )
                 } else {
                     "Manifest must be valid JSON.\n".to_string()
                 },
@@ -167,9 +181,10 @@ impl SwiftApi {
             };
             let range = match &inp.range {
                 None => None,
-                Some(r) => Some(parse_one_range(r).ok_or_else(|| {
-                    err_msg(400, format!("Index {i}: invalid range\n"))
-                })?),
+                Some(r) => Some(
+                    parse_one_range(r)
+                        .ok_or_else(|| err_msg(400, format!("Index {i}: invalid range\n")))?,
+                ),
             };
             let seg = match self.authorize(caller, owner, &sc, Access::Read) {
                 Err(e) => {
@@ -204,7 +219,10 @@ impl SwiftApi {
                 }
             }
             if len < 1 && i != last {
-                problems.push((quoted.clone(), "Too small; each segment must be at least 1 byte.".into()));
+                problems.push((
+                    quoted.clone(),
+                    "Too small; each segment must be at least 1 byte.".into(),
+                ));
             }
             if inp.size_bytes.is_some_and(|s| s != seg_size) {
                 problems.push((quoted.clone(), "Size Mismatch".into()));
@@ -277,7 +295,13 @@ impl SwiftApi {
 
     /// Reads the stored manifest of the opened object `c/o` (which must still be
     /// version `rec`).
-    async fn read_manifest(&self, owner: &str, c: &str, o: &str, rec: &ObjectRecord) -> Res<Vec<Stored>> {
+    async fn read_manifest(
+        &self,
+        owner: &str,
+        c: &str,
+        o: &str,
+        rec: &ObjectRecord,
+    ) -> Res<Vec<Stored>> {
         let layer = &self.inner.layer;
         let obj = layer.open_object(owner, c, o).map_err(obj_err)?;
         if obj.record().id != rec.id {
@@ -433,7 +457,9 @@ impl SwiftApi {
             let mut pending = vec![(c.to_string(), o.to_string(), rec, 0usize)];
             while let Some((pc, po, prec, depth)) = pending.pop() {
                 for s in self.read_manifest(owner, &pc, &po, &prec).await? {
-                    let Some((sc, so)) = split_object_path(&s.name) else { continue };
+                    let Some((sc, so)) = split_object_path(&s.name) else {
+                        continue;
+                    };
                     if s.sub_slo && depth + 1 < MAX_NESTING {
                         if let Ok(sub) = layer.head_object(owner, &sc, &so) {
                             if is_slo(&sub) {
@@ -460,7 +486,11 @@ impl SwiftApi {
                 Err(e) => errors.push((name, status_line(obj_err(e).status.as_u16()))),
             }
         }
-        let status = if errors.is_empty() { "200 OK" } else { "400 Bad Request" };
+        let status = if errors.is_empty() {
+            "200 OK"
+        } else {
+            "400 Bad Request"
+        };
         let (ct, text) = bulk_body(ctx, deleted, not_found, status, &errors);
         Ok(Answer::new(200).text(ct, text))
     }
@@ -503,9 +533,15 @@ fn problem_body(ctx: &Ctx, problems: &[(String, String)]) -> (&'static str, Stri
                 .to_string(),
         ),
         Format::Xml => {
-            let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<upload><errors>");
+            let mut s =
+                String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<upload><errors>");
             for (n, st) in problems {
-                let _ = write!(s, "<object><name>{}</name><status>{}</status></object>", xml_escape(n), xml_escape(st));
+                let _ = write!(
+                    s,
+                    "<object><name>{}</name><status>{}</status></object>",
+                    xml_escape(n),
+                    xml_escape(st)
+                );
             }
             s.push_str("</errors></upload>");
             ("application/xml", s)
