@@ -158,11 +158,12 @@ def test_cli_tree_segments_copy_stat_delete(swift_proxy, tmp_path):
     swift_cli(swift_proxy, "upload", "cli-ctr", "src", "--segment-size", "1000000", cwd=tmp_path)
     listed = swift_cli(swift_proxy, "list", "cli-ctr").stdout.decode().split()
     assert sorted(listed) == sorted(f"src/{k}" for k in files)
-    # The large file is a manifest over segments in cli-ctr_segments.
+    # The large file is a manifest over segments in cli-ctr_segments: a static
+    # large object, since /info announces `slo` (swiftclient's default then).
     segs = swift_cli(swift_proxy, "list", "cli-ctr_segments").stdout.decode().split()
     assert len(segs) == 4
     stat = swift_cli(swift_proxy, "stat", "cli-ctr", "src/big.bin").stdout.decode()
-    assert "Manifest: cli-ctr_segments/" in stat and "Content Length: 3500000" in stat
+    assert "X-Static-Large-Object: True" in stat and "Content Length: 3500000" in stat
     out = tmp_path / "out"
     swift_cli(swift_proxy, "download", "cli-ctr", "-D", str(out))
     for rel, data in files.items():
@@ -173,6 +174,12 @@ def test_cli_tree_segments_copy_stat_delete(swift_proxy, tmp_path):
     # A range across segment boundaries of the large object.
     h, part = c.get_object("cli-ctr", "src/big.bin", headers={"Range": "bytes=999990-1000009"})
     assert part == files["big.bin"][999990:1000010]
+    # --use-dlo still makes a dynamic large object.
+    (tmp_path / "dlo.bin").write_bytes(files["big.bin"][:2_500_000])
+    swift_cli(swift_proxy, "upload", "cli-ctr", "dlo.bin", "--use-dlo", "-S", "1000000", cwd=tmp_path)
+    stat = swift_cli(swift_proxy, "stat", "cli-ctr", "dlo.bin").stdout.decode()
+    assert "Manifest: cli-ctr_segments/" in stat and "Content Length: 2500000" in stat
+    assert c.get_object("cli-ctr", "dlo.bin")[1] == files["big.bin"][:2_500_000]
     acct = swift_cli(swift_proxy, "stat").stdout.decode()
     assert "Containers:" in acct
     swift_cli(swift_proxy, "delete", "cli-ctr")
