@@ -26,7 +26,22 @@ MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 # Prometheus 2.54.1's promtool.
 PROMETHEUS_VERSION=v0.54.1
 
-step() { printf '\n==> %s\n' "$*"; }
+# Seconds since the start, per step: printed at each step and summed up at the end
+# (CI shows the tail of the output).
+t0=$SECONDS
+t_last=$SECONDS
+t_name="start"
+timings=""
+step() {
+    timings="$timings$(printf '%6ds  %s' $((SECONDS - t_last)) "$t_name")"$'\n'
+    t_last=$SECONDS
+    t_name="$*"
+    printf '\n==> %s (at %dm%02ds)\n' "$*" $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60))
+}
+print_timings() {
+    step "done"
+    printf '\nstep durations (total %dm%02ds):\n%s' $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60)) "$timings"
+}
 
 step "toolchain"
 cargo --version
@@ -39,62 +54,123 @@ done
 step "cargo fmt --check"
 cargo fmt --all --check
 
-step "cargo clippy (warnings are errors)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-
 step "layering check"
 scripts/check-layering.sh
 
-step "test dependencies: MinIO (go install), Python venv (boto3, awscli, moto, pytest), rclone (apt)"
-minio_bin="$(go env GOPATH)/bin/minio"
-minio_stamp="$(go env GOPATH)/bin/.minio-version"
-if [ ! -x "$minio_bin" ] || [ "$(cat "$minio_stamp" 2>/dev/null)" != "$MINIO_VERSION" ]; then
-    echo "building MinIO $MINIO_VERSION (several minutes the first time)"
-    go install "github.com/minio/minio@$MINIO_VERSION"
-    echo "$MINIO_VERSION" > "$minio_stamp"
-fi
-export ORAM_TEST_MINIO="$minio_bin"
 target="${CARGO_TARGET_DIR:-$(pwd)/target}"
 venv="$target/e2e-venv"
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-fi
-export ORAM_TEST_MOTO="$venv/bin/moto_server"
-# rclone for the e2e tests; a TrueType font for the workload runner's chart text;
-# Chromium for the dashboard test; systemd-analyze for the unit file test.
-apt_pkgs=""
-command -v rclone >/dev/null 2>&1 || apt_pkgs="$apt_pkgs rclone"
-[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_pkgs="$apt_pkgs fonts-dejavu-core"
-[ -x /usr/bin/chromium ] || apt_pkgs="$apt_pkgs chromium"
-# PyECLib (imported by Swift's functional tests) links against liberasurecode.
-dpkg -s liberasurecode-dev >/dev/null 2>&1 || apt_pkgs="$apt_pkgs liberasurecode-dev"
-command -v systemd-analyze >/dev/null 2>&1 || apt_pkgs="$apt_pkgs systemd"
-if [ -n "$apt_pkgs" ]; then
-    sudo_cmd=""
-    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-    $sudo_cmd apt-get update -qq
-    # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq $apt_pkgs >/dev/null
-fi
-# Both sets at once (as scripts/swift-functional.sh resolves them), so that nothing
-# is reinstalled while the Swift functional tests and pytest run side by side.
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt \
-    -r tests/e2e/swift-functional-requirements.txt
-# sed reads all of its input: `head` would close the pipe early and, under pipefail,
-# rclone's SIGPIPE (exit 141) would fail the run.
-rclone version | sed -n 1p
+minio_bin="$(go env GOPATH)/bin/minio"
 promtool_bin="$(go env GOPATH)/bin/promtool"
-promtool_stamp="$(go env GOPATH)/bin/.promtool-version"
-if [ ! -x "$promtool_bin" ] || [ "$(cat "$promtool_stamp" 2>/dev/null)" != "$PROMETHEUS_VERSION" ]; then
-    echo "building promtool $PROMETHEUS_VERSION (a few minutes the first time)"
-    # The Prometheus module has replace directives, so `go install pkg@version`
-    # refuses it: build it from a throw-away module instead.
-    promtool_mod=$(mktemp -d)
-    (cd "$promtool_mod" && go mod init promtool-build >/dev/null 2>&1 \
-        && go get "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION" \
-        && go build -o "$promtool_bin" github.com/prometheus/prometheus/cmd/promtool)
-    rm -rf "$promtool_mod"
-    echo "$PROMETHEUS_VERSION" > "$promtool_stamp"
+export ORAM_TEST_MINIO="$minio_bin"
+export ORAM_TEST_MOTO="$venv/bin/moto_server"
+
+# What the tests need besides the Rust build; it runs in the background while cargo
+# builds (Go's builds and the downloads overlap the Rust compilation's serial parts).
+install_test_dependencies() {
+    local t=$SECONDS
+    # rclone for the e2e tests; a TrueType font for the workload runner's chart text;
+    # Chromium for the dashboard test; systemd-analyze for the unit file test.
+    local apt_pkgs=""
+    command -v rclone >/dev/null 2>&1 || apt_pkgs="$apt_pkgs rclone"
+    [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_pkgs="$apt_pkgs fonts-dejavu-core"
+    [ -x /usr/bin/chromium ] || apt_pkgs="$apt_pkgs chromium"
+    # PyECLib (imported by Swift's functional tests) links against liberasurecode.
+    dpkg -s liberasurecode-dev >/dev/null 2>&1 || apt_pkgs="$apt_pkgs liberasurecode-dev"
+    command -v systemd-analyze >/dev/null 2>&1 || apt_pkgs="$apt_pkgs systemd"
+    if [ -n "$apt_pkgs" ]; then
+        local sudo_cmd=""
+        [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+        $sudo_cmd apt-get update -qq
+        # shellcheck disable=SC2086
+        DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq $apt_pkgs >/dev/null
+    fi
+    echo "apt:$apt_pkgs ($((SECONDS - t)) s)"
+    t=$SECONDS
+    if [ ! -x "$venv/bin/python" ]; then
+        python3 -m venv "$venv"
+    fi
+    # Both sets at once (as scripts/swift-functional.sh resolves them), so that nothing
+    # is reinstalled while the Swift functional tests and pytest run side by side.
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/e2e/requirements.txt \
+        -r tests/e2e/swift-functional-requirements.txt
+    echo "Python venv $venv ($((SECONDS - t)) s)"
+    # sed reads all of its input: `head` would close the pipe early and, under pipefail,
+    # rclone's SIGPIPE (exit 141) would fail the run.
+    rclone version | sed -n 1p
+    t=$SECONDS
+    local minio_stamp
+    minio_stamp="$(go env GOPATH)/bin/.minio-version"
+    if [ ! -x "$minio_bin" ] || [ "$(cat "$minio_stamp" 2>/dev/null)" != "$MINIO_VERSION" ]; then
+        echo "building MinIO $MINIO_VERSION (several minutes the first time)"
+        go install "github.com/minio/minio@$MINIO_VERSION"
+        echo "$MINIO_VERSION" > "$minio_stamp"
+    fi
+    echo "MinIO $MINIO_VERSION ($((SECONDS - t)) s)"
+    t=$SECONDS
+    local promtool_stamp
+    promtool_stamp="$(go env GOPATH)/bin/.promtool-version"
+    if [ ! -x "$promtool_bin" ] || [ "$(cat "$promtool_stamp" 2>/dev/null)" != "$PROMETHEUS_VERSION" ]; then
+        echo "building promtool $PROMETHEUS_VERSION (a few minutes the first time)"
+        # The Prometheus module has replace directives, so `go install pkg@version`
+        # refuses it: build it from a throw-away module instead.
+        local promtool_mod
+        promtool_mod=$(mktemp -d)
+        (cd "$promtool_mod" && go mod init promtool-build >/dev/null 2>&1 \
+            && go get "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION" \
+            && go build -o "$promtool_bin" github.com/prometheus/prometheus/cmd/promtool)
+        rm -rf "$promtool_mod"
+        echo "$PROMETHEUS_VERSION" > "$promtool_stamp"
+    fi
+    echo "promtool $PROMETHEUS_VERSION ($((SECONDS - t)) s)"
+}
+
+log=$(mktemp)
+swift_log=$(mktemp)
+deps_log=$(mktemp)
+deps_pid=""
+cleanup() {
+    if [ -n "$deps_pid" ]; then kill "$deps_pid" 2>/dev/null || true; fi
+    rm -f "$log" "$swift_log" "$deps_log"
+    print_timings
+}
+trap cleanup EXIT
+step "test dependencies, in the background: apt (rclone, chromium, ...), Python venv, MinIO and promtool (go)"
+install_test_dependencies > "$deps_log" 2>&1 &
+deps_pid=$!
+
+# Clippy runs as the compiler of the workspace's own crates in the test build itself
+# (what `cargo clippy` does, on `cargo check`): one compilation of the workspace
+# instead of a check build and a test build of every dependency. Every cargo command
+# below keeps this environment, so that nothing is rebuilt between them.
+step "build every target with clippy's lints (warnings are errors)"
+RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)"
+export RUSTC_WORKSPACE_WRAPPER
+# clippy-driver's own argument passing, as cargo-clippy sets it for `-- -D warnings`.
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+# The lint gate must not vanish silently: a crate with a lint warning must fail.
+lint_probe=$(mktemp -d)
+mkdir "$lint_probe/src"
+printf '[package]\nname = "lint-probe"\nversion = "0.0.0"\nedition = "2021"\n[workspace]\n' > "$lint_probe/Cargo.toml"
+printf 'fn main() {\n    let v: Vec<u8> = Vec::new();\n    println!("{}", v.len() == 0);\n}\n' > "$lint_probe/src/main.rs"
+if (cd "$lint_probe" && CARGO_TARGET_DIR="$lint_probe/target" cargo build --quiet 2>/dev/null); then
+    echo "clippy-driver as RUSTC_WORKSPACE_WRAPPER did not deny a lint warning: the lint gate is broken" >&2
+    exit 1
+fi
+rm -rf "$lint_probe"
+cargo test --workspace --all-targets --locked --no-run
+# The binaries for the end-to-end tests, with the feature set `cargo test --workspace
+# --all-targets` resolved (building only these packages would resolve a different one
+# and rebuild their dependencies: minutes on two cores).
+cargo build --workspace --all-targets --locked
+
+step "waiting for the test dependencies"
+deps_rc=0
+wait "$deps_pid" || deps_rc=$?
+deps_pid=""
+cat "$deps_log"
+if [ "$deps_rc" -ne 0 ]; then
+    echo "FAILED: installing the test dependencies (exit $deps_rc)" >&2
+    exit 1
 fi
 
 step "alert rules: promtool check and unit tests (deploy/oram-proxy.rules*.yml)"
@@ -102,17 +178,10 @@ step "alert rules: promtool check and unit tests (deploy/oram-proxy.rules*.yml)"
 (cd deploy && "$promtool_bin" test rules oram-proxy.rules.test.yml)
 
 step "cargo test (every target: the benchmarks run once each, in criterion's test mode, on the same build)"
-log=$(mktemp)
-swift_log=$(mktemp)
-trap 'rm -f "$log" "$swift_log"' EXIT
 cargo test --workspace --all-targets --locked 2>&1 | tee "$log"
 cargo test --workspace --doc --locked 2>&1 | tee -a "$log"
 
 step "end-to-end tests (pytest, real binaries on 127.0.0.1; includes the workload runner's quick mode)"
-# The binaries with the feature set `cargo test --workspace --all-targets` resolved
-# (building only these packages would resolve a different one and rebuild their
-# dependencies: minutes on two cores).
-cargo build --workspace --all-targets --locked
 rm -f "$target/crash-torture-summary.txt"
 # Swift's own functional tests run beside pytest (independent proxies and ports;
 # both mostly wait on the network and fsync): their output is printed after.
@@ -124,7 +193,12 @@ export ORAM_CRASH_ITERATIONS="${ORAM_CRASH_ITERATIONS:-12}"
 # A MinIO cycle takes about 5x an fs one (fsck reads every bucket object over HTTP).
 export ORAM_CRASH_ITERATIONS_MINIO="${ORAM_CRASH_ITERATIONS_MINIO:-4}"
 pytest_rc=0
-(cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 . 2>&1) | tee -a "$log" || pytest_rc=$?
+# Two workers (pytest-xdist): the long crash torture tests start first (conftest.py),
+# each on its own worker, and an idle worker takes tests queued on the other. The
+# temporary directories (a few GB) go under the target dir, emptied at each run,
+# instead of accumulating in /tmp (pytest keeps three runs there).
+(cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+    -n 2 --dist worksteal --basetemp="$target/pytest-tmp" --durations=15 . 2>&1) | tee -a "$log" || pytest_rc=$?
 swift_rc=0
 wait "$swift_pid" || swift_rc=$?
 

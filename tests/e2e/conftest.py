@@ -17,6 +17,20 @@ import boto3
 import pytest
 from botocore.config import Config
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "long(rank): a test of several minutes; run first, the highest rank first")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Long tests first, so that scripts/test.sh's parallel workers (pytest-xdist,
+    `--dist worksteal`) start them at once and share out the short ones meanwhile."""
+    def rank(item):
+        m = item.get_closest_marker("long")
+        return -(m.args[0] if m and m.args else 0)
+    items.sort(key=rank)  # stable: the others keep their order
+
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
 BIN = os.environ.get("ORAM_PROXY_BIN", str(TARGET / "debug" / "oram-proxy"))
@@ -76,6 +90,13 @@ class Proxy:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"oram-proxy exited with {self.proc.returncode}: {self.logs()}")
+            # Ready once the banner's last line is out (it is printed after every
+            # listener is bound and before the proxy waits for signals): a connection
+            # alone could reach another process that took the port, or the socket
+            # itself (a self-connect on an ephemeral port).
+            if "  secret key: " not in (self.workdir / "stdout.log").read_text():
+                time.sleep(0.1)
+                continue
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     pass

@@ -438,10 +438,12 @@ def minio_server(directory):
         proc.wait(timeout=30)
 
 
+@pytest.mark.long(1)
 def test_crash_torture_fs(tmp_path):
     torture("fs", tmp_path, [])
 
 
+@pytest.mark.long(2)
 @pytest.mark.skipif(not os.environ.get("ORAM_TEST_MINIO"),
                     reason="needs MinIO: set ORAM_TEST_MINIO to its binary (scripts/test.sh exports it)")
 def test_crash_torture_minio(tmp_path):

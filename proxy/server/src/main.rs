@@ -582,6 +582,9 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     logging("info");
     let notify = oram_proxy::notify::Notifier::from_env();
     runtime()?.block_on(async move {
+        // Signal handlers first: a SIGTERM while the volume opens (recovery can take a
+        // while) is kept and acted on as soon as the server runs, not fatal mid-start.
+        let signals = Signals::install().map_err(|e| format!("signal handlers: {e}"))?;
         notify.status("opening the volume");
         // The watchdog runs from the start: recovery may take a while.
         let _watchdog = notify.spawn_watchdog();
@@ -602,7 +605,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
                 ""
             }
         ));
-        serve_signals(&server, &notify).await;
+        serve_signals(signals, &server, &notify).await;
         tracing::info!("shutting down: finishing in-flight requests");
         notify.stopping("finishing in-flight requests, writing back, checkpointing");
         server
@@ -614,16 +617,36 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     })
 }
 
+/// The signals `serve` acts on, registered before the volume opens so that none
+/// delivered during start-up takes the default (fatal) action.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
 /// Waits for SIGTERM or SIGINT; reloads the TLS certificate on SIGHUP meanwhile.
-async fn serve_signals(server: &oram_proxy::Server, notify: &oram_proxy::notify::Notifier) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+async fn serve_signals(
+    mut signals: Signals,
+    server: &oram_proxy::Server,
+    notify: &oram_proxy::notify::Notifier,
+) {
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => return,
-            _ = term.recv() => return,
-            _ = hup.recv() => {
+            _ = signals.int.recv() => return,
+            _ = signals.term.recv() => return,
+            _ = signals.hup.recv() => {
                 notify.reloading();
                 match server.reload() {
                     Ok(Some(c)) => tracing::info!(

@@ -70,12 +70,16 @@ impl Notifier {
     }
 
     /// Sends `state` (newline-separated `KEY=VALUE` assignments) in one datagram.
-    /// A no-op without a socket; errors are returned, never panics.
+    /// A no-op without a socket; errors are returned, never panics. Never blocks:
+    /// when the receiver's queue is full (a manager that does not read; Linux queues
+    /// `net.unix.max_dgram_qlen` datagrams, 10 by default) the datagram is refused
+    /// with `WouldBlock` instead of stalling the async worker thread that sends it.
     pub fn notify(&self, state: &str) -> io::Result<()> {
         let Some(target) = &self.target else {
             return Ok(());
         };
         let sock = UnixDatagram::unbound()?;
+        sock.set_nonblocking(true)?;
         match target {
             Target::Path(p) => sock.send_to(state.as_bytes(), p)?,
             Target::Abstract(name) => {
@@ -90,8 +94,14 @@ impl Notifier {
     /// Logs a failed notification instead of failing the caller: a lost
     /// notification must not stop the proxy (systemd then times the start out).
     fn send(&self, state: &str) {
-        if let Err(e) = self.notify(state) {
-            tracing::warn!("sd_notify failed: {e}");
+        match self.notify(state) {
+            Ok(()) => {}
+            // The manager is behind: a watchdog ping is dropped quietly (the next
+            // one follows in half an interval), anything else is worth a warning.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && state == "WATCHDOG=1" => {
+                tracing::debug!("sd_notify: the manager's queue is full, ping dropped")
+            }
+            Err(e) => tracing::warn!("sd_notify failed: {e}"),
         }
     }
 
@@ -203,6 +213,38 @@ mod tests {
         let mut buf = [0u8; 64];
         let len = listener.recv(&mut buf).unwrap();
         assert_eq!(&buf[..len], b"WATCHDOG=1");
+    }
+
+    /// A manager that stops reading (as the end-to-end test's socket does once it
+    /// has seen STOPPING=1) fills its queue; further sends must fail at once, not
+    /// block the thread (a blocked tokio worker hung the process at exit).
+    #[test]
+    fn a_full_queue_refuses_instead_of_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify.sock");
+        let listener = UnixDatagram::bind(&path).unwrap();
+        let n = Notifier {
+            target: Some(Target::Path(path)),
+            watchdog: None,
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        // On a thread, so that a regression fails the test instead of hanging it.
+        std::thread::spawn(move || {
+            let results: Vec<io::Result<()>> = (0..1000).map(|_| n.notify("WATCHDOG=1")).collect();
+            n.watchdog(); // the logging path, too
+            let _ = tx.send(results);
+        });
+        let results = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("sending to a full notification socket blocked");
+        let refused = results
+            .iter()
+            .filter(|r| matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock))
+            .count();
+        assert!(results[0].is_ok(), "the first datagram fits the queue");
+        assert!(refused > 0, "1000 unread datagrams never filled the queue");
+        assert_eq!(refused + results.iter().filter(|r| r.is_ok()).count(), 1000);
+        drop(listener);
     }
 
     #[test]
