@@ -13,7 +13,7 @@ import pytest
 import swiftclient
 from swiftclient.exceptions import ClientException
 
-from conftest import ACCESS, SECRET
+from conftest import ACCESS, SECRET, Proxy
 
 VENV_BIN = os.path.dirname(sys.executable)
 SWIFT_CLI = shutil.which("swift", path=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
@@ -67,7 +67,8 @@ def test_auth_tokens_and_accounts(swift_proxy):
     # The token is not in the proxy's logs.
     assert token not in swift_proxy.logs()
     info = json.load(urllib.request.urlopen(f"http://127.0.0.1:{swift_proxy.swift_port}/info", timeout=30))
-    assert "bulk_delete" in info and "dlo" in info and "slo" not in info
+    assert "bulk_delete" in info and "dlo" in info
+    assert info["slo"]["max_manifest_segments"] == 1000 and info["slo"]["max_manifest_size"] == 8 << 20
 
 
 def test_library_containers_objects_metadata_ranges(swift_proxy):
@@ -157,11 +158,12 @@ def test_cli_tree_segments_copy_stat_delete(swift_proxy, tmp_path):
     swift_cli(swift_proxy, "upload", "cli-ctr", "src", "--segment-size", "1000000", cwd=tmp_path)
     listed = swift_cli(swift_proxy, "list", "cli-ctr").stdout.decode().split()
     assert sorted(listed) == sorted(f"src/{k}" for k in files)
-    # The large file is a manifest over segments in cli-ctr_segments.
+    # The large file is a manifest over segments in cli-ctr_segments: a static
+    # large object, since /info announces `slo` (swiftclient's default then).
     segs = swift_cli(swift_proxy, "list", "cli-ctr_segments").stdout.decode().split()
     assert len(segs) == 4
     stat = swift_cli(swift_proxy, "stat", "cli-ctr", "src/big.bin").stdout.decode()
-    assert "Manifest: cli-ctr_segments/" in stat and "Content Length: 3500000" in stat
+    assert "X-Static-Large-Object: True" in stat and "Content Length: 3500000" in stat
     out = tmp_path / "out"
     swift_cli(swift_proxy, "download", "cli-ctr", "-D", str(out))
     for rel, data in files.items():
@@ -172,12 +174,84 @@ def test_cli_tree_segments_copy_stat_delete(swift_proxy, tmp_path):
     # A range across segment boundaries of the large object.
     h, part = c.get_object("cli-ctr", "src/big.bin", headers={"Range": "bytes=999990-1000009"})
     assert part == files["big.bin"][999990:1000010]
+    # --use-dlo still makes a dynamic large object.
+    (tmp_path / "dlo.bin").write_bytes(files["big.bin"][:2_500_000])
+    swift_cli(swift_proxy, "upload", "cli-ctr", "dlo.bin", "--use-dlo", "-S", "1000000", cwd=tmp_path)
+    stat = swift_cli(swift_proxy, "stat", "cli-ctr", "dlo.bin").stdout.decode()
+    assert "Manifest: cli-ctr_segments/" in stat and "Content Length: 2500000" in stat
+    assert c.get_object("cli-ctr", "dlo.bin")[1] == files["big.bin"][:2_500_000]
     acct = swift_cli(swift_proxy, "stat").stdout.decode()
     assert "Containers:" in acct
     swift_cli(swift_proxy, "delete", "cli-ctr")
     swift_cli(swift_proxy, "delete", "cli-ctr_segments")
     names = [x["name"] for x in c.get_account()[1]]
     assert "cli-ctr" not in names and "cli-ctr_segments" not in names
+
+
+def test_cli_static_large_objects(swift_proxy, tmp_path):
+    """`swift upload --use-slo`: segments, a manifest checked against them,
+    reads joined, the manifest itself, re-upload and delete with the segments."""
+    big = os.urandom(2_600_000)
+    (tmp_path / "big.bin").write_bytes(big)
+    swift_cli(swift_proxy, "upload", "slo-ctr", "big.bin", "--use-slo", "-S", "1000000", cwd=tmp_path)
+    c = conn(swift_proxy)
+    segs = [x["name"] for x in c.get_container("slo-ctr_segments")[1]]
+    assert len(segs) == 3
+    h = c.head_object("slo-ctr", "big.bin")
+    assert h["x-static-large-object"] == "True" and int(h["content-length"]) == len(big)
+    seg_md5s = [hashlib.md5(big[i:i + 1_000_000]).hexdigest() for i in range(0, len(big), 1_000_000)]
+    slo_etag = hashlib.md5("".join(seg_md5s).encode()).hexdigest()
+    assert h["etag"] == f'"{slo_etag}"'
+    assert not any(k.startswith("x-object-sysmeta") for k in h)
+    _, body = c.get_object("slo-ctr", "big.bin")
+    assert body == big
+    _, part = c.get_object("slo-ctr", "big.bin", headers={"Range": "bytes=999990-2000009"})
+    assert part == big[999990:2000010]
+    # The listing shows the joined size and ETag.
+    [entry] = c.get_container("slo-ctr")[1]
+    assert entry["bytes"] == len(big) and entry["slo_etag"] == f'"{slo_etag}"'
+    # The manifest itself, in Swift's stored form and in the form a PUT takes.
+    _, raw = c.get_object("slo-ctr", "big.bin", query_string="multipart-manifest=get")
+    manifest = json.loads(raw)
+    assert [m["hash"] for m in manifest] == seg_md5s
+    assert all(m["name"].startswith("/slo-ctr_segments/") for m in manifest)
+    _, raw = c.get_object("slo-ctr", "big.bin", query_string="multipart-manifest=get&format=raw")
+    put_form = json.loads(raw)
+    assert [m["size_bytes"] for m in put_form] == [1_000_000, 1_000_000, 600_000]
+    # A manifest whose ETag or size does not match its segment: 400, nothing stored.
+    bad = [dict(put_form[0], etag="0" * 32), dict(put_form[1], size_bytes=5)]
+    with pytest.raises(ClientException) as e:
+        c.put_object("slo-ctr", "bad", json.dumps(bad), query_string="multipart-manifest=put")
+    assert e.value.http_status == 400
+    assert b"Etag Mismatch" in e.value.http_response_content
+    assert b"Size Mismatch" in e.value.http_response_content
+    with pytest.raises(ClientException) as e:
+        c.head_object("slo-ctr", "bad")
+    assert e.value.http_status == 404
+    # A manifest over a missing segment: 400 naming it.
+    with pytest.raises(ClientException) as e:
+        c.put_object("slo-ctr", "bad", json.dumps([{"path": "/slo-ctr/none"}]),
+                     query_string="multipart-manifest=put")
+    assert e.value.http_status == 400 and b"404 Not Found" in e.value.http_response_content
+    # A copy of the large object is a plain object with the joined content.
+    c.copy_object("slo-ctr", "big.bin", "/slo-ctr/copy.bin")
+    h = c.head_object("slo-ctr", "copy.bin")
+    assert "x-static-large-object" not in h and h["etag"] == hashlib.md5(big).hexdigest()
+    c.delete_object("slo-ctr", "copy.bin")
+    # Re-upload: new segments, the old ones deleted by the client.
+    big2 = os.urandom(1_500_000)
+    (tmp_path / "big.bin").write_bytes(big2)
+    swift_cli(swift_proxy, "upload", "slo-ctr", "big.bin", "--use-slo", "-S", "1000000", cwd=tmp_path)
+    assert len(c.get_container("slo-ctr_segments")[1]) == 2
+    out = tmp_path / "out"
+    swift_cli(swift_proxy, "download", "slo-ctr", "big.bin", "-o", str(out))
+    assert out.read_bytes() == big2
+    # Delete removes the segments with the manifest (multipart-manifest=delete).
+    swift_cli(swift_proxy, "delete", "slo-ctr", "big.bin")
+    assert c.get_container("slo-ctr_segments")[1] == []
+    assert c.get_container("slo-ctr")[1] == []
+    c.delete_container("slo-ctr")
+    c.delete_container("slo-ctr_segments")
 
 
 def test_cross_api(swift_proxy):
@@ -337,3 +411,72 @@ def test_connection_keep_alive_is_echoed(swift_proxy):
     assert h["connection"].lower() == "keep-alive"
     h, _ = c.get_object("keepalive", "o")
     assert "connection" not in h
+
+
+def test_container_acls_across_accounts_and_users(tmp_path):
+    """Two accounts and a non-admin user of the first (configured in
+    [[swift.users]]): only container ACLs let them in; .r:* makes objects public."""
+    cfg = tmp_path / "proxy.toml"
+    cfg.write_text(
+        '[[users]]\naccess_key = "acl-a"\nsecret_key = "acl-a-secret-1"\n'
+        '[[users]]\naccess_key = "acl-b"\nsecret_key = "acl-b-secret-1"\n'
+        '[[swift.users]]\naccount = "acl-a"\nuser = "reader"\nkey = "reader-secret-1"\n')
+    cfg.chmod(0o600)
+    p = Proxy(tmp_path / "p", "--config", str(cfg), creds=False, swift=True)
+    try:
+        a = conn(p, "acl-a:acl-a", "acl-a-secret-1")
+        url, _ = a.get_auth()
+        _, b_tok = conn(p, "acl-b:acl-b", "acl-b-secret-1").get_auth()
+        r_url, r_tok = conn(p, "acl-a:reader", "reader-secret-1").get_auth()
+        assert r_url == url  # the reader belongs to account acl-a
+        a.put_container("shared")
+        a.put_object("shared", "doc", b"data")
+
+        def status(fn, *args, **kw):
+            try:
+                fn(*args, **kw)
+                return 200
+            except ClientException as e:
+                return e.http_status
+
+        # No grant: 403 for the other account and for the non-admin user.
+        for tok in (b_tok, r_tok):
+            assert status(swiftclient.get_object, url, tok, "shared", "doc") == 403
+            assert status(swiftclient.get_container, url, tok, "shared") == 403
+            assert status(swiftclient.put_object, url, tok, "shared", "new", b"x") == 403
+        assert status(swiftclient.get_account, url, r_tok) == 403
+        # Read for account acl-b and user acl-a:reader.
+        a.post_container("shared", {"X-Container-Read": "acl-b, acl-a:reader"})
+        assert a.head_container("shared")["x-container-read"] == "acl-b,acl-a:reader"
+        for tok in (b_tok, r_tok):
+            assert swiftclient.get_object(url, tok, "shared", "doc")[1] == b"data"
+            assert [o["name"] for o in swiftclient.get_container(url, tok, "shared")[1]] == ["doc"]
+            assert "x-container-read" not in swiftclient.head_container(url, tok, "shared")
+            assert status(swiftclient.put_object, url, tok, "shared", "new", b"x") == 403
+            assert status(swiftclient.delete_object, url, tok, "shared", "doc") == 403
+        # Write for acl-b only: it writes and deletes, the reader still cannot.
+        a.post_container("shared", {"X-Container-Write": "acl-b"})
+        swiftclient.put_object(url, b_tok, "shared", "from-b", b"bbb")
+        assert a.get_object("shared", "from-b")[1] == b"bbb"
+        assert status(swiftclient.put_object, url, r_tok, "shared", "new", b"x") == 403
+        swiftclient.delete_object(url, b_tok, "shared", "from-b")
+        # Referrer grants in a write ACL are refused.
+        assert status(a.post_container, "shared", {"X-Container-Write": ".r:*"}) == 400
+        # Public: objects readable without a token; the listing only with .rlistings.
+        a.post_container("shared", {"X-Container-Read": ".r:*"})
+        assert urllib.request.urlopen(f"{url}/shared/doc", timeout=30).read() == b"data"
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"{url}/shared", timeout=30)
+        assert e.value.code == 401
+        a.post_container("shared", {"X-Container-Read": ".r:*,.rlistings"})
+        assert urllib.request.urlopen(f"{url}/shared", timeout=30).read() == b"doc\n"
+        # Account ACLs are validated, then refused.
+        assert status(a.post_account, {"X-Account-Access-Control": "not json"}) == 400
+        assert status(a.post_account, {"X-Account-Access-Control": '{"admin": ["acl-b"]}'}) == 400
+        a.post_container("shared", {"X-Remove-Container-Read": "x"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"{url}/shared/doc", timeout=30)
+        assert e.value.code == 401
+    finally:
+        code = p.stop()
+    assert code == 0, p.logs()

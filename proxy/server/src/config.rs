@@ -44,6 +44,14 @@ listen = ""
 token_ttl_secs = 86400
 # Requests served at once; more get 503 (clients retry).
 max_concurrent_requests = 64
+# Further Swift users in the accounts of the S3 users (tempauth's users): without
+# admin they reach only containers whose X-Container-Read/-Write ACLs name them
+# (<account>:<user>) or their account. The file then holds secrets (mode 0600).
+# [[swift.users]]
+# account = "<an access key above>"
+# user = "reader"
+# key = "<8+ characters>"
+# admin = false
 
 [limits]
 # Connections served at once per listener (S3, Swift); more wait in the backlog.
@@ -340,6 +348,8 @@ pub struct SwiftConfig {
     pub token_ttl_secs: u64,
     /// Requests served at once.
     pub max_concurrent_requests: usize,
+    /// Further Swift users (`[[swift.users]]`) in the S3 users' accounts.
+    pub users: Vec<SwiftUserConfig>,
 }
 
 impl Default for SwiftConfig {
@@ -348,7 +358,54 @@ impl Default for SwiftConfig {
             listen: String::new(),
             token_ttl_secs: 86_400,
             max_concurrent_requests: 64,
+            users: Vec::new(),
         }
+    }
+}
+
+/// `[[swift.users]]`: a Swift user `<account>:<user>` with key `key` in the
+/// account of S3 user `account`; an admin owns the account, anyone else reaches
+/// only what container ACLs grant.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwiftUserConfig {
+    /// The account: an S3 user's access key.
+    pub account: String,
+    /// The user name within the account.
+    pub user: String,
+    /// The key (password), 8+ characters.
+    pub key: String,
+    /// Whether the user administers the account.
+    #[serde(default)]
+    pub admin: bool,
+}
+
+impl SwiftUserConfig {
+    /// Checks the names (non-empty, no `:`) and the key's length.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.account.is_empty()
+            || self.user.is_empty()
+            || self.account.contains(':')
+            || self.user.contains(':')
+            || self.key.len() < 8
+        {
+            return Err(format!(
+                "swift user {:?}:{:?}: account and user must be non-empty without ':' and the key 8+ characters",
+                self.account, self.user
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for SwiftUserConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SwiftUserConfig")
+            .field("account", &self.account)
+            .field("user", &self.user)
+            .field("key", &"<redacted>")
+            .field("admin", &self.admin)
+            .finish()
     }
 }
 
@@ -669,7 +726,7 @@ impl Config {
 
     /// Whether the configuration holds secrets (users, the backend's secret key).
     pub fn holds_secrets(&self) -> bool {
-        !self.users.is_empty() || self.backend.secret_key.is_some()
+        !self.users.is_empty() || !self.swift.users.is_empty() || self.backend.secret_key.is_some()
     }
 
     /// The key file: `key.key_file`, or `<data_dir>/master.key`.
@@ -733,6 +790,9 @@ impl Config {
                     self.s3.listen
                 )
             })?;
+        for u in &self.swift.users {
+            u.validate()?;
+        }
         if !self.swift.listen.is_empty() {
             self.swift
                 .listen
@@ -830,6 +890,16 @@ mod tests {
         let c = Config::parse("[swift]\nlisten = 'nowhere'").unwrap();
         assert!(c.validate().is_err());
         assert!(Config::parse("[swift]\nlisten = ''\nbogus = 1").is_err());
+        // Further Swift users: validated, and the file then holds secrets.
+        let users = "[swift]\nlisten = '127.0.0.1:8481'\n[[swift.users]]\naccount = 'acct'\nuser = 'reader'\nkey = 'reader-key-1'\n";
+        let c = Config::parse(users).unwrap();
+        assert!(c.validate().is_ok() && c.holds_secrets());
+        assert!(!c.swift.users[0].admin);
+        assert!(!format!("{:?}", c.swift.users[0]).contains("reader-key-1"));
+        let c = Config::parse(&users.replace("reader-key-1", "short")).unwrap();
+        assert!(c.validate().unwrap_err().contains("swift user"));
+        let c = Config::parse(&users.replace("'reader'", "'a:b'")).unwrap();
+        assert!(c.validate().is_err());
         let c = Config::parse("[engine]\nblock_size = 1").unwrap();
         assert!(c.validate().unwrap_err().contains("block_size"));
         let c = Config::parse("[engine]\nkind = 'ring'\nring_preset = 'huge'").unwrap();

@@ -385,15 +385,40 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
                 addr: cfg.swift.listen.clone(),
                 source,
             })?;
-            // A Swift account is the S3 access key: `<key>:<key>` with the secret.
-            let swift_users = users
+            // A Swift account is the S3 access key: `<key>:<key>` with the secret
+            // administers it; `[[swift.users]]` adds users to those accounts.
+            let mut swift_users: Vec<oram_swift::SwiftUser> = users
                 .iter()
                 .map(|u| oram_swift::SwiftUser {
                     account: u.access_key.clone(),
                     user: u.access_key.clone(),
                     key: u.secret_key.clone(),
+                    admin: true,
                 })
                 .collect();
+            for u in &cfg.swift.users {
+                if !users.iter().any(|s| s.access_key == u.account) {
+                    return Err(ProxyError::Config(format!(
+                        "swift user {}:{}: no S3 user has access key {:?}",
+                        u.account, u.user, u.account
+                    )));
+                }
+                if swift_users
+                    .iter()
+                    .any(|s| s.account == u.account && s.user == u.user)
+                {
+                    return Err(ProxyError::Config(format!(
+                        "swift user {}:{} is defined twice",
+                        u.account, u.user
+                    )));
+                }
+                swift_users.push(oram_swift::SwiftUser {
+                    account: u.account.clone(),
+                    user: u.user.clone(),
+                    key: u.key.clone(),
+                    admin: u.admin,
+                });
+            }
             let api = oram_swift::SwiftApi::new(
                 layer.clone(),
                 swift_users,

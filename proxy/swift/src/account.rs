@@ -8,6 +8,7 @@ use http::header;
 use http::{Method, StatusCode};
 use oram_objects::ObjectError;
 
+use crate::acl::check_account_acl;
 use crate::error::{err, err_msg, obj_err, Res, SwiftError};
 use crate::limits::*;
 use crate::listing::*;
@@ -116,6 +117,18 @@ impl SwiftApi {
                 self.bulk_delete(ctx, owner, body).await
             }
             Method::POST => {
+                // Validated as tempauth does, then refused unless empty: account
+                // ACLs are not implemented (`/info`: tempauth.account_acls = false).
+                if let Some(v) = ctx.headers.get("x-account-access-control") {
+                    if !check_account_acl(v.as_bytes())?.is_empty() {
+                        return Err(err_msg(
+                            400,
+                            "X-Account-Access-Control: account ACLs are not supported by \
+                             this cluster (tempauth.account_acls is false in /info); grant \
+                             access per container with X-Container-Read / X-Container-Write",
+                        ));
+                    }
+                }
                 let meta = meta_updates(ctx, "x-account-meta-", Some("x-remove-account-meta-"))?;
                 check_merged(layer.account_meta(owner).map_err(obj_err)?, &meta)?;
                 layer
@@ -203,43 +216,7 @@ impl SwiftApi {
         } else {
             "400 Bad Request"
         };
-        let fmt = listing_format(ctx);
-        let (ct, text) = match fmt {
-            Format::Json => (
-                "application/json",
-                serde_json::json!({
-                    "Number Deleted": deleted,
-                    "Number Not Found": not_found,
-                    "Response Body": "",
-                    "Response Status": status,
-                    "Errors": errors.iter().map(|(n, s)| [n, s]).collect::<Vec<_>>(),
-                })
-                .to_string(),
-            ),
-            Format::Xml => {
-                let mut s = format!(
-                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<delete><number_deleted>{deleted}</number_deleted><number_not_found>{not_found}</number_not_found><response_body></response_body><response_status>{status}</response_status><errors>"
-                );
-                for (n, st) in &errors {
-                    let _ = write!(
-                        s,
-                        "<object><name>{}</name><status>{st}</status></object>",
-                        xml_escape(n)
-                    );
-                }
-                s.push_str("</errors></delete>");
-                ("application/xml", s)
-            }
-            Format::Plain => {
-                let mut s = format!(
-                    "Number Deleted: {deleted}\nNumber Not Found: {not_found}\nResponse Body: \nResponse Status: {status}\nErrors: \n"
-                );
-                for (n, st) in &errors {
-                    let _ = writeln!(s, "{n}, {st}");
-                }
-                ("text/plain", s)
-            }
-        };
+        let (ct, text) = crate::slo::bulk_body(ctx, deleted, not_found, status, &errors);
         Ok(Answer::new(200).text(ct, text))
     }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
+use crate::acl::Identity;
 use crate::util::ct_eq;
 
 /// Live tokens kept at most over all accounts; beyond, logins are refused (no
@@ -24,6 +25,10 @@ pub struct SwiftUser {
     pub user: String,
     /// The key (password).
     pub key: String,
+    /// Whether the user administers its account (tempauth's `.admin` group): it
+    /// owns the account's containers. A user without it reaches only what
+    /// container ACLs grant it (`account` or `account:user`).
+    pub admin: bool,
 }
 
 impl std::fmt::Debug for SwiftUser {
@@ -32,12 +37,13 @@ impl std::fmt::Debug for SwiftUser {
             .field("account", &self.account)
             .field("user", &self.user)
             .field("key", &"<redacted>")
+            .field("admin", &self.admin)
             .finish()
     }
 }
 
 struct Entry {
-    account: String,
+    who: Identity,
     expires: Instant,
 }
 
@@ -116,10 +122,15 @@ impl Auth {
                 &Sha256::digest(key.as_bytes()),
             );
             if u.account == account && u.user == user && key_ok {
-                found = Some(u.account.clone());
+                found = Some(Identity {
+                    account: u.account.clone(),
+                    user: u.user.clone(),
+                    admin: u.admin,
+                });
             }
         }
-        let account = found?;
+        let who = found?;
+        let account = who.account.clone();
         let mut raw = [0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut raw);
         let token = format!(
@@ -151,7 +162,7 @@ impl Auth {
         tokens.by_hash.insert(
             h,
             Entry {
-                account: account.clone(),
+                who,
                 expires: now + self.ttl,
             },
         );
@@ -163,11 +174,11 @@ impl Auth {
         Some((account, token))
     }
 
-    /// The account of a valid, unexpired token.
-    pub(crate) fn check(&self, token: &str) -> Option<String> {
+    /// The identity of a valid, unexpired token.
+    pub(crate) fn check(&self, token: &str) -> Option<Identity> {
         let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         let e = tokens.by_hash.get(&token_hash(token))?;
-        (e.expires > Instant::now()).then(|| e.account.clone())
+        (e.expires > Instant::now()).then(|| e.who.clone())
     }
 }
 
@@ -180,6 +191,7 @@ mod tests {
             account: "acct".into(),
             user: "acct".into(),
             key: "secret-key".into(),
+            admin: true,
         }]
     }
 
@@ -192,7 +204,7 @@ mod tests {
         let (acct, tok) = a.login("acct:acct", "secret-key").unwrap();
         assert_eq!(acct, "acct");
         assert!(tok.starts_with("AUTH_tk") && tok.len() == 7 + 64);
-        assert_eq!(a.check(&tok).as_deref(), Some("acct"));
+        assert_eq!(a.check(&tok).map(|w| w.account).as_deref(), Some("acct"));
         assert_eq!(a.check("AUTH_tkbogus"), None);
         // Only the hash is stored.
         let t = a.tokens.lock().unwrap();
@@ -206,6 +218,7 @@ mod tests {
             account: "other".into(),
             user: "other".into(),
             key: "other-key".into(),
+            admin: true,
         });
         let a = Auth::new(us, Duration::from_secs(60));
         let (_, theirs) = a.login("acct:acct", "secret-key").unwrap();
@@ -214,7 +227,7 @@ mod tests {
             a.login("other:other", "other-key").unwrap();
         }
         assert_eq!(
-            a.check(&theirs).as_deref(),
+            a.check(&theirs).map(|w| w.account).as_deref(),
             Some("acct"),
             "evicted by another account"
         );

@@ -1,20 +1,29 @@
 //! Container requests: create, metadata, delete, listing.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use http::header;
 use http::{Method, StatusCode};
 
+use crate::acl::{self, acl_updates};
 use crate::error::{err, err_msg, obj_err, Res, SwiftError};
 use crate::listing::*;
 use crate::meta::{check_merged, meta_updates};
 use crate::plumbing::{Answer, Ctx};
+use crate::slo;
 use crate::util::*;
-use crate::SwiftApi;
+use crate::{Caller, SwiftApi};
 
 impl SwiftApi {
-    pub(crate) async fn container(&self, ctx: &Ctx, owner: &str, c: &str) -> Res<Answer> {
+    /// A container request; `caller` owns `owner` unless this is a listing the
+    /// container's read ACL allowed.
+    pub(crate) async fn container(
+        &self,
+        ctx: &Ctx,
+        caller: &Caller,
+        owner: &str,
+        c: &str,
+    ) -> Res<Answer> {
         let layer = &self.inner.layer;
         match ctx.method {
             Method::PUT => {
@@ -26,8 +35,9 @@ impl SwiftApi {
                 }
                 let meta =
                     meta_updates(ctx, "x-container-meta-", Some("x-remove-container-meta-"))?;
+                let acls = acl_updates(ctx)?;
                 let created = layer
-                    .create_container(owner, c, meta, BTreeMap::new())
+                    .create_container(owner, c, meta, acls)
                     .await
                     .map_err(obj_err)?;
                 Ok(Answer::new(if created { 201 } else { 202 }))
@@ -35,9 +45,10 @@ impl SwiftApi {
             Method::POST => {
                 let meta =
                     meta_updates(ctx, "x-container-meta-", Some("x-remove-container-meta-"))?;
+                let acls = acl_updates(ctx)?;
                 check_merged(layer.head_bucket(owner, c).map_err(obj_err)?.meta, &meta)?;
                 layer
-                    .update_bucket_meta(owner, c, meta, BTreeMap::new())
+                    .update_bucket_meta(owner, c, meta, acls)
                     .await
                     .map_err(obj_err)?;
                 Ok(Answer::new(204))
@@ -46,7 +57,7 @@ impl SwiftApi {
                 layer.delete_bucket(owner, c).await.map_err(obj_err)?;
                 Ok(Answer::new(204))
             }
-            Method::GET | Method::HEAD => self.container_get(ctx, owner, c),
+            Method::GET | Method::HEAD => self.container_get(ctx, caller.owns(owner), owner, c),
             _ => Err(SwiftError {
                 headers: vec![(header::ALLOW, "GET, HEAD, PUT, POST, DELETE".into())],
                 ..err(405)
@@ -54,7 +65,15 @@ impl SwiftApi {
         }
     }
 
-    pub(crate) fn container_get(&self, ctx: &Ctx, owner: &str, c: &str) -> Res<Answer> {
+    /// A container's listing (GET) or headers (HEAD); its ACLs only for its
+    /// owner (`show_acls`).
+    pub(crate) fn container_get(
+        &self,
+        ctx: &Ctx,
+        show_acls: bool,
+        owner: &str,
+        c: &str,
+    ) -> Res<Answer> {
         let layer = &self.inner.layer;
         let b = layer.head_bucket(owner, c).map_err(obj_err)?;
         let (count, bytes) = layer.bucket_usage(owner, c).map_err(obj_err)?;
@@ -71,6 +90,13 @@ impl SwiftApi {
         for (k, v) in &b.meta {
             a = a.header(&format!("x-container-meta-{k}"), v);
         }
+        if show_acls {
+            for key in [acl::READ, acl::WRITE] {
+                if let Some(v) = b.sysmeta.get(key) {
+                    a = a.header(&format!("x-container-{key}"), v);
+                }
+            }
+        }
         let q = list_query(ctx)?;
         let fmt = listing_format(ctx);
         let entries = if ctx.method == Method::HEAD {
@@ -84,13 +110,21 @@ impl SwiftApi {
                 let v: Vec<serde_json::Value> = entries
                     .iter()
                     .map(|e| match e {
-                        Entry::Item(n, r) => serde_json::json!({
-                            "name": n,
-                            "hash": r.etag,
-                            "bytes": r.size,
-                            "content_type": r.meta.content_type.as_deref().unwrap_or("application/octet-stream"),
-                            "last_modified": iso_date(r.modified_ms),
-                        }),
+                        Entry::Item(n, r) => {
+                            let mut v = serde_json::json!({
+                                "name": n,
+                                "hash": r.etag,
+                                "bytes": r.size,
+                                "content_type": r.meta.content_type.as_deref().unwrap_or("application/octet-stream"),
+                                "last_modified": iso_date(r.modified_ms),
+                            });
+                            // A static large object lists its joined size and ETag.
+                            if let Some((size, etag)) = slo::slo_size_etag(r) {
+                                v["bytes"] = size.into();
+                                v["slo_etag"] = format!("\"{etag}\"").into();
+                            }
+                            v
+                        }
                         Entry::Subdir(s) => serde_json::json!({"subdir": s}),
                     })
                     .collect();
@@ -109,7 +143,7 @@ impl SwiftApi {
                                 "<object><name>{}</name><hash>{}</hash><bytes>{}</bytes><content_type>{}</content_type><last_modified>{}</last_modified></object>",
                                 xml_escape(n),
                                 r.etag,
-                                r.size,
+                                slo::slo_size_etag(r).map_or(r.size, |x| x.0),
                                 xml_escape(r.meta.content_type.as_deref().unwrap_or("application/octet-stream")),
                                 iso_date(r.modified_ms)
                             );

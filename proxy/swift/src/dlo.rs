@@ -1,21 +1,25 @@
-//! Dynamic large objects (`X-Object-Manifest`): segments listed at request time
-//! and streamed one after the other.
+//! Large objects: dynamic ones (`X-Object-Manifest`, segments listed at
+//! request time) here, static ones in [`crate::slo`]; both are streamed as a
+//! [`Joined`] plan, one segment after the other.
 
 use futures::{StreamExt, TryStreamExt};
 use md5::{Digest, Md5};
 use oram_objects::{ByteStream, ListParams, ObjectError};
 
+use crate::acl::Access;
 use crate::error::{err, obj_err, Res};
 use crate::limits::*;
 use crate::plumbing::hex;
 use crate::util::percent_decode;
-use crate::SwiftApi;
+use crate::{Caller, SwiftApi};
 
 impl SwiftApi {
     /// The segments of a manifest `container/prefix`: every object of the
-    /// container whose name starts with the prefix, in name order.
-    pub(crate) fn dlo_segments(&self, owner: &str, manifest: &str) -> Res<Dlo> {
+    /// container whose name starts with the prefix, in name order. A caller who
+    /// does not own the account needs the right to list that container.
+    pub(crate) fn dlo_segments(&self, caller: &Caller, owner: &str, manifest: &str) -> Res<Joined> {
         let (c, prefix) = split_manifest(manifest).ok_or_else(|| err(400))?;
+        self.authorize(caller, owner, &c, Access::List)?;
         let layer = &self.inner.layer;
         let mut segs = Vec::new();
         let mut start_after = None;
@@ -47,45 +51,63 @@ impl SwiftApi {
         for (_, _, e) in &segs {
             md5.update(e.as_bytes());
         }
-        Ok(Dlo {
-            container: c,
+        Ok(Joined {
             size: segs.iter().map(|s| s.1).sum(),
             etag: hex(&md5.finalize()),
-            segs: segs.into_iter().map(|(k, s, _)| (k, s)).collect(),
+            segs: segs
+                .into_iter()
+                .map(|(k, s, _)| Piece {
+                    container: c.clone(),
+                    name: k,
+                    range: 0..s,
+                    etag: None,
+                })
+                .collect(),
         })
     }
 
     /// Streams `range` of the joined segments, opening each segment when reached.
+    /// A segment whose ETag is no longer the one the manifest recorded ends the
+    /// stream with an error (before the first byte: 409).
     pub(crate) fn dlo_stream(
         &self,
         owner: &str,
-        d: &Dlo,
+        d: &Joined,
         range: std::ops::Range<u64>,
     ) -> ByteStream {
         let mut pieces = Vec::new();
         let mut off = 0u64;
-        for (name, len) in &d.segs {
+        for p in &d.segs {
+            let len = p.range.end - p.range.start;
             let (s, e) = (off, off + len);
             off = e;
             let from = range.start.max(s);
             let to = range.end.min(e);
             if from < to {
-                pieces.push((name.clone(), from - s..to - s));
+                let base = p.range.start;
+                pieces.push((
+                    p.container.clone(),
+                    p.name.clone(),
+                    base + from - s..base + to - s,
+                    p.etag.clone(),
+                ));
             }
         }
         let layer = self.inner.layer.clone();
         let owner = owner.to_string();
-        let container = d.container.clone();
         Box::pin(
             futures::stream::iter(pieces)
-                .then(move |(name, r)| {
+                .then(move |(container, name, r, etag)| {
                     let layer = layer.clone();
                     let owner = owner.clone();
-                    let container = container.clone();
                     async move {
-                        layer
-                            .get_object(&owner, &container, &name, Some(r))
-                            .map(|(_, s)| s)
+                        let obj = layer.open_object(&owner, &container, &name)?;
+                        if etag.is_some_and(|e| e != obj.record().etag) {
+                            return Err(ObjectError::Conflict(format!(
+                                "segment {container}/{name} changed since the manifest was written"
+                            )));
+                        }
+                        layer.read(obj, Some(r))
                     }
                 })
                 .try_flatten(),
@@ -93,13 +115,24 @@ impl SwiftApi {
     }
 }
 
-/// A dynamic large object's segments at the time of the request.
-pub(crate) struct Dlo {
-    pub(crate) container: String,
-    pub(crate) segs: Vec<(String, u64)>,
+/// A large object's segments at the time of the request.
+pub(crate) struct Joined {
+    /// The pieces, in order.
+    pub(crate) segs: Vec<Piece>,
+    /// Their total length.
     pub(crate) size: u64,
-    /// MD5 of the segments' ETags, hex.
+    /// The large object's ETag (hex, no quotes): for a DLO the MD5 of the
+    /// segments' ETags, for an SLO the one computed when its manifest was put.
     pub(crate) etag: String,
+}
+
+/// One piece of a large object: `range` of object `container/name` (of the
+/// large object's account), expected to have ETag `etag` when given.
+pub(crate) struct Piece {
+    pub(crate) container: String,
+    pub(crate) name: String,
+    pub(crate) range: std::ops::Range<u64>,
+    pub(crate) etag: Option<String>,
 }
 
 /// The `extra` name of the large-object manifest.

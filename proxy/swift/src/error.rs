@@ -69,6 +69,10 @@ pub(crate) fn obj_err(e: ObjectError) -> SwiftError {
         ObjectError::InvalidBucketName(n) => err_msg(400, format!("Invalid container name {n:?}")),
         ObjectError::InvalidKey(m) => err_msg(400, format!("Invalid object name: {m}")),
         ObjectError::InvalidArgument(m) => err_msg(400, m.clone()),
+        ObjectError::Full { .. } => err_msg(
+            507,
+            "Insufficient Storage: the object does not fit in the free space of this volume",
+        ),
         _ => err(match e.class() {
             // Swift's own statuses within the class's family.
             ErrorClass::BadDigest => 422,

@@ -2,20 +2,26 @@
 //!
 //! - **Auth**: tempauth-style v1. `GET /auth/v1.0` (also `/auth/v1`, `/v1.0`) with
 //!   `X-Auth-User: <account>:<user>` and `X-Auth-Key` answers `X-Auth-Token` and
-//!   `X-Storage-Url: http://<host>/v1/AUTH_<account>`. Tokens expire; a token only
-//!   opens its own account (403 elsewhere); a missing, unknown or expired token is
-//!   401.
+//!   `X-Storage-Url: http://<host>/v1/AUTH_<account>`. Tokens expire; a missing
+//!   token makes a request anonymous, an unknown or expired one is 401.
+//! - **Authorization** (tempauth's rules, [`acl`]): an account's admin users own
+//!   it; anyone else (another account, a non-admin user, an anonymous caller)
+//!   reaches a container only by its ACLs: `X-Container-Read` for listings and
+//!   object reads (`account`, `account:user`, `.r:<referrer>`, `.rlistings`),
+//!   `X-Container-Write` for object writes. Denied: 403, or 401 without a token.
 //! - **Mapping**: a Swift account is an object-layer owner (the same string as the S3
-//!   access key), a container is a bucket, an object is an object. Container names
-//!   share the buckets' global namespace; metadata lives in the object layer, so an
-//!   object written through S3 reads through Swift and back.
+//!   access key), a container is a bucket in that account's own namespace, an
+//!   object is an object. Metadata lives in the object layer, so an object written
+//!   through S3 reads through Swift and back.
 //! - **Operations**: account GET/HEAD/POST, container PUT/GET/HEAD/POST/DELETE,
-//!   object PUT/GET/HEAD/POST/DELETE/COPY (and PUT with `X-Copy-From`), listings in
-//!   plain text, JSON and XML, Range (single and multipart/byteranges), conditional
-//!   requests, dynamic large objects (`X-Object-Manifest`), bulk delete and
-//!   `GET /info`.
+//!   object PUT/GET/HEAD/POST/DELETE/COPY (and PUT with `X-Copy-From`, also across
+//!   accounts), listings in plain text, JSON and XML, Range (single and
+//!   multipart/byteranges), conditional requests, dynamic large objects
+//!   (`X-Object-Manifest`), static large objects (`multipart-manifest=put`, [`slo`]),
+//!   bulk delete and `GET /info`.
 
 mod account;
+mod acl;
 mod auth;
 mod container;
 mod dlo;
@@ -24,6 +30,7 @@ mod listing;
 mod meta;
 mod object;
 mod plumbing;
+mod slo;
 mod util;
 
 use std::sync::Arc;
@@ -35,6 +42,7 @@ use http::{Method, Request, Response};
 use http_body_util::combinators::UnsyncBoxBody;
 use oram_objects::ObjectLayer;
 
+use acl::{denied, Access, Identity};
 pub use auth::SwiftUser;
 use error::{err, err_msg, error_answer, Res, SwiftError};
 use plumbing::{check_container_name, check_object_name, finish, Answer, Ctx};
@@ -67,6 +75,10 @@ pub mod limits {
     pub const LISTING_LIMIT: usize = 10_000;
     /// Most names per bulk delete.
     pub const MAX_DELETES_PER_REQUEST: usize = 10_000;
+    /// Most segments of a static large object's manifest.
+    pub const MAX_MANIFEST_SEGMENTS: usize = 1000;
+    /// Largest manifest of a static large object, in bytes (as the client sends it).
+    pub const MAX_MANIFEST_SIZE: u64 = 8 << 20;
 }
 use limits::*;
 
@@ -86,6 +98,29 @@ impl Default for SwiftConfig {
             token_ttl: Duration::from_secs(86_400),
             https: false,
         }
+    }
+}
+
+/// Who sent a request, as authorization needs it.
+pub(crate) struct Caller {
+    /// The token's identity; `None` without a token.
+    pub(crate) who: Option<Identity>,
+    /// The `Referer` header (for `.r:` grants).
+    pub(crate) referer: Option<String>,
+    /// The realm of a 401's `WWW-Authenticate` (the account in the path).
+    pub(crate) realm: String,
+}
+
+impl Caller {
+    /// Whether the caller owns account `acct`.
+    pub(crate) fn owns(&self, acct: &str) -> bool {
+        self.who.as_ref().is_some_and(|w| w.owns(acct))
+    }
+
+    /// The answer to a request the caller may not make (401 without token,
+    /// else 403).
+    pub(crate) fn denied(&self) -> SwiftError {
+        denied(self.who.as_ref(), &self.realm)
     }
 }
 
@@ -189,33 +224,82 @@ impl SwiftApi {
             .ok_or_else(|| err_msg(412, "Bad URL"))?;
         let container = segs.next().filter(|c| !c.is_empty());
         let object = segs.next().filter(|o| !o.is_empty());
-        // Everything under /v1 needs a token of this very account.
-        let unauthorized = || SwiftError {
-            headers: vec![(
-                header::WWW_AUTHENTICATE,
-                format!("Swift realm=\"{}\"", percent_encode_path(account)),
-            )],
-            ..err(401)
-        };
-        let token = ctx
+        // A token that is not (or no longer) valid is 401 at once; a request
+        // without one is anonymous, and only `.r:` grants can admit it.
+        let realm = percent_encode_path(account);
+        let who = match ctx
             .header("x-auth-token")
             .or_else(|| ctx.header("x-storage-token"))
-            .ok_or_else(unauthorized)?;
-        let owner = self.inner.auth.check(token).ok_or_else(unauthorized)?;
-        if account.strip_prefix("AUTH_") != Some(owner.as_str()) {
-            return Err(err(403));
-        }
+        {
+            None => None,
+            Some(token) => Some(
+                self.inner
+                    .auth
+                    .check(token)
+                    .ok_or_else(|| denied(None, &realm))?,
+            ),
+        };
+        let caller = Caller {
+            who,
+            referer: ctx.header("referer").map(str::to_string),
+            realm,
+        };
+        let Some(acct) = account.strip_prefix("AUTH_") else {
+            return Err(caller.denied());
+        };
+        let owner = caller.owns(acct);
         match (container, object) {
-            (None, _) => self.account(&ctx, account, &owner, body).await,
+            // Only the account's admins use the account itself.
+            (None, _) if owner => self.account(&ctx, account, acct, body).await,
+            (None, _) => Err(caller.denied()),
             (Some(c), None) => {
                 check_container_name(c)?;
-                self.container(&ctx, &owner, c).await
+                if !owner {
+                    // Others may only list, by the read ACL.
+                    if ctx.method != Method::GET && ctx.method != Method::HEAD {
+                        return Err(caller.denied());
+                    }
+                    self.authorize(&caller, acct, c, Access::List)?;
+                }
+                self.container(&ctx, &caller, acct, c).await
             }
             (Some(c), Some(o)) => {
                 check_container_name(c)?;
                 check_object_name(o)?;
-                self.object(&ctx, &owner, c, o, body).await
+                self.object(&ctx, &caller, acct, c, o, body).await
             }
+        }
+    }
+
+    /// Admits `caller` to an `access` of container `c` of account `acct`: its
+    /// owner always, anyone else by the container's ACLs (a container that does
+    /// not exist grants nothing). Only the local index is read.
+    pub(crate) fn authorize(
+        &self,
+        caller: &Caller,
+        acct: &str,
+        c: &str,
+        access: Access,
+    ) -> Res<()> {
+        if caller.owns(acct) {
+            return Ok(());
+        }
+        let b = self.inner.layer.head_bucket(acct, c).ok();
+        let get = |k: &str| {
+            b.as_ref()
+                .and_then(|b| b.sysmeta.get(k))
+                .map(String::as_str)
+        };
+        if acl::allowed(
+            caller.who.as_ref(),
+            caller.referer.as_deref(),
+            access,
+            get(acl::READ),
+            get(acl::WRITE),
+        ) {
+            Ok(())
+        } else {
+            Err(caller.denied())
         }
     }
 
@@ -283,6 +367,13 @@ impl SwiftApi {
             },
             "tempauth": {"account_acls": false},
             "dlo": {"max_get_time": 86400},
+            "slo": {
+                "max_manifest_segments": MAX_MANIFEST_SEGMENTS,
+                "max_manifest_size": MAX_MANIFEST_SIZE,
+                "min_segment_size": 1,
+                "yield_frequency": 10,
+                "allow_async_delete": false,
+            },
             "bulk_delete": {
                 "max_deletes_per_request": MAX_DELETES_PER_REQUEST,
                 "max_failed_deletes": 1000,

@@ -112,6 +112,9 @@ pub(crate) fn request_meta(ctx: &Ctx, name: &str, put: bool) -> Res<ObjectMeta> 
     })
 }
 
+/// The latest expiry time (Swift's largest timestamp, in seconds).
+const MAX_DELETE_AT: i64 = 9_999_999_999;
+
 /// The expiry time a PUT, POST or COPY asks for (`X-Delete-After` seconds from
 /// now wins over `X-Delete-At`, as in Swift), in seconds since the Unix epoch;
 /// `None` when it asks for none. A value that is no integer, or not in the
@@ -131,10 +134,13 @@ pub(crate) fn request_delete_at(ctx: &Ctx, now_secs: i64) -> Res<Option<i64>> {
     let Some(v) = ctx.header("x-delete-at") else {
         return Ok(None);
     };
-    let at = v
-        .trim()
-        .parse::<i64>()
-        .map_err(|_| err_msg(400, "Non-integer X-Delete-At"))?;
+    // Swift clamps a time beyond its timestamp range to 9999999999.
+    let v = v.trim();
+    let at = match v.parse::<i64>() {
+        Ok(at) => at.min(MAX_DELETE_AT),
+        Err(_) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => MAX_DELETE_AT,
+        Err(_) => return Err(err_msg(400, "Non-integer X-Delete-At")),
+    };
     if at <= now_secs {
         return Err(err_msg(400, "X-Delete-At in past"));
     }

@@ -11,18 +11,23 @@ use oram_objects::{
 };
 use rand::RngCore;
 
-use crate::dlo::MANIFEST;
+use crate::acl::Access;
+use crate::dlo::{Joined, MANIFEST};
 use crate::error::{default_body, err, err_msg, obj_err, Res, SwiftError};
 use crate::limits::*;
 use crate::meta::{request_delete_at, request_meta};
 use crate::plumbing::*;
+use crate::slo;
 use crate::util::*;
-use crate::SwiftApi;
+use crate::{Caller, SwiftApi};
 
 impl SwiftApi {
+    /// An object request of `caller` in account `owner` (authorized here, per
+    /// method: reads by the container's read ACL, writes by its write ACL).
     pub(crate) async fn object<B>(
         &self,
         ctx: &Ctx,
+        caller: &Caller,
         owner: &str,
         c: &str,
         o: &str,
@@ -49,7 +54,23 @@ impl SwiftApi {
                             "X-Copy-From header must be of the form <container name>/<object name>",
                         )
                     })?;
-                    return self.copy(ctx, owner, (&sc, &so), (c, o)).await;
+                    let src_acct = match ctx.header_utf8("x-copy-from-account")? {
+                        Some(a) => account_of(caller, &a)?,
+                        None => owner.to_string(),
+                    };
+                    return self
+                        .copy(ctx, caller, (&src_acct, &sc, &so), (owner, c, o))
+                        .await;
+                }
+                self.authorize(caller, owner, c, Access::Write)?;
+                if ctx.param("multipart-manifest") == Some("put") {
+                    return self.slo_put(ctx, caller, (owner, c, o), body).await;
+                }
+                if ctx.headers.contains_key(slo::SLO) {
+                    return Err(err_msg(
+                        400,
+                        "X-Static-Large-Object is a reserved header. To create a static large object add query param multipart-manifest=put.",
+                    ));
                 }
                 self.put(ctx, owner, c, o, body).await
             }
@@ -57,12 +78,10 @@ impl SwiftApi {
                 let dest = ctx
                     .header_utf8("destination")?
                     .ok_or_else(|| err_msg(412, "Destination header required"))?;
-                if let Some(acct) = ctx.header_utf8("destination-account")? {
-                    let acct = String::from_utf8(percent_decode(&acct, false)).unwrap_or_default();
-                    if acct.strip_prefix("AUTH_") != Some(owner) {
-                        return Err(err(403));
-                    }
-                }
+                let dest_acct = match ctx.header_utf8("destination-account")? {
+                    Some(a) => account_of(caller, &a)?,
+                    None => owner.to_string(),
+                };
                 let dest = String::from_utf8(percent_decode(&dest, false))
                     .map_err(|_| err_msg(412, "Invalid UTF8 or contains NULL"))?;
                 let (dc, d_o) = split_object_path(&dest).ok_or_else(|| {
@@ -73,10 +92,15 @@ impl SwiftApi {
                 })?;
                 check_container_name(&dc)?;
                 check_object_name(&d_o)?;
-                self.copy(ctx, owner, (c, o), (&dc, &d_o)).await
+                self.copy(ctx, caller, (owner, c, o), (&dest_acct, &dc, &d_o))
+                    .await
             }
-            Method::GET | Method::HEAD => self.get(ctx, owner, c, o).await,
+            Method::GET | Method::HEAD => {
+                self.authorize(caller, owner, c, Access::Read)?;
+                self.get(ctx, caller, owner, c, o).await
+            }
             Method::POST => {
+                self.authorize(caller, owner, c, Access::Write)?;
                 let layer = &self.inner.layer;
                 let rec = layer.head_object(owner, c, o).map_err(obj_err)?;
                 let mut meta = request_meta(ctx, o, false)?;
@@ -86,6 +110,8 @@ impl SwiftApi {
                 if meta.content_type.is_none() {
                     meta.content_type = rec.meta.content_type.clone();
                 }
+                // A manifest stays a manifest.
+                meta.extra.extend(slo::kept_on_post(&rec.meta.extra));
                 layer
                     .set_object_meta(owner, c, o, meta, delete_at)
                     .await
@@ -93,6 +119,20 @@ impl SwiftApi {
                 Ok(Answer::new(202).text("text/html; charset=UTF-8", ""))
             }
             Method::DELETE => {
+                self.authorize(caller, owner, c, Access::Write)?;
+                if ctx.param("multipart-manifest") == Some("delete") {
+                    return self.slo_delete(ctx, caller, owner, (c, o)).await;
+                }
+                if let Some(v) = ctx.header("x-if-delete-at") {
+                    let want = v
+                        .trim()
+                        .parse::<i64>()
+                        .map_err(|_| err_msg(400, "Bad X-If-Delete-At header value"))?;
+                    let rec = self.inner.layer.head_object(owner, c, o).map_err(obj_err)?;
+                    if rec.delete_at != want {
+                        return Err(err(412));
+                    }
+                }
                 let found = self
                     .inner
                     .layer
@@ -102,7 +142,7 @@ impl SwiftApi {
                 if !found {
                     return Err(err(404));
                 }
-                Ok(Answer::new(204))
+                Ok(Answer::new(204).text("text/html; charset=UTF-8", ""))
             }
             _ => Err(SwiftError {
                 headers: vec![(header::ALLOW, "GET, HEAD, PUT, POST, DELETE, COPY".into())],
@@ -137,9 +177,12 @@ impl SwiftApi {
             None if chunked => None,
             None => return Err(err(411)),
         };
-        let u = self.inner.layer.usage();
-        if len.is_some_and(|l| l > MAX_FILE_SIZE.min(u.capacity_blocks * u.block_size as u64)) {
-            return Err(err(413));
+        // Swift's order: longer than `max_file_size` (in /info) is 413 before
+        // anything else; a length within it that cannot fit in the free space is
+        // the layer's 507, also before the body is read (as a Swift object server
+        // whose fallocate fails).
+        if len.is_some_and(|l| l > MAX_FILE_SIZE) {
+            return Err(err_msg(413, "Your request is too large."));
         }
         let mode = match ctx.header("if-none-match") {
             None => PutMode::Overwrite,
@@ -184,25 +227,32 @@ impl SwiftApi {
             .text("text/html; charset=UTF-8", ""))
     }
 
+    /// Copies `sa/sc/so` to `da/dc/d_o` for `caller`: as in Swift, the source is
+    /// read (by its read ACL; 404 if absent) before the destination is
+    /// authorized (by its write ACL).
     pub(crate) async fn copy(
         &self,
         ctx: &Ctx,
-        owner: &str,
-        (sc, so): (&str, &str),
-        (dc, d_o): (&str, &str),
+        caller: &Caller,
+        (sa, sc, so): (&str, &str, &str),
+        (da, dc, d_o): (&str, &str, &str),
     ) -> Res<Answer> {
         check_container_name(sc)?;
         check_object_name(so)?;
+        self.authorize(caller, sa, sc, Access::Read)?;
         let layer = &self.inner.layer;
-        let src = layer.open_object(owner, sc, so).map_err(obj_err)?;
+        let src = layer.open_object(sa, sc, so).map_err(obj_err)?;
         let rec = src.record().clone();
         let manifest = rec.meta.extra.get(MANIFEST).cloned();
         let want_manifest = ctx.param("multipart-manifest") == Some("get");
         // Conditions on the source: for a large object, against its joined ETag.
         let dlo = match &manifest {
-            Some(m) if !want_manifest => Some(self.dlo_segments(owner, m)?),
-            _ => None,
+            _ if want_manifest => None,
+            _ if slo::is_slo(&rec) => Some(self.slo_plan(caller, sa, (sc, so), &rec).await?),
+            Some(m) => Some(self.dlo_segments(caller, sa, m)?),
+            None => None,
         };
+        self.authorize(caller, da, dc, Access::Write)?;
         let etag = dlo.as_ref().map_or(rec.etag.clone(), |d| d.etag.clone());
         if let Some(status) = conditions(ctx, &etag, rec.modified_ms) {
             return Err(err(if status == 304 { 412 } else { status }));
@@ -239,32 +289,34 @@ impl SwiftApi {
             (dlo, Some(r)) => {
                 // A ranged copy stores just that range, as a new plain object.
                 let r = r[0].clone();
-                meta.extra.remove(MANIFEST);
+                if dlo.is_some() {
+                    strip_large(&mut meta);
+                }
                 let len = r.end - r.start;
                 let stream = match &dlo {
                     Some(d) => {
                         drop(src);
-                        self.dlo_stream(owner, d, r)
+                        self.dlo_stream(sa, d, r)
                     }
                     None => layer.read(src, Some(r)).map_err(obj_err)?,
                 };
                 layer
-                    .put_object(owner, dc, d_o, stream, put_opts(meta, len, delete_at))
+                    .put_object(da, dc, d_o, stream, put_opts(meta, len, delete_at))
                     .await
                     .map_err(obj_err)?
             }
             (Some(d), None) => {
                 // A large object is copied as its joined content: a plain object.
                 drop(src);
-                meta.extra.remove(MANIFEST);
-                let stream = self.dlo_stream(owner, &d, 0..d.size);
+                strip_large(&mut meta);
+                let stream = self.dlo_stream(sa, &d, 0..d.size);
                 layer
-                    .put_object(owner, dc, d_o, stream, put_opts(meta, d.size, delete_at))
+                    .put_object(da, dc, d_o, stream, put_opts(meta, d.size, delete_at))
                     .await
                     .map_err(obj_err)?
             }
             (None, None) => layer
-                .copy_object(owner, src, (sc, so), (dc, d_o), Some(meta), delete_at)
+                .copy_object(da, src, (sc, so), (dc, d_o), Some(meta), delete_at)
                 .await
                 .map_err(obj_err)?,
         };
@@ -277,7 +329,7 @@ impl SwiftApi {
             .header("x-copied-from", percent_encode_path(&format!("{sc}/{so}")))
             .header(
                 "x-copied-from-account",
-                format!("AUTH_{}", percent_encode_path(owner)),
+                format!("AUTH_{}", percent_encode_path(sa)),
             )
             .header(
                 "x-copied-from-last-modified",
@@ -286,20 +338,31 @@ impl SwiftApi {
             .text("text/html; charset=UTF-8", ""))
     }
 
-    pub(crate) async fn get(&self, ctx: &Ctx, owner: &str, c: &str, o: &str) -> Res<Answer> {
+    pub(crate) async fn get(
+        &self,
+        ctx: &Ctx,
+        caller: &Caller,
+        owner: &str,
+        c: &str,
+        o: &str,
+    ) -> Res<Answer> {
         let layer = &self.inner.layer;
         let obj = layer.open_object(owner, c, o).map_err(obj_err)?;
         let rec = obj.record().clone();
         let manifest = rec.meta.extra.get(MANIFEST).cloned();
-        let dlo = match &manifest {
-            Some(m) if ctx.param("multipart-manifest") != Some("get") => {
-                Some(self.dlo_segments(owner, m)?)
-            }
+        let want_manifest = ctx.param("multipart-manifest") == Some("get");
+        let slo = slo::is_slo(&rec);
+        let mut dlo = match &manifest {
+            Some(m) if !want_manifest && !slo => Some(self.dlo_segments(caller, owner, m)?),
             _ => None,
         };
-        let (size, etag) = match &dlo {
-            Some(d) => (d.size, format!("\"{}\"", d.etag)),
-            None => (rec.size, rec.etag.clone()),
+        let (size, etag) = match (&dlo, slo && !want_manifest) {
+            (Some(d), _) => (d.size, format!("\"{}\"", d.etag)),
+            (None, true) => {
+                let (size, etag) = slo::slo_size_etag(&rec).ok_or_else(|| err(500))?;
+                (size, format!("\"{etag}\""))
+            }
+            (None, false) => (rec.size, rec.etag.clone()),
         };
         let mut a = Answer::new(200);
         a = object_headers(a, &rec, &etag);
@@ -310,6 +373,22 @@ impl SwiftApi {
             }
             let body = default_body(e.status);
             return Ok(validators(e, &rec, &etag).text("text/html; charset=UTF-8", body));
+        }
+        if slo && want_manifest {
+            drop(obj);
+            return self.slo_get_manifest(ctx, owner, (c, o), &rec, a).await;
+        }
+        if slo {
+            // A HEAD needs only the size and ETag kept in the index.
+            dlo = Some(if ctx.method == Method::HEAD {
+                Joined {
+                    segs: Vec::new(),
+                    size,
+                    etag: etag.trim_matches('"').to_string(),
+                }
+            } else {
+                self.slo_plan(caller, owner, (c, o), &rec).await?
+            });
         }
         let ranges = ctx
             .header("range")
@@ -423,11 +502,30 @@ impl SwiftApi {
     }
 }
 
+/// The account named by an `X-Copy-From-Account` or `Destination-Account`
+/// value (`AUTH_<account>`, percent-encoding allowed); another form names no
+/// account of this cluster (the caller's denial).
+fn account_of(caller: &Caller, value: &str) -> Res<String> {
+    String::from_utf8(percent_decode(value.trim(), false))
+        .ok()
+        .and_then(|a| a.strip_prefix("AUTH_").map(str::to_string))
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| caller.denied())
+}
+
 /// Splits `container/object` (an optional leading `/`).
 pub(crate) fn split_object_path(p: &str) -> Option<(String, String)> {
     let p = p.strip_prefix('/').unwrap_or(p);
     let (c, o) = p.split_once('/')?;
     (!c.is_empty() && !o.is_empty()).then(|| (c.to_string(), o.to_string()))
+}
+
+/// Drops what makes an object a large object (a copy of its joined content is
+/// a plain object).
+fn strip_large(meta: &mut ObjectMeta) {
+    meta.extra.remove(MANIFEST);
+    meta.extra.remove(slo::SLO);
+    meta.extra.retain(|k, _| !k.starts_with(slo::SYSMETA));
 }
 
 /// The validators of an object (on 412 and 416 answers).
@@ -471,7 +569,7 @@ pub(crate) fn object_headers(mut a: Answer, rec: &ObjectRecord, etag: &str) -> A
     for (k, v) in &m.user {
         a = a.header(&format!("x-object-meta-{k}"), v);
     }
-    for (k, v) in &m.extra {
+    for (k, v) in m.extra.iter().filter(|(k, _)| !k.starts_with(slo::SYSMETA)) {
         a = a.header(k, v);
     }
     if rec.delete_at > 0 {

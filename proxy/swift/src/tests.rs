@@ -2,8 +2,10 @@ use super::*;
 use crate::dlo::split_manifest;
 use crate::listing::{filter_names, Entry, ListQuery};
 use crate::object::split_object_path;
+use crate::plumbing::hex;
 use http::HeaderMap;
 use http_body_util::BodyExt;
+use md5::Digest;
 
 fn q(
     prefix: &str,
@@ -123,6 +125,7 @@ fn api(ttl: Duration) -> SwiftApi {
             account: a.to_string(),
             user: a.to_string(),
             key: format!("{a}-secret"),
+            admin: true,
         })
         .collect();
     SwiftApi::new(
@@ -319,4 +322,269 @@ async fn objects_listings_limits_and_large_objects() {
         (Some(6), Some(1))
     );
     assert_eq!(call(&a, "HEAD", "/v1/AUTH_alice/c", &t, b"").await.0, 404);
+}
+
+#[tokio::test]
+async fn container_acls_admit_other_accounts_and_referrers() {
+    let a = api(Duration::from_secs(600));
+    let alice = login(&a, "alice").await;
+    let bob = login(&a, "bob").await;
+    let ta = [("x-auth-token", alice.as_str())];
+    let tb = [("x-auth-token", bob.as_str())];
+    let put_a = [("x-auth-token", alice.as_str()), ("content-length", "2")];
+    let put_b = [("x-auth-token", bob.as_str()), ("content-length", "2")];
+    assert_eq!(call(&a, "PUT", "/v1/AUTH_alice/c", &ta, b"").await.0, 201);
+    assert_eq!(
+        call(&a, "PUT", "/v1/AUTH_alice/c/o", &put_a, b"hi").await.0,
+        201
+    );
+    // No grant: bob is refused everything, an anonymous caller is asked to log in.
+    for (m, uri) in [
+        ("GET", "/v1/AUTH_alice/c/o"),
+        ("GET", "/v1/AUTH_alice/c"),
+        ("DELETE", "/v1/AUTH_alice/c/o"),
+        ("HEAD", "/v1/AUTH_alice"),
+        ("GET", "/v1/AUTH_alice/nothing/o"),
+    ] {
+        assert_eq!(call(&a, m, uri, &tb, b"").await.0, 403, "{m} {uri}");
+        assert_eq!(call(&a, m, uri, &[], b"").await.0, 401, "{m} {uri}");
+    }
+    assert_eq!(
+        call(&a, "PUT", "/v1/AUTH_alice/c/p", &put_b, b"xx").await.0,
+        403
+    );
+    // A read grant to bob's account: reads and listings, no writes, no ACL headers.
+    let h = [
+        ("x-auth-token", alice.as_str()),
+        ("x-container-read", " bob ,"),
+    ];
+    assert_eq!(call(&a, "POST", "/v1/AUTH_alice/c", &h, b"").await.0, 204);
+    let (s, _, body) = call(&a, "GET", "/v1/AUTH_alice/c/o", &tb, b"").await;
+    assert_eq!((s, &body[..]), (200, &b"hi"[..]));
+    let (s, h, body) = call(&a, "GET", "/v1/AUTH_alice/c", &tb, b"").await;
+    assert_eq!((s, &body[..]), (200, &b"o\n"[..]));
+    assert!(!h.contains_key("x-container-read"));
+    let (_, h, _) = call(&a, "HEAD", "/v1/AUTH_alice/c", &ta, b"").await;
+    assert_eq!(h["x-container-read"], "bob");
+    assert_eq!(
+        call(&a, "PUT", "/v1/AUTH_alice/c/p", &put_b, b"xx").await.0,
+        403
+    );
+    assert_eq!(call(&a, "POST", "/v1/AUTH_alice/c", &tb, b"").await.0, 403);
+    // A write grant to bob:bob: PUT, COPY across accounts, DELETE.
+    let h = [
+        ("x-auth-token", alice.as_str()),
+        ("x-container-write", "bob:bob"),
+    ];
+    assert_eq!(call(&a, "POST", "/v1/AUTH_alice/c", &h, b"").await.0, 204);
+    assert_eq!(
+        call(&a, "PUT", "/v1/AUTH_alice/c/p", &put_b, b"xx").await.0,
+        201
+    );
+    assert_eq!(call(&a, "PUT", "/v1/AUTH_bob/mine", &tb, b"").await.0, 201);
+    let put_bm = [("x-auth-token", bob.as_str()), ("content-length", "3")];
+    assert_eq!(
+        call(&a, "PUT", "/v1/AUTH_bob/mine/s", &put_bm, b"bob")
+            .await
+            .0,
+        201
+    );
+    let copy = [
+        ("x-auth-token", bob.as_str()),
+        ("destination", "c/from-bob"),
+        ("destination-account", "AUTH_alice"),
+    ];
+    assert_eq!(
+        call(&a, "COPY", "/v1/AUTH_bob/mine/s", &copy, b"").await.0,
+        201
+    );
+    let (s, _, body) = call(&a, "GET", "/v1/AUTH_alice/c/from-bob", &ta, b"").await;
+    assert_eq!((s, &body[..]), (200, &b"bob"[..]));
+    // ...and from alice's container into bob's own (X-Copy-From-Account).
+    let h = [
+        ("x-auth-token", bob.as_str()),
+        ("content-length", "0"),
+        ("x-copy-from", "c/o"),
+        ("x-copy-from-account", "AUTH_alice"),
+    ];
+    assert_eq!(
+        call(&a, "PUT", "/v1/AUTH_bob/mine/copy", &h, b"").await.0,
+        201
+    );
+    // A source container bob may not read: 403 before anything else.
+    let h = [
+        ("x-auth-token", alice.as_str()),
+        ("content-length", "0"),
+        ("x-copy-from", "mine/s"),
+        ("x-copy-from-account", "AUTH_bob"),
+    ];
+    assert_eq!(call(&a, "PUT", "/v1/AUTH_alice/c/x", &h, b"").await.0, 403);
+    assert_eq!(
+        call(&a, "DELETE", "/v1/AUTH_alice/c/p", &tb, b"").await.0,
+        204
+    );
+    // Referrer grants: anyone reads objects; listings need .rlistings.
+    assert_eq!(call(&a, "GET", "/v1/AUTH_alice/c/o", &[], b"").await.0, 401);
+    let h = [
+        ("x-auth-token", alice.as_str()),
+        ("x-container-read", ".r:*"),
+    ];
+    assert_eq!(call(&a, "POST", "/v1/AUTH_alice/c", &h, b"").await.0, 204);
+    assert_eq!(call(&a, "GET", "/v1/AUTH_alice/c/o", &[], b"").await.0, 200);
+    assert_eq!(call(&a, "GET", "/v1/AUTH_alice/c", &[], b"").await.0, 401);
+    assert_eq!(
+        call(
+            &a,
+            "PUT",
+            "/v1/AUTH_alice/c/o",
+            &[("content-length", "2")],
+            b"no"
+        )
+        .await
+        .0,
+        401
+    );
+    let h = [
+        ("x-auth-token", alice.as_str()),
+        ("x-container-read", ".r:*,.rlistings"),
+    ];
+    assert_eq!(call(&a, "POST", "/v1/AUTH_alice/c", &h, b"").await.0, 204);
+    assert_eq!(call(&a, "GET", "/v1/AUTH_alice/c", &[], b"").await.0, 200);
+    // Removal, and bad ACLs.
+    let h = [
+        ("x-auth-token", alice.as_str()),
+        ("x-remove-container-read", "x"),
+    ];
+    assert_eq!(call(&a, "POST", "/v1/AUTH_alice/c", &h, b"").await.0, 204);
+    assert_eq!(call(&a, "GET", "/v1/AUTH_alice/c/o", &[], b"").await.0, 401);
+    for (k, v) in [("x-container-write", ".r:*"), ("x-container-read", ".x:y")] {
+        let h = [("x-auth-token", alice.as_str()), (k, v)];
+        assert_eq!(call(&a, "POST", "/v1/AUTH_alice/c", &h, b"").await.0, 400);
+    }
+    // An invalid token is 401 even where the container is public.
+    let bad = [("x-auth-token", "AUTH_tk0000")];
+    assert_eq!(
+        call(&a, "GET", "/v1/AUTH_alice/c/o", &bad, b"").await.0,
+        401
+    );
+}
+
+#[tokio::test]
+async fn static_large_objects() {
+    let a = api(Duration::from_secs(600));
+    let tok = login(&a, "alice").await;
+    let t = [("x-auth-token", tok.as_str())];
+    assert_eq!(call(&a, "PUT", "/v1/AUTH_alice/s", &t, b"").await.0, 201);
+    for (name, data) in [("s1", &b"hello "[..]), ("s2", b"world"), ("s3", b"!")] {
+        let len = data.len().to_string();
+        let h = [
+            ("x-auth-token", tok.as_str()),
+            ("content-length", len.as_str()),
+        ];
+        let uri = format!("/v1/AUTH_alice/s/{name}");
+        assert_eq!(call(&a, "PUT", &uri, &h, data).await.0, 201);
+    }
+    let md5 = |b: &[u8]| hex(&md5::Md5::digest(b));
+    let manifest = serde_json::json!([
+        {"path": "/s/s1", "etag": md5(b"hello "), "size_bytes": 6},
+        {"path": "s/s2", "range": "1-3"},
+        {"path": "/s/s3"},
+    ])
+    .to_string();
+    let len = manifest.len().to_string();
+    let h = [
+        ("x-auth-token", tok.as_str()),
+        ("content-length", len.as_str()),
+    ];
+    let (s, hd, _) = call(
+        &a,
+        "PUT",
+        "/v1/AUTH_alice/s/m?multipart-manifest=put",
+        &h,
+        manifest.as_bytes(),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let want = md5(format!("{}{}:1-3;{}", md5(b"hello "), md5(b"world"), md5(b"!")).as_bytes());
+    assert_eq!(hd["etag"], format!("\"{want}\"").as_str());
+    let (s, hd, body) = call(&a, "GET", "/v1/AUTH_alice/s/m", &t, b"").await;
+    assert_eq!((s, &body[..]), (200, &b"hello orl!"[..]));
+    assert_eq!(hd["x-static-large-object"], "True");
+    let r = [("x-auth-token", tok.as_str()), ("range", "bytes=4-7")];
+    let (s, _, body) = call(&a, "GET", "/v1/AUTH_alice/s/m", &r, b"").await;
+    assert_eq!((s, &body[..]), (206, &b"o or"[..]));
+    let (_, hd, _) = call(&a, "HEAD", "/v1/AUTH_alice/s/m", &t, b"").await;
+    assert_eq!(hd["content-length"], "10");
+    // A manifest within a manifest, ranged.
+    let nested = r#"[{"path": "/s/m", "range": "2-8"}, {"path": "/s/s3"}]"#;
+    let len = nested.len().to_string();
+    let h = [
+        ("x-auth-token", tok.as_str()),
+        ("content-length", len.as_str()),
+    ];
+    let uri = "/v1/AUTH_alice/s/n?multipart-manifest=put";
+    assert_eq!(call(&a, "PUT", uri, &h, nested.as_bytes()).await.0, 201);
+    let (s, _, body) = call(&a, "GET", "/v1/AUTH_alice/s/n", &t, b"").await;
+    assert_eq!((s, &body[..]), (200, &b"llo orl!"[..]));
+    // A segment replaced after the manifest was put: the read fails.
+    let h = [("x-auth-token", tok.as_str()), ("content-length", "1")];
+    assert_eq!(
+        call(&a, "PUT", "/v1/AUTH_alice/s/s3", &h, b"?").await.0,
+        201
+    );
+    assert_eq!(call(&a, "GET", "/v1/AUTH_alice/s/m", &t, b"").await.0, 409);
+    // Mismatches are listed in one 400; nothing is stored.
+    let bad = r#"[{"path": "/s/s1", "size_bytes": 7}, {"path": "/s/none"}]"#;
+    let len = bad.len().to_string();
+    let h = [
+        ("x-auth-token", tok.as_str()),
+        ("content-length", len.as_str()),
+    ];
+    let uri = "/v1/AUTH_alice/s/bad?multipart-manifest=put";
+    let (s, _, body) = call(&a, "PUT", uri, &h, bad.as_bytes()).await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(s, 400, "{text}");
+    assert!(
+        text.contains("/s/s1, Size Mismatch") && text.contains("/s/none, 404 Not Found"),
+        "{text}"
+    );
+    assert_eq!(
+        call(&a, "HEAD", "/v1/AUTH_alice/s/bad", &t, b"").await.0,
+        404
+    );
+    for bad in [
+        "{}",
+        "[]",
+        "[{\"path\": \"/s/s1\", \"x\": 1}]",
+        "[{\"path\": \"s1\"}]",
+    ] {
+        let len = bad.len().to_string();
+        let h = [
+            ("x-auth-token", tok.as_str()),
+            ("content-length", len.as_str()),
+        ];
+        assert_eq!(
+            call(&a, "PUT", uri, &h, bad.as_bytes()).await.0,
+            400,
+            "{bad}"
+        );
+    }
+    // Deleting the manifest with its segments.
+    let (s, _, body) = call(
+        &a,
+        "DELETE",
+        "/v1/AUTH_alice/s/n?multipart-manifest=delete",
+        &[
+            ("x-auth-token", tok.as_str()),
+            ("accept", "application/json"),
+        ],
+        b"",
+    )
+    .await;
+    assert_eq!(s, 200);
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    // n, m, s3 (named twice: once found), and m's s1, s2.
+    assert_eq!(v["Number Deleted"], 5, "{v}");
+    let (_, _, body) = call(&a, "GET", "/v1/AUTH_alice/s", &t, b"").await;
+    assert!(body.is_empty(), "{}", String::from_utf8_lossy(&body));
 }
