@@ -124,6 +124,9 @@ def test_client_requests_latency_overhead_and_state_gauges(tmp_path):
         assert m['oram_backend_errors_total{verb="put"}'] == 0
         assert m['oram_backend_request_duration_seconds_count{verb="put"}'] > 0
         assert m['oram_engine_info{engine="path"}'] == 1
+        # The engine's own statistics, with their engine: no round was interrupted.
+        assert "# TYPE oram_engine_rounds_repeated_total counter" in text
+        assert m['oram_engine_rounds_repeated_total{engine="path"}'] == 0
         assert m["oram_engine_stash_bound_blocks"] == 89
         assert m['oram_capacity_blocks{kind="used"}'] == 13  # ceil(50 000 / 4096)
         assert m['oram_capacity_blocks{kind="total"}'] == 262144

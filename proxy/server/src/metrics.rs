@@ -151,15 +151,34 @@ impl Out {
     }
 }
 
-/// Renders engine-specific statistics.
-///
-/// ENGINE-SPECIFIC STATISTICS GO HERE: the engines' own named statistics (eviction
-/// caches, shuffle backlog, Ring ORAM's reshuffles and evictions, ...) are being
-/// added to `oram_engine::EngineStats` (issue 13). Render each as
-/// `oram_engine_stat{engine="<name>",stat="<statistic>"}` (gauge) here, and
-/// nowhere else. Today `EngineStats` has only the common fields, rendered by
-/// [`render`] above this call.
-fn engine_specific(_out: &mut Out, _engine: &str, _stats: &oram_engine::EngineStats) {}
+/// Renders the engine's own statistics (`EngineStats::extra`: the tree engines'
+/// repeated rounds, Ring ORAM's evictions and early reshuffles, ...), each as
+/// `oram_engine_<name>{engine="<engine>"}` with the engine's help text and kind
+/// (counter or gauge). Engines name them in `snake_case`, counters ending in
+/// `_total`; a name that is not a valid metric name is skipped.
+fn engine_specific(out: &mut Out, engine: &str, stats: &oram_engine::EngineStats) {
+    let label = format!("engine=\"{engine}\"");
+    for st in &stats.extra {
+        if st.name.is_empty()
+            || !st
+                .name
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+        {
+            continue;
+        }
+        let kind = match st.kind {
+            oram_engine::StatKind::Counter => "counter",
+            oram_engine::StatKind::Gauge => "gauge",
+        };
+        out.metric(
+            &format!("oram_engine_{}", st.name),
+            kind,
+            st.help,
+            &[(&label, st.value as f64)],
+        );
+    }
+}
 
 /// The Prometheus text of everything now. Reads the state database's table sizes
 /// and the file size: call it off the async workers.
@@ -717,6 +736,35 @@ pub async fn bind(listen: &str) -> Result<Option<(TcpListener, SocketAddr)>, cra
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_statistics_are_rendered_with_their_kind_and_engine() {
+        let stat = |name, kind, value| oram_engine::Stat {
+            name,
+            help: "what it counts",
+            kind,
+            value,
+        };
+        let stats = oram_engine::EngineStats {
+            extra: vec![
+                stat("ring_evictions_total", oram_engine::StatKind::Counter, 7),
+                stat("shuffle_backlog", oram_engine::StatKind::Gauge, 3),
+                stat("Bad-Name", oram_engine::StatKind::Gauge, 1),
+            ],
+            ..Default::default()
+        };
+        let mut o = Out(String::new());
+        engine_specific(&mut o, "ring", &stats);
+        assert_eq!(
+            o.0,
+            "# HELP oram_engine_ring_evictions_total what it counts\n\
+             # TYPE oram_engine_ring_evictions_total counter\n\
+             oram_engine_ring_evictions_total{engine=\"ring\"} 7\n\
+             # HELP oram_engine_shuffle_backlog what it counts\n\
+             # TYPE oram_engine_shuffle_backlog gauge\n\
+             oram_engine_shuffle_backlog{engine=\"ring\"} 3\n"
+        );
+    }
 
     #[test]
     fn tokens_match_exactly() {
