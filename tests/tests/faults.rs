@@ -294,12 +294,12 @@ async fn every_engine_survives_the_fault_battery() {
             "too few faults to mean anything: {line}"
         );
         // Enough acknowledged writes for the model check to mean something. Ring ORAM
-        // acknowledges fewer (about 30 of 160, Path about 75): its rounds are many
+        // acknowledges fewer (about 40 of 160, Path about 85): its rounds are many
         // ranged GETs, each of which may draw a fault, and a round the backend
         // interrupted is repeated as the same access before anything new
-        // (SECURITY.md, "Obliviousness under failures"): the next request pays
-        // an extra round, exposed to faults in turn. The client makes one attempt
-        // per request.
+        // (SECURITY.md, "Obliviousness under failures"), within the engine's
+        // round attempts and then by the next request. The client makes one
+        // attempt per request.
         assert!(
             t.failed_503 > 0 && t.acknowledged >= OPS as u64 / 8,
             "{line}"

@@ -98,6 +98,15 @@ pub enum StoreError {
     Fenced(String),
 }
 
+impl StoreError {
+    /// Whether trying the same request again may succeed: the back-end was
+    /// unreachable or refused for now, or an answer arrived cut or swollen (a
+    /// transport fault; a stored object of the wrong size fails again).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable(_) | Self::WrongSize { .. })
+    }
+}
+
 /// Result type of block-store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

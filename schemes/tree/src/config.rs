@@ -32,6 +32,12 @@ pub struct TreeConfig {
     pub max_inflight_writebacks: usize,
     /// Attempts of one write-back before it is left for the next round to resend.
     pub writeback_attempts: u32,
+    /// Attempts of a round within one access: a round the backend interrupted (a
+    /// transient store error) is finished as the same access (same leaves and
+    /// slots) and the access's own round drawn again, up to this many times in
+    /// all, before the access fails. The server sees what a client's retry would
+    /// show it.
+    pub round_attempts: u32,
     /// Backend key prefix of this volume (a valid key, e.g. `vol0`).
     pub prefix: String,
     /// Seed for the random choices. `None` (the default, and the only safe
@@ -52,6 +58,7 @@ impl Default for TreeConfig {
             max_batch: 64,
             max_inflight_writebacks: 4,
             writeback_attempts: 4,
+            round_attempts: 3,
             prefix: "vol0".into(),
             rng_seed: None,
         }
@@ -93,6 +100,7 @@ impl TreeConfig {
             max_batch: self.max_batch,
             max_inflight_writebacks: self.max_inflight_writebacks,
             writeback_attempts: self.writeback_attempts,
+            round_attempts: self.round_attempts,
             stash_bound: self.stash_bound,
             prefix: self.prefix.clone(),
             rng_seed: self.rng_seed,

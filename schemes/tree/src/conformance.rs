@@ -16,6 +16,7 @@ pub fn tree_config(p: &Params, stash_bound: usize) -> TreeConfig {
         stash_bound,
         max_batch: p.max_batch,
         max_inflight_writebacks: p.max_inflight_writebacks,
+        round_attempts: p.round_attempts,
         prefix: p.prefix.clone(),
         rng_seed: Some(p.seed),
         ..TreeConfig::default()

@@ -152,9 +152,12 @@ impl<S: TreeScheme> TreeEngine<S> {
         if params.max_batch == 0
             || params.max_inflight_writebacks == 0
             || params.writeback_attempts == 0
+            || params.round_attempts == 0
         {
             return Err(OramError::Config(
-                "max_batch, max_inflight_writebacks and writeback_attempts must be positive".into(),
+                "max_batch, max_inflight_writebacks, writeback_attempts and round_attempts must \
+                 be positive"
+                    .into(),
             ));
         }
         if scheme.geometry().leaf_level > 40 {
@@ -293,6 +296,28 @@ impl<S: TreeScheme> Tail<S> {
 }
 
 impl<S: TreeScheme> Inner<S> {
+    /// [`Inner::round`], tried again while the backend interrupts it with a
+    /// transient error, up to `round_attempts` times in all (with a short,
+    /// doubling pause). Each new attempt first finishes the interrupted round as
+    /// the same access, then draws this access's round afresh: the server sees
+    /// exactly what a client's retry of the request would show it.
+    async fn round_retrying(self: &Arc<Self>, ops: &[Op]) -> Result<(Vec<Bytes>, Tail<S>)> {
+        let mut pause = std::time::Duration::from_millis(20);
+        let mut attempt = 1;
+        loop {
+            match self.round(ops.to_vec()).await {
+                Err(OramError::Store(e))
+                    if attempt < self.params.round_attempts && e.is_transient() =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Runs one round up to (not including) its commit; an interrupted round is
     /// finished first.
     async fn round(self: &Arc<Self>, ops: Vec<Op>) -> Result<(Vec<Bytes>, Tail<S>)> {
@@ -534,7 +559,7 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
         while !ops.is_empty() {
             let rest = ops.split_off(ops.len().min(self.inner.params.max_batch));
             let mutates = ops.iter().any(Op::mutates);
-            let (answers, mut tail) = self.inner.round(ops).await?;
+            let (answers, mut tail) = self.inner.round_retrying(&ops).await?;
             let overflow = tail.overflow();
             let commit = tail.guard.state.stage().commit();
             if mutates {
@@ -570,7 +595,7 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
         for op in &ops {
             validate_op(op, self.id_limit(), self.block_size())?;
         }
-        let (answers, mut tail) = self.inner.round(ops).await?;
+        let (answers, mut tail) = self.inner.round_retrying(&ops).await?;
         let changes = tail.guard.state.stage();
         Ok(StagedAccess::new(answers, changes, move |outcome| {
             tail.finish(outcome)

@@ -33,6 +33,8 @@ pub struct TreeParams {
     pub max_inflight_writebacks: usize,
     /// Attempts of one write-back before it is left for the next round to resend.
     pub writeback_attempts: u32,
+    /// Attempts of a round within one access (see `TreeConfig::round_attempts`).
+    pub round_attempts: u32,
     /// Largest stash allowed after a round.
     pub stash_bound: usize,
     /// Backend key prefix (a valid key).

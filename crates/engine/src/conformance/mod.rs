@@ -66,6 +66,11 @@ pub struct Params {
     pub seed: [u8; 32],
     /// Backend key prefix.
     pub prefix: String,
+    /// Attempts of a round the backend interrupted within one access (engines
+    /// without rounds ignore it). The suite's default is 1, so that a failure a
+    /// check injects reaches the caller; `a_failed_round_is_finished_within_the_access`
+    /// sets more.
+    pub round_attempts: u32,
 }
 
 impl Default for Params {
@@ -79,6 +84,7 @@ impl Default for Params {
             max_inflight_writebacks: 4,
             seed: [7; 32],
             prefix: "vol0".into(),
+            round_attempts: 1,
         }
     }
 }
@@ -144,6 +150,7 @@ macro_rules! engine_conformance {
                 loses_nothing_when_it_dies_with_write_backs_in_flight,
                 a_crash_between_reads_and_commit_repeats_the_same_reads,
                 a_failed_read_is_repeated_as_the_same_access,
+                a_failed_round_is_finished_within_the_access,
                 a_failed_commit_fails_cleanly_and_a_restart_loses_nothing,
                 tampering_is_an_integrity_error_never_wrong_data,
                 a_replay_from_a_lost_timeline_is_an_integrity_error,

@@ -314,3 +314,85 @@ pub fn a_failed_read_is_repeated_as_the_same_access(s: Arc<dyn Subject>) {
         );
     });
 }
+
+/// With `round_attempts` above one, an access whose round the backend
+/// interrupts still succeeds: the interrupted round is finished as the same
+/// access (the same requests again), then the access's own round is drawn
+/// afresh — what a client's retry of the request would show the server.
+/// Checked against a twin engine (same seed, same history) that sees no failure:
+/// its round is the one the failed attempt sent, twice.
+pub fn a_failed_round_is_finished_within_the_access(s: Arc<dyn Subject>) {
+    if !s.oblivious() {
+        return;
+    }
+    runtime().block_on(async {
+        for t in 0..4u64 {
+            let p = Params {
+                capacity: 128,
+                block_size: 32,
+                max_batch: 4,
+                cached_levels: 1,
+                seed: [t as u8 + 40; 32],
+                round_attempts: 3,
+                ..Params::default()
+            };
+            // One stored block and one never written, in one round.
+            let (x, y) = (t % 64, 100 + t);
+            let ops = vec![Op::Read(x), Op::Read(y)];
+
+            let twin_rec = Arc::new(Recording::new(MemoryStore::new()));
+            let twin = s.build(
+                &p,
+                twin_rec.clone(),
+                test_sealer(),
+                Box::new(MemState::new()),
+            );
+            fill(twin.as_ref(), &mut Model::new(), 0..64, 1).await;
+            twin_rec.take_trace();
+            twin.access(ops.clone()).await.unwrap();
+            let drawn = fetches_of(&twin_rec.take_trace());
+            assert!(!drawn.is_empty());
+
+            let faults = Arc::new(FaultStore::new(MemoryStore::new()));
+            let rec = Arc::new(Recording::new(faults.clone()));
+            let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+            let mut model = Model::new();
+            fill(e.as_ref(), &mut model, 0..64, 1).await;
+            rec.take_trace();
+            faults.fail_next_fetches(1);
+            let got = e
+                .access(ops.clone())
+                .await
+                .unwrap_or_else(|err| panic!("trial {t}: the access failed: {err}"));
+            assert_eq!(got[0], model[&x], "trial {t}: wrong data");
+            let fetched: Vec<TraceEvent> = rec
+                .take_trace()
+                .into_iter()
+                .filter(|e| {
+                    matches!(
+                        e.verb,
+                        oram_blockstore::Verb::Get | oram_blockstore::Verb::GetRange
+                    )
+                })
+                .collect();
+            let n = drawn.len();
+            assert!(
+                fetched.len() > 2 * n,
+                "trial {t}: {} fetches, expected the failed round and its repeat ({n} each) \
+                 and the access's own round",
+                fetched.len()
+            );
+            assert_eq!(
+                fetches_of(&fetched[..n]),
+                drawn,
+                "trial {t}: the failed attempt is not the round the twin drew"
+            );
+            assert_eq!(
+                fetches_of(&fetched[n..2 * n]),
+                drawn,
+                "trial {t}: the interrupted round was not finished as the same access"
+            );
+            assert_eq!(e.stats().extra("rounds_repeated_total"), Some(1));
+        }
+    });
+}
