@@ -149,7 +149,7 @@ fn bandwidth_table(rt: &tokio::runtime::Runtime, fast: bool) {
             let oram = ring(acc.clone(), preset, cached, evict_read);
             // Every bucket written up front: no 404s of never-written buckets in
             // the numbers (a large-Z tree is mostly unwritten after the fill).
-            rt.block_on(oram.format()).unwrap();
+            rt.block_on(oram.format(&|_, _| {})).unwrap();
             let lay = oram.scheme().layout();
             let (mut or, mut ob, r, b, evict_buckets) = rt.block_on(async {
                 let data = Bytes::from(vec![7u8; BS]);

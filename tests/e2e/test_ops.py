@@ -120,3 +120,103 @@ def test_init_shows_progress_on_a_terminal(tmp_path):
     # Without a terminal nothing but the result is printed.
     r = run("init", "--data-dir", str(tmp_path / "e"), "--no-fsync", env=env)
     assert r.returncode == 0 and "init:" not in r.stdout + r.stderr
+
+
+# A small Path ORAM volume for `format`: 2048 blocks of 1 KiB with the default Z = 4
+# and 10 cached levels.
+FORMAT_FLAGS = ["--capacity-blocks", "2048", "--block-size", "1024"]
+
+
+def uncached_buckets(capacity=2048, cached_levels=10):
+    """The backend buckets of a Path ORAM of `capacity` blocks, as its geometry
+    makes them: leaves = the smallest power of two >= capacity / 2, nodes numbered
+    1.. level by level, the first `cached_levels` levels kept locally."""
+    leaves = 1
+    while leaves < -(-capacity // 2):
+        leaves *= 2
+    levels = leaves.bit_length()  # L + 1
+    cached = 2 ** min(cached_levels, levels) - 1
+    return set(range(cached + 1, 2 * leaves))
+
+
+def stored_buckets(data_dir):
+    """Node number -> {file name: contents} of the fs store's Path ORAM buckets
+    (`<store>/vol0/n/<node>[.<slot>]`)."""
+    out = {}
+    d = data_dir / "store" / "vol0" / "n"
+    if d.is_dir():
+        for f in d.iterdir():
+            out.setdefault(int(f.name.split(".")[0]), {})[f.name] = f.read_bytes()
+    return out
+
+
+FORMAT_LINE = re.compile(r"(\d+) buckets on the backend: (\d+) written now, (\d+) already written")
+
+
+def test_format_writes_every_never_written_bucket_once_and_keeps_the_data(tmp_path):
+    expected = uncached_buckets()
+    assert len(expected) == 1024  # the leaf level: 2047 nodes, 1023 cached
+    bodies = {"a/one": os.urandom(3000), "b/two": os.urandom(5000)}
+    p = Proxy(tmp_path, *FORMAT_FLAGS)
+    data = p.data_dir
+    try:
+        s3 = p.client()
+        s3.create_bucket(Bucket="fmt-b")
+        for k, v in bodies.items():
+            s3.put_object(Bucket="fmt-b", Key=k, Body=v)
+        r = run("format", "--data-dir", str(data), *FORMAT_FLAGS)
+        assert r.returncode != 0 and "in use by another oram-proxy" in r.stderr, \
+            (r.returncode, r.stdout, r.stderr)
+    finally:
+        assert p.stop() == 0, p.logs()
+    before = stored_buckets(data)
+    # The writes reached some leaves, not all: the lazy-initialisation pattern.
+    assert before and set(before) < expected, sorted(before)
+    code, drawn = on_terminal(["format", "--data-dir", str(data), *FORMAT_FLAGS])
+    assert code == 0, drawn
+    assert "format   [" in drawn and "buckets" in drawn, drawn  # the progress bar
+    m = FORMAT_LINE.search(drawn)
+    assert m, drawn
+    total, written, already = map(int, m.groups())
+    assert total == len(expected), drawn
+    assert already == len(before) and written == total - len(before), drawn
+    assert "checkpoint epoch" in drawn, drawn
+    after = stored_buckets(data)
+    assert set(after) == expected
+    # What was stored before is untouched.
+    for node, files in before.items():
+        assert after[node] == files, f"bucket {node} was rewritten"
+    # A second run writes nothing and changes nothing.
+    r = run("format", "--data-dir", str(data), *FORMAT_FLAGS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = FORMAT_LINE.search(r.stdout)
+    assert m and tuple(map(int, m.groups())) == (total, 0, total), r.stdout
+    assert "nothing written" in r.stdout, r.stdout
+    assert stored_buckets(data) == after
+    # The proxy serves every object byte-exact afterwards.
+    p = Proxy(tmp_path, *FORMAT_FLAGS)
+    try:
+        s3 = p.client()
+        for k, v in bodies.items():
+            assert s3.get_object(Bucket="fmt-b", Key=k)["Body"].read() == v, k
+    finally:
+        assert p.stop() == 0, p.logs()
+    r = run("fsck", "--data-dir", str(data), *FORMAT_FLAGS)
+    assert r.returncode == 0 and "clean" in r.stdout, r.stdout + r.stderr
+
+
+def test_format_of_a_direct_volume_has_nothing_to_do(tmp_path):
+    env = {"ORAM_PROXY_ROOT_USER": ACCESS, "ORAM_PROXY_ROOT_PASSWORD": SECRET}
+    flags = ["--data-dir", str(tmp_path / "d"), "--engine", "direct", "--insecure-direct",
+             *FORMAT_FLAGS]
+    r = run("init", *flags, env=env)
+    assert r.returncode == 0, r.stderr
+    store = tmp_path / "d" / "store"
+    files = sorted(str(f.relative_to(store)) for f in store.rglob("*") if f.is_file())
+    r = run("format", *flags)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "nothing to format: the direct engine" in r.stdout, r.stdout
+    assert sorted(str(f.relative_to(store)) for f in store.rglob("*") if f.is_file()) == files
+    # No data directory, no volume: a clear refusal.
+    r = run("format", "--data-dir", str(tmp_path / "none"))
+    assert r.returncode != 0 and "holds no volume" in r.stderr, r.stderr

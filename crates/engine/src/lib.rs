@@ -249,12 +249,30 @@ pub trait Oram: Send + Sync {
     async fn sweep(&self) -> Result<u64>;
 
     /// Writes every backend object the engine may ever read that was never
-    /// written, so that every read finds an object of full size (no
-    /// lazy-initialisation pattern). Engines without one do nothing. Observed: one
-    /// PUT per such object, in position order.
-    async fn format(&self) -> Result<()> {
-        Ok(())
+    /// written (empty), so that every read finds an object of full size (no
+    /// lazy-initialisation pattern). Objects already written are left alone: safe
+    /// on an engine holding data, and a second call writes nothing. Calls
+    /// `progress(done, total)` as it goes, over the engine's backend positions.
+    /// Engines that never read an unwritten object do nothing (the default).
+    ///
+    /// Observed by the storage server: one PUT per never-written position, in
+    /// position order and in batches, with accesses held off meanwhile — which
+    /// positions had been written before is revealed (it always was: their reads
+    /// did or did not find an object).
+    async fn format(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<Formatted> {
+        progress(0, 0);
+        Ok(Formatted::default())
     }
+}
+
+/// What [`Oram::format`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Formatted {
+    /// The backend positions the engine may read (for a tree engine: its uncached
+    /// buckets); 0 for an engine with nothing to format.
+    pub positions: u64,
+    /// Objects written by this call (the positions never written before).
+    pub written: u64,
 }
 
 /// Holds off an engine's accesses while alive (see [`Oram::quiesce`]).

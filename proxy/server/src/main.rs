@@ -60,6 +60,11 @@ enum Command {
     Stats(StatsArgs),
     /// Shrink state.redb (the proxy must be stopped).
     Compact(ServeArgs),
+    /// Write every backend bucket the engine may read that was never written
+    /// (empty), so that no read finds one missing (the proxy must be stopped).
+    /// Safe on a volume holding data; a second run writes nothing. The direct
+    /// engine has nothing to format.
+    Format(ServeArgs),
     /// Print a documented configuration file with every default.
     ExampleConfig,
 }
@@ -184,6 +189,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("oram-proxy compact: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Format(args) => match format_volume(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("oram-proxy format: {e}");
                 ExitCode::FAILURE
             }
         },
@@ -512,6 +524,45 @@ fn fsck(args: ServeArgs) -> Result<bool, String> {
         println!("  ... and {} more", problems - shown);
     }
     Ok(false)
+}
+
+fn format_volume(args: ServeArgs) -> Result<(), String> {
+    let (cfg, _) = configure(args)?;
+    logging("warn");
+    let pb = bar(0, "format   [{bar:40}] {pos}/{len} buckets ({eta})");
+    let progress = |done: u64, total: u64| {
+        pb.set_length(total);
+        pb.set_position(done);
+    };
+    let r = runtime()?.block_on(async {
+        oram_proxy::ops::format(&cfg, &progress)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    pb.finish_and_clear();
+    let r = r?;
+    let f = r.formatted;
+    println!("format of {} ({} engine)", cfg.data_dir.display(), r.engine);
+    if f.positions == 0 {
+        println!(
+            "  nothing to format: the {} engine reads only blocks it wrote (a never-written \
+             block causes no backend request)",
+            r.engine
+        );
+        return Ok(());
+    }
+    println!(
+        "  {} buckets on the backend: {} written now, {} already written",
+        f.positions,
+        f.written,
+        f.positions - f.written
+    );
+    println!("  took {:.1} s", r.elapsed.as_secs_f64());
+    match r.checkpoint {
+        Some(c) => println!("  checkpoint epoch {} taken", c.epoch),
+        None => println!("  nothing written: no checkpoint needed"),
+    }
+    Ok(())
 }
 
 fn recover(args: ServeArgs) -> Result<(), String> {

@@ -1,10 +1,12 @@
-//! Operator commands besides the server: `oram-proxy stats` and
-//! `oram-proxy compact`.
+//! Operator commands besides the server: `oram-proxy stats`, `oram-proxy
+//! compact` and `oram-proxy format`.
 //!
 //! `stats` asks a running proxy's operator endpoint (`/metrics`) and summarises
 //! it; with no proxy running it reads what the data directory itself knows
 //! (volume parameters, checkpoint, stash, journal, file sizes). `compact` shrinks
-//! `state.redb` while the proxy is stopped.
+//! `state.redb` while the proxy is stopped. `format` writes every backend object
+//! the engine may read that was never written ([`oram_engine::Oram::format`])
+//! while the proxy is stopped.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -31,6 +33,61 @@ pub fn compact(
     }
     let _lock = datadir::lock(dir)?;
     Ok(oram_statedb::compact(&datadir::state_path(dir), progress)?)
+}
+
+/// What `oram-proxy format` did.
+#[derive(Debug, Clone)]
+pub struct FormatDone {
+    /// The volume's engine (`path`, `ring`, `direct`).
+    pub engine: String,
+    /// The engine's positions and how many were written now.
+    pub formatted: oram_engine::Formatted,
+    /// The checkpoint taken afterwards (none when nothing was written).
+    pub checkpoint: Option<crate::volume::CheckpointInfo>,
+    /// How long the format itself took (opening the volume excluded).
+    pub elapsed: Duration,
+}
+
+/// `oram-proxy format`: takes the data directory's lock (so no proxy runs),
+/// opens the volume as `fsck` does (the backend lease, recovery from an unclean
+/// stop, an interrupted checkpoint completed), and has the engine write every
+/// position it may read that was never written ([`oram_engine::Oram::format`]),
+/// calling `progress(done, total)` as it goes. Positions already written are left
+/// alone, so it is safe on a volume holding data and a second run writes nothing.
+/// When anything was written, everything is flushed and a checkpoint taken, so
+/// that `recover` knows the new objects too.
+///
+/// Observed by the storage server: the lease and header traffic of any open, one
+/// PUT per never-written position in position order, and the checkpoint PUT.
+pub async fn format(
+    cfg: &Config,
+    progress: &(dyn Fn(u64, u64) + Send + Sync),
+) -> Result<FormatDone, ProxyError> {
+    cfg.validate().map_err(ProxyError::Config)?;
+    let dir = &cfg.data_dir;
+    if !datadir::has_volume(dir) {
+        return Err(ProxyError::Params(format!(
+            "{} holds no volume (create it with `oram-proxy init`)",
+            dir.display()
+        )));
+    }
+    let _lock = datadir::lock(dir)?;
+    let vol = crate::volume::Volume::open(cfg).await?;
+    vol.repair_checkpoint().await?;
+    let start = std::time::Instant::now();
+    let formatted = vol.engine.format(progress).await?;
+    vol.engine.flush().await?;
+    let elapsed = start.elapsed();
+    let checkpoint = match formatted.written {
+        0 => None,
+        _ => Some(vol.checkpoint().await?),
+    };
+    Ok(FormatDone {
+        engine: vol.params.engine.clone(),
+        formatted,
+        checkpoint,
+        elapsed,
+    })
 }
 
 /// Why `/metrics` could not be read.

@@ -239,7 +239,7 @@ fn ocfg() -> RingConfig {
 async fn observe(name: &'static str, w: &dyn Fn(usize) -> Op) -> (Observed, RingOram) {
     let rec = Arc::new(Recording::new(MemoryStore::new()));
     let oram = ring(rec.clone(), ocfg());
-    oram.format().await.unwrap();
+    oram.format(&|_, _| {}).await.unwrap();
     for b in 0..OCAP {
         oram.access(vec![Op::Write(b, block_data(b, 0, OBS))])
             .await
@@ -458,7 +458,7 @@ async fn eviction_reads_by_slot_look_the_same_for_real_and_dummy_slots() {
     let mut c = ocfg();
     c.evict_read = EvictRead::Slots;
     let oram = ring(rec.clone(), c);
-    oram.format().await.unwrap();
+    oram.format(&|_, _| {}).await.unwrap();
     let lay = oram.scheme().layout();
     let (slot, first) = (lay.slot_sealed() as u64, lay.header_sealed() as u64);
     let z = lay.params.z;
@@ -524,7 +524,7 @@ async fn a_batch_goes_out_in_one_round_trip_and_its_writes_in_one_put() {
     let mut c = cfg(1024, 16, RingPreset::Small);
     c.tree.cached_levels = 0;
     let oram = ring(rec.clone(), c);
-    oram.format().await.unwrap();
+    oram.format(&|_, _| {}).await.unwrap();
     let t = trace_of_one_batch(&oram, &rec).await;
     // GETs (ranged, one call each, and one whole-object call) all before any PUT;
     // 16 accesses with A = 3 make 5 evictions.
@@ -581,7 +581,7 @@ async fn measure(
     c.tree.max_batch = 1;
     c.evict_read = evict_read;
     let oram = ring(acc.clone(), c);
-    oram.format().await.unwrap();
+    oram.format(&|_, _| {}).await.unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(8);
     for b in 0..cap {
         oram.access(vec![Op::Write(b, block_data(b, 0, bs))])

@@ -52,8 +52,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey, SizeBound, StoreError};
 use oram_engine::{
-    validate_op, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result, StagedAccess,
-    Stat, StatKind,
+    validate_op, CheckReport, EngineStats, Formatted, Op, Oram, OramError, Quiesced, Result,
+    StagedAccess, Stat, StatKind,
 };
 use oram_seal::Sealer;
 use oram_state::{NodeVersion, TrustedState};
@@ -67,6 +67,9 @@ pub use intent::{Draws, Intent};
 pub use scheme::{Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeParams, TreeScheme};
 pub use serve::{check_stored, draw_leaves, evict_stash, serve_ops, LeafDraws};
 use writeback::{BucketIo, BucketWrite, WriteBack};
+
+/// Buckets [`Oram::format`] writes per journaled batch.
+const FORMAT_BATCH: u64 = 256;
 
 /// A tree ORAM engine running scheme `S`. Cheap to clone (shared state).
 pub struct TreeEngine<S: TreeScheme> {
@@ -642,39 +645,50 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
     }
 
     /// Writes every never-written uncached bucket (empty), in node order, 256 at a
-    /// time, each batch journaled and committed before its PUTs.
-    async fn format(&self) -> Result<()> {
+    /// time, each batch journaled and committed before its PUTs. `progress` counts
+    /// the uncached buckets gone through (written or skipped).
+    async fn format(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<Formatted> {
         let inner = &self.inner;
         let mut g = inner.quiesce().await?;
         let rs = &mut *g;
         let geo = *inner.scheme.geometry();
         let total = geo.node_count();
-        let mut node = geo.nodes_above(inner.scheme.cached_levels()) + 1;
+        let first = geo.nodes_above(inner.scheme.cached_levels()) + 1;
+        let mut done = Formatted {
+            positions: (total + 1).saturating_sub(first),
+            written: 0,
+        };
+        progress(0, done.positions);
+        let mut node = first;
         while node <= total {
-            let end = (node + 256).min(total + 1);
+            let end = (node + FORMAT_BATCH).min(total + 1);
             let todo: Vec<u64> = (node..end)
                 .filter(|n| rs.state.node(*n).version == 0)
                 .collect();
-            let mut items = Vec::with_capacity(todo.len());
-            let mut written = Vec::with_capacity(todo.len());
-            for n in todo {
-                let plain = inner.scheme.empty_bucket(rs.state.as_mut(), n, &mut rs.rng);
-                let nv = rs.state.advance_with(n, S::SLOTS);
-                rs.state.pending_put(n, nv, plain.clone());
-                let sealed = inner.scheme.seal_bucket(&inner.sealing, n, &nv, &plain)?;
-                items.push((inner.sealing.key(n, nv.slot), sealed));
-                written.push((n, nv.version));
-            }
-            // Journaled first: a crash before the PUTs land is repaired by resending.
-            rs.state.commit().await?;
-            inner.store.put_many(items).await?;
-            for (n, v) in written {
-                rs.state.pending_done(n, v);
+            if !todo.is_empty() {
+                let mut items = Vec::with_capacity(todo.len());
+                let mut written = Vec::with_capacity(todo.len());
+                for n in todo {
+                    let plain = inner.scheme.empty_bucket(rs.state.as_mut(), n, &mut rs.rng);
+                    let nv = rs.state.advance_with(n, S::SLOTS);
+                    rs.state.pending_put(n, nv, plain.clone());
+                    let sealed = inner.scheme.seal_bucket(&inner.sealing, n, &nv, &plain)?;
+                    items.push((inner.sealing.key(n, nv.slot), sealed));
+                    written.push((n, nv.version));
+                }
+                // Journaled first: a crash before the PUTs land is repaired by resending.
+                rs.state.commit().await?;
+                inner.store.put_many(items).await?;
+                done.written += written.len() as u64;
+                for (n, v) in written {
+                    rs.state.pending_done(n, v);
+                }
             }
             node = end;
+            progress(node - first, done.positions);
         }
         rs.state.commit().await?;
-        Ok(())
+        Ok(done)
     }
 
     fn stats(&self) -> EngineStats {

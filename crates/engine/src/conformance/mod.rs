@@ -20,7 +20,8 @@
 //! generation); a block missing from where the state says; trace shape and
 //! position uniformity over very different workloads, also with a failed request
 //! in the middle, and the repetition of a failed round; quiesce, check, sweep and
-//! checkpoint slots; a failing backend; bounded write-backs; staged accesses.
+//! checkpoint slots; format (only never-written positions, once); a failing
+//! backend; bounded write-backs; staged accesses.
 //! Engines that are not oblivious ([`Subject::oblivious`] false) must *fail* the
 //! trace checks: the negative control that shows those checks can fail.
 
@@ -157,6 +158,7 @@ macro_rules! engine_conformance {
                 a_block_missing_from_where_the_state_says_is_an_integrity_error,
                 traces_do_not_depend_on_the_workload,
                 quiesce_check_and_sweep,
+                format_writes_what_was_never_written_and_only_once,
                 writes_after_a_checkpoint_spare_its_objects,
                 a_failing_backend_fails_cleanly_and_loses_nothing,
                 write_backs_are_bounded_and_answers_do_not_wait_for_them,

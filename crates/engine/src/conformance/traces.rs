@@ -55,7 +55,7 @@ async fn record(s: &dyn Subject, p: &Params, w: &dyn Fn(usize) -> Op) -> Vec<Vec
     let faults = Arc::new(FaultStore::new(MemoryStore::new()));
     let rec = Arc::new(Recording::new(faults.clone()));
     let e = s.build(p, rec.clone(), test_sealer(), Box::new(MemState::new()));
-    e.format().await.unwrap();
+    e.format(&|_, _| {}).await.unwrap();
     let mut model = Model::new();
     fill(e.as_ref(), &mut model, 0..p.capacity, 0).await;
     rec.take_trace();
