@@ -156,6 +156,13 @@ impl<S: BlockStore> BlockStore for Accounting<S> {
         self.inner.put_many(items).await
     }
 
+    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+        let n = items.len() as u64;
+        let bytes = items.iter().map(|(_, v)| v.len() as u64).sum();
+        self.put.add(n, bytes);
+        self.inner.put_many_redoable(items).await
+    }
+
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
         self.delete.add(keys.len() as u64, 0);
         self.inner.delete_many(keys).await

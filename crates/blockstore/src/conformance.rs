@@ -33,6 +33,7 @@ pub async fn run_all<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
     concurrent_writers(store, &format!("{prefix}/cw")).await;
     atomic_overwrite(store, &format!("{prefix}/at")).await;
     bounded_reads(store, &format!("{prefix}/bd")).await;
+    redoable_puts(store, &format!("{prefix}/rd")).await;
 }
 
 /// Reads bounded by the caller: an object of another size is `WrongSize`, a
@@ -181,6 +182,67 @@ pub async fn overwrite_replaces<S: BlockStore + ?Sized>(store: &S, prefix: &str)
         vec![Some(pattern(3, 100))],
         "overwrite did not replace"
     );
+}
+
+/// `put_many_redoable` stores like `put_many` once it returned: new objects
+/// (also under a new directory-like prefix) and replacements, longer and shorter,
+/// read back whole; objects it was not given are untouched.
+pub async fn redoable_puts<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let keys: Vec<ObjKey> = (0..6).map(|i| key(prefix, &format!("d/r{i}"))).collect();
+    let bystander = key(prefix, "d/other");
+    store
+        .put_many(vec![(bystander.clone(), pattern(99, 300))])
+        .await
+        .unwrap();
+    // First write: none exist yet.
+    let first: Vec<_> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.clone(), pattern(i as u8, 4000)))
+        .collect();
+    store.put_many_redoable(first.clone()).await.unwrap();
+    let got = store.get_many(&keys).await.unwrap();
+    assert_eq!(
+        got,
+        first
+            .iter()
+            .map(|(_, v)| Some(v.clone()))
+            .collect::<Vec<_>>(),
+        "redoable puts of new objects"
+    );
+    // Replacements of the same size, longer, shorter and empty, several times.
+    for round in 1..4u8 {
+        let lens = [4000, 4000, 9000, 10, 0, 4000];
+        let next: Vec<_> = keys
+            .iter()
+            .zip(lens)
+            .enumerate()
+            .map(|(i, (k, n))| (k.clone(), pattern(round * 16 + i as u8, n)))
+            .collect();
+        store.put_many_redoable(next.clone()).await.unwrap();
+        let got = store.get_many(&keys).await.unwrap();
+        assert_eq!(
+            got,
+            next.iter()
+                .map(|(_, v)| Some(v.clone()))
+                .collect::<Vec<_>>(),
+            "redoable replacements, round {round}"
+        );
+        assert_eq!(
+            store.get_range(&keys[2], 8990..9000).await.unwrap(),
+            Some(next[2].1.slice(8990..9000)),
+            "ranged read after a longer replacement"
+        );
+    }
+    assert_eq!(
+        store
+            .get_many(std::slice::from_ref(&bystander))
+            .await
+            .unwrap(),
+        vec![Some(pattern(99, 300))],
+        "an object not written changed"
+    );
+    store.put_many_redoable(Vec::new()).await.unwrap();
 }
 
 /// `get_many` answers in the order of its keys, with `None` in the gaps.

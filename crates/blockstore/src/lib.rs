@@ -145,6 +145,23 @@ pub trait BlockStore: Send + Sync + 'static {
     /// Observed: one PUT per item with its key and size, issued together.
     async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()>;
 
+    /// Stores objects that the caller can write again after a crash (it journals
+    /// their content and resends it before anything reads them) and that nothing
+    /// reads while the call runs. A back-end may therefore overwrite an existing
+    /// object in place instead of replacing it atomically: while the call runs, or
+    /// after a crash or failure during it, such an object may be torn (part old,
+    /// part new) until the caller writes it again. When the call returns `Ok`,
+    /// every item is whole and durable as after [`BlockStore::put_many`]. The
+    /// default is `put_many`; wrappers that only observe must forward it, so that
+    /// the back-end's cheaper write is reached (the fs back-end: a `pwrite` and an
+    /// `fdatasync` on the existing file instead of a new file, an fsync and a
+    /// rename).
+    ///
+    /// Observed: as `put_many` — one PUT per item with its key and size.
+    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+        self.put_many(items).await
+    }
+
     /// Deletes several objects; missing ones are ignored.
     ///
     /// Observed: the keys deleted.
@@ -223,6 +240,9 @@ impl<S: BlockStore + ?Sized> BlockStore for Arc<S> {
     async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
         (**self).put_many(items).await
     }
+    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+        (**self).put_many_redoable(items).await
+    }
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
         (**self).delete_many(keys).await
     }
@@ -295,10 +315,37 @@ pub async fn put_many_retrying(
     attempts: u32,
     on_retry: impl Fn(),
 ) -> Result<()> {
+    retrying(store, items, false, attempts, on_retry).await
+}
+
+/// As [`put_many_retrying`] with [`BlockStore::put_many_redoable`]: for writes the
+/// caller journals and nothing reads until they landed.
+/// Observed: the same PUTs, repeated after each failure.
+pub async fn put_many_redoable_retrying(
+    store: &dyn BlockStore,
+    items: Vec<(ObjKey, Bytes)>,
+    attempts: u32,
+    on_retry: impl Fn(),
+) -> Result<()> {
+    retrying(store, items, true, attempts, on_retry).await
+}
+
+async fn retrying(
+    store: &dyn BlockStore,
+    items: Vec<(ObjKey, Bytes)>,
+    redoable: bool,
+    attempts: u32,
+    on_retry: impl Fn(),
+) -> Result<()> {
     let mut delay = std::time::Duration::from_millis(20);
     let mut attempt = 1;
     loop {
-        match store.put_many(items.clone()).await {
+        let out = if redoable {
+            store.put_many_redoable(items.clone()).await
+        } else {
+            store.put_many(items.clone()).await
+        };
+        match out {
             Ok(()) => return Ok(()),
             Err(e) if attempt >= attempts => return Err(e),
             Err(_) => {

@@ -121,6 +121,14 @@ fn len_of(b: &Option<Bytes>) -> u64 {
     b.as_ref().map_or(0, |b| b.len() as u64)
 }
 
+/// What a recording keeps of PUTs: verb, key, no range, size.
+fn puts_seen(items: &[(ObjKey, Bytes)]) -> Vec<(Verb, String, Option<Range<u64>>, u64)> {
+    items
+        .iter()
+        .map(|(k, v)| (Verb::Put, k.to_string(), None, v.len() as u64))
+        .collect()
+}
+
 #[async_trait]
 impl<S: BlockStore> BlockStore for Recording<S> {
     async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
@@ -170,11 +178,15 @@ impl<S: BlockStore> BlockStore for Recording<S> {
     }
 
     async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        let seen: Vec<_> = items
-            .iter()
-            .map(|(k, v)| (Verb::Put, k.to_string(), None, v.len() as u64))
-            .collect();
+        let seen = puts_seen(&items);
         let out = self.inner.put_many(items).await;
+        self.record(seen);
+        out
+    }
+
+    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+        let seen = puts_seen(&items);
+        let out = self.inner.put_many_redoable(items).await;
         self.record(seen);
         out
     }

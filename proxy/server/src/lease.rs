@@ -416,6 +416,10 @@ impl BlockStore for LeasedStore {
         self.lease.ensure().await?;
         self.inner.put_many(items).await
     }
+    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> StoreResult<()> {
+        self.lease.ensure().await?;
+        self.inner.put_many_redoable(items).await
+    }
     async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
         self.lease.ensure().await?;
         self.inner.delete_many(keys).await

@@ -206,6 +206,29 @@ impl<S> Tap<S> {
     }
 }
 
+impl<S: BlockStore> Tap<S> {
+    /// Forwards PUTs (`redoable`: [`BlockStore::put_many_redoable`]) and records them.
+    async fn put_seen(&self, items: Vec<(ObjKey, Bytes)>, redoable: bool) -> Result<()> {
+        let t = Instant::now();
+        let seen: Vec<(ObjKey, u64)> = items
+            .iter()
+            .map(|(k, v)| (k.clone(), v.len() as u64))
+            .collect();
+        let out = if redoable {
+            self.inner.put_many_redoable(items).await
+        } else {
+            self.inner.put_many(items).await
+        };
+        self.shared.record(
+            Verb::Put,
+            t,
+            out.is_ok(),
+            seen.iter().map(|(k, n)| (k.as_str(), *n)),
+        );
+        out
+    }
+}
+
 #[async_trait]
 impl<S: BlockStore> BlockStore for Tap<S> {
     async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
@@ -229,19 +252,11 @@ impl<S: BlockStore> BlockStore for Tap<S> {
     }
 
     async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        let t = Instant::now();
-        let seen: Vec<(ObjKey, u64)> = items
-            .iter()
-            .map(|(k, v)| (k.clone(), v.len() as u64))
-            .collect();
-        let out = self.inner.put_many(items).await;
-        self.shared.record(
-            Verb::Put,
-            t,
-            out.is_ok(),
-            seen.iter().map(|(k, n)| (k.as_str(), *n)),
-        );
-        out
+        self.put_seen(items, false).await
+    }
+
+    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+        self.put_seen(items, true).await
     }
 
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {

@@ -678,7 +678,7 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
                 }
                 // Journaled first: a crash before the PUTs land is repaired by resending.
                 rs.state.commit().await?;
-                inner.store.put_many(items).await?;
+                inner.store.put_many_redoable(items).await?;
                 done.written += written.len() as u64;
                 for (n, v) in written {
                     rs.state.pending_done(n, v);

@@ -15,6 +15,10 @@
 //!   refuses.
 //! * A landed write-back's `(node, version)` goes to the landed list; the next
 //!   commit drops those journal entries ([`WriteBack::settle`]).
+//! * Bucket writes go out with [`BlockStore::put_many_redoable`]: each is in the
+//!   journal and nothing reads it from the backend until it landed (rounds use the
+//!   in-memory copy meanwhile), so a back-end may overwrite the object in place;
+//!   a write torn by a crash is resent from the journal before any read.
 //!
 //! Locks: `inflight` guards the map of buckets in flight, `landed` the list of
 //! landed writes. Where both are held the order is `inflight` → `landed`. Neither
@@ -177,7 +181,8 @@ impl WriteBack {
                 self.io.seal(*n, &p.nv, &p.plain)?,
             ));
         }
-        self.io.store().put_many(items).await?;
+        // Journaled and read by nobody until landed: the back-end may overwrite in place.
+        self.io.store().put_many_redoable(items).await?;
         let mut infl = lock(&self.inflight);
         let mut landed = lock(&self.landed);
         for (n, p) in failed {
@@ -254,7 +259,7 @@ impl WriteBack {
         for (node, nv, plain) in writes {
             items.push((self.io.key(*node, nv.slot), self.io.seal(*node, nv, plain)?));
         }
-        oram_blockstore::put_many_retrying(self.io.store(), items, self.attempts, || {
+        oram_blockstore::put_many_redoable_retrying(self.io.store(), items, self.attempts, || {
             self.retries.fetch_add(1, Ordering::Relaxed);
         })
         .await?;

@@ -6,6 +6,11 @@
 //! the write created). A reader therefore sees the old or the new object, never a
 //! partial one, and a crash leaves at most stray temporary files, which
 //! [`FsStore::open`] removes. Writers of different keys never share a temporary file.
+//! The exception is [`BlockStore::put_many_redoable`], for writes the caller journals
+//! and nobody reads meanwhile (the tree engines' bucket write-backs): an object that
+//! exists is overwritten in place (`pwrite`, `fdatasync`), which costs the file system
+//! no new inode, rename or directory sync — several times cheaper for small objects —
+//! and may leave a torn object after a crash, which the caller's journal rewrites.
 //!
 //! Whoever can write the store directory is untrusted like any provider: the store
 //! never follows a symbolic link below its root. Every file is reached from the
@@ -193,6 +198,42 @@ impl Inner {
             cur = next;
         }
         Ok(Some(cur))
+    }
+
+    /// Overwrites `key` in place if it exists as a regular file: `data` written at
+    /// offset 0, the file cut to its length, `fdatasync` (when syncing). `false`
+    /// when the object (or a directory on its way) does not exist: the caller then
+    /// creates it the atomic way. Not atomic: a reader meanwhile, or the file after
+    /// a crash, may hold part old and part new (see `put_many_redoable`).
+    fn overwrite(&self, key: &ObjKey, data: &[u8]) -> Result<bool> {
+        use std::os::unix::fs::FileExt;
+        let Some(dir) = self.parent(key, "put", false)? else {
+            return Ok(false);
+        };
+        let (_, name) = split_key(key);
+        // O_NONBLOCK: opening a FIFO planted in the tree must fail, not hang.
+        let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let f = match rustix::fs::openat(&dir, name, flags, Mode::empty()) {
+            Ok(fd) => File::from(fd),
+            Err(rustix::io::Errno::NOENT) => return Ok(false),
+            Err(e) => return Err(errno("put", key)(e)),
+        };
+        let res = (|| {
+            let meta = f.metadata()?;
+            if !meta.is_file() {
+                return Err(io::Error::other("not a regular file"));
+            }
+            f.write_all_at(data, 0)?;
+            if meta.len() > data.len() as u64 {
+                f.set_len(data.len() as u64)?;
+            }
+            if self.sync {
+                f.sync_data()?;
+            }
+            Ok(())
+        })();
+        res.map_err(io_err("put", key))?;
+        Ok(true)
     }
 
     /// Opens `key` for reading without following links; `None` if it is missing.
@@ -399,6 +440,21 @@ impl BlockStore for FsStore {
         .await
     }
 
+    /// Existing objects are overwritten in place, concurrently (see
+    /// `Inner::overwrite`); the others are created as [`BlockStore::put_many`]
+    /// does.
+    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+        let results = join_all(items.into_iter().map(|(key, data)| {
+            self.blocking(move |inner| Ok((!inner.overwrite(&key, &data)?).then_some((key, data))))
+        }))
+        .await;
+        let mut fresh = Vec::new();
+        for r in results {
+            fresh.extend(r?);
+        }
+        self.put_many(fresh).await
+    }
+
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
         let keys = keys.to_vec();
         self.blocking(move |inner| {
@@ -580,18 +636,119 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn planted_symlinks_are_never_followed() {
+    async fn redoable_puts_overwrite_existing_files_in_place() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        let store = FsStore::open(&root).unwrap();
+        let (a, b) = (ObjKey::new("v/n/1").unwrap(), ObjKey::new("v/n/2").unwrap());
+        store
+            .put_many(vec![(a.clone(), Bytes::from(vec![1u8; 5000]))])
+            .await
+            .unwrap();
+        let ino = fs::metadata(root.join("v/n/1")).unwrap().ino();
+        // `a` exists: rewritten in place (same inode); `b` does not: created.
+        store
+            .put_many_redoable(vec![
+                (a.clone(), Bytes::from(vec![2u8; 5000])),
+                (b.clone(), Bytes::from(vec![3u8; 70])),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(fs::metadata(root.join("v/n/1")).unwrap().ino(), ino);
+        assert_eq!(fs::read(root.join("v/n/1")).unwrap(), vec![2u8; 5000]);
+        assert_eq!(fs::read(root.join("v/n/2")).unwrap(), vec![3u8; 70]);
+        // A shorter object cuts the file.
+        store
+            .put_many_redoable(vec![(a.clone(), Bytes::from(vec![4u8; 10]))])
+            .await
+            .unwrap();
+        assert_eq!(fs::read(root.join("v/n/1")).unwrap(), vec![4u8; 10]);
+        assert_eq!(fs::metadata(root.join("v/n/1")).unwrap().ino(), ino);
+        // Nothing left in the temporary directory.
+        let left: Vec<_> = fs::read_dir(root.join(TMP_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != CAS_LOCK)
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    /// A store under `<tmp>/store` holding `key` ("sealed"), and another directory
+    /// outside it holding `secret` ("not yours").
+    async fn store_beside_a_secret(
+        key: &str,
+    ) -> (
+        tempfile::TempDir,
+        tempfile::TempDir,
+        PathBuf,
+        FsStore,
+        ObjKey,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let root = dir.path().join("store");
         let store = FsStore::open(&root).unwrap();
-        let k = ObjKey::new("vol/n/7").unwrap();
+        let k = ObjKey::new(key).unwrap();
         store
             .put_many(vec![(k.clone(), Bytes::from_static(b"sealed"))])
             .await
             .unwrap();
-        // A link in place of an object, pointing at a file outside the root.
         fs::write(outside.path().join("secret"), b"not yours").unwrap();
+        (dir, outside, root, store, k)
+    }
+
+    #[tokio::test]
+    async fn redoable_puts_never_write_through_a_planted_link_or_fifo() {
+        let (_dir, outside, root, store, k) = store_beside_a_secret("v/n/1").await;
+        // A link in place of an object: the in-place write refuses it (O_NOFOLLOW).
+        let k8 = ObjKey::new("v/n/8").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), root.join("v/n/8")).unwrap();
+        assert!(store
+            .put_many_redoable(vec![(k8.clone(), Bytes::from_static(b"mine"))])
+            .await
+            .is_err());
+        assert_eq!(
+            fs::read(outside.path().join("secret")).unwrap(),
+            b"not yours"
+        );
+        // A link in place of a directory: no write lands outside.
+        std::os::unix::fs::symlink(outside.path(), root.join("v/x")).unwrap();
+        let kx = ObjKey::new("v/x/secret").unwrap();
+        assert!(store
+            .put_many_redoable(vec![(kx, Bytes::from_static(b"mine"))])
+            .await
+            .is_err());
+        assert_eq!(
+            fs::read(outside.path().join("secret")).unwrap(),
+            b"not yours"
+        );
+        // A FIFO in place of an object: refused at once, not waited on.
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            root.join("v/n/9").as_path(),
+            Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let k9 = ObjKey::new("v/n/9").unwrap();
+        let r = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            store.put_many_redoable(vec![(k9, Bytes::from_static(b"mine"))]),
+        )
+        .await
+        .expect("a write to a FIFO hung");
+        assert!(r.is_err());
+        // The genuine object is untouched.
+        assert_eq!(
+            store.get_many(&[k]).await.unwrap(),
+            vec![Some(Bytes::from_static(b"sealed"))]
+        );
+    }
+
+    #[tokio::test]
+    async fn planted_symlinks_are_never_followed() {
+        let (_dir, outside, root, store, k) = store_beside_a_secret("vol/n/7").await;
+        // A link in place of an object, pointing at a file outside the root.
         let link = root.join("vol/n/8");
         std::os::unix::fs::symlink(outside.path().join("secret"), &link).unwrap();
         let k8 = ObjKey::new("vol/n/8").unwrap();
