@@ -81,10 +81,12 @@ def test_the_analytical_columns_follow_from_the_volume(speed):
     assert close(float(r["limit_put_bps"]), limit) and close(float(r["limit_get_bps"]), limit)
     for k in ("put1", "putn", "get1", "getn"):
         assert close(float(r[f"achieved_{k}"]), float(r[f"{k}_bps"]) / limit), k
-    # The proxy's own measurement (every phase, metadata included) is near the model:
-    # a round's paths share some top buckets, so it may be a little below.
+    # The proxy's own measurement (every phase) against the model: every access
+    # writes its whole path (a round's paths share a few top buckets), but on a fresh
+    # volume a read of a never-written bucket moves nothing, so the measured figure
+    # lies between the write half and the whole.
     measured = float(r["overhead_measured"])
-    assert 0.5 * overhead < measured < 1.5 * overhead, (measured, overhead)
+    assert 0.45 * overhead < measured < 1.05 * overhead, (measured, overhead)
     local, backend = int(r["local_bytes"]), int(r["backend_bytes"])
     assert local > 0 and backend > 0
     assert close(float(r["outsource_ratio"]), backend / local)
