@@ -181,7 +181,7 @@ step "cargo test (every target: the benchmarks run once each, in criterion's tes
 cargo test --workspace --all-targets --locked 2>&1 | tee "$log"
 cargo test --workspace --doc --locked 2>&1 | tee -a "$log"
 
-step "end-to-end tests (pytest, real binaries on 127.0.0.1; includes the workload runner's quick mode)"
+step "end-to-end tests (pytest, real binaries on 127.0.0.1; includes the workload runner's and the speed benchmark's quick modes)"
 rm -f "$target/crash-torture-summary.txt"
 # Swift's own functional tests run beside pytest (independent proxies and ports;
 # both mostly wait on the network and fsync): their output is printed after.

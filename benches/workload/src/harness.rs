@@ -149,12 +149,12 @@ pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
 pub struct Lab {
     /// Working directory (MinIO data, proxy data dirs, logs).
     pub dir: PathBuf,
-    _minio: Proc,
-    _relay: Proc,
+    minio: Proc,
+    _relay: Option<Proc>,
     /// MinIO's own port (unshaped: used only to measure stored bytes).
     pub minio_port: u16,
     /// MinIO's root credentials, at the relay: every measured request goes
-    /// through it.
+    /// through it (an unshaped lab has no relay: MinIO's own port).
     pub root: Endpoint,
 }
 
@@ -170,6 +170,28 @@ pub struct Link {
 impl Lab {
     /// Starts MinIO in `dir/minio` and a relay in front of it.
     pub fn start(dir: &Path, minio: &Path, linkshape: &Path, link: Link) -> Result<Self, String> {
+        let mut lab = Self::start_unshaped(dir, minio)?;
+        let relay_port = free_port()?;
+        let mut cmd = Command::new(linkshape);
+        cmd.arg("--listen")
+            .arg(format!("127.0.0.1:{relay_port}"))
+            .arg("--target")
+            .arg(format!("127.0.0.1:{}", lab.minio_port))
+            .arg("--rtt-ms")
+            .arg(link.rtt_ms.to_string())
+            .arg("--mbit")
+            .arg(link.mbit.to_string());
+        let log = dir.join("relay.log");
+        let mut r = Proc::spawn("oram-linkshape", cmd, &log)?;
+        wait_port(relay_port, Duration::from_secs(30), &mut r, &log)?;
+        lab._relay = Some(r);
+        lab.root.url = format!("http://127.0.0.1:{relay_port}");
+        Ok(lab)
+    }
+
+    /// Starts MinIO in `dir/minio` with no relay: every request goes to MinIO's
+    /// own port on the loopback (the link model "same machine, unshaped").
+    pub fn start_unshaped(dir: &Path, minio: &Path) -> Result<Self, String> {
         std::fs::create_dir_all(dir.join("minio")).map_err(|e| e.to_string())?;
         let minio_port = free_port()?;
         let console = free_port()?;
@@ -190,30 +212,22 @@ impl Lab {
         let log = dir.join("minio.log");
         let mut m = Proc::spawn("minio", cmd, &log)?;
         wait_port(minio_port, Duration::from_secs(60), &mut m, &log)?;
-        let relay_port = free_port()?;
-        let mut cmd = Command::new(linkshape);
-        cmd.arg("--listen")
-            .arg(format!("127.0.0.1:{relay_port}"))
-            .arg("--target")
-            .arg(format!("127.0.0.1:{minio_port}"))
-            .arg("--rtt-ms")
-            .arg(link.rtt_ms.to_string())
-            .arg("--mbit")
-            .arg(link.mbit.to_string());
-        let log = dir.join("relay.log");
-        let mut r = Proc::spawn("oram-linkshape", cmd, &log)?;
-        wait_port(relay_port, Duration::from_secs(30), &mut r, &log)?;
         Ok(Self {
             dir: dir.to_path_buf(),
-            _minio: m,
-            _relay: r,
+            minio: m,
+            _relay: None,
             minio_port,
             root: Endpoint {
-                url: format!("http://127.0.0.1:{relay_port}"),
+                url: format!("http://127.0.0.1:{minio_port}"),
                 access_key: user,
                 secret_key: pass,
             },
         })
+    }
+
+    /// MinIO's PID (for its CPU time and memory).
+    pub fn minio_pid(&self) -> u32 {
+        self.minio.pid()
     }
 
     /// MinIO's credentials at its own (unshaped) port.
@@ -242,7 +256,20 @@ pub struct EngineParams {
     pub max_inflight_writebacks: u64,
 }
 
-/// A running proxy over the lab's relay.
+/// Where a proxy keeps its volume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyBackend {
+    /// The lab's MinIO (through the relay, if any), with the runner's generous
+    /// limits for a shaped link (64 requests in flight, 300 s per attempt).
+    LabS3,
+    /// The lab's MinIO at the proxy's default request limits.
+    LabS3Defaults,
+    /// The embedded default: `[backend] kind = "fs"`, the store under the data
+    /// directory (`<data_dir>/store`), fsync on.
+    Fs,
+}
+
+/// A running proxy over the lab's relay (or on its own directory).
 pub struct ProxyRun {
     proc: Proc,
     /// Its data directory.
@@ -266,6 +293,32 @@ impl ProxyRun {
         e: &EngineParams,
         swift: bool,
     ) -> Result<Self, String> {
+        let engine = format!(
+            "kind = {kind:?}\nblock_size = {bs}\ncapacity_blocks = {cap}\n\
+             insecure_direct = {direct}\n\
+             cached_levels = {cl}\nmax_batch = {mb}\nmax_inflight_writebacks = {mi}\n",
+            kind = e.kind,
+            direct = e.kind == "direct",
+            bs = e.block_size,
+            cap = e.capacity_blocks,
+            cl = e.cached_levels,
+            mb = e.max_batch,
+            mi = e.max_inflight_writebacks,
+        );
+        Self::start_with(lab, proxy, name, &engine, ProxyBackend::LabS3, swift)
+    }
+
+    /// Initialises a volume and starts serving it: `engine` is the body of the
+    /// `[engine]` section (fields left out take the proxy's defaults), `backend`
+    /// where the volume lives.
+    pub fn start_with(
+        lab: &Lab,
+        proxy: &Path,
+        name: &str,
+        engine: &str,
+        backend: ProxyBackend,
+        swift: bool,
+    ) -> Result<Self, String> {
         let data_dir = lab.dir.join(format!("proxy-{name}"));
         let _ = std::fs::remove_dir_all(&data_dir);
         std::fs::create_dir_all(&data_dir).map_err(|e| e.to_string())?;
@@ -282,30 +335,31 @@ impl ProxyRun {
         } else {
             String::new()
         };
+        let backend_section = match backend {
+            ProxyBackend::Fs => "[backend]\nkind = \"fs\"\n".to_string(),
+            ProxyBackend::LabS3 | ProxyBackend::LabS3Defaults => format!(
+                "[backend]\nkind = \"s3\"\nbucket = {bucket:?}\nendpoint = \"{ep}\"\n\
+                 access_key = {ak:?}\nsecret_key = {sk:?}\n{limits}",
+                ep = lab.root.url,
+                ak = lab.root.access_key,
+                sk = lab.root.secret_key,
+                limits = if backend == ProxyBackend::LabS3 {
+                    "max_in_flight = 64\nattempt_timeout_secs = 300\n"
+                } else {
+                    ""
+                },
+            ),
+        };
         let cfg = format!(
             "data_dir = {data:?}\n\
              [s3]\nlisten = \"127.0.0.1:{s3_port}\"\n\
              [metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n\
              {swift_section}\
-             [engine]\nkind = {kind:?}\nblock_size = {bs}\ncapacity_blocks = {cap}\n\
-             insecure_direct = {direct}\n\
-             cached_levels = {cl}\nmax_batch = {mb}\nmax_inflight_writebacks = {mi}\n\
-             [backend]\nkind = \"s3\"\nbucket = {bucket:?}\nendpoint = \"{ep}\"\n\
-             access_key = {ak:?}\nsecret_key = {sk:?}\nmax_in_flight = 64\n\
-             attempt_timeout_secs = 300\n\
+             [engine]\n{engine}\
+             {backend_section}\
              [state]\ncheckpoint_interval_secs = 0\n\
              [[users]]\naccess_key = \"workload\"\nsecret_key = {secret:?}\n",
             data = data_dir.join("data").display().to_string(),
-            kind = e.kind,
-            direct = e.kind == "direct",
-            bs = e.block_size,
-            cap = e.capacity_blocks,
-            cl = e.cached_levels,
-            mb = e.max_batch,
-            mi = e.max_inflight_writebacks,
-            ep = lab.root.url,
-            ak = lab.root.access_key,
-            sk = lab.root.secret_key,
         );
         let cfg_path = data_dir.join("proxy.toml");
         std::fs::write(&cfg_path, cfg).map_err(|e| e.to_string())?;
@@ -391,26 +445,19 @@ impl ProxyRun {
         }
     }
 
+    /// Its PID.
+    pub fn pid(&self) -> u32 {
+        self.proc.pid()
+    }
+
     /// CPU seconds (user + system) the proxy has used so far.
     pub fn cpu_seconds(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.proc.pid())).unwrap_or_default();
-        // Fields after the command name (which may hold spaces) start after ')'.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 after ')'.
-        (ticks(11) + ticks(12)) / 100.0
+        cpu_seconds_of(self.proc.pid())
     }
 
     /// Peak resident memory (VmHWM) in bytes.
     pub fn peak_rss(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.proc.pid()))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024)
+        peak_rss_of(self.proc.pid())
     }
 
     /// Stops the proxy (graceful: final write-back and checkpoint).
@@ -423,13 +470,41 @@ impl ProxyRun {
         let _ = std::fs::remove_dir_all(self.data_dir.join("data"));
     }
 
-    /// Bytes of the proxy's local state on disk (its data directory).
+    /// Bytes of the proxy's local state on disk: its data directory, without
+    /// the fs back-end's store (`<data_dir>/store`) when the volume lives there.
     pub fn local_bytes(&self) -> u64 {
-        dir_size(&self.data_dir.join("data"))
+        dir_size(&self.data_dir.join("data")).saturating_sub(self.fs_store_bytes())
+    }
+
+    /// Bytes of the fs back-end's store under the data directory (0 on S3).
+    pub fn fs_store_bytes(&self) -> u64 {
+        dir_size(&self.data_dir.join("data").join("store"))
     }
 }
 
-fn dir_size(p: &Path) -> u64 {
+/// CPU seconds (user + system) process `pid` has used so far (0 if it is gone).
+pub fn cpu_seconds_of(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 after ')'.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Peak resident memory (VmHWM) of process `pid`, bytes (0 if it is gone).
+pub fn peak_rss_of(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Total size of the files under `p`, bytes.
+pub fn dir_size(p: &Path) -> u64 {
     let Ok(rd) = std::fs::read_dir(p) else {
         return 0;
     };

@@ -4,7 +4,9 @@
 //! over the same shaped link, and writes a report: Markdown, CSV and PNG charts.
 //!
 //! `--endpoint URL` instead drives one existing S3 endpoint (client-side metrics
-//! only).
+//! only). `oram-workload speed` is the speed benchmark instead (see `speed.rs`):
+//! raw back-end throughput, latency, throughput and achieved ÷ analytical limit
+//! per engine, on the fs back-end and on MinIO, with MinIO as the yardstick.
 
 mod api;
 mod cosbench;
@@ -12,6 +14,7 @@ mod dist;
 mod exec;
 mod harness;
 mod report;
+mod speed;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,6 +68,9 @@ fn parse_size(s: &str) -> Result<u64, String> {
 #[derive(Parser, Debug)]
 #[command(name = "oram-workload", version, about)]
 struct Args {
+    /// A mode other than the workload comparison.
+    #[command(subcommand)]
+    mode: Option<Mode>,
     /// Built-in workloads to run (the thesis's appendix A files).
     #[arg(long, value_delimiter = ',', default_value = "A,B,C,D,E")]
     workloads: Vec<String>,
@@ -131,14 +137,27 @@ struct Args {
     secret_key: Option<String>,
 }
 
+/// The modes besides the default workload comparison.
+#[derive(clap::Subcommand, Debug)]
+enum Mode {
+    /// The speed benchmark: raw back-end throughput, 4 KiB latency, 1- and
+    /// 8-stream throughput, CPU and memory, and achieved ÷ analytical limit, for
+    /// MinIO and for the proxy with each engine on the fs back-end and on MinIO.
+    Speed(speed::SpeedArgs),
+}
+
 fn main() -> std::process::ExitCode {
-    let args = Args::parse();
+    let mut args = Args::parse();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match rt.block_on(run(args)) {
+    let result = match args.mode.take() {
+        Some(Mode::Speed(s)) => rt.block_on(speed::run(s)),
+        None => rt.block_on(run(args)),
+    };
+    match result {
         Ok(true) => std::process::ExitCode::SUCCESS,
         Ok(false) => std::process::ExitCode::from(1),
         Err(e) => {
@@ -153,6 +172,14 @@ fn sibling(name: &str) -> PathBuf {
         .ok()
         .and_then(|p| p.parent().map(|d| d.join(name)))
         .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// The MinIO binary: `given`, else $ORAM_TEST_MINIO, else ~/go/bin/minio.
+fn minio_path(given: Option<PathBuf>) -> Result<PathBuf, String> {
+    given
+        .or_else(|| std::env::var_os("ORAM_TEST_MINIO").map(PathBuf::from))
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join("go/bin/minio")))
+        .ok_or_else(|| "no MinIO binary: pass --minio".to_string())
 }
 
 fn load_workloads(args: &Args) -> Result<Vec<(String, Workload)>, String> {
@@ -428,12 +455,7 @@ async fn run(args: Args) -> Result<bool, String> {
         .linkshape
         .clone()
         .unwrap_or_else(|| sibling("oram-linkshape"));
-    let minio = args
-        .minio
-        .clone()
-        .or_else(|| std::env::var_os("ORAM_TEST_MINIO").map(PathBuf::from))
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join("go/bin/minio")))
-        .ok_or("no MinIO binary: pass --minio")?;
+    let minio = minio_path(args.minio.clone())?;
     for (what, p) in [
         ("oram-proxy", &proxy),
         ("oram-linkshape", &linkshape),
