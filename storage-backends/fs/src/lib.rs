@@ -218,11 +218,16 @@ impl Inner {
             Err(rustix::io::Errno::NOENT) => return Ok(false),
             Err(e) => return Err(errno("put", key)(e)),
         };
+        let meta = f.metadata().map_err(io_err("put", key))?;
+        if !meta.is_file() {
+            return Err(io_err("put", key)(io::Error::other("not a regular file")));
+        }
+        // A second name (a hard link planted by whoever writes the store) may
+        // point outside: such a file is replaced, never written through.
+        if std::os::unix::fs::MetadataExt::nlink(&meta) != 1 {
+            return Ok(false);
+        }
         let res = (|| {
-            let meta = f.metadata()?;
-            if !meta.is_file() {
-                return Err(io::Error::other("not a regular file"));
-            }
             f.write_all_at(data, 0)?;
             if meta.len() > data.len() as u64 {
                 f.set_len(data.len() as u64)?;
@@ -712,6 +717,18 @@ mod tests {
             fs::read(outside.path().join("secret")).unwrap(),
             b"not yours"
         );
+        // A hard link to a file outside: replaced, not written through.
+        let k7 = ObjKey::new("v/n/7").unwrap();
+        fs::hard_link(outside.path().join("secret"), root.join("v/n/7")).unwrap();
+        store
+            .put_many_redoable(vec![(k7, Bytes::from_static(b"mine"))])
+            .await
+            .unwrap();
+        assert_eq!(
+            fs::read(outside.path().join("secret")).unwrap(),
+            b"not yours"
+        );
+        assert_eq!(fs::read(root.join("v/n/7")).unwrap(), b"mine");
         // A link in place of a directory: no write lands outside.
         std::os::unix::fs::symlink(outside.path(), root.join("v/x")).unwrap();
         let kx = ObjKey::new("v/x/secret").unwrap();
