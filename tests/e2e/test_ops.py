@@ -220,3 +220,32 @@ def test_format_of_a_direct_volume_has_nothing_to_do(tmp_path):
     # No data directory, no volume: a clear refusal.
     r = run("format", "--data-dir", str(tmp_path / "none"))
     assert r.returncode != 0 and "holds no volume" in r.stderr, r.stderr
+
+
+def test_a_volume_keeps_the_parameters_it_was_created_with(tmp_path):
+    """A volume made with another engine, block size and capacity than the
+    defaults is opened by commands that name none of them: they are taken from
+    its volume.toml (so a change of the defaults in a later release leaves
+    existing volumes alone). A flag that contradicts the volume is refused,
+    naming the parameter."""
+    env = {"ORAM_PROXY_ROOT_USER": ACCESS, "ORAM_PROXY_ROOT_PASSWORD": SECRET}
+    d = str(tmp_path / "data")
+    r = run("init", "--data-dir", d, "--engine", "ring", "--block-size", "8192",
+            "--capacity-blocks", "2048", "--no-fsync", env=env)
+    assert r.returncode == 0, r.stderr
+    body = os.urandom(20000)
+    p = Proxy(tmp_path, "--no-fsync")
+    try:
+        s3 = p.client()
+        s3.create_bucket(Bucket="keep")
+        s3.put_object(Bucket="keep", Key="k", Body=body)
+    finally:
+        assert p.stop() == 0, p.logs()
+    assert "block_size 8192 (default: 4096)" in p.logs(), p.logs()
+    r = run("fsck", "--data-dir", d, "--no-fsync")
+    assert r.returncode == 0 and "clean" in r.stdout, r.stdout + r.stderr
+    assert "1 objects" in r.stdout, r.stdout
+    r = run("fsck", "--data-dir", d, "--block-size", "4096")
+    assert r.returncode != 0 and "block_size 8192 (configured: 4096)" in r.stderr, r.stderr
+    r = run("fsck", "--data-dir", d, "--engine", "path")
+    assert r.returncode != 0 and "engine ring (configured: path)" in r.stderr, r.stderr

@@ -57,6 +57,18 @@ pub trait EngineSettings: Debug + Send + Sync {
     /// would not be found (or silently lost).
     fn fixed(&self, shape: &Shape) -> BTreeMap<String, String>;
 
+    /// Takes from `recorded` (what [`EngineSettings::fixed`] returned when the
+    /// volume was created) the value of every fixed parameter whose setting the
+    /// configuration does not name (`named(key)` says whether it names the
+    /// setting `key`), so that an existing volume keeps its parameters when the
+    /// defaults change. A named setting is kept (and a start with it refused when
+    /// it differs); a recorded value that does not parse is an error.
+    fn adopt(
+        &mut self,
+        recorded: &BTreeMap<String, String>,
+        named: &dyn Fn(&str) -> bool,
+    ) -> std::result::Result<(), String>;
+
     /// An upper bound of the bytes the engine's trusted state takes in a snapshot
     /// of the state database (position map, versions, stash at its bound, local
     /// buckets, metadata, intent record), so that the sealed checkpoint can be
@@ -79,4 +91,25 @@ pub trait EngineSettings: Debug + Send + Sync {
 /// space (4), a key of `key` bytes and a value of `value` bytes.
 pub fn snapshot_row(key: u64, value: u64) -> u64 {
     4 + 4 + 4 + key + value
+}
+
+/// Sets `setting` to the value recorded under `name` unless the configuration
+/// names `key` (for [`EngineSettings::adopt`]); a recorded value that does not
+/// parse as a `T` is an error.
+pub fn adopt_value<T: std::str::FromStr>(
+    setting: &mut T,
+    recorded: &BTreeMap<String, String>,
+    name: &str,
+    key: &str,
+    named: &dyn Fn(&str) -> bool,
+) -> std::result::Result<(), String> {
+    if named(key) {
+        return Ok(());
+    }
+    if let Some(v) = recorded.get(name) {
+        *setting = v
+            .parse()
+            .map_err(|_| format!("volume.toml: {name} = {v:?} is not a valid {key}"))?;
+    }
+    Ok(())
 }

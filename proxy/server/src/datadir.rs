@@ -234,6 +234,21 @@ impl VolumeParams {
         out
     }
 
+    /// Takes these parameters for every `[engine]` key `cfg` does not name (see
+    /// [`crate::engines::EngineConfig::adopt`]): a volume keeps its shape when defaults
+    /// change, and a configuration needs to name only what it wants to differ.
+    pub fn adopt_into(&self, cfg: &mut Config) -> Result<(), ProxyError> {
+        cfg.engine
+            .adopt(
+                &self.engine,
+                self.block_size,
+                self.capacity_blocks,
+                &self.fixed,
+                &self.prefix,
+            )
+            .map_err(|e| ProxyError::Params(format!("volume.toml: {e}")))
+    }
+
     /// The volume id.
     pub fn volume_id(&self) -> Result<VolumeId, ProxyError> {
         unhex::<16>(&self.volume_id)
@@ -245,6 +260,19 @@ impl VolumeParams {
 /// Whether the directory already holds a volume.
 pub fn has_volume(dir: &Path) -> bool {
     dir.join("volume.toml").exists()
+}
+
+/// When `cfg.data_dir` holds a volume, takes its recorded parameters for the
+/// `[engine]` keys the configuration does not name
+/// ([`VolumeParams::adopt_into`]); a directory without a volume is left to the
+/// configuration (`init` creates it from that).
+pub fn adopt_recorded(cfg: &mut Config) -> Result<(), ProxyError> {
+    if !has_volume(&cfg.data_dir) {
+        return Ok(());
+    }
+    let path = cfg.data_dir.join("volume.toml");
+    let text = fs::read_to_string(&path).map_err(io(&path))?;
+    VolumeParams::from_toml(&text, &path.display().to_string())?.adopt_into(cfg)
 }
 
 /// Loads `<dir>/volume.toml` and checks it against the configuration.
@@ -385,6 +413,50 @@ mod tests {
             err.contains("engine path (configured: ring)") && err.contains("s unset"),
             "{err}"
         );
+    }
+
+    /// A volume created with other values than today's defaults starts with a
+    /// configuration that names none of them; named values must still match.
+    #[test]
+    fn unnamed_parameters_are_taken_from_the_volume() {
+        let d = tempfile::tempdir().unwrap();
+        let at = |dir: &Path| Config {
+            data_dir: dir.to_path_buf(),
+            ..Config::default()
+        };
+        let mut made = at(d.path());
+        made.engine.block_size = 16384;
+        made.engine.capacity_blocks = 4096;
+        let crate::config::Engine::Path(s) = &mut made.engine.kind else {
+            unreachable!()
+        };
+        s.cached_levels = 6;
+        let p = VolumeParams::new(&made, &VolumeId::random(), "file", "ab".repeat(16), None);
+        save_volume(d.path(), &p).unwrap();
+        let mut cfg = at(d.path());
+        assert!(load_volume(d.path(), &cfg).is_err(), "defaults differ");
+        adopt_recorded(&mut cfg).unwrap();
+        assert_eq!(load_volume(d.path(), &cfg).unwrap(), p);
+        assert_eq!(cfg.engine.block_size, 16384);
+        let taken = cfg.engine.adopted.join(", ");
+        assert!(
+            taken.contains("block_size 16384 (default: 4096)")
+                && taken.contains("cached_levels 6 (default: 10)"),
+            "{taken}"
+        );
+        // A named value is not replaced: the start is refused, naming it.
+        let mut cfg = Config {
+            engine: toml::from_str("block_size = 4096").unwrap(),
+            ..at(d.path())
+        };
+        adopt_recorded(&mut cfg).unwrap();
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
+        assert!(err.contains("block_size 16384 (configured: 4096)"), "{err}");
+        // A directory without a volume keeps the configuration as it is.
+        let empty = tempfile::tempdir().unwrap();
+        let mut cfg = at(empty.path());
+        adopt_recorded(&mut cfg).unwrap();
+        assert_eq!(cfg.engine, Config::default().engine);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! engine (an old configuration file listing every engine's keys) is ignored with
 //! a warning at start; any other unknown key is refused.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use oram_direct::DirectSettings;
@@ -100,6 +100,20 @@ impl Engine {
         Ok((e, ignored))
     }
 
+    /// Takes the recorded fixed parameters the configuration does not name (see
+    /// [`EngineSettings::adopt`]).
+    fn adopt(
+        &mut self,
+        recorded: &BTreeMap<String, String>,
+        named: &dyn Fn(&str) -> bool,
+    ) -> Result<(), String> {
+        match self {
+            Engine::Path(s) => s.adopt(recorded, named),
+            Engine::Ring(s) => s.adopt(recorded, named),
+            Engine::Direct(s) => s.adopt(recorded, named),
+        }
+    }
+
     fn to_table(&self) -> toml::Table {
         let v = match self {
             Engine::Path(s) => toml::Value::try_from(s),
@@ -133,6 +147,15 @@ pub struct EngineConfig {
     pub insecure_direct: bool,
     /// Keys of other engines found in `[engine]` and ignored.
     pub ignored: Vec<String>,
+    /// The keys the configuration names: those of `[engine]` in the file (other
+    /// engines' keys excepted) and those set by flags. For an existing volume,
+    /// every fixed parameter not named here is taken from the volume
+    /// ([`EngineConfig::adopt`]).
+    pub named: BTreeSet<String>,
+    /// What [`EngineConfig::adopt`] took from the volume that differs from the
+    /// configuration's value (`key recorded (default: value)`), for the start's
+    /// notices.
+    pub adopted: Vec<String>,
 }
 
 impl Default for EngineConfig {
@@ -144,6 +167,8 @@ impl Default for EngineConfig {
             kind: Engine::default(),
             insecure_direct: false,
             ignored: Vec::new(),
+            named: BTreeSet::new(),
+            adopted: Vec::new(),
         }
     }
 }
@@ -153,6 +178,62 @@ impl EngineConfig {
     pub fn set_kind(&mut self, name: &str) -> Result<(), String> {
         if self.kind.name() != name {
             self.kind = Engine::named(name)?;
+        }
+        self.named.insert("kind".into());
+        Ok(())
+    }
+
+    /// Takes a volume's recorded parameters — its engine `kind`, `block_size`,
+    /// `capacity_blocks` and the engine's fixed parameters `fixed` (as
+    /// [`EngineConfig::fixed`] gave them at creation) — for each one the
+    /// configuration does not name ([`EngineConfig::named`]), so that an existing
+    /// volume keeps its shape when the defaults change. Named values are kept: a
+    /// start where they differ from the volume's is refused afterwards. What was
+    /// taken that differs from the configured value is listed in
+    /// [`EngineConfig::adopted`].
+    pub fn adopt(
+        &mut self,
+        kind: &str,
+        block_size: usize,
+        capacity_blocks: u64,
+        fixed: &BTreeMap<String, String>,
+        prefix: &str,
+    ) -> Result<(), String> {
+        let named = self.named.clone();
+        let is_named = |k: &str| named.contains(k);
+        let (was_kind, was_fixed) = (self.kind.name(), self.fixed(prefix));
+        if !is_named("kind") && self.kind.name() != kind {
+            self.kind = Engine::named(kind)?;
+        }
+        if !is_named("block_size") && self.block_size != block_size {
+            self.adopted.push(format!(
+                "block_size {block_size} (default: {})",
+                self.block_size
+            ));
+            self.block_size = block_size;
+        }
+        if !is_named("capacity_blocks") && self.capacity_blocks != capacity_blocks {
+            self.adopted.push(format!(
+                "capacity_blocks {capacity_blocks} (default: {})",
+                self.capacity_blocks
+            ));
+            self.capacity_blocks = capacity_blocks;
+        }
+        if self.kind.name() == kind {
+            self.kind.adopt(fixed, &is_named)?;
+        }
+        if self.kind.name() != was_kind {
+            self.adopted.push(format!(
+                "kind {:?} (default: {was_kind:?})",
+                self.kind.name()
+            ));
+        } else {
+            for (k, v) in self.fixed(prefix) {
+                match was_fixed.get(&k) {
+                    Some(w) if *w != v => self.adopted.push(format!("{k} {v} (default: {w})")),
+                    _ => {}
+                }
+            }
         }
         Ok(())
     }
@@ -243,6 +324,7 @@ impl<'de> Deserialize<'de> for EngineConfig {
         use serde::de::Error;
         let mut t = toml::Table::deserialize(d)?;
         let mut out = EngineConfig::default();
+        let mut named: BTreeSet<String> = t.keys().cloned().collect();
         let name = match t.remove("kind") {
             None => "path".to_string(),
             Some(toml::Value::String(s)) => s,
@@ -277,7 +359,11 @@ impl<'de> Deserialize<'de> for EngineConfig {
         }
         let (kind, ignored) = Engine::parse(&name, t).map_err(D::Error::custom)?;
         out.kind = kind;
+        for k in &ignored {
+            named.remove(k);
+        }
         out.ignored = ignored;
+        out.named = named;
         Ok(out)
     }
 }
@@ -361,9 +447,92 @@ mod tests {
             "kind = 'direct'\ncapacity_blocks = 99\ninsecure_direct = true",
             "kind = 'path'\ncached_levels = 0",
         ] {
-            let c = parse(s).unwrap();
-            let again = parse(&toml::to_string(&c).unwrap()).unwrap();
+            let mut c = parse(s).unwrap();
+            let mut again = parse(&toml::to_string(&c).unwrap()).unwrap();
+            // What the file named differs: the serialisation names every key.
+            assert!(c.named.len() < again.named.len());
+            c.named.clear();
+            again.named.clear();
             assert_eq!(again, c);
         }
+    }
+
+    fn fixed(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn an_existing_volume_keeps_what_the_configuration_does_not_name() {
+        // A Path volume created with 8 KiB blocks and 8 cached levels, started
+        // with a file that names nothing of it: everything is taken.
+        let rec = fixed(&[("z", "4"), ("leaves", "16384"), ("cached_levels", "8")]);
+        let mut c = parse("max_batch = 32").unwrap();
+        c.adopt("path", 8192, 32768, &rec, "vol0").unwrap();
+        assert_eq!((c.block_size, c.capacity_blocks), (8192, 32768));
+        let Engine::Path(p) = &c.kind else {
+            panic!("not path")
+        };
+        assert_eq!((p.z, p.cached_levels), (4, 8));
+        assert_eq!(c.fixed("vol0"), rec);
+        assert!(
+            c.adopted
+                .iter()
+                .any(|a| a == "block_size 8192 (default: 4096)"),
+            "{:?}",
+            c.adopted
+        );
+        assert!(
+            c.adopted
+                .iter()
+                .any(|a| a == "cached_levels 8 (default: 10)"),
+            "{:?}",
+            c.adopted
+        );
+        // Named keys are kept, whatever the volume says.
+        let mut c = parse(
+            "cached_levels = 12
+block_size = 4096",
+        )
+        .unwrap();
+        c.adopt("path", 8192, 32768, &rec, "vol0").unwrap();
+        let Engine::Path(p) = &c.kind else {
+            panic!("not path")
+        };
+        assert_eq!((c.block_size, p.cached_levels), (4096, 12));
+        // The engine itself is taken, then its parameters: a Ring volume with the
+        // large preset and 3 cached levels.
+        let rec = fixed(&[
+            ("z", "33"),
+            ("s", "63"),
+            ("a", "48"),
+            ("leaves", "4096"),
+            ("cached_levels", "3"),
+        ]);
+        let mut c = parse("").unwrap();
+        c.adopt("ring", 4096, 262144, &rec, "vol0").unwrap();
+        let Engine::Ring(r) = &c.kind else {
+            panic!("not ring")
+        };
+        let p = r.params().unwrap();
+        assert_eq!((p.z, p.s, p.a, r.cached_levels), (33, 63, 48, 3));
+        assert!(c.adopted.iter().any(|a| a.starts_with("kind \"ring\"")));
+        // A named preset names Z, S and A: they stay the preset's.
+        let mut c = parse("kind = 'ring'\nring_preset = 'small'").unwrap();
+        c.adopt("ring", 4096, 262144, &rec, "vol0").unwrap();
+        let Engine::Ring(r) = &c.kind else {
+            panic!("not ring")
+        };
+        assert_eq!(r.params().unwrap().z, 4);
+        // A named engine is kept (the start is refused later).
+        let mut c = parse("kind = 'path'").unwrap();
+        c.adopt("ring", 4096, 262144, &rec, "vol0").unwrap();
+        assert_eq!(c.kind.name(), "path");
+        // A recorded value the engine cannot read is an error.
+        let mut c = parse("").unwrap();
+        let bad = fixed(&[("z", "four")]);
+        assert!(c.adopt("path", 4096, 262144, &bad, "vol0").is_err());
     }
 }

@@ -257,9 +257,11 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     }
     if let Some(b) = args.block_size {
         cfg.engine.block_size = b;
+        cfg.engine.named.insert("block_size".into());
     }
     if let Some(c) = args.capacity_blocks {
         cfg.engine.capacity_blocks = c;
+        cfg.engine.named.insert("capacity_blocks".into());
     }
     if args.no_fsync {
         cfg.backend.fsync = false;
@@ -291,6 +293,9 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     }
     // systemd credentials fill what the file and the flags left unset.
     oram_proxy::creds::apply(&mut cfg)?;
+    // An existing volume fills the [engine] parameters the file and the flags
+    // left unset with those it was created with.
+    oram_proxy::datadir::adopt_recorded(&mut cfg).map_err(|e| e.to_string())?;
     let root_password = std::env::var("ORAM_PROXY_ROOT_PASSWORD").ok();
     // The root user's secret key leaves the environment too (still single-threaded).
     std::env::remove_var("ORAM_PROXY_ROOT_PASSWORD");

@@ -176,6 +176,12 @@ impl Volume {
         let source = KeySource::resolve(cfg)?;
         let (params, key, new_key) = if existed {
             let params = datadir::load_volume(dir, cfg)?;
+            if !cfg.engine.adopted.is_empty() {
+                tracing::info!(
+                    "taken from volume.toml (the configuration does not name them): {}",
+                    cfg.engine.adopted.join(", ")
+                );
+            }
             for n in params.notices(cfg) {
                 tracing::warn!("{n}");
             }
@@ -528,6 +534,11 @@ pub async fn recover_with_progress(
     let params = read_header(store.as_ref(), prefix)
         .await?
         .ok_or_else(|| ProxyError::Params(format!("no volume at backend prefix {prefix:?}")))?;
+    // The header's parameters fill what the configuration does not name (they
+    // are authenticated below, before anything is restored).
+    let mut adopted = cfg.clone();
+    params.adopt_into(&mut adopted)?;
+    let cfg = &adopted;
     params.check_config(cfg, dir)?;
     if let Some(want) = expect {
         if !params.volume_id.eq_ignore_ascii_case(want.trim()) {

@@ -73,6 +73,13 @@ impl EngineSettings for DirectSettings {
     fn fixed(&self, _: &Shape) -> BTreeMap<String, String> {
         BTreeMap::new()
     }
+    fn adopt(
+        &mut self,
+        _: &BTreeMap<String, String>,
+        _: &dyn Fn(&str) -> bool,
+    ) -> std::result::Result<(), String> {
+        Ok(())
+    }
     fn state_bound(&self, shape: &Shape) -> u64 {
         // A version per block and an absence mark per block, at most.
         shape.capacity * (snapshot_row(8, 24) + snapshot_row(9, 0))

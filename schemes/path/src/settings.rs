@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use oram_engine::{snapshot_row, EngineSettings, Oram, Parts, Result, Shape};
+use oram_engine::{adopt_value, snapshot_row, EngineSettings, Oram, Parts, Result, Shape};
 use serde::{Deserialize, Serialize};
 
 use crate::{Geometry, PathConfig, PathOram, TreeConfig};
@@ -90,6 +90,21 @@ impl EngineSettings for PathSettings {
                 self.cached_levels.min(geo.leaf_level + 1).to_string(),
             ),
         ])
+    }
+
+    fn adopt(
+        &mut self,
+        recorded: &BTreeMap<String, String>,
+        named: &dyn Fn(&str) -> bool,
+    ) -> std::result::Result<(), String> {
+        adopt_value(&mut self.z, recorded, "z", "z", named)?;
+        adopt_value(
+            &mut self.cached_levels,
+            recorded,
+            "cached_levels",
+            "cached_levels",
+            named,
+        )
     }
 
     fn state_bound(&self, shape: &Shape) -> u64 {

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use oram_engine::{snapshot_row, EngineSettings, Oram, OramError, Parts, Result, Shape};
+use oram_engine::{
+    adopt_value, snapshot_row, EngineSettings, Oram, OramError, Parts, Result, Shape,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{EvictRead, Layout, RingConfig, RingOram, RingParams, RingPreset, TreeConfig};
@@ -162,6 +164,25 @@ impl EngineSettings for RingSettings {
             m.insert("cached_levels".into(), cached.to_string());
         }
         m
+    }
+
+    fn adopt(
+        &mut self,
+        recorded: &BTreeMap<String, String>,
+        named: &dyn Fn(&str) -> bool,
+    ) -> std::result::Result<(), String> {
+        // A named preset names Z, S and A.
+        let zsa_named = |k: &str| named(k) || named("ring_preset");
+        adopt_value(&mut self.ring_z, recorded, "z", "ring_z", &zsa_named)?;
+        adopt_value(&mut self.ring_s, recorded, "s", "ring_s", &zsa_named)?;
+        adopt_value(&mut self.ring_a, recorded, "a", "ring_a", &zsa_named)?;
+        adopt_value(
+            &mut self.cached_levels,
+            recorded,
+            "cached_levels",
+            "cached_levels",
+            named,
+        )
     }
 
     fn state_bound(&self, shape: &Shape) -> u64 {
