@@ -82,6 +82,10 @@ pub struct SpeedArgs {
     /// `engine.cached_levels` of Path and Ring ORAM (default: the proxy's).
     #[arg(long)]
     pub cached_levels: Option<u32>,
+    /// Another `[engine]` setting of every configuration, `KEY=VALUE` with a
+    /// TOML value (e.g. `max_batch=16`); repeatable.
+    #[arg(long = "engine-set", value_name = "KEY=VALUE")]
+    pub engine_set: Vec<String>,
     /// Stop a throughput phase after this many seconds (parts and GET bodies in
     /// flight finish; bytes/s is over what completed); 0: no limit (default
     /// 120; --quick: 20).
@@ -1515,6 +1519,12 @@ pub async fn run(args: SpeedArgs) -> Result<bool, String> {
     if let Some(c) = args.capacity_blocks {
         engine_toml.push_str(&format!("capacity_blocks = {c}\n"));
     }
+    for kv in &args.engine_set {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--engine-set {kv:?}: expected KEY=VALUE"))?;
+        engine_toml.push_str(&format!("{} = {}\n", k.trim(), v.trim()));
+    }
     let configs: Vec<(String, String)> = plan
         .backends
         .iter()
@@ -1743,6 +1753,7 @@ pub async fn run(args: SpeedArgs) -> Result<bool, String> {
                     ]
                     .into_iter()
                     .flatten()
+                    .chain(args.engine_set.iter().map(|kv| kv.replacen('=', " = ", 1)))
                     .collect::<Vec<_>>()
                     .join(", ")
                 )
@@ -1909,6 +1920,7 @@ mod tests {
             block_size: None,
             capacity_blocks: None,
             cached_levels: None,
+            engine_set: vec![],
             max_seconds_per_phase: None,
             raw_bytes: None,
             raw_concurrency: 32,
