@@ -258,9 +258,11 @@ impl Volume {
         let store: Arc<dyn BlockStore> = backend_counters.clone();
         let path = datadir::state_path(&cfg.data_dir);
         // Opening may create the file and fsync: off the async workers.
-        let db = tokio::task::spawn_blocking(move || Db::open(&path, volume_id.0))
-            .await
-            .map_err(|e| ProxyError::Config(format!("state database: {e}")))??;
+        let cache = usize::try_from(cfg.state.cache_mib.max(1) << 20).unwrap_or(usize::MAX);
+        let db =
+            tokio::task::spawn_blocking(move || Db::open_with_cache(&path, volume_id.0, cache))
+                .await
+                .map_err(|e| ProxyError::Config(format!("state database: {e}")))??;
         let state = db.state(ENGINE_SPACE)?;
         let resent = state.pending().len();
         let interrupted = state.intent().is_some();
