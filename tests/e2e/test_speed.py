@@ -1,5 +1,5 @@
 """The speed benchmark in quick mode (`oram-workload speed --quick`): MinIO as the
-yardstick and Path ORAM on the fs back-end (the embedded default), 1 MiB objects,
+yardstick and Path ORAM on the fs back-end (the embedded default), 512 KiB objects,
 10 timed requests per latency phase. The report must hold every configuration with
 every figure, and the analytical columns must follow from the volume's own
 parameters (recomputed here from the CSV, independently of the runner). Nothing
