@@ -177,7 +177,9 @@ impl Plan {
         let plan = Self {
             engines,
             backends,
-            object_size: a.object_size.unwrap_or(if q { 512 << 10 } else { 64 << 20 }),
+            object_size: a
+                .object_size
+                .unwrap_or(if q { 512 << 10 } else { 64 << 20 }),
             part_size: a.part_size,
             streams: a.streams.max(1),
             requests: a.requests.unwrap_or(if q { 10 } else { 200 }).max(1),
