@@ -142,7 +142,7 @@ checkpoint_interval_secs = 300
 checkpoint_index_bytes = 0
 # MiB of memory the state database keeps as its page cache (pages beyond it are
 # read from state.redb again, usually from the kernel's page cache).
-cache_mib = 64
+cache_mib = 256
 
 [key]
 # The master key: ORAM_PROXY_MASTER_KEY (64 hex digits) if set; else a passphrase
@@ -247,7 +247,8 @@ pub struct StateConfig {
     pub checkpoint_interval_secs: u64,
     /// Object-index bytes a checkpoint has room for (0: 64 per block).
     pub checkpoint_index_bytes: u64,
-    /// MiB of memory the state database may cache (at least 1).
+    /// MiB of memory the state database may cache (at least 1; default 256,
+    /// [`oram_statedb::DEFAULT_CACHE_BYTES`]).
     pub cache_mib: u64,
 }
 
@@ -256,7 +257,7 @@ impl Default for StateConfig {
         Self {
             checkpoint_interval_secs: 300,
             checkpoint_index_bytes: 0,
-            cache_mib: 64,
+            cache_mib: 256,
         }
     }
 }
