@@ -57,7 +57,13 @@ def raw(proxy, method, path, body=b"", headers=None, payload_hash=None, chunked=
         if chunked is not None:
             send.pop("Content-Length", None)
             send["Transfer-Encoding"] = "chunked"
-            conn.request(method, path, body=iter(chunked), headers=send, encode_chunked=True)
+            try:
+                conn.request(method, path, body=iter(chunked), headers=send, encode_chunked=True)
+            except (BrokenPipeError, ConnectionResetError):
+                # The server may answer (and close) as soon as the headers refuse
+                # the request, before the body is sent: its answer is still there
+                # to read.
+                pass
         else:
             conn.request(method, path, body=body or None, headers=send)
         r = conn.getresponse()

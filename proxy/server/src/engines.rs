@@ -156,6 +156,10 @@ pub struct EngineConfig {
     /// configuration's value (`key recorded (default: value)`), for the start's
     /// notices.
     pub adopted: Vec<String>,
+    /// The engine keys of `[engine]` as the file wrote them (TOML), so that an
+    /// engine taken from an existing volume ([`EngineConfig::adopt`]) reads its
+    /// own keys from them rather than losing those the configured engine ignored.
+    pub settings_toml: String,
 }
 
 impl Default for EngineConfig {
@@ -169,6 +173,7 @@ impl Default for EngineConfig {
             ignored: Vec::new(),
             named: BTreeSet::new(),
             adopted: Vec::new(),
+            settings_toml: String::new(),
         }
     }
 }
@@ -199,12 +204,21 @@ impl EngineConfig {
         fixed: &BTreeMap<String, String>,
         prefix: &str,
     ) -> Result<(), String> {
+        let (was_kind, was_fixed) = (self.kind.name(), self.fixed(prefix));
+        if !self.named.contains("kind") && self.kind.name() != kind {
+            // The volume's engine, with its keys from the file (those the
+            // configured engine ignored included).
+            let table: toml::Table = toml::from_str(&self.settings_toml)
+                .map_err(|e| format!("[engine]: {}", e.message()))?;
+            let keys: Vec<String> = table.keys().cloned().collect();
+            let (engine, ignored) = Engine::parse(kind, table)?;
+            self.kind = engine;
+            self.named
+                .extend(keys.into_iter().filter(|k| !ignored.contains(k)));
+            self.ignored = ignored;
+        }
         let named = self.named.clone();
         let is_named = |k: &str| named.contains(k);
-        let (was_kind, was_fixed) = (self.kind.name(), self.fixed(prefix));
-        if !is_named("kind") && self.kind.name() != kind {
-            self.kind = Engine::named(kind)?;
-        }
         if !is_named("block_size") && self.block_size != block_size {
             self.adopted.push(format!(
                 "block_size {block_size} (default: {})",
@@ -357,6 +371,7 @@ impl<'de> Deserialize<'de> for EngineConfig {
                 )))
             }
         }
+        out.settings_toml = toml::to_string(&t).map_err(D::Error::custom)?;
         let (kind, ignored) = Engine::parse(&name, t).map_err(D::Error::custom)?;
         out.kind = kind;
         for k in &ignored {
@@ -453,6 +468,8 @@ mod tests {
             assert!(c.named.len() < again.named.len());
             c.named.clear();
             again.named.clear();
+            c.settings_toml.clear();
+            again.settings_toml.clear();
             assert_eq!(again, c);
         }
     }
@@ -519,6 +536,20 @@ block_size = 4096",
         let p = r.params().unwrap();
         assert_eq!((p.z, p.s, p.a, r.cached_levels), (33, 63, 48, 3));
         assert!(c.adopted.iter().any(|a| a.starts_with("kind \"ring\"")));
+        // Keys the configured engine ignored belong to the engine taken from the
+        // volume: they are read, not lost.
+        let mut c = parse("ring_evict_read = 'slots'\nring_stash_bound = 300").unwrap();
+        assert_eq!(c.ignored.len(), 2, "{:?}", c.ignored);
+        c.adopt("ring", 4096, 262144, &rec, "vol0").unwrap();
+        let Engine::Ring(r) = &c.kind else {
+            panic!("not ring")
+        };
+        assert_eq!(
+            (r.ring_evict_read.as_str(), r.ring_stash_bound),
+            ("slots", 300)
+        );
+        assert!(c.ignored.is_empty(), "{:?}", c.ignored);
+        assert!(c.named.contains("ring_evict_read"));
         // A named preset names Z, S and A: they stay the preset's.
         let mut c = parse("kind = 'ring'\nring_preset = 'small'").unwrap();
         c.adopt("ring", 4096, 262144, &rec, "vol0").unwrap();

@@ -258,7 +258,13 @@ impl Volume {
         let store: Arc<dyn BlockStore> = backend_counters.clone();
         let path = datadir::state_path(&cfg.data_dir);
         // Opening may create the file and fsync: off the async workers.
-        let cache = usize::try_from(cfg.state.cache_mib.max(1) << 20).unwrap_or(usize::MAX);
+        let cache = usize::try_from(
+            cfg.state
+                .cache_mib
+                .clamp(1, 1 << 30)
+                .saturating_mul(1 << 20),
+        )
+        .unwrap_or(usize::MAX);
         let db =
             tokio::task::spawn_blocking(move || Db::open_with_cache(&path, volume_id.0, cache))
                 .await
