@@ -182,9 +182,30 @@ impl EngineConfig {
     /// Switches to engine `name` with its default settings (`--engine`).
     pub fn set_kind(&mut self, name: &str) -> Result<(), String> {
         if self.kind.name() != name {
-            self.kind = Engine::named(name)?;
+            self.switch_kind(name)?;
         }
         self.named.insert("kind".into());
+        Ok(())
+    }
+
+    /// Switches to engine `name`, its settings read from the file's `[engine]`
+    /// keys ([`EngineConfig::settings_toml`]: those the engine configured before
+    /// ignored included), so that `--engine` or an engine taken from a volume
+    /// keeps what the file says of it.
+    fn switch_kind(&mut self, name: &str) -> Result<(), String> {
+        let table: toml::Table = toml::from_str(&self.settings_toml)
+            .map_err(|e| format!("[engine]: {}", e.message()))?;
+        let keys: Vec<String> = table.keys().cloned().collect();
+        let (engine, ignored) = Engine::parse(name, table)?;
+        self.kind = engine;
+        for k in keys {
+            if ignored.contains(&k) {
+                self.named.remove(&k);
+            } else {
+                self.named.insert(k);
+            }
+        }
+        self.ignored = ignored;
         Ok(())
     }
 
@@ -206,16 +227,7 @@ impl EngineConfig {
     ) -> Result<(), String> {
         let (was_kind, was_fixed) = (self.kind.name(), self.fixed(prefix));
         if !self.named.contains("kind") && self.kind.name() != kind {
-            // The volume's engine, with its keys from the file (those the
-            // configured engine ignored included).
-            let table: toml::Table = toml::from_str(&self.settings_toml)
-                .map_err(|e| format!("[engine]: {}", e.message()))?;
-            let keys: Vec<String> = table.keys().cloned().collect();
-            let (engine, ignored) = Engine::parse(kind, table)?;
-            self.kind = engine;
-            self.named
-                .extend(keys.into_iter().filter(|k| !ignored.contains(k)));
-            self.ignored = ignored;
+            self.switch_kind(kind)?;
         }
         let named = self.named.clone();
         let is_named = |k: &str| named.contains(k);
@@ -550,6 +562,16 @@ block_size = 4096",
         );
         assert!(c.ignored.is_empty(), "{:?}", c.ignored);
         assert!(c.named.contains("ring_evict_read"));
+        // `--engine` reads the engine's keys from the file too.
+        let mut c = parse("ring_preset = 'large'\nz = 5").unwrap();
+        assert_eq!(c.ignored, vec!["ring_preset".to_string()]);
+        c.set_kind("ring").unwrap();
+        let Engine::Ring(r) = &c.kind else {
+            panic!("not ring")
+        };
+        assert_eq!(r.params().unwrap().z, 33);
+        assert_eq!(c.ignored, vec!["z".to_string()]);
+        assert!(c.named.contains("ring_preset") && !c.named.contains("z"));
         // A named preset names Z, S and A: they stay the preset's.
         let mut c = parse("kind = 'ring'\nring_preset = 'small'").unwrap();
         c.adopt("ring", 4096, 262144, &rec, "vol0").unwrap();
