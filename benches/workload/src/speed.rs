@@ -902,35 +902,14 @@ pub fn raw_fs(dir: &Path, len: u64, total: u64, threads: usize, seed: u64) -> Re
     let mut first = 0;
     while first < n {
         let end = (first + RAW_FS_BATCH).min(n);
-        let next = AtomicU64::new(first);
-        let res: Vec<Result<(), String>> = std::thread::scope(|sc| {
-            let hs: Vec<_> = (0..threads)
-                .map(|_| {
-                    sc.spawn(|| -> Result<(), String> {
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            if i >= end {
-                                return Ok(());
-                            }
-                            let t = tmp.join(format!("{i}.tmp"));
-                            let mut f =
-                                std::fs::File::create(&t).map_err(|e| io("create", &t, e))?;
-                            f.write_all(&body).map_err(|e| io("write", &t, e))?;
-                            f.sync_all().map_err(|e| io("fsync", &t, e))?;
-                            let d = data_dir.join(i.to_string());
-                            std::fs::rename(&t, &d).map_err(|e| io("rename", &d, e))?;
-                        }
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("raw fs thread panicked".into()))
-                })
-                .collect()
-        });
-        res.into_iter().collect::<Result<Vec<()>, String>>()?;
+        on_threads(first..end, threads, |i| {
+            let t = tmp.join(format!("{i}.tmp"));
+            let mut f = std::fs::File::create(&t).map_err(|e| io("create", &t, e))?;
+            f.write_all(&body).map_err(|e| io("write", &t, e))?;
+            f.sync_all().map_err(|e| io("fsync", &t, e))?;
+            let d = data_dir.join(i.to_string());
+            std::fs::rename(&t, &d).map_err(|e| io("rename", &d, e))
+        })?;
         std::fs::File::open(&data_dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| io("fsync", &data_dir, e))?;
@@ -942,65 +921,26 @@ pub fn raw_fs(dir: &Path, len: u64, total: u64, threads: usize, seed: u64) -> Re
         *b = !*b;
     }
     let start = Instant::now();
-    let next = AtomicU64::new(0);
-    let res: Vec<Result<(), String>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..threads)
-            .map(|_| {
-                sc.spawn(|| -> Result<(), String> {
-                    use std::os::unix::fs::FileExt;
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= n {
-                            return Ok(());
-                        }
-                        let p = data_dir.join(i.to_string());
-                        let f = std::fs::OpenOptions::new()
-                            .write(true)
-                            .open(&p)
-                            .map_err(|e| io("open", &p, e))?;
-                        f.write_all_at(&body, 0).map_err(|e| io("write", &p, e))?;
-                        f.sync_data().map_err(|e| io("fdatasync", &p, e))?;
-                    }
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("raw fs thread panicked".into()))
-            })
-            .collect()
-    });
-    res.into_iter().collect::<Result<Vec<()>, String>>()?;
+    on_threads(0..n, threads, |i| {
+        use std::os::unix::fs::FileExt;
+        let p = data_dir.join(i.to_string());
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .map_err(|e| io("open", &p, e))?;
+        f.write_all_at(&body, 0).map_err(|e| io("write", &p, e))?;
+        f.sync_data().map_err(|e| io("fdatasync", &p, e))
+    })?;
     let write = (n * len) as f64 / start.elapsed().as_secs_f64();
     let start = Instant::now();
-    let next = AtomicU64::new(0);
-    let res: Vec<Result<(), String>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..threads)
-            .map(|_| {
-                sc.spawn(|| -> Result<(), String> {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= n {
-                            return Ok(());
-                        }
-                        let p = data_dir.join(i.to_string());
-                        let got = std::fs::read(&p).map_err(|e| io("read", &p, e))?;
-                        if got != body {
-                            return Err(format!("{}: read back other bytes", p.display()));
-                        }
-                    }
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("raw fs thread panicked".into()))
-            })
-            .collect()
-    });
-    res.into_iter().collect::<Result<Vec<()>, String>>()?;
+    on_threads(0..n, threads, |i| {
+        let p = data_dir.join(i.to_string());
+        let got = std::fs::read(&p).map_err(|e| io("read", &p, e))?;
+        if got != body {
+            return Err(format!("{}: read back other bytes", p.display()));
+        }
+        Ok(())
+    })?;
     let read = (n * len) as f64 / start.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(dir);
     Ok(Raw {
@@ -1008,6 +948,38 @@ pub fn raw_fs(dir: &Path, len: u64, total: u64, threads: usize, seed: u64) -> Re
         write,
         create,
     })
+}
+
+/// Runs `f` on every index of `range` with `threads` threads, each taking the
+/// next index until none is left; the first error (or a panic) is returned.
+fn on_threads(
+    range: std::ops::Range<u64>,
+    threads: usize,
+    f: impl Fn(u64) -> Result<(), String> + Sync,
+) -> Result<(), String> {
+    let next = AtomicU64::new(range.start);
+    let res: Vec<Result<(), String>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..threads)
+            .map(|_| {
+                sc.spawn(|| -> Result<(), String> {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= range.end {
+                            return Ok(());
+                        }
+                        f(i)?;
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("raw fs thread panicked".into()))
+            })
+            .collect()
+    });
+    res.into_iter().collect()
 }
 
 /// PUTs `total` bytes to MinIO as objects of `len` bytes with `conc` requests
