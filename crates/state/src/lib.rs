@@ -80,9 +80,11 @@ pub enum SlotPolicy {
     /// longer one the last checkpoint refers to. Two slots per position.
     #[default]
     AfterCommit,
-    /// The write may land *before* the commit that makes it current (a whole-level
-    /// shuffle written ahead): it must overwrite neither the live object nor the
-    /// one the last checkpoint refers to. Three slots per position.
+    /// The write may land *before* the commit that makes it current (the tree
+    /// engines' rounds, a whole-level shuffle written ahead): it must overwrite
+    /// neither the live object nor the one the last checkpoint refers to, and a
+    /// position's first write spares the slot a never-written position is read
+    /// at. Three slots per position.
     BeforeCommit,
 }
 
@@ -112,7 +114,8 @@ pub struct NodeVersion {
     /// The state's generation at the last write.
     pub generation: u64,
     /// The slot the last checkpoint refers to, when the position was written in
-    /// the current epoch (otherwise it is `slot`).
+    /// the current epoch (otherwise it is `slot`); [`NO_SLOT`] when the
+    /// checkpoint has no object of the position.
     pub base: u8,
 }
 
@@ -125,15 +128,24 @@ impl NodeVersion {
     pub fn next(self, epoch: u64, generation: u64, policy: SlotPolicy) -> Self {
         let written = self.version > 0;
         let this_epoch = written && self.epoch == epoch;
-        // The slot the last checkpoint refers to (if any object exists).
-        let ckpt = if this_epoch { self.base } else { self.slot };
+        // The slot the last checkpoint refers to ([`NO_SLOT`] if it refers to no
+        // object of this position).
+        let ckpt = match (written, this_epoch) {
+            (false, _) => NO_SLOT,
+            (true, true) => self.base,
+            (true, false) => self.slot,
+        };
         let pick = |avoid: &[u8]| {
             (0..SLOTS)
                 .find(|s| !avoid.contains(s))
                 .expect("three slots avoid two")
         };
         let slot = match (policy, written) {
-            (_, false) => self.slot,
+            (SlotPolicy::AfterCommit, false) => self.slot,
+            // The slot a never-written position is read at must stay empty
+            // until the write is committed (an object there is an integrity
+            // error: one the provider planted).
+            (SlotPolicy::BeforeCommit, false) => pick(&[self.slot]),
             (SlotPolicy::AfterCommit, true) if this_epoch => self.slot,
             (SlotPolicy::AfterCommit, true) => pick(&[self.slot]),
             (SlotPolicy::BeforeCommit, true) => pick(&[self.slot, ckpt]),
@@ -143,10 +155,14 @@ impl NodeVersion {
             slot,
             epoch,
             generation,
-            base: if written { ckpt } else { slot },
+            base: ckpt,
         }
     }
 }
+
+/// The `base` of a position the last checkpoint has no object of (first written
+/// since).
+pub const NO_SLOT: u8 = 0xf;
 
 /// A write of a backend position that is durable in the trusted state but maybe
 /// not yet on the backend: `(position, version, plaintext)`.
@@ -316,8 +332,18 @@ mod tests {
     fn writes_ahead_of_their_commit_spare_the_live_and_the_checkpoint_slot() {
         let p = SlotPolicy::BeforeCommit;
         let mut nv = NodeVersion::default().next(0, 1, p);
-        assert_eq!(nv.slot, 0);
-        // Epoch 1: the checkpoint refers to slot 0, which is also live.
+        assert_eq!(nv.slot, 1, "a first write spares the never-written slot");
+        assert_eq!(nv.base, NO_SLOT);
+        // Until a checkpoint refers to one, two objects take turns.
+        let mut used = std::collections::BTreeSet::new();
+        for _ in 0..5 {
+            let next = nv.next(0, 1, p);
+            assert_ne!(next.slot, nv.slot, "overwrote the live object");
+            used.insert(next.slot);
+            nv = next;
+        }
+        assert_eq!(used.len(), 2, "{used:?}");
+        // Each later epoch: the checkpoint refers to the slot live at its start.
         for epoch in 1..6u64 {
             let ckpt = nv.slot;
             for _ in 0..4 {

@@ -381,13 +381,13 @@ pub fn render(ep: &Endpoint) -> String {
     o.metric(
         "oram_engine_pending_writebacks",
         "gauge",
-        "Write-backs waiting for the backend.",
+        "Rounds writing their buckets to the backend now (tree engines), or write-backs waiting for it.",
         &[("", e.pending_writebacks as f64)],
     );
     o.metric(
         "oram_engine_writeback_retries_total",
         "counter",
-        "Write-back attempts that failed and were retried.",
+        "Backend writes of rounds (or write-backs) that failed and were retried.",
         &[("", e.writeback_retries as f64)],
     );
     engine_specific(&mut o, &ep.info.engine, &e);

@@ -19,7 +19,8 @@ pub struct PathSettings {
     pub cached_levels: u32,
     /// Largest stash allowed after an access.
     pub stash_bound: usize,
-    /// Rounds whose write-back may be pending at once.
+    /// Accepted for configuration files of earlier versions; unused (a round's
+    /// buckets are written before its commit, one round at a time).
     pub max_inflight_writebacks: usize,
 }
 
@@ -46,8 +47,6 @@ z = 4
 cached_levels = 10
 # Path ORAM: largest stash allowed after an access.
 stash_bound = 89
-# Path ORAM: rounds whose write-back may be pending at once.
-max_inflight_writebacks = 4
 "#;
 
     /// The engine configuration for a volume of `shape`.

@@ -39,7 +39,7 @@ impl Subject for PathSubject {
         Some(geometry(p).leaves)
     }
     fn writes_back(&self) -> bool {
-        true
+        false
     }
     fn wide_ids(&self) -> bool {
         true

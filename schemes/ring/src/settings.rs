@@ -30,7 +30,8 @@ pub struct RingSettings {
     pub ring_evict_read: String,
     /// Tree levels kept in local memory (tree-top cache). Fixed at creation.
     pub cached_levels: u32,
-    /// Rounds whose write-back may be pending at once.
+    /// Accepted for configuration files of earlier versions; unused (a round's
+    /// buckets are written before its commit, one round at a time).
     pub max_inflight_writebacks: usize,
 }
 
@@ -71,8 +72,7 @@ impl RingSettings {
 # all Z + S slots: fewer requests) or "slots" (Z ranged GETs, as in the paper:
 # fewer bytes).
 # ring_evict_read = "whole"
-# Ring ORAM also takes cached_levels (fixed at creation) and
-# max_inflight_writebacks, as above.
+# Ring ORAM also takes cached_levels (fixed at creation), as above.
 "#;
 
     /// Z, S and A: the preset's, with the non-zero `ring_z`, `ring_s`, `ring_a`

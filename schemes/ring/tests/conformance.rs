@@ -48,7 +48,7 @@ impl Subject for RingSubject {
         true
     }
     fn writes_back(&self) -> bool {
-        true
+        false
     }
 }
 

@@ -28,9 +28,11 @@ pub struct TreeConfig {
     pub stash_bound: usize,
     /// Most ops served in one round; longer batches are split into several rounds.
     pub max_batch: usize,
-    /// Rounds whose write-back may be pending at once (bounds memory).
+    /// Accepted for compatibility; unused: a round's buckets are written before
+    /// its commit, so one round's are in memory at a time.
     pub max_inflight_writebacks: usize,
-    /// Attempts of one write-back before it is left for the next round to resend.
+    /// Attempts of one round's bucket writes before the round fails (it is
+    /// finished again, as the same access, by the next round).
     pub writeback_attempts: u32,
     /// Attempts of a round within one access: a round the backend interrupted (a
     /// transient store error) is finished as the same access (same leaves and

@@ -73,15 +73,23 @@ fn mismatch() -> OramError {
 }
 
 /// What a round was asked for and what it drew: enough to plan it again.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Intent {
     /// The block of each op (`None` for a dummy).
     pub blocks: Vec<Option<u64>>,
     /// The plan's random draws, in order.
     pub draws: Vec<u64>,
+    /// Attempts of this round before the current one (0 for the first). Each
+    /// attempt writes its buckets under versions of its own (the version after
+    /// the round's base plus the attempt), so that an object an interrupted
+    /// attempt left on the backend — different contents under the same key —
+    /// never opens as the current one.
+    pub attempt: u64,
 }
 
-const INTENT_FORMAT: u8 = 1;
+/// Format 1: no attempt counter (read as attempt 0); format 2: with it.
+const INTENT_FORMAT_V1: u8 = 1;
+const INTENT_FORMAT: u8 = 2;
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -105,9 +113,10 @@ fn get_varint(b: &mut &[u8]) -> Option<u64> {
 }
 
 impl Intent {
-    /// `format ‖ n ‖ (block + 1, or 0 for a dummy)ⁿ ‖ m ‖ drawᵐ`, varints.
+    /// `format ‖ attempt ‖ n ‖ (block + 1, or 0 for a dummy)ⁿ ‖ m ‖ drawᵐ`, varints.
     pub fn encode(&self) -> Bytes {
         let mut out = vec![INTENT_FORMAT];
+        put_varint(&mut out, self.attempt);
         put_varint(&mut out, self.blocks.len() as u64);
         for b in &self.blocks {
             put_varint(&mut out, b.map_or(0, |b| b.wrapping_add(1)));
@@ -123,10 +132,12 @@ impl Intent {
     pub fn decode(mut b: &[u8]) -> Result<Self> {
         let bad = || StateError::Corrupt("malformed intent record".into());
         let (&format, rest) = b.split_first().ok_or_else(bad)?;
-        if format != INTENT_FORMAT {
-            return Err(bad().into());
-        }
         b = rest;
+        let attempt = match format {
+            INTENT_FORMAT_V1 => 0,
+            INTENT_FORMAT => get_varint(&mut b).ok_or_else(bad)?,
+            _ => return Err(bad().into()),
+        };
         let n = get_varint(&mut b).ok_or_else(bad)?;
         let mut blocks = Vec::new();
         for _ in 0..n {
@@ -141,7 +152,11 @@ impl Intent {
         if !b.is_empty() {
             return Err(bad().into());
         }
-        Ok(Self { blocks, draws })
+        Ok(Self {
+            blocks,
+            draws,
+            attempt,
+        })
     }
 }
 
@@ -155,10 +170,22 @@ mod tests {
         let i = Intent {
             blocks: vec![Some(0), None, Some(u64::MAX - 1), Some(300)],
             draws: vec![0, 127, 128, 1 << 40, u64::MAX],
+            attempt: 300,
         };
         assert_eq!(Intent::decode(&i.encode()).unwrap(), i);
         assert!(Intent::decode(&i.encode()[..5]).is_err());
         assert!(Intent::decode(&[9]).is_err());
+        // A record of the first format (no attempt counter) reads as attempt 0.
+        let v1 = [INTENT_FORMAT_V1, 2, 1, 0, 1, 5];
+        let old = Intent::decode(&v1).unwrap();
+        assert_eq!(
+            old,
+            Intent {
+                blocks: vec![Some(0), None],
+                draws: vec![5],
+                attempt: 0
+            }
+        );
         let mut rng = ChaCha20Rng::from_seed([1; 32]);
         let mut d = Draws::fresh(&mut rng);
         let drawn: Vec<u64> = (0..50).map(|_| d.below(1000).unwrap()).collect();

@@ -22,17 +22,27 @@
 //! 5. **opens and checks** (the scheme): any failure returns an error before any
 //!    state changes, and the round stays to be finished (step 2);
 //! 6. **applies** (the scheme): answers, positions, eviction; the engine gives
-//!    each rewritten bucket a new version, journals its plaintext, clears the
-//!    intent, and commits;
-//! 7. once that commit is durable, registers the buckets as in flight and starts
-//!    their write-back (see `writeback`), then releases the round lock.
+//!    each rewritten bucket a new version in a slot that neither the durable
+//!    state nor the last checkpoint refers to, and clears the intent;
+//! 7. **writes the rewritten buckets** to those slots (see `writeback`) and, once
+//!    every one is durable on the backend, **commits**; then releases the round
+//!    lock.
 //!
-//! A round of reads only is **answered as soon as step 6 is submitted**, before
-//! its commit is durable: its answers come from state that was durable before
-//! its intent record (which was), and if the commit never lands, the intent record
-//! makes the next start repeat the same access (same leaves and slots) and
-//! complete it — so answering early reveals nothing and loses nothing. A round
-//! with a write or a take is answered once its commit is durable.
+//! No bucket plaintext is journaled: until the commit, the durable state still
+//! refers to the previous objects, which nothing overwrote, and a crash or a
+//! failed write leaves the intent record, from which the same round is finished
+//! again — under versions of its own (the intent's attempt counter), so that an
+//! object an interrupted attempt left behind never opens as current. Every
+//! rewritten byte is written once, to the backend, instead of twice (journal and
+//! backend).
+//!
+//! A round of reads only is **answered as soon as step 6 is done**, before its
+//! writes and commit: its answers come from state that was durable before its
+//! intent record (which was), and if the commit never lands, the intent record
+//! makes the next round (or start) repeat the same access (same leaves and
+//! slots) and complete it — so answering early reveals nothing and loses
+//! nothing. A round with a write or a take is answered once its commit is
+//! durable.
 
 mod check;
 mod config;
@@ -56,10 +66,10 @@ use oram_engine::{
     StagedAccess, Stat, StatKind,
 };
 use oram_seal::Sealer;
-use oram_state::{NodeVersion, TrustedState};
+use oram_state::{NodeVersion, SlotPolicy, TrustedState};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit};
+use tokio::sync::OwnedMutexGuard;
 
 pub use config::TreeConfig;
 pub use geometry::{plan_eviction, Geometry};
@@ -92,7 +102,7 @@ struct Inner<S: TreeScheme> {
     wb: Arc<WriteBack>,
     /// The round lock: the trusted state and everything drawn from it. Held by one
     /// round from its plan until its commit is durable (a tokio mutex: held across
-    /// the backend reads and the commit).
+    /// the backend reads, the backend writes and the commit).
     round: Arc<tokio::sync::Mutex<RoundState>>,
     /// Guards the generic counters (updated once per round, never across I/O).
     stats: Mutex<EngineStats>,
@@ -103,7 +113,6 @@ struct Inner<S: TreeScheme> {
 struct RoundState {
     state: Box<dyn TrustedState>,
     rng: ChaCha20Rng,
-    next_round: u64,
     /// A round whose reads went out but that did not complete: finished, as the
     /// same access, before anything new is drawn.
     sticky: Option<Intent>,
@@ -136,9 +145,10 @@ impl<S: TreeScheme> TreeEngine<S> {
     /// Creates an engine over `store`, sealing with `sealer` and keeping its trusted
     /// state in `state` (which may already hold the state of an existing tree).
     ///
-    /// Write-backs journaled in `state` but maybe never landed (a crash) are queued
-    /// to be re-sent, and a round interrupted by the crash (its intent record) is
-    /// finished, by [`Oram::flush`] or first thing in the next access.
+    /// Write-backs journaled in `state` but maybe never landed (a crash of an
+    /// earlier version, or `format`) are queued to be re-sent, and a round
+    /// interrupted by a crash (its intent record) is finished, by [`Oram::flush`]
+    /// or first thing in the next access.
     pub fn new(
         cfg: S::Config,
         store: Arc<dyn BlockStore>,
@@ -179,24 +189,14 @@ impl<S: TreeScheme> TreeEngine<S> {
             sealing: sealing.clone(),
             store: store.clone(),
         });
-        let wb = WriteBack::from_journal(
-            io,
-            state.pending(),
-            params.max_inflight_writebacks,
-            params.writeback_attempts,
-        );
+        let wb = WriteBack::from_journal(io, state.pending(), params.writeback_attempts);
         Ok(Self {
             inner: Arc::new(Inner {
                 scheme,
                 sealing,
                 store,
                 wb: Arc::new(wb),
-                round: Arc::new(tokio::sync::Mutex::new(RoundState {
-                    state,
-                    rng,
-                    next_round: 1,
-                    sticky,
-                })),
+                round: Arc::new(tokio::sync::Mutex::new(RoundState { state, rng, sticky })),
                 stats: Mutex::new(EngineStats::default()),
                 repeated: AtomicU64::new(0),
                 stash_bound: AtomicUsize::new(params.stash_bound),
@@ -233,12 +233,11 @@ impl<S: TreeScheme> TreeEngine<S> {
 }
 
 /// A round applied in memory and not yet durable. It holds the round lock; its
-/// [`Tail::finish`] starts the write-back (or undoes the round) and releases it.
+/// [`Tail::land`] writes the round's buckets and [`Tail::finish`] settles the
+/// commit (or undoes the round) and releases it.
 struct Tail<S: TreeScheme> {
     inner: Arc<Inner<S>>,
     guard: OwnedMutexGuard<RoundState>,
-    permit: OwnedSemaphorePermit,
-    round: u64,
     writes: Vec<BucketWrite>,
     note: S::Note,
     intent: Intent,
@@ -263,25 +262,44 @@ impl<S: TreeScheme> Tail<S> {
         })
     }
 
-    /// Ends the round once its commit is settled: durable — count it and start its
-    /// write-back; not — undo it in memory and keep it to be finished (its reads
-    /// went out).
+    /// Writes the round's buckets to the backend (before its commit); `Ok` once
+    /// every one is durable there. The plaintexts are let go once written.
+    fn land(&mut self) -> impl std::future::Future<Output = Result<()>> + Send + 'static {
+        let wb = self.inner.wb.clone();
+        let writes = std::mem::take(&mut self.writes);
+        async move { wb.land(&writes).await }
+    }
+
+    /// Writes the round's buckets, commits, and ends the round; an error leaves
+    /// the round to be finished again (see [`Tail::finish`]).
+    async fn complete(mut self) -> Result<()> {
+        let land = self.land();
+        if let Err(e) = land.await {
+            self.finish(Err(e.to_string()));
+            return Err(e);
+        }
+        let outcome = self.guard.state.stage().commit().await;
+        self.finish(outcome.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        Ok(outcome?)
+    }
+
+    /// Ends the round once its commit is settled: durable — count it; not — undo
+    /// it in memory and keep it to be finished (its reads, and maybe some of its
+    /// writes, went out).
     fn finish(self, outcome: std::result::Result<(), String>) {
         let Tail {
             inner,
             mut guard,
-            permit,
-            round,
             writes,
             note,
             intent,
             ops,
             stash_len,
         } = self;
+        drop(writes);
         match outcome {
             Ok(()) => {
                 guard.state.settle();
-                inner.wb.start(round, writes, permit);
                 inner.scheme.committed(note);
                 let mut st = lock(&inner.stats);
                 st.accesses += ops;
@@ -321,44 +339,50 @@ impl<S: TreeScheme> Inner<S> {
         }
     }
 
-    /// Runs one round up to (not including) its commit; an interrupted round is
-    /// finished first.
+    /// Runs one round up to (not including) its backend writes and its commit;
+    /// an interrupted round is finished first.
     async fn round(self: &Arc<Self>, ops: Vec<Op>) -> Result<(Vec<Bytes>, Tail<S>)> {
         loop {
             let mut g = self.round.clone().lock_owned().await;
-            let permit = self.wb.permit().await;
             self.wb.retry_failed().await?;
             self.wb.settle(g.state.as_mut());
             let Some(intent) = g.sticky.take() else {
-                return self.execute(g, permit, ops, None).await;
+                return self.execute(g, ops, None).await;
             };
-            // The same access again, its ops as reads; its answers go nowhere.
-            self.repeated.fetch_add(1, Ordering::Relaxed);
-            let replay_ops = intent
-                .blocks
-                .iter()
-                .map(|b| b.map_or(Op::Dummy, Op::Read))
-                .collect();
-            let (_, mut tail) = self.execute(g, permit, replay_ops, Some(intent)).await?;
-            let outcome = tail.guard.state.stage().commit().await;
-            tail.finish(outcome.as_ref().map(|_| ()).map_err(|e| e.to_string()));
-            outcome?;
+            self.finish_interrupted(g, intent).await?;
         }
+    }
+
+    /// Finishes an interrupted round as the same access, its ops as reads (its
+    /// answers go nowhere), and releases the round lock.
+    async fn finish_interrupted(
+        self: &Arc<Self>,
+        g: OwnedMutexGuard<RoundState>,
+        intent: Intent,
+    ) -> Result<()> {
+        self.repeated.fetch_add(1, Ordering::Relaxed);
+        let replay_ops = intent
+            .blocks
+            .iter()
+            .map(|b| b.map_or(Op::Dummy, Op::Read))
+            .collect();
+        let (_, tail) = self.execute(g, replay_ops, Some(intent)).await?;
+        tail.complete().await
     }
 
     /// Plans (or replans, from `replay`), fetches, opens and applies one round.
     async fn execute(
         self: &Arc<Self>,
         mut g: OwnedMutexGuard<RoundState>,
-        permit: OwnedSemaphorePermit,
         ops: Vec<Op>,
         replay: Option<Intent>,
     ) -> Result<(Vec<Bytes>, Tail<S>)> {
         let scheme = &*self.scheme;
         let rs = &mut *g;
-        // 1. Plan; a fresh plan's intent is durable before any read goes out.
+        // 1. Plan; a fresh plan's intent is durable before any read goes out, and
+        // so is a replayed plan's new attempt number before any write does.
         let (plan, intent) = match replay {
-            Some(intent) => {
+            Some(mut intent) => {
                 let mut draws = Draws::replay(intent.draws.clone());
                 let planned = {
                     let mut cx = PlanCx {
@@ -379,6 +403,17 @@ impl<S: TreeScheme> Inner<S> {
                         }));
                     }
                 };
+                // An earlier attempt may have written some of this round's buckets
+                // (other contents, same keys): this one writes under new versions.
+                intent.attempt += 1;
+                rs.state.set_intent(Some(intent.encode()));
+                if let Err(e) = rs.state.stage().commit().await {
+                    rs.state.rollback();
+                    intent.attempt -= 1;
+                    rs.sticky = Some(intent);
+                    return Err(e.into());
+                }
+                rs.state.settle();
                 (plan, intent)
             }
             None => {
@@ -391,7 +426,11 @@ impl<S: TreeScheme> Inner<S> {
                     };
                     (scheme.plan(&mut cx, &blocks)?, draws.into_log())
                 };
-                let intent = Intent { blocks, draws };
+                let intent = Intent {
+                    blocks,
+                    draws,
+                    attempt: 0,
+                };
                 rs.state.set_intent(Some(intent.encode()));
                 if let Err(e) = rs.state.stage().commit().await {
                     // Nothing was read: the round simply did not happen.
@@ -450,7 +489,8 @@ impl<S: TreeScheme> Inner<S> {
             }
         };
 
-        // 4. Apply, evict; new versions and the journal for every rewritten bucket.
+        // 4. Apply, evict; a new version for every rewritten bucket, in a slot
+        // nothing durable refers to, past the versions earlier attempts used.
         let n_ops = ops.len() as u64;
         let cx = ApplyCx {
             state: rs.state.as_mut(),
@@ -465,22 +505,23 @@ impl<S: TreeScheme> Inner<S> {
             }
         };
         let mut writes = Vec::with_capacity(applied.writes.len());
+        let (epoch, generation) = (rs.state.epoch(), rs.state.generation());
         for (node, plain) in applied.writes {
-            let nv = rs.state.advance_with(node, S::SLOTS);
-            rs.state.pending_put(node, nv, plain.clone());
+            let mut nv = rs
+                .state
+                .node(node)
+                .next(epoch, generation, SlotPolicy::BeforeCommit);
+            nv.version += intent.attempt;
+            rs.state.set_node(node, nv);
             writes.push((node, nv, plain));
         }
         rs.state.set_intent(None);
-        let round = rs.next_round;
-        rs.next_round += 1;
         let stash_len = rs.state.stash_len();
         Ok((
             applied.answers,
             Tail {
                 inner: self.clone(),
                 guard: g,
-                permit,
-                round,
                 writes,
                 note: applied.note,
                 intent,
@@ -490,14 +531,31 @@ impl<S: TreeScheme> Inner<S> {
         ))
     }
 
-    /// Waits for every write-back, commits, and returns the round lock.
+    /// Waits for the round in progress (its writes and commit), resends the
+    /// journal of an earlier version, commits, and returns the round lock. An
+    /// interrupted round stays to be finished (its intent record is durable).
     async fn quiesce(&self) -> Result<OwnedMutexGuard<RoundState>> {
         let mut g = self.round.clone().lock_owned().await;
-        self.wb.drain().await;
         self.wb.retry_failed().await?;
         self.wb.settle(g.state.as_mut());
         g.state.commit().await?;
         Ok(g)
+    }
+
+    /// [`Inner::quiesce`] after finishing an interrupted round, if any.
+    async fn flush(self: &Arc<Self>) -> Result<()> {
+        loop {
+            let mut g = self.round.clone().lock_owned().await;
+            self.wb.retry_failed().await?;
+            self.wb.settle(g.state.as_mut());
+            match g.sticky.take() {
+                Some(intent) => self.finish_interrupted(g, intent).await?,
+                None => {
+                    g.state.commit().await?;
+                    return Ok(());
+                }
+            }
+        }
     }
 }
 
@@ -564,18 +622,15 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
             let mutates = ops.iter().any(Op::mutates);
             let (answers, mut tail) = self.inner.round_retrying(&ops).await?;
             let overflow = tail.overflow();
-            let commit = tail.guard.state.stage().commit();
             if mutates {
-                let outcome = commit.await;
-                tail.finish(outcome.as_ref().map(|_| ()).map_err(|e| e.to_string()));
-                outcome?;
+                tail.complete().await?;
             } else {
-                // Reads only: answered now, committed in the background (see the
-                // crate documentation); the round lock stays held until then.
+                // Reads only: answered now, written and committed in the background
+                // (see the crate documentation); the round lock stays held until
+                // then, and a failure leaves the round to be finished again.
                 tail.count_served();
                 tokio::spawn(async move {
-                    let outcome = commit.await;
-                    tail.finish(outcome.map_err(|e| e.to_string()));
+                    let _ = tail.complete().await;
                 });
             }
             if let Some(e) = overflow {
@@ -599,6 +654,13 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
             validate_op(op, self.id_limit(), self.block_size())?;
         }
         let (answers, mut tail) = self.inner.round_retrying(&ops).await?;
+        // The buckets are on the backend before the parent's commit makes them
+        // current.
+        let land = tail.land();
+        if let Err(e) = land.await {
+            tail.finish(Err(e.to_string()));
+            return Err(e);
+        }
         let changes = tail.guard.state.stage();
         Ok(StagedAccess::new(answers, changes, move |outcome| {
             tail.finish(outcome)
@@ -606,7 +668,7 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
     }
 
     async fn flush(&self) -> Result<()> {
-        self.inner.quiesce().await.map(drop)
+        self.inner.flush().await
     }
 
     async fn quiesce(&self) -> Result<Quiesced> {
@@ -670,7 +732,7 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
                 let mut written = Vec::with_capacity(todo.len());
                 for n in todo {
                     let plain = inner.scheme.empty_bucket(rs.state.as_mut(), n, &mut rs.rng);
-                    let nv = rs.state.advance_with(n, S::SLOTS);
+                    let nv = rs.state.advance(n);
                     rs.state.pending_put(n, nv, plain.clone());
                     let sealed = inner.scheme.seal_bucket(&inner.sealing, n, &nv, &plain)?;
                     items.push((inner.sealing.key(n, nv.slot), sealed));

@@ -1,7 +1,7 @@
 //! The small trait a tree ORAM implements to run on [`crate::TreeEngine`]: its
 //! bucket format and the scheme-specific steps of a round (plan, open and check,
 //! apply and evict), all synchronous. The engine does every I/O, the intent
-//! record, versions, the journal, the commit, the write-back, locking and
+//! record, versions, the commit, the backend writes, locking and
 //! statistics.
 
 use std::collections::HashMap;
@@ -12,7 +12,7 @@ use bytes::Bytes;
 use oram_blockstore::ObjKey;
 use oram_engine::{open_error, CheckReport, Op, OramError, Result, Stat};
 use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
-use oram_state::{NodeVersion, SlotPolicy, Space, TrustedState};
+use oram_state::{NodeVersion, Space, TrustedState};
 use rand_chacha::ChaCha20Rng;
 
 use crate::{Draws, Geometry};
@@ -29,9 +29,11 @@ pub struct TreeParams {
     pub block_size: usize,
     /// Most ops in one round; longer batches are split into several rounds.
     pub max_batch: usize,
-    /// Rounds whose write-back may be pending at once (bounds memory).
+    /// Accepted for compatibility; unused: a round's buckets are written before
+    /// its commit, so one round's are in memory at a time.
     pub max_inflight_writebacks: usize,
-    /// Attempts of one write-back before it is left for the next round to resend.
+    /// Attempts of one round's bucket writes before the round fails (it is
+    /// finished again, as the same access, by the next round).
     pub writeback_attempts: u32,
     /// Attempts of a round within one access (see `TreeConfig::round_attempts`).
     pub round_attempts: u32,
@@ -162,7 +164,8 @@ pub struct PlanCx<'a, 'r> {
 
 /// What the open step is given: the state (read only), the fetched objects in
 /// the order of the plan's [`Requests`], and the plaintexts of buckets still in
-/// flight (which replace what the backend answered for them).
+/// flight — journaled by an earlier version and not yet resent — which replace
+/// what the backend answered for them.
 pub struct OpenCx<'a> {
     /// The trusted state as the round found it.
     pub state: &'a dyn TrustedState,
@@ -190,7 +193,8 @@ pub struct Applied<N> {
     /// One answer per op.
     pub answers: Vec<Bytes>,
     /// The backend buckets rewritten: `(node, plaintext)`. The engine gives each a
-    /// new version, journals it and writes it back once the round is durable.
+    /// new version in a slot nothing durable refers to and writes it to the
+    /// backend before the round's commit.
     pub writes: Vec<(u64, Bytes)>,
     /// Scheme statistics of the round, counted once it is durable.
     pub note: N,
@@ -215,8 +219,6 @@ pub trait TreeScheme: Send + Sync + Sized + 'static {
     const DIR: &'static str;
     /// The kind of the sealed objects.
     const KIND: ObjectKind;
-    /// Where writes go (see [`SlotPolicy`]).
-    const SLOTS: SlotPolicy = SlotPolicy::AfterCommit;
 
     /// Validates `cfg` and builds the scheme and the generic parameters.
     fn new(cfg: &Self::Config) -> Result<(Self, TreeParams)>;

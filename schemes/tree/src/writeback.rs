@@ -1,28 +1,24 @@
-//! The write-back pipeline: buckets a round wrote go to the backend off the
-//! critical path, bounded, ordered per bucket, retried, and resent from the
-//! journal after a crash.
+//! Writing a round's buckets to the backend, and resending the journal of an
+//! earlier version.
 //!
-//! * At most `max` rounds may have write-backs pending (a semaphore); the next
-//!   round waits for a permit, so memory is bounded by that many rounds of buckets.
-//! * A round that needs a bucket still in flight uses the in-memory copy
-//!   ([`WriteBack::snapshot`], taken before its GETs go out; a bucket absent from
-//!   the snapshot had landed before).
-//! * A write-back of bucket `n` waits for the earlier in-flight write-backs of `n`,
-//!   so the backend always ends with the newest version.
-//! * A write-back is retried with back-off (`attempts`); if it still fails, its
-//!   buckets stay in memory marked failed and the next round (or flush) resends
-//!   them first ([`WriteBack::retry_failed`]), failing cleanly while the backend
-//!   refuses.
-//! * A landed write-back's `(node, version)` goes to the landed list; the next
-//!   commit drops those journal entries ([`WriteBack::settle`]).
-//! * Bucket writes go out with [`BlockStore::put_many_redoable`]: each is in the
-//!   journal and nothing reads it from the backend until it landed (rounds use the
-//!   in-memory copy meanwhile), so a back-end may overwrite the object in place;
-//!   a write torn by a crash is resent from the journal before any read.
+//! * A round's rewritten buckets go to slots that neither the durable state nor
+//!   the last checkpoint refers to ([`oram_state::SlotPolicy::BeforeCommit`]) and
+//!   are written **before** the commit that makes them current
+//!   ([`WriteBack::land`]): no plaintext is journaled, and a crash before that
+//!   commit leaves only objects nothing refers to (the round is finished again
+//!   from its intent record, under versions of its own). Nothing reads such an
+//!   object while it is written, so the back-end may overwrite it in place
+//!   ([`BlockStore::put_many_redoable`]); a write is retried with back-off
+//!   (`attempts`).
+//! * Volumes written by earlier versions may still hold journaled write-backs
+//!   (buckets committed before they landed): they are queued as failed at start
+//!   and resent first, before any round reads ([`WriteBack::retry_failed`]); a
+//!   resent write's journal entry is dropped with the next commit
+//!   ([`WriteBack::settle`]). `format` uses the same journal.
 //!
-//! Locks: `inflight` guards the map of buckets in flight, `landed` the list of
-//! landed writes. Where both are held the order is `inflight` → `landed`. Neither
-//! is held across an await or any I/O.
+//! Locks: `inflight` guards the map of journaled buckets not yet resent,
+//! `landed` the list of resent ones. Where both are held the order is
+//! `inflight` → `landed`. Neither is held across an await or any I/O.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,7 +28,6 @@ use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey};
 use oram_engine::Result;
 use oram_state::{NodeVersion, PendingWrite, TrustedState};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 /// How buckets are named and sealed: what the pipeline needs of the engine.
 pub(crate) trait BucketIo: Send + Sync + 'static {
@@ -47,20 +42,11 @@ pub(crate) trait BucketIo: Send + Sync + 'static {
 /// A bucket to write: node, version, plaintext.
 pub(crate) type BucketWrite = (u64, NodeVersion, Bytes);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum WbStatus {
-    Running,
-    Done,
-    Failed,
-}
-
-/// A bucket written by a round whose write-back has not finished.
+/// A journaled bucket (an earlier version's write-back) not yet resent.
 #[derive(Clone)]
 struct Pending {
-    round: u64,
     nv: NodeVersion,
     plain: Bytes,
-    done: watch::Receiver<WbStatus>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -68,92 +54,62 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The pipeline of one engine.
+/// The backend writes of one engine.
 pub(crate) struct WriteBack {
     io: Arc<dyn BucketIo>,
-    max: usize,
     attempts: u32,
     inflight: Mutex<HashMap<u64, Pending>>,
     landed: Mutex<Vec<(u64, u64)>>,
-    permits: Arc<Semaphore>,
+    landing: AtomicU64,
     retries: AtomicU64,
 }
 
 impl WriteBack {
-    /// A pipeline of `max` rounds; the writes `journal` holds (an earlier run's)
-    /// are queued as failed, to be resent first.
+    /// The writes of an engine; the writes `journal` holds (an earlier run's, or
+    /// an earlier version's) are queued to be resent first.
     pub(crate) fn from_journal(
         io: Arc<dyn BucketIo>,
         journal: Vec<PendingWrite>,
-        max: usize,
         attempts: u32,
     ) -> Self {
-        let (failed_tx, failed_rx) = watch::channel(WbStatus::Failed);
-        drop(failed_tx);
         let inflight = journal
             .into_iter()
-            .map(|(node, nv, plain)| {
-                let p = Pending {
-                    round: 0,
-                    nv,
-                    plain,
-                    done: failed_rx.clone(),
-                };
-                (node, p)
-            })
+            .map(|(node, nv, plain)| (node, Pending { nv, plain }))
             .collect();
         Self {
             io,
-            max,
             attempts,
             inflight: Mutex::new(inflight),
             landed: Mutex::new(Vec::new()),
-            permits: Arc::new(Semaphore::new(max)),
+            landing: AtomicU64::new(0),
             retries: AtomicU64::new(0),
         }
     }
 
-    /// Waits for a write-back slot (held until the round's write-back ends).
-    pub(crate) async fn permit(&self) -> OwnedSemaphorePermit {
-        self.permits
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("semaphore never closed")
-    }
-
-    /// Waits until no write-back is running.
-    pub(crate) async fn drain(&self) {
-        let all = self.max as u32;
-        drop(
-            self.permits
-                .acquire_many(all)
-                .await
-                .expect("semaphore never closed"),
-        );
-    }
-
-    /// Rounds whose write-back is pending now.
+    /// Rounds writing their buckets now.
     pub(crate) fn pending_rounds(&self) -> u64 {
-        (self.max - self.permits.available_permits()) as u64
+        self.landing.load(Ordering::Relaxed)
     }
 
-    /// Write-back attempts that failed and were retried.
+    /// Write attempts that failed and were retried.
     pub(crate) fn retries(&self) -> u64 {
         self.retries.load(Ordering::Relaxed)
     }
 
-    /// The plaintexts of those of `nodes` still in flight. Take it before the GETs
-    /// of the same buckets go out.
+    /// The plaintexts of those of `nodes` journaled and not resent yet. Take it
+    /// before the GETs of the same buckets go out.
     pub(crate) fn snapshot(&self, nodes: impl IntoIterator<Item = u64>) -> HashMap<u64, Bytes> {
         let infl = lock(&self.inflight);
+        if infl.is_empty() {
+            return HashMap::new();
+        }
         nodes
             .into_iter()
             .filter_map(|n| infl.get(&n).map(|p| (n, p.plain.clone())))
             .collect()
     }
 
-    /// Drops the journal entries of write-backs that landed (under the round lock;
+    /// Drops the journal entries of resent writes (under the round lock;
     /// committed with the round's next commit).
     pub(crate) fn settle(&self, state: &mut dyn TrustedState) {
         let landed = std::mem::take(&mut *lock(&self.landed));
@@ -162,14 +118,11 @@ impl WriteBack {
         }
     }
 
-    /// Resends the write-backs that failed; called under the round lock.
+    /// Resends the journaled writes; called under the round lock.
     pub(crate) async fn retry_failed(&self) -> Result<()> {
         let failed: Vec<(u64, Pending)> = {
             let infl = lock(&self.inflight);
-            infl.iter()
-                .filter(|(_, p)| *p.done.borrow() == WbStatus::Failed)
-                .map(|(n, p)| (*n, p.clone()))
-                .collect()
+            infl.iter().map(|(n, p)| (*n, p.clone())).collect()
         };
         if failed.is_empty() {
             return Ok(());
@@ -181,77 +134,28 @@ impl WriteBack {
                 self.io.seal(*n, &p.nv, &p.plain)?,
             ));
         }
-        // Journaled and read by nobody until landed: the back-end may overwrite in place.
+        // Journaled and read by nobody until resent: the back-end may overwrite in place.
         self.io.store().put_many_redoable(items).await?;
         let mut infl = lock(&self.inflight);
         let mut landed = lock(&self.landed);
         for (n, p) in failed {
             landed.push((n, p.nv.version));
-            if infl.get(&n).is_some_and(|q| q.round == p.round) {
-                infl.remove(&n);
-            }
+            infl.remove(&n);
         }
         Ok(())
     }
 
-    /// Registers round `round`'s writes as in flight and starts their write-back
-    /// in the background (holding `permit` until it ends). Call it under the round
-    /// lock, once the writes are durable in the journal.
-    pub(crate) fn start(
-        self: &Arc<Self>,
-        round: u64,
-        writes: Vec<BucketWrite>,
-        permit: OwnedSemaphorePermit,
-    ) {
+    /// Seals and writes a round's buckets, each to a slot nothing durable refers
+    /// to, retrying transient failures; `Ok` once every one is durable on the
+    /// backend. Called under the round lock, before the round's commit.
+    pub(crate) async fn land(&self, writes: &[BucketWrite]) -> Result<()> {
         if writes.is_empty() {
-            return;
+            return Ok(());
         }
-        let (tx, rx) = watch::channel(WbStatus::Running);
-        let mut earlier = Vec::new();
-        {
-            let mut infl = lock(&self.inflight);
-            for (node, nv, plain) in &writes {
-                let p = Pending {
-                    round,
-                    nv: *nv,
-                    plain: plain.clone(),
-                    done: rx.clone(),
-                };
-                if let Some(prev) = infl.insert(*node, p) {
-                    earlier.push(prev.done);
-                }
-            }
-        }
-        tokio::spawn(self.clone().write_back(round, writes, earlier, tx, permit));
-    }
-
-    async fn write_back(
-        self: Arc<Self>,
-        round: u64,
-        writes: Vec<BucketWrite>,
-        earlier: Vec<watch::Receiver<WbStatus>>,
-        tx: watch::Sender<WbStatus>,
-        _permit: OwnedSemaphorePermit,
-    ) {
-        // Older versions of the same buckets must land first.
-        for mut rx in earlier {
-            let _ = rx.wait_for(|s| *s != WbStatus::Running).await;
-        }
-        let status = match self.put(&writes).await {
-            Ok(()) => {
-                let mut infl = lock(&self.inflight);
-                let mut landed = lock(&self.landed);
-                for (node, nv, _) in &writes {
-                    landed.push((*node, nv.version));
-                    if infl.get(node).is_some_and(|p| p.round == round) {
-                        infl.remove(node);
-                    }
-                }
-                WbStatus::Done
-            }
-            Err(_) => WbStatus::Failed,
-        };
-        tx.send_replace(status);
+        self.landing.fetch_add(1, Ordering::Relaxed);
+        let out = self.put(writes).await;
+        self.landing.fetch_sub(1, Ordering::Relaxed);
+        out
     }
 
     async fn put(&self, writes: &[BucketWrite]) -> Result<()> {

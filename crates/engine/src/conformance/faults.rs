@@ -26,6 +26,8 @@ pub struct FaultStore<S> {
     down: AtomicBool,
     puts_down: AtomicBool,
     fail_fetches: AtomicU64,
+    puts_waiting: AtomicU64,
+    put_answers_lost: AtomicBool,
     /// Fetch requests that arrived while GETs were held (the lock guards only
     /// this list).
     held: Mutex<Vec<Seen>>,
@@ -41,6 +43,8 @@ impl<S> FaultStore<S> {
             down: AtomicBool::new(false),
             puts_down: AtomicBool::new(false),
             fail_fetches: AtomicU64::new(0),
+            puts_waiting: AtomicU64::new(0),
+            put_answers_lost: AtomicBool::new(false),
             held: Mutex::new(Vec::new()),
         }
     }
@@ -53,6 +57,17 @@ impl<S> FaultStore<S> {
     /// PUTs wait while closed (they hang until reopened).
     pub fn set_puts_open(&self, open: bool) {
         self.puts_open.send_replace(open);
+    }
+
+    /// While set, PUTs land but are answered with an error, as when the answer
+    /// is lost in transit.
+    pub fn set_put_answers_lost(&self, lost: bool) {
+        self.put_answers_lost.store(lost, Ordering::SeqCst);
+    }
+
+    /// PUT calls waiting now (PUTs closed).
+    pub fn puts_waiting(&self) -> u64 {
+        self.puts_waiting.load(Ordering::SeqCst)
     }
 
     /// GETs wait while closed; the requests that arrive meanwhile are logged
@@ -129,11 +144,19 @@ impl<S: BlockStore> BlockStore for FaultStore<S> {
     async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<(), StoreError> {
         self.check()?;
         let mut rx = self.puts_open.subscribe();
+        self.puts_waiting.fetch_add(1, Ordering::SeqCst);
         let _ = rx.wait_for(|o| *o).await;
+        self.puts_waiting.fetch_sub(1, Ordering::SeqCst);
         if self.puts_down.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("test: PUTs failing".into()));
         }
-        self.inner.put_many(items).await
+        self.inner.put_many(items).await?;
+        if self.put_answers_lost.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable(
+                "test: the PUT's answer was lost".into(),
+            ));
+        }
+        Ok(())
     }
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<(), StoreError> {
         self.check()?;

@@ -14,8 +14,8 @@
 //!
 //! The checks: a model test against a `HashMap` (batches with repeated blocks,
 //! takes and dummies, wide block ids, concurrent callers, bad ops); crashes with
-//! write-backs in flight (the journal) and between a round's reads and its commit
-//! (the intent record); a failed commit; tampering (flipped, swapped, replayed,
+//! backend writes in flight (the journal, or the intent record) and between a
+//! round's reads and its commit (the intent record); a failed commit; tampering (flipped, swapped, replayed,
 //! deleted, truncated objects); replay of a lost timeline after a restore (the
 //! generation); a block missing from where the state says; trace shape and
 //! position uniformity over very different workloads, also with a failed request
@@ -162,6 +162,7 @@ macro_rules! engine_conformance {
                 writes_after_a_checkpoint_spare_its_objects,
                 a_failing_backend_fails_cleanly_and_loses_nothing,
                 write_backs_are_bounded_and_answers_do_not_wait_for_them,
+                an_interrupted_attempts_objects_never_open_as_current,
                 staged_accesses_commit_together_or_not_at_all
             );
         }
