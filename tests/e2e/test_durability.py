@@ -199,19 +199,25 @@ def test_replayed_object_and_rolled_back_backend_are_integrity_errors(tmp_path):
     finally:
         assert p.stop() == 0
 
-    # 1. An older copy of a bucket put back in place of the current one. Since the
-    # checkpoint at the first stop, writes went to each bucket's second slot
-    # (`<node>.1`), so the older version sits right beside it in `<node>`.
+    # 1. An older copy of a bucket put back in place of the current one. A bucket
+    # is written to another of its slots (`<node>`, `<node>.1`, `<node>.2`) each
+    # time, so its newest file is the current version and the next newest an
+    # older one, right beside it.
     tree = store / "vol0" / "n"
-    victims = sorted(f.name for f in tree.iterdir()
-                     if f.name.endswith(".1") and (tree / f.name[:-2]).exists())
-    assert victims, "buckets were rewritten since the checkpoint"
-    victim = tree / victims[0]
+    slots = {}
+    for f in tree.iterdir():
+        slots.setdefault(f.name.split(".")[0], []).append(f)
+    rewritten = sorted(
+        (sorted(fs, key=lambda f: f.stat().st_mtime_ns, reverse=True)
+         for fs in slots.values() if len(fs) > 1),
+        key=lambda fs: fs[0].name)
+    assert rewritten, "buckets were rewritten since the checkpoint"
+    victim, older = rewritten[0][0], rewritten[0][1]
     saved = victim.read_bytes()
-    shutil.copy(tree / victims[0][:-2], victim)
+    shutil.copy(older, victim)
     r = fsck("--data-dir", str(p.data_dir), *flags)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "integrity" in r.stdout and victims[0] in r.stdout, r.stdout
+    assert "integrity" in r.stdout and victim.name in r.stdout, r.stdout
     victim.write_bytes(saved)
 
     # 2. The whole backend rolled back to the snapshot: never served as data.

@@ -158,9 +158,11 @@ pub struct EngineStats {
     pub stash_max: u64,
     /// Sum of the stash size after every round (mean = sum / rounds).
     pub stash_sum: u64,
-    /// Write-backs waiting for the backend now.
+    /// Write-backs waiting for the backend now (tree engines: rounds writing
+    /// their buckets before their commit).
     pub pending_writebacks: u64,
-    /// Write-back attempts that failed and were retried.
+    /// Backend write attempts (write-backs, or a round's bucket writes) that
+    /// failed and were retried.
     pub writeback_retries: u64,
     /// Engine-specific statistics, in a fixed order.
     pub extra: Vec<Stat>,

@@ -7,8 +7,8 @@ use oram_state::Staged;
 use crate::{OramError, Result};
 
 /// How the engine ends a staged round once the parent's commit is settled:
-/// `Ok` — the changes are durable, start the write-backs; `Err` — they never will
-/// be, undo them in memory.
+/// `Ok` — the changes are durable (an engine that writes back after its commit
+/// starts its write-backs); `Err` — they never will be, undo them in memory.
 type Finish = Box<dyn FnOnce(std::result::Result<(), String>) + Send>;
 
 /// An access performed but not committed ([`crate::Oram::access_staged`]). The

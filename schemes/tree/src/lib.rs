@@ -147,8 +147,8 @@ impl<S: TreeScheme> TreeEngine<S> {
     ///
     /// Write-backs journaled in `state` but maybe never landed (a crash of an
     /// earlier version, or `format`) are queued to be re-sent, and a round
-    /// interrupted by a crash (its intent record) is finished, by [`Oram::flush`]
-    /// or first thing in the next access.
+    /// interrupted by a crash (its intent record) is finished first thing in the
+    /// next access.
     pub fn new(
         cfg: S::Config,
         store: Arc<dyn BlockStore>,
@@ -541,22 +541,6 @@ impl<S: TreeScheme> Inner<S> {
         g.state.commit().await?;
         Ok(g)
     }
-
-    /// [`Inner::quiesce`] after finishing an interrupted round, if any.
-    async fn flush(self: &Arc<Self>) -> Result<()> {
-        loop {
-            let mut g = self.round.clone().lock_owned().await;
-            self.wb.retry_failed().await?;
-            self.wb.settle(g.state.as_mut());
-            match g.sticky.take() {
-                Some(intent) => self.finish_interrupted(g, intent).await?,
-                None => {
-                    g.state.commit().await?;
-                    return Ok(());
-                }
-            }
-        }
-    }
 }
 
 /// One `get_many` of `whole` (each object exactly as large as `bound` says) and
@@ -668,7 +652,7 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
     }
 
     async fn flush(&self) -> Result<()> {
-        self.inner.flush().await
+        self.inner.quiesce().await.map(drop)
     }
 
     async fn quiesce(&self) -> Result<Quiesced> {
