@@ -145,17 +145,17 @@ pub trait BlockStore: Send + Sync + 'static {
     /// Observed: one PUT per item with its key and size, issued together.
     async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()>;
 
-    /// Stores objects that the caller can write again after a crash (it journals
-    /// their content and resends it before anything reads them) and that nothing
-    /// reads while the call runs. A back-end may therefore overwrite an existing
-    /// object in place instead of replacing it atomically: while the call runs, or
-    /// after a crash or failure during it, such an object may be torn (part old,
-    /// part new) until the caller writes it again. When the call returns `Ok`,
+    /// Stores objects that the caller can write again after a crash (it keeps what
+    /// it needs to redo them, and nothing reads them before it has) and that
+    /// nothing reads while the call runs. A back-end may therefore write an object
+    /// in place instead of replacing it atomically: while the call runs, or after a
+    /// crash or failure during it, such an object may be torn (part old, part new)
+    /// or partial until the caller writes it again. When the call returns `Ok`,
     /// every item is whole and durable as after [`BlockStore::put_many`]. The
     /// default is `put_many`; wrappers that only observe must forward it, so that
     /// the back-end's cheaper write is reached (the fs back-end: a `pwrite` and an
-    /// `fdatasync` on the existing file instead of a new file, an fsync and a
-    /// rename).
+    /// `fdatasync` on the existing or new file instead of a temporary file, an
+    /// fsync and a rename).
     ///
     /// Observed: as `put_many` — one PUT per item with its key and size.
     async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
