@@ -202,6 +202,14 @@ impl Inner {
         Ok(())
     }
 
+    /// Fsyncs each of `dirs` (opened directories, by path below the root) once.
+    fn fsync_dirs(&self, dirs: &std::collections::BTreeMap<String, OwnedFd>) -> Result<()> {
+        for (name, d) in dirs {
+            self.fsync_fd(d, name)?;
+        }
+        Ok(())
+    }
+
     /// Opens the directory holding `key` without following links; `None` if a
     /// directory on the way is missing. With `create`, creates the missing ones
     /// (0700), fsyncing the parent of every directory created.
@@ -497,9 +505,7 @@ impl BlockStore for FsStore {
                     }
                 }
             }
-            for (name, d) in &dirs {
-                inner.fsync_fd(d, name)?;
-            }
+            inner.fsync_dirs(&dirs)?;
             failed.map_or(Ok(()), Err)
         })
         .await
@@ -539,13 +545,8 @@ impl BlockStore for FsStore {
         }
         // Each directory that got a new file is synced once for the whole batch.
         if !created.is_empty() {
-            self.blocking(move |inner| {
-                for (name, dir) in &created {
-                    inner.fsync_fd(dir, name)?;
-                }
-                Ok(())
-            })
-            .await?;
+            self.blocking(move |inner| inner.fsync_dirs(&created))
+                .await?;
         }
         self.put_many(replace).await
     }
@@ -567,10 +568,7 @@ impl BlockStore for FsStore {
                     Err(e) => return Err(errno("delete", &key)(e)),
                 }
             }
-            for (name, d) in &dirs {
-                inner.fsync_fd(d, name)?;
-            }
-            Ok(())
+            inner.fsync_dirs(&dirs)
         })
         .await
     }

@@ -188,6 +188,24 @@ async fn snapshot(store: &MemoryStore, prefix: &str) -> Vec<(ObjKey, Bytes)> {
         .collect()
 }
 
+/// The setup of the tampering checks: a small tree with nothing cached (every
+/// bucket on `store`), every block written once.
+async fn filled_uncached(
+    s: &dyn Subject,
+    store: Arc<dyn BlockStore>,
+) -> (Params, Arc<dyn Oram>, Model) {
+    let p = Params {
+        capacity: 64,
+        block_size: 32,
+        cached_levels: 0,
+        ..Params::default()
+    };
+    let e = mem_engine(s, &p, store);
+    let mut model = Model::new();
+    fill(e.as_ref(), &mut model, 0..p.capacity, 1).await;
+    (p, e, model)
+}
+
 /// A round whose PUTs landed but were answered with errors (lost in transit) is
 /// finished again with other contents (its write turned into a read) under the
 /// same keys: the provider putting the first attempt's objects back is an
@@ -197,16 +215,8 @@ pub fn an_interrupted_attempts_objects_never_open_as_current(s: Arc<dyn Subject>
         return;
     }
     runtime().block_on(async {
-        let p = Params {
-            capacity: 64,
-            block_size: 32,
-            cached_levels: 0,
-            ..Params::default()
-        };
         let store = Arc::new(FaultStore::new(MemoryStore::new()));
-        let e = mem_engine(s.as_ref(), &p, store.clone());
-        let mut model = Model::new();
-        fill(e.as_ref(), &mut model, 0..p.capacity, 1).await;
+        let (p, e, mut model) = filled_uncached(s.as_ref(), store.clone()).await;
         let prefix = format!("{}/", p.prefix);
         // Writes until one round writes buckets (Ring ORAM evicts every A
         // accesses): that one fails after its PUTs landed.
@@ -263,16 +273,8 @@ pub fn an_interrupted_attempts_objects_never_open_as_current(s: Arc<dyn Subject>
 /// never wrong data, also on retry; once the objects are back, all reads work.
 pub fn tampering_is_an_integrity_error_never_wrong_data(s: Arc<dyn Subject>) {
     runtime().block_on(async {
-        let p = Params {
-            capacity: 64,
-            block_size: 32,
-            cached_levels: 0,
-            ..Params::default()
-        };
         let store = Arc::new(MemoryStore::new());
-        let e = mem_engine(s.as_ref(), &p, store.clone());
-        let mut model = Model::new();
-        fill(e.as_ref(), &mut model, 0..p.capacity, 1).await;
+        let (p, e, mut model) = filled_uncached(s.as_ref(), store.clone()).await;
         let prefix = format!("{}/", p.prefix);
         type Tamper = fn(Vec<(ObjKey, Bytes)>) -> Vec<(ObjKey, Bytes)>;
         let cases: [(&str, Tamper); 3] = [
