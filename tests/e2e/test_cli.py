@@ -53,7 +53,7 @@ def test_startup_errors(tmp_path):
     assert p.stop() == 0
     data = p.data_dir
     r = run("serve", "--data-dir", str(data), "--s3-listen", "127.0.0.1:0", "--block-size", "8192")
-    assert r.returncode != 0 and "created with other parameters" in r.stderr and "block_size 4096" in r.stderr
+    assert r.returncode != 0 and "created with other parameters" in r.stderr and "block_size 16384" in r.stderr
     os.chmod(data / "master.key", 0o644)
     r = run("serve", "--data-dir", str(data), "--s3-listen", "127.0.0.1:0")
     assert r.returncode != 0 and "chmod 600" in r.stderr

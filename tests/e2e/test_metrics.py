@@ -46,8 +46,8 @@ def test_metrics_count_backend_traffic_and_engine_work(tmp_path):
         # Every access reads a path (buckets never written yet come back empty).
         get = 'oram_backend_requests_total{verb="get"}'
         assert after[get] > before[get]
-        # 25 blocks of 4 KiB written and read at least.
-        assert after["oram_engine_accesses_total"] - before["oram_engine_accesses_total"] >= 50
+        # 7 blocks of 16 KiB written and read at least.
+        assert after["oram_engine_accesses_total"] - before["oram_engine_accesses_total"] >= 14
         assert after['oram_objects{kind="objects"}'] == 1
         assert after['oram_objects{kind="buckets"}'] == 1
         assert after["oram_state_file_bytes"] > 0
@@ -128,8 +128,8 @@ def test_client_requests_latency_overhead_and_state_gauges(tmp_path):
         assert "# TYPE oram_engine_rounds_repeated_total counter" in text
         assert m['oram_engine_rounds_repeated_total{engine="path"}'] == 0
         assert m["oram_engine_stash_bound_blocks"] == 89
-        assert m['oram_capacity_blocks{kind="used"}'] == 13  # ceil(50 000 / 4096)
-        assert m['oram_capacity_blocks{kind="total"}'] == 262144
+        assert m['oram_capacity_blocks{kind="used"}'] == 4  # ceil(50 000 / 16384)
+        assert m['oram_capacity_blocks{kind="total"}'] == 65536
         # Journal entries are dropped lazily (at the next round's commit once their
         # write-back landed), so the live value depends on timing; it must be what
         # the state database's journal table holds. The drain at a graceful stop is

@@ -54,9 +54,9 @@ def test_stats_live_and_offline(tmp_path):
         out = r.stdout
         assert f"running proxy, http://127.0.0.1:{mport}" in out
         assert re.search(r"objects:\s+3 in 1 buckets", out), out
-        # 3 objects of 10 000 bytes in 4 KiB blocks: 9 blocks.
-        assert re.search(r"capacity used:\s+9 blocks", out), out
-        assert re.search(r"engine:\s+path, 262144 blocks of 4096 bytes", out), out
+        # 3 objects of 10 000 bytes in 16 KiB blocks: 3 blocks.
+        assert re.search(r"capacity used:\s+3 blocks", out), out
+        assert re.search(r"engine:\s+path, 65536 blocks of 16384 bytes", out), out
         assert re.search(r"stash:\s+\d+ blocks now, max \d+, mean [\d.]+ \(bound 89\)", out), out
         assert "backlog:" in out and "checkpoint:" in out and re.search(r"lease:\s+held", out), out
         # Without an endpoint, a running proxy's directory is busy.
@@ -69,7 +69,7 @@ def test_stats_live_and_offline(tmp_path):
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "no proxy running" in out
-    assert re.search(r"engine:\s+path, 262144 blocks of 4096 bytes", out), out
+    assert re.search(r"engine:\s+path, 65536 blocks of 16384 bytes", out), out
     # The stop took a checkpoint.
     assert re.search(r"checkpoint:\s+epoch \d+, taken \d+ s ago", out), out
     assert re.search(r"backlog:\s+0 journaled buckets", out), out
@@ -123,8 +123,9 @@ def test_init_shows_progress_on_a_terminal(tmp_path):
 
 
 # A small Path ORAM volume for `format`: 2048 blocks of 1 KiB with the default Z = 4
-# and 10 cached levels.
-FORMAT_FLAGS = ["--capacity-blocks", "2048", "--block-size", "1024"]
+# and a 4 MiB tree-top cache: 10 levels of 4 KiB buckets (1023 × 4 KiB) fit, 11
+# (the whole tree) would not.
+FORMAT_FLAGS = ["--capacity-blocks", "2048", "--block-size", "1024", "--tree-cache-mib", "4"]
 
 
 def uncached_buckets(capacity=2048, cached_levels=10):
@@ -241,7 +242,7 @@ def test_a_volume_keeps_the_parameters_it_was_created_with(tmp_path):
         s3.put_object(Bucket="keep", Key="k", Body=body)
     finally:
         assert p.stop() == 0, p.logs()
-    assert "block_size 8192 (default: 4096)" in p.logs(), p.logs()
+    assert "block_size 8192 (default: 16384)" in p.logs(), p.logs()
     r = run("fsck", "--data-dir", d, "--no-fsync")
     assert r.returncode == 0 and "clean" in r.stdout, r.stdout + r.stderr
     assert "1 objects" in r.stdout, r.stdout

@@ -112,8 +112,8 @@ async fn run(
     cfg.engine.capacity_blocks = 2048;
     cfg.engine.block_size = 1024;
     match &mut cfg.engine.kind {
-        Engine::Path(s) => s.cached_levels = 3,
-        Engine::Ring(s) => s.cached_levels = 3,
+        Engine::Path(s) => s.cached_levels = Some(3),
+        Engine::Ring(s) => s.cached_levels = Some(3),
         Engine::Direct(_) => {}
     }
     // Objects (< 20 000 bytes) fit one batch of 32 blocks: a GET fetches them

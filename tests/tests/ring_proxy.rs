@@ -17,7 +17,7 @@ fn config(dir: &std::path::Path) -> Config {
     cfg.s3.listen = "127.0.0.1:0".into();
     cfg.engine.kind = Engine::Ring(oram_ring::RingSettings {
         ring_preset: "small".into(),
-        cached_levels: 3,
+        cached_levels: Some(3),
         ..Default::default()
     });
     cfg.engine.capacity_blocks = 2048;
@@ -109,7 +109,7 @@ async fn the_proxy_serves_s3_on_ring_oram_across_restart_fsck_and_recovery() {
     let mut other = cfg.clone();
     other.engine.kind = Engine::Ring(oram_ring::RingSettings {
         ring_preset: "large".into(),
-        cached_levels: 3,
+        cached_levels: Some(3),
         ..Default::default()
     });
     let err = oram_proxy::start(&other, None)

@@ -61,7 +61,7 @@ fn proxy_config(minio: &Minio, dir: &std::path::Path) -> Config {
     cfg.s3.listen = "127.0.0.1:0".into();
     cfg.engine.capacity_blocks = 4096;
     cfg.engine.kind = oram_proxy::Engine::Path(oram_path::PathSettings {
-        cached_levels: 3,
+        cached_levels: Some(3),
         ..Default::default()
     });
     cfg.backend.kind = BackendKind::S3;

@@ -1781,7 +1781,7 @@ mod tests {
         assert_eq!(path_leaves(2048), 1024);
         assert_eq!(path_leaves(2049), 2048);
         assert_eq!(path_leaves(1), 1);
-        // The proxy's default: 262144 blocks, 10 cached levels → 2^17 leaves,
+        // The default of earlier releases: 262144 blocks, 10 cached levels → 2^17 leaves,
         // 18 levels, 8 on the back-end.
         let t = terms("path", 262_144, 10);
         assert_eq!((t.leaves, t.levels(), t.uncached()), (131_072, 18, 8));

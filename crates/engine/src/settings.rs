@@ -103,13 +103,42 @@ pub fn adopt_value<T: std::str::FromStr>(
     key: &str,
     named: &dyn Fn(&str) -> bool,
 ) -> std::result::Result<(), String> {
-    if named(key) {
-        return Ok(());
-    }
-    if let Some(v) = recorded.get(name) {
-        *setting = v
-            .parse()
-            .map_err(|_| format!("volume.toml: {name} = {v:?} is not a valid {key}"))?;
+    if let Some(v) = recorded_value(recorded, name, key, named)? {
+        *setting = v;
     }
     Ok(())
+}
+
+/// [`adopt_value`] for a setting that is optional in the configuration (derived
+/// from others when absent): a recorded value makes it `Some`.
+pub fn adopt_option<T: std::str::FromStr>(
+    setting: &mut Option<T>,
+    recorded: &BTreeMap<String, String>,
+    name: &str,
+    key: &str,
+    named: &dyn Fn(&str) -> bool,
+) -> std::result::Result<(), String> {
+    if let Some(v) = recorded_value(recorded, name, key, named)? {
+        *setting = Some(v);
+    }
+    Ok(())
+}
+
+/// The value recorded under `name`, unless the configuration names `key`.
+fn recorded_value<T: std::str::FromStr>(
+    recorded: &BTreeMap<String, String>,
+    name: &str,
+    key: &str,
+    named: &dyn Fn(&str) -> bool,
+) -> std::result::Result<Option<T>, String> {
+    if named(key) {
+        return Ok(None);
+    }
+    recorded
+        .get(name)
+        .map(|v| {
+            v.parse()
+                .map_err(|_| format!("volume.toml: {name} = {v:?} is not a valid {key}"))
+        })
+        .transpose()
 }

@@ -369,7 +369,7 @@ mod tests {
         assert_eq!(load_volume(d.path(), &cfg).unwrap(), p);
         cfg.engine.block_size = 8192;
         let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
-        assert!(err.contains("block_size 4096 (configured: 8192)"), "{err}");
+        assert!(err.contains("block_size 16384 (configured: 8192)"), "{err}");
         let old = "format = 1\nvolume_id = \"00\"\n";
         let err = VolumeParams::from_toml(old, "x").unwrap_err().to_string();
         assert!(err.contains("format 1"), "{err}");
@@ -389,14 +389,23 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut cfg = Config::default();
         let p = VolumeParams::new(&cfg, &VolumeId::random(), "file", "ab".repeat(16), None);
-        assert_eq!(p.fixed.get("cached_levels").map(String::as_str), Some("10"));
+        // The default: 16 KiB blocks, 1 GiB, a 16 MiB tree-top cache = 8 levels.
+        assert_eq!(p.fixed.get("cached_levels").map(String::as_str), Some("8"));
         save_volume(d.path(), &p).unwrap();
         let crate::config::Engine::Path(s) = &mut cfg.engine.kind else {
             unreachable!()
         };
-        s.cached_levels = 12;
+        s.cached_levels = Some(12);
         let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
-        assert!(err.contains("cached_levels 10 (configured: 12)"), "{err}");
+        assert!(err.contains("cached_levels 8 (configured: 12)"), "{err}");
+        // So is another cache budget that gives another depth, unless the
+        // configuration leaves the depth to the volume (below).
+        let crate::config::Engine::Path(s) = &mut cfg.engine.kind else {
+            unreachable!()
+        };
+        (s.cached_levels, s.tree_cache_mib) = (None, 64);
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
+        assert!(err.contains("cached_levels 8 (configured: 10)"), "{err}");
         // A parameter that only changes the checkpoint's size is a warning.
         let mut cfg = Config::default();
         let crate::config::Engine::Path(s) = &mut cfg.engine.kind else {
@@ -425,33 +434,51 @@ mod tests {
             ..Config::default()
         };
         let mut made = at(d.path());
-        made.engine.block_size = 16384;
+        made.engine.block_size = 4096;
         made.engine.capacity_blocks = 4096;
         let crate::config::Engine::Path(s) = &mut made.engine.kind else {
             unreachable!()
         };
-        s.cached_levels = 6;
+        s.cached_levels = Some(6);
         let p = VolumeParams::new(&made, &VolumeId::random(), "file", "ab".repeat(16), None);
         save_volume(d.path(), &p).unwrap();
         let mut cfg = at(d.path());
         assert!(load_volume(d.path(), &cfg).is_err(), "defaults differ");
         adopt_recorded(&mut cfg).unwrap();
         assert_eq!(load_volume(d.path(), &cfg).unwrap(), p);
-        assert_eq!(cfg.engine.block_size, 16384);
+        assert_eq!(cfg.engine.block_size, 4096);
         let taken = cfg.engine.adopted.join(", ");
         assert!(
-            taken.contains("block_size 16384 (default: 4096)")
-                && taken.contains("cached_levels 6 (default: 10)"),
+            taken.contains("block_size 4096 (default: 16384)")
+                && taken.contains("cached_levels 6 (default: 8)"),
             "{taken}"
         );
         // A named value is not replaced: the start is refused, naming it.
         let mut cfg = Config {
-            engine: toml::from_str("block_size = 4096").unwrap(),
+            engine: toml::from_str("block_size = 16384").unwrap(),
             ..at(d.path())
         };
         adopt_recorded(&mut cfg).unwrap();
         let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
-        assert!(err.contains("block_size 16384 (configured: 4096)"), "{err}");
+        assert!(err.contains("block_size 4096 (configured: 16384)"), "{err}");
+        // A volume made with 4 KiB blocks and the old default depth (10 levels)
+        // starts with today's defaults and keeps its depth: the cache budget only
+        // sizes a new volume's cache.
+        let old = tempfile::tempdir().unwrap();
+        let mut made = at(old.path());
+        (made.engine.block_size, made.engine.capacity_blocks) = (4096, 262_144);
+        if let crate::config::Engine::Path(s) = &mut made.engine.kind {
+            s.cached_levels = Some(10);
+        }
+        let p = VolumeParams::new(&made, &VolumeId::random(), "file", "ab".repeat(16), None);
+        save_volume(old.path(), &p).unwrap();
+        let mut cfg = Config {
+            engine: toml::from_str("tree_cache_mib = 1").unwrap(),
+            ..at(old.path())
+        };
+        adopt_recorded(&mut cfg).unwrap();
+        assert_eq!(load_volume(old.path(), &cfg).unwrap(), p);
+        assert_eq!(cfg.engine.fixed("vol0")["cached_levels"], "10");
         // A directory without a volume keeps the configuration as it is.
         let empty = tempfile::tempdir().unwrap();
         let mut cfg = at(empty.path());

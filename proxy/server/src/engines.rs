@@ -165,8 +165,8 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
-            block_size: 4096,
-            capacity_blocks: 262_144,
+            block_size: 16_384,
+            capacity_blocks: 65_536,
             max_batch: 64,
             kind: Engine::default(),
             insecure_direct: false,
@@ -185,6 +185,20 @@ impl EngineConfig {
             self.switch_kind(name)?;
         }
         self.named.insert("kind".into());
+        Ok(())
+    }
+
+    /// Sets the tree-top cache's budget (`--tree-cache-mib`); an engine without
+    /// a tree (`direct`) refuses it.
+    pub fn set_tree_cache_mib(&mut self, mib: u64) -> Result<(), String> {
+        match &mut self.kind {
+            Engine::Path(s) => s.tree_cache_mib = mib,
+            Engine::Ring(s) => s.tree_cache_mib = mib,
+            Engine::Direct(_) => {
+                return Err("--tree-cache-mib: the direct engine has no tree-top cache".into())
+            }
+        }
+        self.named.insert("tree_cache_mib".into());
         Ok(())
     }
 
@@ -324,11 +338,13 @@ kind = "path"
 # Required to run the "direct" engine (--insecure-direct): the storage provider
 # then sees exactly which blocks are read and written.
 insecure_direct = false
-# Bytes per ORAM block. Fixed when the data directory is created.
-block_size = 4096
+# Bytes per ORAM block (an object takes whole blocks: a smaller block wastes less
+# on small objects, a larger one moves large objects in fewer, cheaper rounds).
+# Fixed when the data directory is created.
+block_size = 16384
 # Logical blocks in the ORAM (capacity = block_size x capacity_blocks; 1 GiB by
 # default). Fixed when the data directory is created.
-capacity_blocks = 262144
+capacity_blocks = 65536
 # Blocks moved per engine round (and per streaming step of an object).
 max_batch = 64
 {}{}"#,
@@ -430,7 +446,7 @@ mod tests {
             panic!("not ring")
         };
         let p = r.params().unwrap();
-        assert_eq!((p.z, p.s, p.a, r.cached_levels), (33, 70, 48, 3));
+        assert_eq!((p.z, p.s, p.a, r.cached_levels), (33, 70, 48, Some(3)));
         assert!(c.ignored.is_empty());
         let c = parse("kind = 'path'\nz = 5\nblock_size = 8192").unwrap();
         assert_eq!(
@@ -451,7 +467,11 @@ mod tests {
                    max_inflight_writebacks = 4\nring_preset = 'small'\nring_z = 0\nring_s = 0\n\
                    ring_a = 0\nring_stash_bound = 0\nring_evict_read = 'whole'\n";
         let c = parse(old).unwrap();
-        assert_eq!(c.kind, Engine::Path(PathSettings::default()));
+        let named_depth = PathSettings {
+            cached_levels: Some(10),
+            ..PathSettings::default()
+        };
+        assert_eq!(c.kind, Engine::Path(named_depth));
         assert_eq!(c.ignored.len(), 6, "{:?}", c.ignored);
         let c = parse(&old.replace("kind = 'path'", "kind = 'ring'")).unwrap();
         assert!(matches!(c.kind, Engine::Ring(_)));
@@ -486,6 +506,35 @@ mod tests {
         }
     }
 
+    /// The tree-top cache is configured in MiB: the depth recorded for a new
+    /// volume is the most whole levels that fit, for each engine's buckets.
+    #[test]
+    fn the_tree_top_cache_is_sized_in_bytes() {
+        let levels = |toml: &str| parse(toml).unwrap().fixed("vol0")["cached_levels"].clone();
+        // 1 GiB of 16 KiB blocks: 64 KiB buckets; 16 MiB hold 255 of them.
+        assert_eq!(levels(""), "8");
+        assert_eq!(levels("tree_cache_mib = 64"), "10");
+        assert_eq!(levels("tree_cache_mib = 0"), "0");
+        assert_eq!(levels("block_size = 4096\ncapacity_blocks = 262144"), "10");
+        assert_eq!(levels("block_size = 65536\ncapacity_blocks = 16384"), "6");
+        // An explicit depth wins over the budget; never more than the tree.
+        assert_eq!(levels("cached_levels = 3\ntree_cache_mib = 64"), "3");
+        assert_eq!(levels("capacity_blocks = 64\ntree_cache_mib = 4096"), "6");
+        // Ring ORAM's buckets hold Z real blocks in the cache, as Path's.
+        assert_eq!(levels("kind = 'ring'"), "8");
+        assert_eq!(levels("kind = 'ring'\nring_preset = 'large'"), "5");
+        // The state's size bound grows with the cache it holds.
+        let bound = |toml: &str| parse(toml).unwrap().state_bound("vol0");
+        assert!(bound("tree_cache_mib = 64") > bound("") + (40 << 20));
+        // `--tree-cache-mib` names the budget; the direct engine has no tree.
+        let mut c = parse("").unwrap();
+        c.set_tree_cache_mib(64).unwrap();
+        assert!(c.named.contains("tree_cache_mib"));
+        assert_eq!(c.fixed("vol0")["cached_levels"], "10");
+        let mut c = parse("kind = 'direct'").unwrap();
+        assert!(c.set_tree_cache_mib(64).unwrap_err().contains("direct"));
+    }
+
     fn fixed(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()
@@ -497,26 +546,26 @@ mod tests {
     fn an_existing_volume_keeps_what_the_configuration_does_not_name() {
         // A Path volume created with 8 KiB blocks and 8 cached levels, started
         // with a file that names nothing of it: everything is taken.
-        let rec = fixed(&[("z", "4"), ("leaves", "16384"), ("cached_levels", "8")]);
+        let rec = fixed(&[("z", "4"), ("leaves", "16384"), ("cached_levels", "7")]);
         let mut c = parse("max_batch = 32").unwrap();
         c.adopt("path", 8192, 32768, &rec, "vol0").unwrap();
         assert_eq!((c.block_size, c.capacity_blocks), (8192, 32768));
         let Engine::Path(p) = &c.kind else {
             panic!("not path")
         };
-        assert_eq!((p.z, p.cached_levels), (4, 8));
+        assert_eq!((p.z, p.cached_levels), (4, Some(7)));
         assert_eq!(c.fixed("vol0"), rec);
         assert!(
             c.adopted
                 .iter()
-                .any(|a| a == "block_size 8192 (default: 4096)"),
+                .any(|a| a == "block_size 8192 (default: 16384)"),
             "{:?}",
             c.adopted
         );
         assert!(
             c.adopted
                 .iter()
-                .any(|a| a == "cached_levels 8 (default: 10)"),
+                .any(|a| a == "cached_levels 7 (default: 8)"),
             "{:?}",
             c.adopted
         );
@@ -530,7 +579,7 @@ block_size = 4096",
         let Engine::Path(p) = &c.kind else {
             panic!("not path")
         };
-        assert_eq!((c.block_size, p.cached_levels), (4096, 12));
+        assert_eq!((c.block_size, p.cached_levels), (4096, Some(12)));
         // The engine itself is taken, then its parameters: a Ring volume with the
         // large preset and 3 cached levels.
         let rec = fixed(&[
@@ -546,7 +595,7 @@ block_size = 4096",
             panic!("not ring")
         };
         let p = r.params().unwrap();
-        assert_eq!((p.z, p.s, p.a, r.cached_levels), (33, 63, 48, 3));
+        assert_eq!((p.z, p.s, p.a, r.cached_levels), (33, 63, 48, Some(3)));
         assert!(c.adopted.iter().any(|a| a.starts_with("kind \"ring\"")));
         // Keys the configured engine ignored belong to the engine taken from the
         // volume: they are read, not lost.

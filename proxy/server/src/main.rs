@@ -132,6 +132,10 @@ struct ServeArgs {
     /// Capacity in blocks (overrides `engine.capacity_blocks`; fixed at creation).
     #[arg(long, value_name = "BLOCKS")]
     capacity_blocks: Option<u64>,
+    /// Tree-top cache of Path and Ring ORAM in MiB (overrides
+    /// `engine.tree_cache_mib`; its depth is fixed at creation).
+    #[arg(long, value_name = "MIB")]
+    tree_cache_mib: Option<u64>,
     /// Do not fsync backend writes (throw-away benchmarks only).
     #[arg(long)]
     no_fsync: bool,
@@ -262,6 +266,9 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
     if let Some(c) = args.capacity_blocks {
         cfg.engine.capacity_blocks = c;
         cfg.engine.named.insert("capacity_blocks".into());
+    }
+    if let Some(m) = args.tree_cache_mib {
+        cfg.engine.set_tree_cache_mib(m)?;
     }
     if args.no_fsync {
         cfg.backend.fsync = false;

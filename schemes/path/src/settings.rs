@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use oram_engine::{adopt_value, snapshot_row, EngineSettings, Oram, Parts, Result, Shape};
+use oram_engine::{
+    adopt_option, adopt_value, snapshot_row, EngineSettings, Oram, Parts, Result, Shape,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{Geometry, PathConfig, PathOram, TreeConfig};
@@ -14,9 +16,15 @@ use crate::{Geometry, PathConfig, PathOram, TreeConfig};
 pub struct PathSettings {
     /// Blocks per bucket (Z). Fixed when the volume is created.
     pub z: usize,
-    /// Tree levels kept in local memory (tree-top cache). Fixed when the volume is
+    /// Tree levels kept in local memory (tree-top cache); `None` (the default):
+    /// as many as [`PathSettings::tree_cache_mib`] holds. Fixed when the volume is
     /// created: the cached buckets live in the trusted state, not on the backend.
-    pub cached_levels: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_levels: Option<u32>,
+    /// The tree-top cache's budget in MiB when `cached_levels` is not set: the
+    /// most whole levels whose buckets (Z blocks each) fit. Used when the volume
+    /// is created; an existing volume keeps its recorded levels.
+    pub tree_cache_mib: u64,
     /// Largest stash allowed after an access.
     pub stash_bound: usize,
     /// Accepted for configuration files of earlier versions; unused (a round's
@@ -28,7 +36,8 @@ impl Default for PathSettings {
     fn default() -> Self {
         Self {
             z: 4,
-            cached_levels: 10,
+            cached_levels: None,
+            tree_cache_mib: 16,
             stash_bound: 89,
             max_inflight_writebacks: 4,
         }
@@ -41,10 +50,15 @@ impl PathSettings {
     pub const EXAMPLE: &'static str = r#"# Path ORAM (kind = "path"): blocks per bucket (Z). Fixed when the data
 # directory is created.
 z = 4
-# Path ORAM: tree levels kept in local memory (tree-top cache); each saves a
-# backend GET and PUT per access and costs 2^level buckets of memory. Fixed when
-# the data directory is created (those buckets live in the local state).
-cached_levels = 10
+# Path and Ring ORAM: MiB of local memory for the tree-top cache: the top levels
+# of the tree that fit (whole levels of Z-block buckets) are kept in the local
+# state instead of the backend; each level saves a backend GET and PUT per
+# access. Used when the data directory is created.
+tree_cache_mib = 16
+# Path and Ring ORAM: the tree-top cache in levels instead (each costs as much
+# memory as all those above it); overrides tree_cache_mib. Fixed when the data
+# directory is created (those buckets live in the local state).
+# cached_levels = 8
 # Path ORAM: largest stash allowed after an access.
 stash_bound = 89
 "#;
@@ -54,7 +68,7 @@ stash_bound = 89
         PathConfig {
             tree: TreeConfig::for_shape(
                 shape,
-                self.cached_levels,
+                self.cached_levels(shape),
                 self.stash_bound,
                 self.max_inflight_writebacks,
             ),
@@ -64,6 +78,16 @@ stash_bound = 89
 
     fn geometry(&self, shape: &Shape) -> Geometry {
         Geometry::new(shape.capacity, self.z, shape.block_size, None)
+    }
+
+    /// The tree-top cache's levels for a volume of `shape`: `cached_levels`, or
+    /// those `tree_cache_mib` holds; never more than the tree has.
+    pub fn cached_levels(&self, shape: &Shape) -> u32 {
+        let geo = self.geometry(shape);
+        let levels = self
+            .cached_levels
+            .unwrap_or_else(|| geo.levels_within(self.tree_cache_mib.saturating_mul(1 << 20)));
+        levels.min(geo.leaf_level + 1)
     }
 }
 
@@ -86,7 +110,7 @@ impl EngineSettings for PathSettings {
             ("leaves".to_string(), geo.leaves.to_string()),
             (
                 "cached_levels".to_string(),
-                self.cached_levels.min(geo.leaf_level + 1).to_string(),
+                self.cached_levels(shape).to_string(),
             ),
         ])
     }
@@ -97,7 +121,7 @@ impl EngineSettings for PathSettings {
         named: &dyn Fn(&str) -> bool,
     ) -> std::result::Result<(), String> {
         adopt_value(&mut self.z, recorded, "z", "z", named)?;
-        adopt_value(
+        adopt_option(
             &mut self.cached_levels,
             recorded,
             "cached_levels",
@@ -112,8 +136,7 @@ impl EngineSettings for PathSettings {
         let positions = cap * snapshot_row(8, 8);
         let nodes = geo.node_count() * snapshot_row(8, 24);
         let stash = self.stash_bound as u64 * snapshot_row(8, bs);
-        let cached = self.cached_levels.min(geo.leaf_level + 1);
-        let local = geo.nodes_above(cached) * snapshot_row(8, z * (12 + bs));
+        let local = geo.nodes_above(self.cached_levels(shape)) * snapshot_row(8, z * (12 + bs));
         // The intent record: a varint (≤ 10 bytes) per block and per draw, two
         // draws per op.
         let intent = snapshot_row(0, 32 + 30 * shape.max_batch as u64);

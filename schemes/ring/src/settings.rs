@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use oram_engine::{
-    adopt_value, snapshot_row, EngineSettings, Oram, OramError, Parts, Result, Shape,
+    adopt_option, adopt_value, snapshot_row, EngineSettings, Oram, OramError, Parts, Result, Shape,
 };
 use serde::{Deserialize, Serialize};
 
@@ -28,8 +28,13 @@ pub struct RingSettings {
     pub ring_stash_bound: usize,
     /// Eviction reads: `whole` or `slots`.
     pub ring_evict_read: String,
-    /// Tree levels kept in local memory (tree-top cache). Fixed at creation.
-    pub cached_levels: u32,
+    /// Tree levels kept in local memory (tree-top cache); `None` (the default):
+    /// as many as [`RingSettings::tree_cache_mib`] holds. Fixed at creation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_levels: Option<u32>,
+    /// The tree-top cache's budget in MiB when `cached_levels` is not set: the
+    /// most whole levels whose buckets (Z real blocks each) fit. Used at creation.
+    pub tree_cache_mib: u64,
     /// Accepted for configuration files of earlier versions; unused (a round's
     /// buckets are written before its commit, one round at a time).
     pub max_inflight_writebacks: usize,
@@ -44,7 +49,8 @@ impl Default for RingSettings {
             ring_a: 0,
             ring_stash_bound: 0,
             ring_evict_read: "whole".into(),
-            cached_levels: 10,
+            cached_levels: None,
+            tree_cache_mib: 16,
             max_inflight_writebacks: 4,
         }
     }
@@ -72,7 +78,7 @@ impl RingSettings {
 # all Z + S slots: fewer requests) or "slots" (Z ranged GETs, as in the paper:
 # fewer bytes).
 # ring_evict_read = "whole"
-# Ring ORAM also takes cached_levels (fixed at creation), as above.
+# Ring ORAM also takes tree_cache_mib and cached_levels, as above.
 "#;
 
     /// Z, S and A: the preset's, with the non-zero `ring_z`, `ring_s`, `ring_a`
@@ -118,7 +124,7 @@ impl RingSettings {
         Ok(RingConfig {
             tree: TreeConfig::for_shape(
                 shape,
-                self.cached_levels,
+                self.cached_levels(shape)?,
                 self.stash_bound(shape.max_batch)?,
                 self.max_inflight_writebacks,
             ),
@@ -135,6 +141,19 @@ impl RingSettings {
             params: p,
             block_size: shape.block_size,
         })
+    }
+
+    /// The tree-top cache's levels for a volume of `shape`: `cached_levels`, or
+    /// those `tree_cache_mib` holds; never more than the tree has.
+    pub fn cached_levels(&self, shape: &Shape) -> std::result::Result<u32, String> {
+        Ok(self.cached_levels_in(&self.layout(shape)?.geo))
+    }
+
+    fn cached_levels_in(&self, geo: &oram_tree::Geometry) -> u32 {
+        let levels = self
+            .cached_levels
+            .unwrap_or_else(|| geo.levels_within(self.tree_cache_mib.saturating_mul(1 << 20)));
+        levels.min(geo.leaf_level + 1)
     }
 }
 
@@ -160,7 +179,7 @@ impl EngineSettings for RingSettings {
             m.insert("s".into(), p.s.to_string());
             m.insert("a".into(), p.a.to_string());
             m.insert("leaves".into(), lay.geo.leaves.to_string());
-            let cached = self.cached_levels.min(lay.geo.leaf_level + 1);
+            let cached = self.cached_levels_in(&lay.geo);
             m.insert("cached_levels".into(), cached.to_string());
         }
         m
@@ -176,7 +195,7 @@ impl EngineSettings for RingSettings {
         adopt_value(&mut self.ring_z, recorded, "z", "ring_z", &zsa_named)?;
         adopt_value(&mut self.ring_s, recorded, "s", "ring_s", &zsa_named)?;
         adopt_value(&mut self.ring_a, recorded, "a", "ring_a", &zsa_named)?;
-        adopt_value(
+        adopt_option(
             &mut self.cached_levels,
             recorded,
             "cached_levels",
@@ -201,7 +220,7 @@ impl EngineSettings for RingSettings {
         // Per bucket: its slot map and read state; and the engine's counters.
         let meta = buckets * (snapshot_row(9, 8 * slots) + snapshot_row(9, 4 + slots.div_ceil(8)))
             + snapshot_row(1, 16);
-        let cached = self.cached_levels.min(geo.leaf_level + 1);
+        let cached = self.cached_levels_in(&geo);
         let local = geo.nodes_above(cached) * snapshot_row(8, lay.params.z as u64 * (12 + bs));
         // The intent record: two leaf draws per op and a dummy choice per bucket
         // of every read path and (reading by slots) per eviction slot, ≤ 10 bytes each.

@@ -70,6 +70,22 @@ impl Geometry {
         self.first_of_level(level.min(self.leaf_level + 1)) - 1
     }
 
+    /// The most levels from the root (at most the whole tree) whose buckets' block
+    /// payloads — `Z × block_size` bytes each — fit in `budget` bytes: the depth
+    /// of a tree-top cache given in bytes.
+    pub fn levels_within(&self, budget: u64) -> u32 {
+        let bucket = (self.z as u64)
+            .saturating_mul(self.block_size as u64)
+            .max(1);
+        let mut levels = 0;
+        while levels <= self.leaf_level
+            && self.nodes_above(levels + 1).saturating_mul(bucket) <= budget
+        {
+            levels += 1;
+        }
+        levels
+    }
+
     /// Level of `node` (root = 0).
     pub fn level(&self, node: u64) -> u32 {
         if self.arity == 2 {
@@ -198,6 +214,23 @@ mod tests {
             .flat_map(|x| g.path(x).collect::<Vec<_>>())
             .collect();
         assert_eq!(all.len() as u64, g.node_count());
+    }
+
+    #[test]
+    fn a_cache_budget_in_bytes_gives_whole_levels() {
+        // 1 GiB of 16 KiB blocks, Z = 4: 2^15 leaves, 16 levels of 64 KiB buckets.
+        let g = Geometry::new(65_536, 4, 16_384, None);
+        assert_eq!(g.leaf_level, 15);
+        // 16 MiB holds the 255 buckets of 8 levels (255 × 64 KiB), not 511.
+        assert_eq!(g.levels_within(16 << 20), 8);
+        assert_eq!(g.levels_within((255 << 16) - 1), 7);
+        assert_eq!(g.levels_within(0), 0);
+        assert_eq!(g.levels_within(u64::MAX), 16, "never more than the tree");
+        // The same budget with 4 KiB blocks: 1023 buckets of 16 KiB, 10 levels.
+        assert_eq!(
+            Geometry::new(262_144, 4, 4096, None).levels_within(16 << 20),
+            10
+        );
     }
 
     #[test]
