@@ -92,6 +92,8 @@ def main():
     ap.add_argument("--small-gets", type=int, default=40)
     ap.add_argument("--big-mb", type=int, default=64)
     ap.add_argument("--max-in-flight", type=int, default=128)
+    ap.add_argument("--proxy-arg", action="append", default=[],
+                    help="an extra flag for the proxy's init and serve (repeatable), e.g. --proxy-arg=--block-size=4096")
     args = ap.parse_args()
     work = pathlib.Path(tempfile.mkdtemp(prefix="oram-shaped-"))
     procs = []
@@ -115,7 +117,7 @@ def main():
         penv = dict(os.environ, AWS_ACCESS_KEY_ID="benchuser", AWS_SECRET_ACCESS_KEY="benchsecret123",
                     ORAM_PROXY_ROOT_USER="bench", ORAM_PROXY_ROOT_PASSWORD="bench-secret-1")
         flags = ["--config", str(cfg), "--data-dir", str(work / "proxy"), "--backend", "s3://oram/vol",
-                 "--backend-endpoint", shaped]
+                 "--backend-endpoint", shaped, *args.proxy_arg]
         subprocess.run([args.proxy, "init", *flags], env=penv, check=True, stdout=subprocess.DEVNULL)
         procs.append(subprocess.Popen([args.proxy, "serve", *flags, "--s3-listen", f"127.0.0.1:{pport}"],
                                       env=penv, stdout=subprocess.DEVNULL, stderr=open(work / "proxy.err", "w")))

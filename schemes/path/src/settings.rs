@@ -83,11 +83,8 @@ stash_bound = 89
     /// The tree-top cache's levels for a volume of `shape`: `cached_levels`, or
     /// those `tree_cache_mib` holds; never more than the tree has.
     pub fn cached_levels(&self, shape: &Shape) -> u32 {
-        let geo = self.geometry(shape);
-        let levels = self
-            .cached_levels
-            .unwrap_or_else(|| geo.levels_within(self.tree_cache_mib.saturating_mul(1 << 20)));
-        levels.min(geo.leaf_level + 1)
+        self.geometry(shape)
+            .cached_levels(self.cached_levels, self.tree_cache_mib)
     }
 }
 

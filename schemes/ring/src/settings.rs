@@ -146,14 +146,8 @@ impl RingSettings {
     /// The tree-top cache's levels for a volume of `shape`: `cached_levels`, or
     /// those `tree_cache_mib` holds; never more than the tree has.
     pub fn cached_levels(&self, shape: &Shape) -> std::result::Result<u32, String> {
-        Ok(self.cached_levels_in(&self.layout(shape)?.geo))
-    }
-
-    fn cached_levels_in(&self, geo: &oram_tree::Geometry) -> u32 {
-        let levels = self
-            .cached_levels
-            .unwrap_or_else(|| geo.levels_within(self.tree_cache_mib.saturating_mul(1 << 20)));
-        levels.min(geo.leaf_level + 1)
+        let geo = self.layout(shape)?.geo;
+        Ok(geo.cached_levels(self.cached_levels, self.tree_cache_mib))
     }
 }
 
@@ -179,7 +173,9 @@ impl EngineSettings for RingSettings {
             m.insert("s".into(), p.s.to_string());
             m.insert("a".into(), p.a.to_string());
             m.insert("leaves".into(), lay.geo.leaves.to_string());
-            let cached = self.cached_levels_in(&lay.geo);
+            let cached = lay
+                .geo
+                .cached_levels(self.cached_levels, self.tree_cache_mib);
             m.insert("cached_levels".into(), cached.to_string());
         }
         m
@@ -220,7 +216,7 @@ impl EngineSettings for RingSettings {
         // Per bucket: its slot map and read state; and the engine's counters.
         let meta = buckets * (snapshot_row(9, 8 * slots) + snapshot_row(9, 4 + slots.div_ceil(8)))
             + snapshot_row(1, 16);
-        let cached = self.cached_levels_in(&geo);
+        let cached = geo.cached_levels(self.cached_levels, self.tree_cache_mib);
         let local = geo.nodes_above(cached) * snapshot_row(8, lay.params.z as u64 * (12 + bs));
         // The intent record: two leaf draws per op and a dummy choice per bucket
         // of every read path and (reading by slots) per eviction slot, ≤ 10 bytes each.

@@ -86,6 +86,15 @@ impl Geometry {
         levels
     }
 
+    /// The depth of a tree-top cache configured as `levels` (if set) or as a
+    /// budget of `mib` MiB ([`Geometry::levels_within`]); never more than the
+    /// tree has.
+    pub fn cached_levels(&self, levels: Option<u32>, mib: u64) -> u32 {
+        levels
+            .unwrap_or_else(|| self.levels_within(mib.saturating_mul(1 << 20)))
+            .min(self.leaf_level + 1)
+    }
+
     /// Level of `node` (root = 0).
     pub fn level(&self, node: u64) -> u32 {
         if self.arity == 2 {
@@ -226,6 +235,10 @@ mod tests {
         assert_eq!(g.levels_within((255 << 16) - 1), 7);
         assert_eq!(g.levels_within(0), 0);
         assert_eq!(g.levels_within(u64::MAX), 16, "never more than the tree");
+        // Configured as a depth or as MiB; an explicit depth wins, capped too.
+        assert_eq!(g.cached_levels(None, 16), 8);
+        assert_eq!(g.cached_levels(Some(3), 1 << 20), 3);
+        assert_eq!(g.cached_levels(Some(40), 0), 16);
         // The same budget with 4 KiB blocks: 1023 buckets of 16 KiB, 10 levels.
         assert_eq!(
             Geometry::new(262_144, 4, 4096, None).levels_within(16 << 20),
