@@ -26,7 +26,7 @@ use oram_blockstore::StoreError;
 use oram_seal::SealError;
 use oram_state::StateError;
 
-pub use settings::{adopt_option, adopt_value, snapshot_row, EngineSettings, Parts, Shape};
+pub use settings::{adopt_value, recorded_value, snapshot_row, EngineSettings, Parts, Shape};
 pub use staged::StagedAccess;
 
 /// One logical operation.

@@ -109,23 +109,11 @@ pub fn adopt_value<T: std::str::FromStr>(
     Ok(())
 }
 
-/// [`adopt_value`] for a setting that is optional in the configuration (derived
-/// from others when absent): a recorded value makes it `Some`.
-pub fn adopt_option<T: std::str::FromStr>(
-    setting: &mut Option<T>,
-    recorded: &BTreeMap<String, String>,
-    name: &str,
-    key: &str,
-    named: &dyn Fn(&str) -> bool,
-) -> std::result::Result<(), String> {
-    if let Some(v) = recorded_value(recorded, name, key, named)? {
-        *setting = Some(v);
-    }
-    Ok(())
-}
-
-/// The value recorded under `name`, unless the configuration names `key`.
-fn recorded_value<T: std::str::FromStr>(
+/// The value recorded under `name` as a `T`, unless the configuration names
+/// `key` (for [`EngineSettings::adopt`] of settings [`adopt_value`] cannot set,
+/// such as one derived from others when absent); a recorded value that does not
+/// parse is an error.
+pub fn recorded_value<T: std::str::FromStr>(
     recorded: &BTreeMap<String, String>,
     name: &str,
     key: &str,

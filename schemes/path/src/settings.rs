@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use oram_engine::{
-    adopt_option, adopt_value, snapshot_row, EngineSettings, Oram, Parts, Result, Shape,
+    adopt_value, recorded_value, snapshot_row, EngineSettings, Oram, Parts, Result, Shape,
 };
 use serde::{Deserialize, Serialize};
 
@@ -118,13 +118,10 @@ impl EngineSettings for PathSettings {
         named: &dyn Fn(&str) -> bool,
     ) -> std::result::Result<(), String> {
         adopt_value(&mut self.z, recorded, "z", "z", named)?;
-        adopt_option(
-            &mut self.cached_levels,
-            recorded,
-            "cached_levels",
-            "cached_levels",
-            named,
-        )
+        if let Some(levels) = recorded_value(recorded, "cached_levels", "cached_levels", named)? {
+            self.cached_levels = Some(levels);
+        }
+        Ok(())
     }
 
     fn state_bound(&self, shape: &Shape) -> u64 {

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use oram_engine::{
-    adopt_option, adopt_value, snapshot_row, EngineSettings, Oram, OramError, Parts, Result, Shape,
+    adopt_value, recorded_value, snapshot_row, EngineSettings, Oram, OramError, Parts, Result,
+    Shape,
 };
 use serde::{Deserialize, Serialize};
 
@@ -191,13 +192,10 @@ impl EngineSettings for RingSettings {
         adopt_value(&mut self.ring_z, recorded, "z", "ring_z", &zsa_named)?;
         adopt_value(&mut self.ring_s, recorded, "s", "ring_s", &zsa_named)?;
         adopt_value(&mut self.ring_a, recorded, "a", "ring_a", &zsa_named)?;
-        adopt_option(
-            &mut self.cached_levels,
-            recorded,
-            "cached_levels",
-            "cached_levels",
-            named,
-        )
+        if let Some(levels) = recorded_value(recorded, "cached_levels", "cached_levels", named)? {
+            self.cached_levels = Some(levels);
+        }
+        Ok(())
     }
 
     fn state_bound(&self, shape: &Shape) -> u64 {
