@@ -212,6 +212,8 @@ def test_format_of_a_direct_volume_has_nothing_to_do(tmp_path):
              *FORMAT_FLAGS]
     r = run("init", *flags, env=env)
     assert r.returncode == 0, r.stderr
+    # The tree-top cache's flag does not apply to `direct`: a notice, not a refusal.
+    assert 'tree_cache_mib does not apply to engine "direct"' in r.stderr, r.stderr
     store = tmp_path / "d" / "store"
     files = sorted(str(f.relative_to(store)) for f in store.rglob("*") if f.is_file())
     r = run("format", *flags)

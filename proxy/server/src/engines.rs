@@ -188,18 +188,19 @@ impl EngineConfig {
         Ok(())
     }
 
-    /// Sets the tree-top cache's budget (`--tree-cache-mib`); an engine without
-    /// a tree (`direct`) refuses it.
-    pub fn set_tree_cache_mib(&mut self, mib: u64) -> Result<(), String> {
+    /// Sets the tree-top cache's budget (`--tree-cache-mib`); for an engine
+    /// without a tree (`direct`) it is listed in [`EngineConfig::ignored`], like
+    /// another engine's key in the file (a notice at start).
+    pub fn set_tree_cache_mib(&mut self, mib: u64) {
         match &mut self.kind {
             Engine::Path(s) => s.tree_cache_mib = mib,
             Engine::Ring(s) => s.tree_cache_mib = mib,
             Engine::Direct(_) => {
-                return Err("--tree-cache-mib: the direct engine has no tree-top cache".into())
+                self.ignored.push("tree_cache_mib".into());
+                return;
             }
         }
         self.named.insert("tree_cache_mib".into());
-        Ok(())
     }
 
     /// Switches to engine `name`, its settings read from the file's `[engine]`
@@ -526,13 +527,15 @@ mod tests {
         // The state's size bound grows with the cache it holds.
         let bound = |toml: &str| parse(toml).unwrap().state_bound("vol0");
         assert!(bound("tree_cache_mib = 64") > bound("") + (40 << 20));
-        // `--tree-cache-mib` names the budget; the direct engine has no tree.
+        // `--tree-cache-mib` names the budget; the direct engine has no tree:
+        // ignored, with a notice at start.
         let mut c = parse("").unwrap();
-        c.set_tree_cache_mib(64).unwrap();
+        c.set_tree_cache_mib(64);
         assert!(c.named.contains("tree_cache_mib"));
         assert_eq!(c.fixed("vol0")["cached_levels"], "10");
         let mut c = parse("kind = 'direct'").unwrap();
-        assert!(c.set_tree_cache_mib(64).unwrap_err().contains("direct"));
+        c.set_tree_cache_mib(64);
+        assert_eq!(c.ignored, vec!["tree_cache_mib".to_string()]);
     }
 
     fn fixed(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -268,7 +268,7 @@ fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
         cfg.engine.named.insert("capacity_blocks".into());
     }
     if let Some(m) = args.tree_cache_mib {
-        cfg.engine.set_tree_cache_mib(m)?;
+        cfg.engine.set_tree_cache_mib(m);
     }
     if args.no_fsync {
         cfg.backend.fsync = false;
@@ -330,6 +330,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 
 fn init(args: InitArgs) -> Result<(), String> {
     let (cfg, root) = configure(args.serve)?;
+    logging("warn");
     let spinner = ProgressBar::new_spinner();
     spinner.set_style(
         ProgressStyle::with_template("{spinner} init: {msg} ({elapsed})").expect("valid template"),

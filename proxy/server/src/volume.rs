@@ -182,9 +182,6 @@ impl Volume {
                     cfg.engine.adopted.join(", ")
                 );
             }
-            for n in params.notices(cfg) {
-                tracing::warn!("{n}");
-            }
             let state = datadir::state_path(dir);
             // Missing state is fine only for a volume that never stored anything (a
             // first start that stopped before creating it).
@@ -237,6 +234,9 @@ impl Volume {
             .await?;
             (params, key, new_key)
         };
+        for n in params.notices(cfg) {
+            tracing::warn!("{n}");
+        }
         Self::assemble(cfg, params, key, store, lease, !existed, new_key).await
     }
 
