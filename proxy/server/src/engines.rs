@@ -547,7 +547,7 @@ mod tests {
 
     #[test]
     fn an_existing_volume_keeps_what_the_configuration_does_not_name() {
-        // A Path volume created with 8 KiB blocks and 8 cached levels, started
+        // A Path volume created with 8 KiB blocks and 7 cached levels, started
         // with a file that names nothing of it: everything is taken.
         let rec = fixed(&[("z", "4"), ("leaves", "16384"), ("cached_levels", "7")]);
         let mut c = parse("max_batch = 32").unwrap();
