@@ -214,6 +214,7 @@ def test_format_of_a_direct_volume_has_nothing_to_do(tmp_path):
     assert r.returncode == 0, r.stderr
     # The tree-top cache's flag does not apply to `direct`: a notice, not a refusal.
     assert 'tree_cache_mib does not apply to engine "direct"' in r.stderr, r.stderr
+    assert "\x1b[" not in r.stderr, "no colour codes in logs that are not a terminal"
     store = tmp_path / "d" / "store"
     files = sorted(str(f.relative_to(store)) for f in store.rglob("*") if f.is_file())
     r = run("format", *flags)

@@ -470,9 +470,12 @@ fn logging(default: &str) {
         // s3s logs the signature it expected (and the string to sign) at debug level
         // on a mismatch: never, whatever RUST_LOG says.
         .add_directive("s3s::ops::signature=info".parse().expect("valid directive"));
+    // Colour only on a terminal: not in the systemd journal or a log file.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .init();
 }
 
