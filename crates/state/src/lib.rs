@@ -280,11 +280,20 @@ pub trait TrustedState: Send + 'static {
     /// Every journaled write, in position order: after a crash they are sent again.
     fn pending(&self) -> Vec<PendingWrite>;
 
-    /// The intent record: what the round in progress reads, committed before its
-    /// reads go out, so that after a crash the same round is finished first.
-    fn intent(&self) -> Option<&Bytes>;
-    /// Sets or clears the intent record.
-    fn set_intent(&mut self, intent: Option<Bytes>);
+    /// The intent records, by round sequence number (ascending): what each round
+    /// in progress reads, committed before its reads go out, so that after a
+    /// crash the same rounds are finished first, in this order. At most two: a
+    /// round whose writes are landing and one reading ahead of it.
+    fn intents(&self) -> Vec<(u64, Bytes)>;
+    /// Sets or clears intent record `seq`, as a change like any other.
+    fn set_intent(&mut self, seq: u64, intent: Option<Bytes>);
+    /// Sets or clears intent record `seq` **on its own**, outside the changes
+    /// since the last settle, and returns it staged for a commit of its own: for
+    /// a round that reads ahead while an earlier round's changes are staged and
+    /// not yet durable. In memory the record is part of the baseline at once (a
+    /// rollback of the earlier changes keeps it). `seq` must not have been
+    /// changed since the last settle.
+    fn stage_intent(&mut self, seq: u64, intent: Option<Bytes>) -> Staged;
 
     /// The changes since the last [`TrustedState::settle`], to be committed (alone
     /// or merged with other spaces' changes) by the caller, who then settles them

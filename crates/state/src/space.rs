@@ -29,7 +29,8 @@ pub struct SpaceState {
     local: Tracked<u64, Bucket>,
     meta: Tracked<Vec<u8>, Bytes>,
     pending: Tracked<u64, (NodeVersion, Bytes)>,
-    intent: Tracked<(), Bytes>,
+    /// Intent records by round sequence number (see [`TrustedState::intents`]).
+    intent: Tracked<u64, Bytes>,
 }
 
 /// Trusted state in process memory: lost when the process ends. Generation 0,
@@ -111,7 +112,7 @@ impl SpaceState {
                     pending.insert(decode_u64(&k)?, decode_pending(&v)?);
                 }
                 Table::Intent => {
-                    intent.insert((), Bytes::from(v));
+                    intent.insert(decode_intent_key(&k)?, Bytes::from(v));
                 }
                 Table::Kv | Table::Meta => {
                     return Err(StateError::Corrupt(format!(
@@ -175,8 +176,8 @@ impl SpaceState {
                 v.map(|(nv, p)| encode_pending(nv, p)),
             );
         }
-        for (_, v) in self.intent.changed() {
-            cs.push(Table::Intent, key(&[]), v.map(|v| v.to_vec()));
+        for (seq, v) in self.intent.changed() {
+            cs.push(Table::Intent, key(&intent_key(*seq)), v.map(|v| v.to_vec()));
         }
         cs
     }
@@ -189,6 +190,22 @@ impl SpaceState {
         self.meta.settle();
         self.pending.settle();
         self.intent.settle();
+    }
+}
+
+/// The key of intent record `seq` (after the space): empty for 0 — the one
+/// record of volumes written before rounds were numbered — else `seq` (u64 BE).
+fn intent_key(seq: u64) -> Vec<u8> {
+    match seq {
+        0 => Vec::new(),
+        s => s.to_be_bytes().to_vec(),
+    }
+}
+
+fn decode_intent_key(k: &[u8]) -> Result<u64, StateError> {
+    match k.len() {
+        0 => Ok(0),
+        _ => decode_u64(k),
     }
 }
 
@@ -292,16 +309,25 @@ impl TrustedState for SpaceState {
             .map(|(p, (nv, b))| (*p, *nv, b.clone()))
             .collect()
     }
-    fn intent(&self) -> Option<&Bytes> {
-        self.intent.get(&())
+    fn intents(&self) -> Vec<(u64, Bytes)> {
+        self.intent.iter().map(|(s, b)| (*s, b.clone())).collect()
     }
-    fn set_intent(&mut self, intent: Option<Bytes>) {
+    fn set_intent(&mut self, seq: u64, intent: Option<Bytes>) {
         match intent {
-            Some(i) => self.intent.insert((), i),
+            Some(i) => self.intent.insert(seq, i),
             None => {
-                self.intent.remove(&());
+                self.intent.remove(&seq);
             }
         }
+    }
+    fn stage_intent(&mut self, seq: u64, intent: Option<Bytes>) -> Staged {
+        let key = Self::table_key(self.space, &intent_key(seq));
+        let mut cs = ChangeSet::default();
+        if self.sink.is_some() {
+            cs.push(Table::Intent, key, intent.as_ref().map(|i| i.to_vec()));
+        }
+        self.intent.set_settled(seq, intent);
+        Staged::new(cs, self.sink.clone())
     }
     fn stage(&mut self) -> Staged {
         // In memory there is nothing to encode: the tables are all there is.
@@ -364,25 +390,37 @@ mod tests {
         s.set_meta(b"s1", Bytes::from_static(b"other"));
         assert_eq!(s.meta(b"r9").unwrap().as_ref(), b"m2");
         assert_eq!(s.meta_range(b"r").len(), 1);
-        s.set_intent(Some(Bytes::from_static(b"plan")));
-        assert_eq!(s.intent().unwrap().as_ref(), b"plan");
+        s.set_intent(1, Some(Bytes::from_static(b"plan")));
+        assert_eq!(s.intents(), vec![(1, Bytes::from_static(b"plan"))]);
         let staged = s.stage();
         assert!(staged.changes().is_empty(), "nothing to encode in memory");
         // Staged changes can be undone until they are settled.
         s.rollback();
-        assert!(s.intent().is_none() && s.meta(b"r9").is_none());
+        assert!(s.intents().is_empty() && s.meta(b"r9").is_none());
         assert!(s.stash_blocks().is_empty() && s.local_bucket(1).is_none());
         assert!(s.pending().is_empty() && s.node(7).version == 0);
-        s.set_intent(Some(Bytes::from_static(b"plan")));
+        s.set_intent(1, Some(Bytes::from_static(b"plan")));
         s.stash_insert(1, Bytes::from_static(b"b"));
         drop(s.commit());
-        s.set_intent(None);
+        s.set_intent(1, None);
         s.set_position(8, 1);
         s.stash_remove(1);
+        // A record staged on its own while other changes are pending survives
+        // their rollback, and is not one of them.
+        drop(s.stage_intent(2, Some(Bytes::from_static(b"ahead"))));
         s.rollback();
-        assert_eq!(s.intent().unwrap().as_ref(), b"plan");
+        assert_eq!(
+            s.intents(),
+            vec![
+                (1, Bytes::from_static(b"plan")),
+                (2, Bytes::from_static(b"ahead"))
+            ]
+        );
         assert_eq!(s.position(8), None);
         assert_eq!(s.stash_blocks(), vec![1]);
+        drop(s.stage_intent(2, None));
+        s.rollback();
+        assert_eq!(s.intents().len(), 1);
     }
 
     #[test]
@@ -404,13 +442,19 @@ mod tests {
         s.set_local_bucket(1, vec![(2, Bytes::from_static(b"x"))]);
         s.set_meta(b"k", Bytes::from_static(b"v"));
         s.pending_put(4, nv, Bytes::from_static(b"plain"));
-        s.set_intent(Some(Bytes::from_static(b"i")));
+        s.set_intent(3, Some(Bytes::from_static(b"i")));
         drop(s.commit());
         s.stash_remove(2);
+        // A record staged on its own is a commit of its own, and only that.
+        s.set_position(5, 50);
+        let own = s.stage_intent(4, Some(Bytes::from_static(b"j")));
+        assert_eq!(own.changes().writes.len(), 1);
+        drop(own.commit());
         drop(s.commit());
         let sets = keep.0.lock().unwrap().clone();
         assert_eq!(sets[0].writes.len(), 7);
-        assert_eq!(sets[1].writes.len(), 1, "only the changed key");
+        assert_eq!(sets[1].writes.len(), 1, "only the intent record");
+        assert_eq!(sets[2].writes.len(), 2, "only the changed keys");
         assert!(sets[0]
             .writes
             .iter()
@@ -436,6 +480,33 @@ mod tests {
         assert_eq!(r.local_bucket(1).unwrap().len(), 1);
         assert_eq!(r.meta(b"k").unwrap().as_ref(), b"v");
         assert_eq!(r.pending()[0].2.as_ref(), b"plain");
-        assert_eq!(r.intent().unwrap().as_ref(), b"i");
+        assert_eq!(
+            r.intents(),
+            vec![(3, Bytes::from_static(b"i")), (4, Bytes::from_static(b"j"))]
+        );
+    }
+
+    #[test]
+    fn an_unnumbered_intent_record_of_an_earlier_version_comes_first() {
+        let rows = vec![
+            (
+                Table::Intent,
+                9u64.to_be_bytes().to_vec(),
+                b"later".to_vec(),
+            ),
+            (Table::Intent, Vec::new(), b"old".to_vec()),
+        ];
+        let lineage = Arc::new(Lineage::new(0, 1));
+        let r = SpaceState::from_rows(Space(0), lineage.clone(), None, rows).unwrap();
+        assert_eq!(
+            r.intents(),
+            vec![
+                (0, Bytes::from_static(b"old")),
+                (9, Bytes::from_static(b"later"))
+            ]
+        );
+        assert_eq!(intent_key(0), Vec::<u8>::new());
+        let bad = vec![(Table::Intent, vec![1, 2, 3], b"x".to_vec())];
+        assert!(SpaceState::from_rows(Space(0), lineage, None, bad).is_err());
     }
 }

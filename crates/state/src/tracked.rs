@@ -50,6 +50,21 @@ impl<K: Ord + Clone, V: Clone> Tracked<K, V> {
         old
     }
 
+    /// Sets (`Some`) or removes (`None`) `k` as part of the baseline: not a
+    /// change, so neither listed by [`Tracked::changed`] nor undone by
+    /// [`Tracked::rollback`]. For a key nothing has changed since the last
+    /// settle (checked in debug builds).
+    pub fn set_settled(&mut self, k: K, v: Option<V>) {
+        debug_assert!(
+            !self.undo.contains_key(&k),
+            "a settled write of a changed key"
+        );
+        match v {
+            Some(v) => self.map.insert(k, v),
+            None => self.map.remove(&k),
+        };
+    }
+
     /// Number of keys.
     pub fn len(&self) -> usize {
         self.map.len()

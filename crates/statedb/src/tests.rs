@@ -26,7 +26,7 @@ async fn state_survives_reopen_and_uncommitted_changes_do_not() {
         s.set_local_bucket(1, vec![(8, b("eight"))]);
         s.pending_put(5, s.node(5), b("bucket"));
         s.set_meta(b"m/1", b("meta"));
-        s.set_intent(Some(b("plan")));
+        s.set_intent(1, Some(b("plan")));
         s.commit().await.unwrap();
         let mut kv = db.kv().unwrap();
         kv.put(b"o/x", b"rec".to_vec());
@@ -46,7 +46,7 @@ async fn state_survives_reopen_and_uncommitted_changes_do_not() {
     assert_eq!(s.stash_get(4).unwrap(), &b("four"));
     assert_eq!(s.local_bucket(1).unwrap(), &vec![(8, b("eight"))]);
     assert_eq!(s.meta(b"m/1"), Some(&b("meta")));
-    assert_eq!(s.intent(), Some(&b("plan")));
+    assert_eq!(s.intents(), vec![(1, b("plan"))]);
     let p = s.pending();
     assert_eq!(p.len(), 1);
     assert_eq!(

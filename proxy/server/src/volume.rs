@@ -271,7 +271,7 @@ impl Volume {
                 .map_err(|e| ProxyError::Config(format!("state database: {e}")))??;
         let state = db.state(ENGINE_SPACE)?;
         let resent = state.pending().len();
-        let interrupted = state.intent().is_some();
+        let interrupted = !state.intents().is_empty();
         let engine = cfg.engine.build(
             &cfg.backend.prefix,
             Parts {

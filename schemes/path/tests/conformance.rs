@@ -44,6 +44,9 @@ impl Subject for PathSubject {
     fn wide_ids(&self) -> bool {
         true
     }
+    fn reads_ahead(&self) -> bool {
+        true
+    }
 }
 
 oram_engine::engine_conformance!(PathSubject);

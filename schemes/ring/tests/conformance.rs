@@ -47,6 +47,9 @@ impl Subject for RingSubject {
     fn wide_ids(&self) -> bool {
         true
     }
+    fn reads_ahead(&self) -> bool {
+        true
+    }
     fn writes_back(&self) -> bool {
         false
     }

@@ -43,6 +43,15 @@
 //! slots) and complete it — so answering early reveals nothing and loses
 //! nothing. A round with a write or a take is answered once its commit is
 //! durable.
+//!
+//! While a round of reads writes its buckets and commits (it is *landing*,
+//! without the round lock), **the next round reads ahead**: it plans on the
+//! landing round's state, commits its own intent record (rounds are numbered;
+//! each has its own record), sends its reads — buckets the landing round is
+//! writing are taken from memory, their GETs sent anyway — and opens and applies
+//! once the landing round has committed. If that round fails, both are finished
+//! again in order from their records. See `round` for why only a round of reads
+//! is read ahead of.
 
 mod check;
 mod config;
@@ -50,33 +59,33 @@ mod config;
 pub mod conformance;
 mod geometry;
 mod intent;
+mod round;
 mod scheme;
 mod serve;
 mod writeback;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, SizeBound, StoreError};
+use oram_blockstore::{BlockStore, ObjKey};
 use oram_engine::{
     validate_op, CheckReport, EngineStats, Formatted, Op, Oram, OramError, Quiesced, Result,
     StagedAccess, Stat, StatKind,
 };
 use oram_seal::Sealer;
-use oram_state::{NodeVersion, SlotPolicy, TrustedState};
+use oram_state::{NodeVersion, TrustedState};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use tokio::sync::OwnedMutexGuard;
 
 pub use config::TreeConfig;
 pub use geometry::{plan_eviction, Geometry};
 pub use intent::{Draws, Intent};
 pub use scheme::{Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeParams, TreeScheme};
 pub use serve::{check_stored, draw_leaves, evict_stash, serve_ops, LeafDraws};
-use writeback::{BucketIo, BucketWrite, WriteBack};
+use writeback::{BucketIo, WriteBack};
 
 /// Buckets [`Oram::format`] writes per journaled batch.
 const FORMAT_BATCH: u64 = 256;
@@ -102,8 +111,12 @@ struct Inner<S: TreeScheme> {
     wb: Arc<WriteBack>,
     /// The round lock: the trusted state and everything drawn from it. Held by one
     /// round from its plan until its commit is durable (a tokio mutex: held across
-    /// the backend reads, the backend writes and the commit).
+    /// the backend reads, the backend writes and the commit) — except while a
+    /// round of reads is landing and one round reads ahead of it (see `round`).
     round: Arc<tokio::sync::Mutex<RoundState>>,
+    /// Wakes callers waiting for a landing round to settle or a round reading
+    /// ahead to apply (`RoundState::landing`, `RoundState::ahead`).
+    changed: tokio::sync::Notify,
     /// Guards the generic counters (updated once per round, never across I/O).
     stats: Mutex<EngineStats>,
     repeated: AtomicU64,
@@ -113,9 +126,27 @@ struct Inner<S: TreeScheme> {
 struct RoundState {
     state: Box<dyn TrustedState>,
     rng: ChaCha20Rng,
-    /// A round whose reads went out but that did not complete: finished, as the
-    /// same access, before anything new is drawn.
-    sticky: Option<Intent>,
+    /// Rounds whose reads went out but that did not complete, by sequence
+    /// number: finished, in this order and as the same accesses, before anything
+    /// new is drawn.
+    sticky: BTreeMap<u64, Intent>,
+    /// The sequence number of the next round (the key of its intent record).
+    next_seq: u64,
+    /// A round of reads writing its buckets and committing without the round lock:
+    /// the plaintexts of those buckets, by node, for a round reading ahead. Until
+    /// it settles (and clears this) nothing but one round reading ahead runs.
+    landing: Option<Arc<HashMap<u64, Bytes>>>,
+    /// A round has read ahead of `landing` and not applied yet: nothing else runs.
+    ahead: bool,
+}
+
+impl RoundState {
+    /// The next round's sequence number.
+    fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
 }
 
 /// Names, seals and stores buckets for the write-back pipeline.
@@ -181,7 +212,12 @@ impl<S: TreeScheme> TreeEngine<S> {
             Some(seed) => ChaCha20Rng::from_seed(seed),
             None => ChaCha20Rng::from_entropy(),
         };
-        let sticky = state.intent().map(|b| Intent::decode(b)).transpose()?;
+        let sticky = state
+            .intents()
+            .into_iter()
+            .map(|(seq, b)| Ok((seq, Intent::decode(&b)?)))
+            .collect::<Result<BTreeMap<u64, Intent>>>()?;
+        let next_seq = sticky.keys().next_back().map_or(1, |s| s + 1);
         let scheme = Arc::new(scheme);
         let store: Arc<dyn BlockStore> = store;
         let io = Arc::new(Io {
@@ -196,7 +232,15 @@ impl<S: TreeScheme> TreeEngine<S> {
                 sealing,
                 store,
                 wb: Arc::new(wb),
-                round: Arc::new(tokio::sync::Mutex::new(RoundState { state, rng, sticky })),
+                round: Arc::new(tokio::sync::Mutex::new(RoundState {
+                    state,
+                    rng,
+                    sticky,
+                    next_seq,
+                    landing: None,
+                    ahead: false,
+                })),
+                changed: tokio::sync::Notify::new(),
                 stats: Mutex::new(EngineStats::default()),
                 repeated: AtomicU64::new(0),
                 stash_bound: AtomicUsize::new(params.stash_bound),
@@ -232,351 +276,6 @@ impl<S: TreeScheme> TreeEngine<S> {
     }
 }
 
-/// A round applied in memory and not yet durable. It holds the round lock; its
-/// [`Tail::land`] writes the round's buckets and [`Tail::finish`] settles the
-/// commit (or undoes the round) and releases it.
-struct Tail<S: TreeScheme> {
-    inner: Arc<Inner<S>>,
-    guard: OwnedMutexGuard<RoundState>,
-    writes: Vec<BucketWrite>,
-    note: S::Note,
-    intent: Intent,
-    ops: u64,
-    stash_len: usize,
-}
-
-impl<S: TreeScheme> Tail<S> {
-    /// Counts the round's ops as served now (a round of reads, answered before
-    /// its commit is durable), so that [`Oram::stats`] agrees with the answers
-    /// the caller already has.
-    fn count_served(&mut self) {
-        lock(&self.inner.stats).accesses += std::mem::take(&mut self.ops);
-    }
-
-    /// The stash overflow this round leaves, if any (the round completes anyway).
-    fn overflow(&self) -> Option<OramError> {
-        let bound = self.inner.stash_bound.load(Ordering::Relaxed);
-        (self.stash_len > bound).then_some(OramError::StashOverflow {
-            size: self.stash_len,
-            bound,
-        })
-    }
-
-    /// Writes the round's buckets to the backend (before its commit); `Ok` once
-    /// every one is durable there. The plaintexts are let go once written.
-    fn land(&mut self) -> impl std::future::Future<Output = Result<()>> + Send + 'static {
-        let wb = self.inner.wb.clone();
-        let writes = std::mem::take(&mut self.writes);
-        async move { wb.land(&writes).await }
-    }
-
-    /// Writes the round's buckets, commits, and ends the round; an error leaves
-    /// the round to be finished again (see [`Tail::finish`]).
-    async fn complete(mut self) -> Result<()> {
-        let land = self.land();
-        if let Err(e) = land.await {
-            self.finish(Err(e.to_string()));
-            return Err(e);
-        }
-        let outcome = self.guard.state.stage().commit().await;
-        self.finish(outcome.as_ref().map(|_| ()).map_err(|e| e.to_string()));
-        Ok(outcome?)
-    }
-
-    /// Ends the round once its commit is settled: durable — count it; not — undo
-    /// it in memory and keep it to be finished (its reads, and maybe some of its
-    /// writes, went out).
-    fn finish(self, outcome: std::result::Result<(), String>) {
-        let Tail {
-            inner,
-            mut guard,
-            writes,
-            note,
-            intent,
-            ops,
-            stash_len,
-        } = self;
-        drop(writes);
-        match outcome {
-            Ok(()) => {
-                guard.state.settle();
-                inner.scheme.committed(note);
-                let mut st = lock(&inner.stats);
-                st.accesses += ops;
-                st.rounds += 1;
-                st.stash_len = stash_len as u64;
-                st.stash_max = st.stash_max.max(stash_len as u64);
-                st.stash_sum += stash_len as u64;
-            }
-            Err(_) => {
-                guard.state.rollback();
-                guard.sticky = Some(intent);
-            }
-        }
-    }
-}
-
-impl<S: TreeScheme> Inner<S> {
-    /// [`Inner::round`], tried again while the backend interrupts it with a
-    /// transient error, up to `round_attempts` times in all (with a short,
-    /// doubling pause). Each new attempt first finishes the interrupted round as
-    /// the same access, then draws this access's round afresh: the server sees
-    /// exactly what a client's retry of the request would show it.
-    async fn round_retrying(self: &Arc<Self>, ops: &[Op]) -> Result<(Vec<Bytes>, Tail<S>)> {
-        let mut pause = std::time::Duration::from_millis(20);
-        let mut attempt = 1;
-        loop {
-            match self.round(ops.to_vec()).await {
-                Err(OramError::Store(e))
-                    if attempt < self.params.round_attempts && e.is_transient() =>
-                {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
-                    attempt += 1;
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// Runs one round up to (not including) its backend writes and its commit;
-    /// an interrupted round is finished first.
-    async fn round(self: &Arc<Self>, ops: Vec<Op>) -> Result<(Vec<Bytes>, Tail<S>)> {
-        loop {
-            let mut g = self.round.clone().lock_owned().await;
-            self.wb.retry_failed().await?;
-            self.wb.settle(g.state.as_mut());
-            let Some(intent) = g.sticky.take() else {
-                return self.execute(g, ops, None).await;
-            };
-            self.finish_interrupted(g, intent).await?;
-        }
-    }
-
-    /// Finishes an interrupted round as the same access, its ops as reads (its
-    /// answers go nowhere), and releases the round lock.
-    async fn finish_interrupted(
-        self: &Arc<Self>,
-        g: OwnedMutexGuard<RoundState>,
-        intent: Intent,
-    ) -> Result<()> {
-        self.repeated.fetch_add(1, Ordering::Relaxed);
-        let replay_ops = intent
-            .blocks
-            .iter()
-            .map(|b| b.map_or(Op::Dummy, Op::Read))
-            .collect();
-        let (_, tail) = self.execute(g, replay_ops, Some(intent)).await?;
-        tail.complete().await
-    }
-
-    /// Plans (or replans, from `replay`), fetches, opens and applies one round.
-    async fn execute(
-        self: &Arc<Self>,
-        mut g: OwnedMutexGuard<RoundState>,
-        ops: Vec<Op>,
-        replay: Option<Intent>,
-    ) -> Result<(Vec<Bytes>, Tail<S>)> {
-        let scheme = &*self.scheme;
-        let rs = &mut *g;
-        // 1. Plan; a fresh plan's intent is durable before any read goes out, and
-        // so is a replayed plan's new attempt number before any write does.
-        let (plan, intent) = match replay {
-            Some(mut intent) => {
-                let mut draws = Draws::replay(intent.draws.clone());
-                let planned = {
-                    let mut cx = PlanCx {
-                        state: rs.state.as_ref(),
-                        draws: &mut draws,
-                    };
-                    scheme.plan(&mut cx, &intent.blocks)
-                };
-                let plan = match planned {
-                    Ok(p) if draws.exhausted() => p,
-                    other => {
-                        rs.sticky = Some(intent);
-                        return Err(other.err().unwrap_or_else(|| {
-                            oram_state::StateError::Corrupt(
-                                "the intent record does not match the trusted state".into(),
-                            )
-                            .into()
-                        }));
-                    }
-                };
-                // An earlier attempt may have written some of this round's buckets
-                // (other contents, same keys): this one writes under new versions.
-                intent.attempt += 1;
-                rs.state.set_intent(Some(intent.encode()));
-                if let Err(e) = rs.state.stage().commit().await {
-                    rs.state.rollback();
-                    intent.attempt -= 1;
-                    rs.sticky = Some(intent);
-                    return Err(e.into());
-                }
-                rs.state.settle();
-                (plan, intent)
-            }
-            None => {
-                let blocks: Vec<Option<u64>> = ops.iter().map(Op::block).collect();
-                let (plan, draws) = {
-                    let mut draws = Draws::fresh(&mut rs.rng);
-                    let mut cx = PlanCx {
-                        state: rs.state.as_ref(),
-                        draws: &mut draws,
-                    };
-                    (scheme.plan(&mut cx, &blocks)?, draws.into_log())
-                };
-                let intent = Intent {
-                    blocks,
-                    draws,
-                    attempt: 0,
-                };
-                rs.state.set_intent(Some(intent.encode()));
-                if let Err(e) = rs.state.stage().commit().await {
-                    // Nothing was read: the round simply did not happen.
-                    rs.state.rollback();
-                    return Err(e.into());
-                }
-                rs.state.settle();
-                (plan, intent)
-            }
-        };
-
-        // 2. Fetch everything in one round trip.
-        let req = scheme.requests(&plan);
-        let nodes: BTreeSet<u64> = req
-            .whole
-            .iter()
-            .copied()
-            .chain(req.parts.iter().map(|(n, _)| *n))
-            .collect();
-        let in_flight = self.wb.snapshot(nodes);
-        let whole_keys: Vec<ObjKey> = req
-            .whole
-            .iter()
-            .map(|&n| self.sealing.key(n, rs.state.node(n).slot))
-            .collect();
-        let part_reqs: Vec<(ObjKey, std::ops::Range<u64>)> = req
-            .parts
-            .iter()
-            .map(|&(n, p)| {
-                let key = self.sealing.key(n, rs.state.node(n).slot);
-                (key, scheme.part_range(p))
-            })
-            .collect();
-        let bound = SizeBound::Exact(scheme.object_len());
-        let (whole, parts) = match fetch(self.store.as_ref(), &whole_keys, bound, part_reqs).await {
-            Ok(got) => got,
-            Err(e) => {
-                rs.sticky = Some(intent);
-                return Err(e);
-            }
-        };
-
-        // 3. Open and check; nothing has changed yet.
-        let cx = OpenCx {
-            state: rs.state.as_ref(),
-            sealing: &self.sealing,
-            whole,
-            parts,
-            in_flight: &in_flight,
-        };
-        let opened = match scheme.open(cx, &plan) {
-            Ok(o) => o,
-            Err(e) => {
-                rs.sticky = Some(intent);
-                return Err(e);
-            }
-        };
-
-        // 4. Apply, evict; a new version for every rewritten bucket, in a slot
-        // nothing durable refers to, past the versions earlier attempts used.
-        let n_ops = ops.len() as u64;
-        let cx = ApplyCx {
-            state: rs.state.as_mut(),
-            rng: &mut rs.rng,
-        };
-        let applied = match scheme.apply(cx, plan, opened, ops) {
-            Ok(a) => a,
-            Err(e) => {
-                rs.state.rollback();
-                rs.sticky = Some(intent);
-                return Err(e);
-            }
-        };
-        let mut writes = Vec::with_capacity(applied.writes.len());
-        let (epoch, generation) = (rs.state.epoch(), rs.state.generation());
-        for (node, plain) in applied.writes {
-            let mut nv = rs
-                .state
-                .node(node)
-                .next(epoch, generation, SlotPolicy::BeforeCommit);
-            nv.version += intent.attempt;
-            rs.state.set_node(node, nv);
-            writes.push((node, nv, plain));
-        }
-        rs.state.set_intent(None);
-        let stash_len = rs.state.stash_len();
-        Ok((
-            applied.answers,
-            Tail {
-                inner: self.clone(),
-                guard: g,
-                writes,
-                note: applied.note,
-                intent,
-                ops: n_ops,
-                stash_len,
-            },
-        ))
-    }
-
-    /// Waits for the round in progress (its writes and commit), resends the
-    /// journal of an earlier version, commits, and returns the round lock. An
-    /// interrupted round stays to be finished (its intent record is durable).
-    async fn quiesce(&self) -> Result<OwnedMutexGuard<RoundState>> {
-        let mut g = self.round.clone().lock_owned().await;
-        self.wb.retry_failed().await?;
-        self.wb.settle(g.state.as_mut());
-        g.state.commit().await?;
-        Ok(g)
-    }
-}
-
-/// One `get_many` of `whole` (each object exactly as large as `bound` says) and
-/// the ranged reads, all concurrently: one round trip. Every request goes out even
-/// if another fails, so that what the provider sees of a failed round does not
-/// depend on which request failed.
-async fn fetch(
-    store: &dyn BlockStore,
-    whole: &[ObjKey],
-    bound: SizeBound,
-    parts: Vec<(ObjKey, std::ops::Range<u64>)>,
-) -> Result<(Vec<Option<Bytes>>, Vec<Option<Bytes>>)> {
-    let ranged = parts
-        .into_iter()
-        .map(|(key, range)| async move { store.get_range(&key, range).await });
-    let (w, p) = futures::future::join(
-        async {
-            if whole.is_empty() {
-                Ok(Vec::new())
-            } else {
-                store.get_many_bounded(whole, bound).await
-            }
-        },
-        futures::future::join_all(ranged),
-    )
-    .await;
-    let w = w?;
-    let p = p.into_iter().collect::<std::result::Result<Vec<_>, _>>()?;
-    if w.len() != whole.len() {
-        return Err(OramError::Store(StoreError::Unavailable(
-            "backend answered a batch with the wrong number of objects".into(),
-        )));
-    }
-    Ok((w, p))
-}
-
 #[async_trait]
 impl<S: TreeScheme> Oram for TreeEngine<S> {
     fn name(&self) -> &'static str {
@@ -604,18 +303,16 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
         while !ops.is_empty() {
             let rest = ops.split_off(ops.len().min(self.inner.params.max_batch));
             let mutates = ops.iter().any(Op::mutates);
-            let (answers, mut tail) = self.inner.round_retrying(&ops).await?;
+            let (answers, mut tail) = self.inner.round_retrying(&ops, true).await?;
             let overflow = tail.overflow();
             if mutates {
                 tail.complete().await?;
             } else {
                 // Reads only: answered now, written and committed in the background
-                // (see the crate documentation); the round lock stays held until
-                // then, and a failure leaves the round to be finished again.
+                // (see the crate documentation) while the next round may read
+                // ahead; a failure leaves the round to be finished again.
                 tail.count_served();
-                tokio::spawn(async move {
-                    let _ = tail.complete().await;
-                });
+                tail.release();
             }
             if let Some(e) = overflow {
                 return Err(e);
@@ -637,7 +334,7 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
         for op in &ops {
             validate_op(op, self.id_limit(), self.block_size())?;
         }
-        let (answers, mut tail) = self.inner.round_retrying(&ops).await?;
+        let (answers, mut tail) = self.inner.round_retrying(&ops, false).await?;
         // The buckets are on the backend before the parent's commit makes them
         // current.
         let land = tail.land();

@@ -97,7 +97,7 @@ pub fn loses_nothing_when_it_dies_with_write_backs_in_flight(s: Arc<dyn Subject>
         let db = Db::open(&state_path, VOL).unwrap();
         let left = db.state(Space(0)).unwrap();
         assert!(
-            !left.pending().is_empty() || left.intent().is_some(),
+            !left.pending().is_empty() || !left.intents().is_empty(),
             "neither the journal nor an intent record holds the writes that never landed"
         );
         drop(left);
@@ -116,7 +116,7 @@ pub fn loses_nothing_when_it_dies_with_write_backs_in_flight(s: Arc<dyn Subject>
         assert!(rep.problems.is_empty(), "{:?}", rep.problems);
         assert!(rep.blocks_found >= model.len() as u64);
         let left = db.state(Space(0)).unwrap();
-        assert!(left.pending().is_empty() && left.intent().is_none());
+        assert!(left.pending().is_empty() && left.intents().is_empty());
     });
 }
 
@@ -165,7 +165,7 @@ pub fn a_crash_between_reads_and_commit_repeats_the_same_reads(s: Arc<dyn Subjec
         let rec = Arc::new(Recording::new(FsStore::open(&store_path).unwrap()));
         let db = Db::open(&state_path, VOL).unwrap();
         assert!(
-            db.state(Space(0)).unwrap().intent().is_some(),
+            !db.state(Space(0)).unwrap().intents().is_empty(),
             "no intent record"
         );
         let e = engine(s.as_ref(), &p, rec.clone(), &db);
@@ -189,7 +189,7 @@ pub fn a_crash_between_reads_and_commit_repeats_the_same_reads(s: Arc<dyn Subjec
         assert_eq!(e.stats().extra("rounds_repeated_total"), Some(1));
         read_back(e.as_ref(), &model, 64, p.max_batch).await;
         e.flush().await.unwrap();
-        assert!(db.state(Space(0)).unwrap().intent().is_none());
+        assert!(db.state(Space(0)).unwrap().intents().is_empty());
     });
 }
 

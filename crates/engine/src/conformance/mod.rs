@@ -25,6 +25,7 @@
 //! Engines that are not oblivious ([`Subject::oblivious`] false) must *fail* the
 //! trace checks: the negative control that shows those checks can fail.
 
+mod ahead;
 mod checks;
 mod crash;
 mod faults;
@@ -41,6 +42,7 @@ use oram_state::TrustedState;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+pub use ahead::*;
 pub use checks::*;
 pub use crash::*;
 pub use faults::{FaultStore, Seen};
@@ -132,6 +134,13 @@ pub trait Subject: Send + Sync + 'static {
 
     /// Whether the engine takes block ids beyond its capacity ([`Params::id_limit`]).
     fn wide_ids(&self) -> bool;
+
+    /// Whether a round may send its reads while the round before it — a round of
+    /// reads, answered — is still writing and committing (the checks in
+    /// `ahead.rs`).
+    fn reads_ahead(&self) -> bool {
+        false
+    }
 }
 
 /// Generates one `#[test]` per conformance check for a [`Subject`].
@@ -163,7 +172,11 @@ macro_rules! engine_conformance {
                 a_failing_backend_fails_cleanly_and_loses_nothing,
                 write_backs_are_bounded_and_answers_do_not_wait_for_them,
                 an_interrupted_attempts_objects_never_open_as_current,
-                staged_accesses_commit_together_or_not_at_all
+                staged_accesses_commit_together_or_not_at_all,
+                a_round_reads_ahead_only_of_a_round_of_reads,
+                a_failed_round_repeats_the_round_that_read_ahead_of_it,
+                a_crash_while_reading_ahead_repeats_both_rounds,
+                reading_ahead_does_not_depend_on_the_blocks
             );
         }
     };

@@ -77,13 +77,14 @@ async fn record(s: &dyn Subject, p: &Params, w: &dyn Fn(usize) -> Op) -> Vec<Vec
 }
 
 /// A verdict on a set of traces.
-struct Verdict {
+pub(super) struct Verdict {
     /// Chi-square of the access shapes' homogeneity across workloads, and its
     /// critical value.
-    shapes: (f64, f64),
+    pub(super) shapes: (f64, f64),
     /// Per workload, chi-square of the positions' uniformity.
-    positions: Vec<(&'static str, f64)>,
-    critical: f64,
+    pub(super) positions: Vec<(&'static str, f64)>,
+    /// The critical value of the positions' chi-square.
+    pub(super) critical: f64,
 }
 
 impl Verdict {
@@ -151,7 +152,12 @@ fn homogeneity(rows: &[ShapeCounts]) -> (f64, f64) {
     (chi, chi_square_critical_001(df))
 }
 
-fn judge(s: &dyn Subject, p: &Params, traces: &[(&'static str, Vec<Vec<TraceEvent>>)]) -> Verdict {
+/// The shapes' homogeneity and each workload's positions' uniformity.
+pub(super) fn judge(
+    s: &dyn Subject,
+    p: &Params,
+    traces: &[(&'static str, Vec<Vec<TraceEvent>>)],
+) -> Verdict {
     let rows: Vec<ShapeCounts> = traces
         .iter()
         .map(|(_, t)| {

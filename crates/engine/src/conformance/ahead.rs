@@ -1,0 +1,371 @@
+//! Reading ahead: a round that sends its reads while the round before it — a
+//! round of reads, answered — is still writing its buckets and committing
+//! ([`Subject::reads_ahead`]). The checks: it happens, and only behind a round
+//! of reads; answers still wait for the round before; a failure or a crash of
+//! the round before repeats both rounds, request for request, in order; and
+//! what the provider sees still does not depend on the blocks read.
+
+use std::sync::Arc;
+
+use oram_blockstore::{BlockStore, Recording, TraceEvent, Verb};
+use oram_state::{MemState, Space, TrustedState};
+use oram_statedb::Db;
+use oram_store_fs::FsStore;
+use oram_store_memory::MemoryStore;
+
+use super::*;
+
+/// Fetch requests (GETs and ranged GETs) in `trace`.
+fn gets(trace: &[TraceEvent]) -> usize {
+    trace
+        .iter()
+        .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange))
+        .count()
+}
+
+/// Yields (bounded: 20 000 times, then 2 s of sleeps) until `done` holds.
+async fn until(mut done: impl FnMut() -> bool) -> bool {
+    for i in 0..20_200u32 {
+        if done() {
+            return true;
+        }
+        if i < 20_000 {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+    done()
+}
+
+/// Reads `b` (checking the answer) and waits until its round either leaves PUTs
+/// hanging (`true`: the round is landing) or settles (`false`: it wrote nothing).
+async fn read_landing<S: BlockStore>(
+    e: &dyn Oram,
+    faults: &FaultStore<S>,
+    model: &Model,
+    b: u64,
+) -> bool {
+    let rounds = e.stats().rounds;
+    assert_eq!(e.access(vec![Op::Read(b)]).await.unwrap()[0], model[&b]);
+    assert!(
+        until(|| faults.puts_waiting() > 0 || e.stats().rounds > rounds).await,
+        "a round neither wrote nor settled"
+    );
+    faults.puts_waiting() > 0
+}
+
+/// With PUTs held, reads blocks `from`, `from + 1`, … (checking each answer)
+/// until one's round leaves PUTs hanging — every round of Path ORAM, a round
+/// that evicts or reshuffles of Ring ORAM; at most 64 reads. Returns what the
+/// provider saw of that last round (its reads).
+async fn read_until_puts_hang<S: BlockStore>(
+    e: &dyn Oram,
+    faults: &FaultStore<S>,
+    rec: &Recording<Arc<FaultStore<S>>>,
+    model: &Model,
+    from: u64,
+) -> Vec<TraceEvent> {
+    faults.set_puts_open(false);
+    for b in (from..).take(64) {
+        let b = b % model.len() as u64;
+        rec.take_trace();
+        if read_landing(e, faults, model, b).await {
+            return rec.take_trace();
+        }
+    }
+    panic!("64 rounds of reads wrote nothing");
+}
+
+/// Behind a round of reads whose PUTs hang, the next access sends its reads and
+/// is answered only once those PUTs land; behind a round with a write it sends
+/// nothing until the write is durable.
+pub fn a_round_reads_ahead_only_of_a_round_of_reads(s: Arc<dyn Subject>) {
+    if !s.reads_ahead() {
+        return;
+    }
+    runtime().block_on(async {
+        let p = Params::default();
+        let faults = Arc::new(FaultStore::new(MemoryStore::new()));
+        let rec = Arc::new(Recording::new(faults.clone()));
+        let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+        let mut model = Model::new();
+        fill(e.as_ref(), &mut model, 0..16, 1).await;
+        rec.take_trace();
+
+        let first = gets(&read_until_puts_hang(e.as_ref(), &faults, &rec, &model, 3).await);
+        let e2 = e.clone();
+        let next = tokio::spawn(async move { e2.access(vec![Op::Read(5)]).await });
+        assert!(
+            until(|| gets(&rec.trace()) > 0).await,
+            "the next round did not read ahead"
+        );
+        assert!(faults.puts_waiting() > 0);
+        for _ in 0..200 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !next.is_finished(),
+            "answered before the round ahead of it was durable"
+        );
+        faults.set_puts_open(true);
+        assert_eq!(next.await.unwrap().unwrap()[0], model[&5], "block 5");
+        e.flush().await.unwrap();
+        assert!(first > 0);
+
+        // Behind a write: nothing goes out until the write is durable (a write
+        // whose round leaves PUTs hanging: every one of Path ORAM, one that
+        // evicts of Ring ORAM).
+        faults.set_puts_open(false);
+        let mut hanging = None;
+        for v in 2..66u64 {
+            let d = block_data(2, v, p.block_size);
+            let (e2, d2) = (e.clone(), d.clone());
+            let write = tokio::spawn(async move { e2.access(vec![Op::Write(2, d2)]).await });
+            assert!(until(|| faults.puts_waiting() > 0 || write.is_finished()).await);
+            if faults.puts_waiting() > 0 {
+                hanging = Some((write, d));
+                break;
+            }
+            write.await.unwrap().unwrap();
+            model.insert(2, d);
+        }
+        let (write, d) = hanging.expect("64 writes wrote nothing");
+        rec.take_trace();
+        let e3 = e.clone();
+        let read = tokio::spawn(async move { e3.access(vec![Op::Read(2)]).await });
+        for _ in 0..2000 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(gets(&rec.trace()), 0, "a round read ahead of a write");
+        assert!(!write.is_finished() && !read.is_finished());
+        faults.set_puts_open(true);
+        write.await.unwrap().unwrap();
+        model.insert(2, d);
+        assert_eq!(read.await.unwrap().unwrap()[0], model[&2]);
+        e.flush().await.unwrap();
+        assert_eq!(e.stats().pending_writebacks, 0);
+        read_back(e.as_ref(), &model, 16, p.max_batch).await;
+    });
+}
+
+/// The round before fails (its PUTs fail) after the next one read ahead: that
+/// access fails too, and the next access repeats both rounds, request for
+/// request and in order, before its own. Nothing acknowledged is lost.
+pub fn a_failed_round_repeats_the_round_that_read_ahead_of_it(s: Arc<dyn Subject>) {
+    if !s.reads_ahead() {
+        return;
+    }
+    runtime().block_on(async {
+        let p = Params::default();
+        let faults = Arc::new(FaultStore::new(MemoryStore::new()));
+        let rec = Arc::new(Recording::new(faults.clone()));
+        let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+        let mut model = Model::new();
+        fill(e.as_ref(), &mut model, 0..16, 1).await;
+        rec.take_trace();
+
+        let landing = read_until_puts_hang(e.as_ref(), &faults, &rec, &model, 3).await;
+        let first = fetches_of(&landing);
+        let e2 = e.clone();
+        let next = tokio::spawn(async move { e2.access(vec![Op::Read(5), Op::Read(6)]).await });
+        assert!(until(|| gets(&rec.trace()) > 0).await, "no read ahead");
+        for _ in 0..200 {
+            tokio::task::yield_now().await;
+        }
+        let second = fetches_of(&rec.take_trace());
+        faults.set_puts_down(true);
+        faults.set_puts_open(true);
+        assert!(
+            next.await.unwrap().is_err(),
+            "an access built on a failed round succeeded"
+        );
+        faults.set_puts_down(false);
+        rec.take_trace();
+        assert_eq!(e.access(vec![Op::Read(9)]).await.unwrap()[0], model[&9]);
+        let again: Vec<TraceEvent> = rec
+            .take_trace()
+            .into_iter()
+            .filter(|t| matches!(t.verb, Verb::Get | Verb::GetRange))
+            .collect();
+        let (a, b) = (first.len(), second.len());
+        assert!(
+            again.len() > a + b,
+            "the new access read nothing of its own"
+        );
+        assert_eq!(fetches_of(&again[..a]), first, "the failed round, again");
+        assert_eq!(
+            fetches_of(&again[a..a + b]),
+            second,
+            "the round read ahead, again"
+        );
+        assert_eq!(e.stats().extra("rounds_repeated_total"), Some(2));
+        e.flush().await.unwrap();
+        read_back(e.as_ref(), &model, 16, p.max_batch).await;
+    });
+}
+
+/// The process dies while a round of reads is landing (its PUTs hang) and the
+/// next round has read ahead: both intent records are durable, and the restart
+/// repeats both rounds, request for request and in order, before anything new.
+pub fn a_crash_while_reading_ahead_repeats_both_rounds(s: Arc<dyn Subject>) {
+    if !s.reads_ahead() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (state_path, store_path) = (dir.path().join("state.redb"), dir.path().join("store"));
+    let p = Params {
+        capacity: 512,
+        block_size: 256,
+        cached_levels: 3,
+        ..Params::default()
+    };
+    const VOL: [u8; 16] = [4; 16];
+    let mut model = Model::new();
+    let rt = runtime();
+    let (first, second) = rt.block_on(async {
+        let store = Arc::new(FaultStore::new(FsStore::open(&store_path).unwrap()));
+        let rec = Arc::new(Recording::new(store.clone()));
+        let db = Db::open(&state_path, VOL).unwrap();
+        let state = Box::new(db.state(Space(0)).unwrap());
+        let e = s.build(&p, rec.clone(), test_sealer(), state);
+        fill(e.as_ref(), &mut model, 0..64, 1).await;
+        let settle = || async {
+            for _ in 0..20 {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        };
+        // A round of reads answered with its PUTs held; what it read.
+        let first = fetches_of(&read_until_puts_hang(e.as_ref(), &store, &rec, &model, 7).await);
+        // The next round reads ahead; its reads are held too; then the crash.
+        store.set_gets_open(false);
+        let e3 = e.clone();
+        let _next = tokio::spawn(async move { e3.access(vec![Op::Read(30)]).await });
+        assert!(until(|| !store.held().is_empty()).await, "no read ahead");
+        settle().await;
+        let second = store.held();
+        (first, second)
+    });
+    crash(rt);
+    let sorted = |mut v: Vec<Seen>| {
+        v.sort_by(|a, b| {
+            (a.0, &a.1, a.2.as_ref().map(|r| r.start)).cmp(&(
+                b.0,
+                &b.1,
+                b.2.as_ref().map(|r| r.start),
+            ))
+        });
+        v
+    };
+    let second = sorted(second);
+    runtime().block_on(async {
+        let rec = Arc::new(Recording::new(FsStore::open(&store_path).unwrap()));
+        let db = Db::open(&state_path, VOL).unwrap();
+        assert_eq!(
+            db.state(Space(0)).unwrap().intents().len(),
+            2,
+            "both rounds' intent records are durable"
+        );
+        let state = Box::new(db.state(Space(0)).unwrap());
+        let e = s.build(&p, rec.clone(), test_sealer(), state);
+        e.access(vec![Op::Read(40)]).await.unwrap();
+        let fetches: Vec<TraceEvent> = rec
+            .take_trace()
+            .into_iter()
+            .filter(|t| matches!(t.verb, Verb::Get | Verb::GetRange))
+            .collect();
+        let (a, b) = (first.len(), second.len());
+        assert!(fetches.len() > a + b, "the new access read nothing");
+        assert_eq!(fetches_of(&fetches[..a]), first, "the landing round, again");
+        assert_eq!(
+            fetches_of(&fetches[a..a + b]),
+            second,
+            "the round read ahead, again"
+        );
+        assert_eq!(e.stats().extra("rounds_repeated_total"), Some(2));
+        read_back(e.as_ref(), &model, 64, p.max_batch).await;
+        e.flush().await.unwrap();
+        assert!(db.state(Space(0)).unwrap().intents().is_empty());
+    });
+}
+
+fn crash(rt: tokio::runtime::Runtime) {
+    rt.shutdown_timeout(std::time::Duration::from_secs(5));
+}
+
+/// The block a workload reads at its `i`-th access.
+type BlockOf = Box<dyn Fn(usize) -> u64>;
+
+/// Workloads of reads only, one access each, run in pairs: the first access is
+/// answered with its PUTs held and the second reads ahead of it. What the
+/// provider sees of each pair — shapes and leaves — must not depend on the
+/// blocks (chi-square, as in `traces_do_not_depend_on_the_workload`).
+pub fn reading_ahead_does_not_depend_on_the_blocks(s: Arc<dyn Subject>) {
+    if !s.reads_ahead() {
+        return;
+    }
+    const PAIRS: usize = 600;
+    let p = Params {
+        capacity: 256,
+        block_size: 32,
+        max_batch: 1,
+        seed: [78; 32],
+        ..Params::default()
+    };
+    let cap = p.capacity;
+    let random: Vec<u64> = {
+        let mut rng = ChaCha8Rng::seed_from_u64(6);
+        (0..2 * PAIRS).map(|_| rng.gen_range(0..cap)).collect()
+    };
+    let workloads: Vec<(&'static str, BlockOf)> = vec![
+        ("same block", Box::new(|_| 5)),
+        ("sequential scan", Box::new(move |i| i as u64 % cap)),
+        ("uniform random", Box::new(move |i| random[i])),
+    ];
+    runtime().block_on(async {
+        let mut traces = Vec::new();
+        for (name, w) in &workloads {
+            let faults = Arc::new(FaultStore::new(MemoryStore::new()));
+            let rec = Arc::new(Recording::new(faults.clone()));
+            let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+            e.format(&|_, _| {}).await.unwrap();
+            let mut model = Model::new();
+            fill(e.as_ref(), &mut model, 0..cap, 0).await;
+            rec.take_trace();
+            let mut pairs = Vec::with_capacity(PAIRS);
+            let mut overlapped = 0;
+            for i in 0..PAIRS {
+                let (x, y) = (w(2 * i), w(2 * i + 1));
+                faults.set_puts_open(false);
+                overlapped += usize::from(read_landing(e.as_ref(), &faults, &model, x).await);
+                let before = gets(&rec.trace());
+                let e2 = e.clone();
+                let next = tokio::spawn(async move { e2.access(vec![Op::Read(y)]).await });
+                assert!(
+                    until(|| gets(&rec.trace()) > before).await,
+                    "{name}: pair {i} did not read ahead"
+                );
+                faults.set_puts_open(true);
+                assert_eq!(next.await.unwrap().unwrap()[0], model[&y]);
+                e.flush().await.unwrap();
+                pairs.push(rec.take_trace());
+            }
+            // Path ORAM writes in every round; Ring ORAM in one of A or so.
+            assert!(
+                overlapped >= PAIRS / 10,
+                "{name}: only {overlapped} pairs overlapped"
+            );
+            traces.push((*name, pairs));
+        }
+        let v = judge(s.as_ref(), &p, &traces);
+        assert!(
+            v.shapes.0 <= v.shapes.1,
+            "pair shapes depend on the blocks: {:.1} > {:.1}",
+            v.shapes.0,
+            v.shapes.1
+        );
+        for (name, c) in &v.positions {
+            assert!(*c < v.critical, "{name}: positions not uniform ({c:.1})");
+        }
+    });
+}
