@@ -276,6 +276,68 @@ impl<S: TreeScheme> TreeEngine<S> {
     }
 }
 
+impl<S: TreeScheme> Inner<S> {
+    /// The rounds of [`Oram::access`] (ops validated).
+    async fn access(self: &Arc<Self>, mut ops: Vec<Op>) -> Result<Vec<Bytes>> {
+        let mut out = Vec::with_capacity(ops.len());
+        while !ops.is_empty() {
+            let rest = ops.split_off(ops.len().min(self.params.max_batch));
+            let mutates = ops.iter().any(Op::mutates);
+            let (answers, mut tail) = self.round_retrying(&ops, true).await?;
+            let overflow = tail.overflow();
+            if mutates {
+                tail.complete().await?;
+            } else {
+                // Reads only: answered now, written and committed in the background
+                // (see the crate documentation) while the next round may read
+                // ahead; a failure leaves the round to be finished again.
+                tail.count_served();
+                tail.release();
+            }
+            if let Some(e) = overflow {
+                return Err(e);
+            }
+            out.extend(answers);
+            ops = rest;
+        }
+        Ok(out)
+    }
+
+    /// The round of [`Oram::access_staged`] (ops validated), its buckets written.
+    async fn access_staged(self: &Arc<Self>, ops: Vec<Op>) -> Result<StagedAccess> {
+        let (answers, mut tail) = self.round_retrying(&ops, false).await?;
+        // The buckets are on the backend before the parent's commit makes them
+        // current.
+        let land = tail.land();
+        if let Err(e) = land.await {
+            tail.finish(Err(e.to_string()));
+            return Err(e);
+        }
+        let changes = tail.guard.state.stage();
+        Ok(StagedAccess::new(answers, changes, move |outcome| {
+            tail.finish(outcome)
+        }))
+    }
+}
+
+/// Runs `work` on a task of its own and waits for it. A round, once begun, must
+/// run to its end: a caller that goes away — a client disconnecting drops its
+/// request's future — must not leave a round half done (changes applied in
+/// memory but neither committed nor undone, or a round marked as reading ahead
+/// for ever). Detached, the work finishes and its result is dropped (a staged
+/// access dropped so is undone). A panic in the work is the caller's panic.
+async fn detached<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    match tokio::spawn(work).await {
+        Ok(out) => out,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(OramError::Store(oram_blockstore::StoreError::Unavailable(
+            "the engine's runtime is shutting down".into(),
+        ))),
+    }
+}
+
 #[async_trait]
 impl<S: TreeScheme> Oram for TreeEngine<S> {
     fn name(&self) -> &'static str {
@@ -298,29 +360,8 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
         for op in &ops {
             validate_op(op, self.id_limit(), self.block_size())?;
         }
-        let mut out = Vec::with_capacity(ops.len());
-        let mut ops = ops;
-        while !ops.is_empty() {
-            let rest = ops.split_off(ops.len().min(self.inner.params.max_batch));
-            let mutates = ops.iter().any(Op::mutates);
-            let (answers, mut tail) = self.inner.round_retrying(&ops, true).await?;
-            let overflow = tail.overflow();
-            if mutates {
-                tail.complete().await?;
-            } else {
-                // Reads only: answered now, written and committed in the background
-                // (see the crate documentation) while the next round may read
-                // ahead; a failure leaves the round to be finished again.
-                tail.count_served();
-                tail.release();
-            }
-            if let Some(e) = overflow {
-                return Err(e);
-            }
-            out.extend(answers);
-            ops = rest;
-        }
-        Ok(out)
+        let inner = self.inner.clone();
+        detached(async move { inner.access(ops).await }).await
     }
 
     async fn access_staged(&self, ops: Vec<Op>) -> Result<StagedAccess> {
@@ -334,18 +375,8 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
         for op in &ops {
             validate_op(op, self.id_limit(), self.block_size())?;
         }
-        let (answers, mut tail) = self.inner.round_retrying(&ops, false).await?;
-        // The buckets are on the backend before the parent's commit makes them
-        // current.
-        let land = tail.land();
-        if let Err(e) = land.await {
-            tail.finish(Err(e.to_string()));
-            return Err(e);
-        }
-        let changes = tail.guard.state.stage();
-        Ok(StagedAccess::new(answers, changes, move |outcome| {
-            tail.finish(outcome)
-        }))
+        let inner = self.inner.clone();
+        detached(async move { inner.access_staged(ops).await }).await
     }
 
     async fn flush(&self) -> Result<()> {

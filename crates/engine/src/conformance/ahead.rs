@@ -369,3 +369,59 @@ pub fn reading_ahead_does_not_depend_on_the_blocks(s: Arc<dyn Subject>) {
         }
     });
 }
+
+/// `f`, or an error after 20 s.
+fn bounded<F: std::future::Future>(f: F) -> tokio::time::Timeout<F> {
+    tokio::time::timeout(std::time::Duration::from_secs(20), f)
+}
+
+/// Callers that go away mid-access (their futures dropped, as when a client
+/// disconnects): a write whose PUTs hang and, where the engine reads ahead, a
+/// round reading ahead whose GETs hang. The engine finishes both rounds, serves
+/// the next accesses, flushes, and loses nothing.
+pub fn a_caller_that_goes_away_leaves_no_round_half_done(s: Arc<dyn Subject>) {
+    runtime().block_on(async {
+        let p = Params::default();
+        let faults = Arc::new(FaultStore::new(MemoryStore::new()));
+        let rec = Arc::new(Recording::new(faults.clone()));
+        let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+        let mut model = Model::new();
+        fill(e.as_ref(), &mut model, 0..16, 1).await;
+
+        // A write, dropped while its PUTs hang (or after it was answered).
+        faults.set_puts_open(false);
+        let d = block_data(2, 2, p.block_size);
+        let (e2, d2) = (e.clone(), d.clone());
+        let write = tokio::spawn(async move { e2.access(vec![Op::Write(2, d2)]).await });
+        assert!(until(|| faults.puts_waiting() > 0 || write.is_finished()).await);
+        write.abort();
+        faults.set_puts_open(true);
+        bounded(e.flush()).await.expect("flush hangs").unwrap();
+        let got = e.access(vec![Op::Read(2)]).await.unwrap();
+        assert!(
+            got[0] == d || got[0] == model[&2],
+            "block 2 is neither version"
+        );
+        model.insert(2, got[0].clone());
+
+        if s.reads_ahead() {
+            // A round reading ahead, dropped while its GETs hang.
+            read_until_puts_hang(e.as_ref(), &faults, &rec, &model, 3).await;
+            faults.set_gets_open(false);
+            let e3 = e.clone();
+            let ahead = tokio::spawn(async move { e3.access(vec![Op::Read(5)]).await });
+            assert!(until(|| !faults.held().is_empty()).await, "no read ahead");
+            ahead.abort();
+            faults.set_gets_open(true);
+            faults.set_puts_open(true);
+            bounded(e.flush()).await.expect("flush hangs").unwrap();
+        }
+        let again = bounded(e.access(vec![Op::Read(9)]))
+            .await
+            .expect("an access hangs")
+            .unwrap();
+        assert_eq!(again[0], model[&9]);
+        bounded(e.flush()).await.expect("flush hangs").unwrap();
+        read_back(e.as_ref(), &model, 16, p.max_batch).await;
+    });
+}

@@ -176,7 +176,8 @@ macro_rules! engine_conformance {
                 a_round_reads_ahead_only_of_a_round_of_reads,
                 a_failed_round_repeats_the_round_that_read_ahead_of_it,
                 a_crash_while_reading_ahead_repeats_both_rounds,
-                reading_ahead_does_not_depend_on_the_blocks
+                reading_ahead_does_not_depend_on_the_blocks,
+                a_caller_that_goes_away_leaves_no_round_half_done
             );
         }
     };
