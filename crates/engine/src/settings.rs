@@ -69,6 +69,12 @@ pub trait EngineSettings: Debug + Send + Sync {
         named: &dyn Fn(&str) -> bool,
     ) -> std::result::Result<(), String>;
 
+    /// The block bytes one op of a round reads from the backend, at most (a round
+    /// writes no more than it reads): for sizing rounds in bytes (`[engine]
+    /// round_mib` in the binary). What the storage server observes does not
+    /// depend on it beyond the number of ops per round.
+    fn round_bytes_per_op(&self, shape: &Shape) -> u64;
+
     /// An upper bound of the bytes the engine's trusted state takes in a snapshot
     /// of the state database (position map, versions, stash at its bound, local
     /// buckets, metadata, intent record), so that the sealed checkpoint can be

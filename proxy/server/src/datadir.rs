@@ -219,8 +219,8 @@ impl VolumeParams {
         let now = crate::volume::checkpoint_size(cfg);
         if now != self.checkpoint_bytes {
             out.push(format!(
-                "checkpoints are now padded to {now} bytes instead of {} (stash_bound, max_batch \
-                 or state.checkpoint_index_bytes changed since the volume was created): the \
+                "checkpoints are now padded to {now} bytes instead of {} (stash_bound, max_batch, \
+                 round_mib or state.checkpoint_index_bytes changed since the volume was created): the \
                  backend sees the new size",
                 self.checkpoint_bytes
             ));

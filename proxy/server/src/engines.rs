@@ -138,8 +138,13 @@ pub struct EngineConfig {
     pub block_size: usize,
     /// Logical blocks (fixed when the volume is created).
     pub capacity_blocks: u64,
-    /// Blocks per engine round and per streaming step of an object.
+    /// Most blocks per engine round and per streaming step of an object.
     pub max_batch: usize,
+    /// Most MiB of blocks one round reads from the backend (and writes back):
+    /// rounds take fewer than `max_batch` ops where the engine's per-op cost
+    /// ([`EngineSettings::round_bytes_per_op`]) says so. Bounds the memory a round
+    /// holds whatever the block size.
+    pub round_mib: u64,
     /// The engine and its settings (`kind` in the TOML).
     pub kind: Engine,
     /// The operator's explicit consent to a non-oblivious engine (`direct`):
@@ -168,6 +173,7 @@ impl Default for EngineConfig {
             block_size: 16_384,
             capacity_blocks: 65_536,
             max_batch: 64,
+            round_mib: 64,
             kind: Engine::default(),
             insecure_direct: false,
             ignored: Vec::new(),
@@ -279,14 +285,31 @@ impl EngineConfig {
         Ok(())
     }
 
-    /// The volume's shape under backend prefix `prefix`.
+    /// The volume's shape under backend prefix `prefix`; its `max_batch` is
+    /// [`EngineConfig::round_ops`].
     pub fn shape(&self, prefix: &str) -> Shape {
-        Shape {
+        let mut shape = Shape {
             capacity: self.capacity_blocks,
             block_size: self.block_size,
             max_batch: self.max_batch,
             prefix: prefix.to_string(),
-        }
+        };
+        shape.max_batch = self.round_ops_of(&shape);
+        shape
+    }
+
+    /// Ops per round: `max_batch`, or fewer where a round of that many would
+    /// read more than `round_mib` from the backend (at least one).
+    pub fn round_ops(&self) -> usize {
+        self.shape("vol0").max_batch
+    }
+
+    fn round_ops_of(&self, shape: &Shape) -> usize {
+        let per_op = self.kind.settings().round_bytes_per_op(shape).max(1);
+        let fit = self.round_mib.saturating_mul(1 << 20) / per_op;
+        self.max_batch
+            .min(usize::try_from(fit).unwrap_or(usize::MAX))
+            .max(1)
     }
 
     /// Checks values that parse but cannot work.
@@ -297,8 +320,11 @@ impl EngineConfig {
                 self.block_size
             ));
         }
-        if self.capacity_blocks == 0 || self.max_batch == 0 {
-            return Err("engine.capacity_blocks and engine.max_batch must be positive".into());
+        if self.capacity_blocks == 0 || self.max_batch == 0 || self.round_mib == 0 {
+            return Err(
+                "engine.capacity_blocks, engine.max_batch and engine.round_mib must be positive"
+                    .into(),
+            );
         }
         if !self.kind.settings().oblivious() && !self.insecure_direct {
             return Err(format!(
@@ -346,19 +372,24 @@ block_size = 16384
 # Logical blocks in the ORAM (capacity = block_size x capacity_blocks; 1 GiB by
 # default). Fixed when the data directory is created.
 capacity_blocks = 65536
-# Blocks moved per engine round (and per streaming step of an object).
+# Most blocks moved per engine round (and per streaming step of an object).
 max_batch = 64
+# Most MiB of blocks one round reads from the backend (it writes back as much):
+# with large blocks or a small tree-top cache a round takes fewer than max_batch
+# blocks, so that the memory a round holds stays within a bound in bytes.
+round_mib = 64
 {}{}"#,
         PathSettings::EXAMPLE,
         RingSettings::EXAMPLE
     )
 }
 
-const SHAPE_KEYS: [&str; 5] = [
+const SHAPE_KEYS: [&str; 6] = [
     "kind",
     "block_size",
     "capacity_blocks",
     "max_batch",
+    "round_mib",
     "insecure_direct",
 ];
 
@@ -391,6 +422,9 @@ impl<'de> Deserialize<'de> for EngineConfig {
         if let Some(v) = int(&mut t, "max_batch")? {
             out.max_batch = v as usize;
         }
+        if let Some(v) = int(&mut t, "round_mib")? {
+            out.round_mib = v;
+        }
         match t.remove("insecure_direct") {
             None => {}
             Some(toml::Value::Boolean(b)) => out.insecure_direct = b,
@@ -422,6 +456,7 @@ impl Serialize for EngineConfig {
             (self.capacity_blocks as i64).into(),
         );
         t.insert("max_batch".into(), (self.max_batch as i64).into());
+        t.insert("round_mib".into(), (self.round_mib as i64).into());
         t.insert("insecure_direct".into(), self.insecure_direct.into());
         for (k, v) in self.kind.to_table() {
             debug_assert!(!SHAPE_KEYS.contains(&k.as_str()));
@@ -536,6 +571,43 @@ mod tests {
         let mut c = parse("kind = 'direct'").unwrap();
         c.set_tree_cache_mib(64);
         assert_eq!(c.ignored, vec!["tree_cache_mib".to_string()]);
+    }
+
+    #[test]
+    fn rounds_are_sized_in_bytes() {
+        // At the defaults every engine takes max_batch ops: nothing changes for
+        // existing volumes (their checkpoint size included).
+        for kind in ["path", "ring", "direct"] {
+            let mut c = parse(&format!("kind = '{kind}'\ninsecure_direct = true")).unwrap();
+            assert_eq!(c.round_ops(), 64, "{kind}");
+            let per_op = c.kind.settings().round_bytes_per_op(&c.shape("vol0"));
+            assert!(
+                per_op >= 16_384 && 64 * per_op <= 64 << 20,
+                "{kind}: {per_op}"
+            );
+            // A smaller budget takes fewer ops: as many as fit, at least one.
+            c.round_mib = 4;
+            let want = ((4u64 << 20) / per_op).clamp(1, 64) as usize;
+            assert_eq!(c.round_ops(), want, "{kind}");
+            assert_eq!(c.shape("p").max_batch, want);
+            c.round_mib = 1;
+            c.block_size = 1 << 20;
+            assert_eq!(c.round_ops(), 1, "{kind}: at least one op");
+        }
+        // 64 KiB blocks with Path ORAM: a round of 64 paths would read far more
+        // than 64 MiB, so it takes fewer.
+        let c = parse("block_size = 65536").unwrap();
+        let per_op = c.kind.settings().round_bytes_per_op(&c.shape("vol0"));
+        assert!(per_op > 1 << 20);
+        assert_eq!(c.round_ops() as u64, (64u64 << 20) / per_op);
+        assert!(c.round_ops() < 64);
+        // Parsed, validated and written back.
+        let c = parse("round_mib = 8").unwrap();
+        assert_eq!(c.round_mib, 8);
+        assert!(toml::to_string(&c).unwrap().contains("round_mib = 8"));
+        let mut z = c.clone();
+        z.round_mib = 0;
+        assert!(z.validate().unwrap_err().contains("round_mib"));
     }
 
     fn fixed(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

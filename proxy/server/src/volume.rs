@@ -297,7 +297,7 @@ impl Volume {
             engine.clone(),
             Box::new(db.kv()?),
             LayerConfig {
-                batch_blocks: cfg.engine.max_batch,
+                batch_blocks: cfg.engine.round_ops(),
                 ..LayerConfig::default()
             },
         )?;

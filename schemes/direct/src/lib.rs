@@ -84,6 +84,10 @@ impl EngineSettings for DirectSettings {
         // A version per block and an absence mark per block, at most.
         shape.capacity * (snapshot_row(8, 24) + snapshot_row(9, 0))
     }
+    /// One block object per op.
+    fn round_bytes_per_op(&self, shape: &Shape) -> u64 {
+        shape.block_size as u64
+    }
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
         let cfg = DirectConfig {
             capacity: shape.capacity,

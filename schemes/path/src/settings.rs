@@ -141,6 +141,13 @@ impl EngineSettings for PathSettings {
         self.stash_bound as u64
     }
 
+    /// Z blocks of every uncached bucket of a path.
+    fn round_bytes_per_op(&self, shape: &Shape) -> u64 {
+        let levels = u64::from(self.geometry(shape).leaf_level) + 1;
+        let uncached = levels.saturating_sub(u64::from(self.cached_levels(shape)));
+        uncached * self.z as u64 * shape.block_size as u64
+    }
+
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
         Ok(Arc::new(PathOram::new(
             self.config(shape),

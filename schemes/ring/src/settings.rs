@@ -231,6 +231,26 @@ impl EngineSettings for RingSettings {
         RingSettings::stash_bound(self, shape.max_batch).unwrap_or(0) as u64
     }
 
+    /// One block of every uncached bucket of a path, plus an eviction's share:
+    /// every A ops one path read and rewritten whole (Z + S slots per bucket).
+    /// Early reshuffles come on top, rarely.
+    fn round_bytes_per_op(&self, shape: &Shape) -> u64 {
+        let Ok(lay) = self.layout(shape) else {
+            return shape.block_size as u64;
+        };
+        let levels = u64::from(lay.geo.leaf_level) + 1;
+        let cached = lay
+            .geo
+            .cached_levels(self.cached_levels, self.tree_cache_mib);
+        let uncached = levels.saturating_sub(u64::from(cached));
+        let (bs, slots, a) = (
+            shape.block_size as u64,
+            lay.slots() as u64,
+            lay.params.a.max(1) as u64,
+        );
+        uncached * bs + (uncached * slots * bs).div_ceil(a)
+    }
+
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
         let cfg = self.config(shape).map_err(OramError::Config)?;
         Ok(Arc::new(RingOram::new(
