@@ -122,11 +122,13 @@ def main():
         procs.append(subprocess.Popen([args.proxy, "serve", *flags, "--s3-listen", f"127.0.0.1:{pport}"],
                                       env=penv, stdout=subprocess.DEVNULL, stderr=open(work / "proxy.err", "w")))
         wait_port(pport)
+        engine = next((a.split("=", 1)[1] for a in args.proxy_arg if a.startswith("--engine=")), "path")
+        label = f"oram-proxy, engine {engine}"
         orm = measure(client(f"http://127.0.0.1:{pport}", "bench", "bench-secret-1"), "bucket",
-                      "Path ORAM (client -> proxy -> link -> MinIO)", args.small_gets, args.big_mb)
+                      f"{label} (client -> proxy -> link -> MinIO)", args.small_gets, args.big_mb)
         print()
         print(f"link: RTT {args.rtt_ms} ms, {args.mbit} Mbit/s per direction (oram-linkshape)")
-        print("| metric | no ORAM | Path ORAM proxy | ratio |")
+        print(f"| metric | no ORAM | {label} | ratio |")
         print("|---|---|---|---|")
         for k, unit in [("get4k_median_ms", "ms"), ("get4k_p90_ms", "ms"), ("put_mb_s", "MB/s"), ("get_mb_s", "MB/s")]:
             print(f"| {k} | {base[k]:.1f} {unit} | {orm[k]:.1f} {unit} | {orm[k] / base[k]:.2f} |")

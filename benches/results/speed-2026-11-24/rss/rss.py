@@ -1,7 +1,10 @@
 """Peak RSS of the proxy (default volume, fs back-end) across PUTs and GETs of growing
 objects: does memory depend on object size? One proxy, objects of 16 MiB, 256 MiB and
 768 MiB (each deleted after it is read back; the volume is 1 GiB) uploaded with boto3 (multipart, 8 MiB parts, 4 threads) and read back; VmHWM is read
-from /proc after each object (a high-water mark: it only grows)."""
+from /proc after each object (a high-water mark: it only grows).
+
+Usage: rss.py PROXY [SIZE_MIB ...]; RSS_ARGS adds flags to `serve` (e.g.
+RSS_ARGS="--capacity-blocks 131072" for a 2 GiB volume that takes a 1 GiB object)."""
 import os, socket, subprocess, sys, tempfile, time, hashlib, pathlib
 import boto3
 from boto3.s3.transfer import TransferConfig
@@ -14,7 +17,9 @@ def free_port():
         s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 port = free_port()
 env = dict(os.environ, ORAM_PROXY_ROOT_USER="rssuser", ORAM_PROXY_ROOT_PASSWORD="rss-secret-123")
-p = subprocess.Popen([proxy, "serve", "--data-dir", str(work / "d"), "--s3-listen", f"127.0.0.1:{port}"],
+sizes = [int(a) for a in sys.argv[2:]] or [16, 256, 768]
+extra = os.environ.get("RSS_ARGS", "").split()
+p = subprocess.Popen([proxy, "serve", "--data-dir", str(work / "d"), "--s3-listen", f"127.0.0.1:{port}", *extra],
                      env=env, stdout=subprocess.DEVNULL, stderr=open(work / "err", "w"))
 def hwm():
     for line in open(f"/proc/{p.pid}/status"):
@@ -32,7 +37,7 @@ try:
     s3.create_bucket(Bucket="rss")
     tc = TransferConfig(multipart_chunksize=8 << 20, max_concurrency=4)
     print("start: VmHWM/VmRSS kB", list(hwm()), flush=True)
-    for mib in (16, 256, 768):
+    for mib in sizes:
         f = work / f"obj{mib}"
         with open(f, "wb") as o:
             for _ in range(mib):
