@@ -79,6 +79,49 @@ async fn read_until_puts_hang<S: BlockStore>(
     panic!("64 rounds of reads wrote nothing");
 }
 
+/// The fetch requests of a round reading ahead while GETs are held: they arrive
+/// in one poll of its fetch, but its task may be descheduled in between, so the
+/// list is taken once it has been the same for 50 ms (bounded: 10 s).
+async fn held_round<S: BlockStore>(faults: &FaultStore<S>) -> Vec<Seen> {
+    assert!(until(|| !faults.held().is_empty()).await, "no read ahead");
+    let mut seen = faults.held().len();
+    let mut stable = 0;
+    for _ in 0..2000 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let now = faults.held().len();
+        stable = if now == seen { stable + 1 } else { 0 };
+        seen = now;
+        if stable == 10 {
+            break;
+        }
+    }
+    sorted_seen(faults.held())
+}
+
+/// A store that records what it passes on to a store that can hold requests.
+type Rig = Recording<Arc<FaultStore<MemoryStore>>>;
+
+/// An engine of the default parameters over a recording, fault-injecting memory
+/// store, blocks 0..16 written; the trace emptied.
+async fn rig(
+    s: &dyn Subject,
+) -> (
+    Params,
+    Arc<FaultStore<MemoryStore>>,
+    Arc<Rig>,
+    Arc<dyn Oram>,
+    Model,
+) {
+    let p = Params::default();
+    let faults = Arc::new(FaultStore::new(MemoryStore::new()));
+    let rec = Arc::new(Recording::new(faults.clone()));
+    let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+    let mut model = Model::new();
+    fill(e.as_ref(), &mut model, 0..16, 1).await;
+    rec.take_trace();
+    (p, faults, rec, e, model)
+}
+
 /// Behind a round of reads whose PUTs hang, the next access sends its reads and
 /// is answered only once those PUTs land; behind a round with a write it sends
 /// nothing until the write is durable.
@@ -87,13 +130,7 @@ pub fn a_round_reads_ahead_only_of_a_round_of_reads(s: Arc<dyn Subject>) {
         return;
     }
     runtime().block_on(async {
-        let p = Params::default();
-        let faults = Arc::new(FaultStore::new(MemoryStore::new()));
-        let rec = Arc::new(Recording::new(faults.clone()));
-        let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
-        let mut model = Model::new();
-        fill(e.as_ref(), &mut model, 0..16, 1).await;
-        rec.take_trace();
+        let (p, faults, rec, e, mut model) = rig(s.as_ref()).await;
 
         let first = gets(&read_until_puts_hang(e.as_ref(), &faults, &rec, &model, 3).await);
         let e2 = e.clone();
@@ -159,23 +196,17 @@ pub fn a_failed_round_repeats_the_round_that_read_ahead_of_it(s: Arc<dyn Subject
         return;
     }
     runtime().block_on(async {
-        let p = Params::default();
-        let faults = Arc::new(FaultStore::new(MemoryStore::new()));
-        let rec = Arc::new(Recording::new(faults.clone()));
-        let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
-        let mut model = Model::new();
-        fill(e.as_ref(), &mut model, 0..16, 1).await;
-        rec.take_trace();
+        let (p, faults, rec, e, model) = rig(s.as_ref()).await;
 
         let landing = read_until_puts_hang(e.as_ref(), &faults, &rec, &model, 3).await;
         let first = fetches_of(&landing);
+        // The round reading ahead: its requests held as they arrive (its fetch
+        // issues every one in the same poll), so none is missed.
+        faults.set_gets_open(false);
         let e2 = e.clone();
         let next = tokio::spawn(async move { e2.access(vec![Op::Read(5), Op::Read(6)]).await });
-        assert!(until(|| gets(&rec.trace()) > 0).await, "no read ahead");
-        for _ in 0..200 {
-            tokio::task::yield_now().await;
-        }
-        let second = fetches_of(&rec.take_trace());
+        let second = held_round(&faults).await;
+        faults.set_gets_open(true);
         faults.set_puts_down(true);
         faults.set_puts_open(true);
         assert!(
@@ -232,34 +263,16 @@ pub fn a_crash_while_reading_ahead_repeats_both_rounds(s: Arc<dyn Subject>) {
         let state = Box::new(db.state(Space(0)).unwrap());
         let e = s.build(&p, rec.clone(), test_sealer(), state);
         fill(e.as_ref(), &mut model, 0..64, 1).await;
-        let settle = || async {
-            for _ in 0..20 {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            }
-        };
         // A round of reads answered with its PUTs held; what it read.
         let first = fetches_of(&read_until_puts_hang(e.as_ref(), &store, &rec, &model, 7).await);
         // The next round reads ahead; its reads are held too; then the crash.
         store.set_gets_open(false);
         let e3 = e.clone();
         let _next = tokio::spawn(async move { e3.access(vec![Op::Read(30)]).await });
-        assert!(until(|| !store.held().is_empty()).await, "no read ahead");
-        settle().await;
-        let second = store.held();
+        let second = held_round(&store).await;
         (first, second)
     });
     crash(rt);
-    let sorted = |mut v: Vec<Seen>| {
-        v.sort_by(|a, b| {
-            (a.0, &a.1, a.2.as_ref().map(|r| r.start)).cmp(&(
-                b.0,
-                &b.1,
-                b.2.as_ref().map(|r| r.start),
-            ))
-        });
-        v
-    };
-    let second = sorted(second);
     runtime().block_on(async {
         let rec = Arc::new(Recording::new(FsStore::open(&store_path).unwrap()));
         let db = Db::open(&state_path, VOL).unwrap();
@@ -289,10 +302,6 @@ pub fn a_crash_while_reading_ahead_repeats_both_rounds(s: Arc<dyn Subject>) {
         e.flush().await.unwrap();
         assert!(db.state(Space(0)).unwrap().intents().is_empty());
     });
-}
-
-fn crash(rt: tokio::runtime::Runtime) {
-    rt.shutdown_timeout(std::time::Duration::from_secs(5));
 }
 
 /// The block a workload reads at its `i`-th access.
@@ -383,12 +392,7 @@ fn bounded<F: std::future::Future>(f: F) -> tokio::time::Timeout<F> {
 /// the next accesses, flushes, and loses nothing.
 pub fn a_caller_that_goes_away_leaves_no_round_half_done(s: Arc<dyn Subject>) {
     runtime().block_on(async {
-        let p = Params::default();
-        let faults = Arc::new(FaultStore::new(MemoryStore::new()));
-        let rec = Arc::new(Recording::new(faults.clone()));
-        let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
-        let mut model = Model::new();
-        fill(e.as_ref(), &mut model, 0..16, 1).await;
+        let (p, faults, rec, e, mut model) = rig(s.as_ref()).await;
 
         // A write, dropped while its PUTs hang (or after it was answered).
         faults.set_puts_open(false);

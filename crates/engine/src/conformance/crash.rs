@@ -35,7 +35,7 @@ fn engine(s: &dyn Subject, p: &Params, store: Arc<dyn BlockStore>, db: &Arc<Db>)
 }
 
 /// Ends a "process": drops the runtime with every task still in it.
-fn crash(rt: tokio::runtime::Runtime) {
+pub(super) fn crash(rt: tokio::runtime::Runtime) {
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
 }
 
@@ -149,15 +149,7 @@ pub fn a_crash_between_reads_and_commit_repeats_the_same_reads(s: Arc<dyn Subjec
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert!(!t.is_finished());
-        let mut held = store.held();
-        held.sort_by(|a, b| {
-            (a.0, &a.1, a.2.as_ref().map(|r| r.start)).cmp(&(
-                b.0,
-                &b.1,
-                b.2.as_ref().map(|r| r.start),
-            ))
-        });
-        held
+        sorted_seen(store.held())
     });
     crash(rt);
     assert!(!held.is_empty(), "the round's reads never went out");

@@ -390,11 +390,17 @@ pub fn shape_of(access: &[TraceEvent]) -> Vec<(Verb, u64, u64)> {
 
 /// The fetch requests of a trace (verb, key, range), sorted.
 pub fn fetches_of(trace: &[TraceEvent]) -> Vec<Seen> {
-    let mut v: Vec<Seen> = trace
-        .iter()
-        .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange))
-        .map(|e| (e.verb, e.key.clone(), e.range.clone()))
-        .collect();
+    sorted_seen(
+        trace
+            .iter()
+            .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange))
+            .map(|e| (e.verb, e.key.clone(), e.range.clone()))
+            .collect(),
+    )
+}
+
+/// Fetch requests sorted by verb, key and range start.
+pub fn sorted_seen(mut v: Vec<Seen>) -> Vec<Seen> {
     v.sort_by(|a, b| {
         (a.0, &a.1, a.2.as_ref().map(|r| r.start)).cmp(&(b.0, &b.1, b.2.as_ref().map(|r| r.start)))
     });
