@@ -369,14 +369,7 @@ impl<S: TreeScheme> Inner<S> {
         let reads = self.reads(rs.state.as_ref(), &plan);
         let in_flight = self.wb.snapshot(reads.nodes());
         let fetched = fetch(self.store.as_ref(), &reads, self.bound(), &in_flight).await;
-        let (whole, parts) = match fetched {
-            Ok(got) => got,
-            Err(e) => {
-                rs.sticky.insert(seq, intent);
-                return Err(e);
-            }
-        };
-        self.apply(g, ops, plan, seq, intent, whole, parts, &in_flight)
+        self.apply(g, ops, plan, seq, intent, fetched, &in_flight)
     }
 
     /// Reads ahead of the landing round (see the module docs): plans on its
@@ -427,14 +420,7 @@ impl<S: TreeScheme> Inner<S> {
                 "the round before this one failed; both are finished again".into(),
             )));
         }
-        let (whole, parts) = match fetched {
-            Ok(got) => got,
-            Err(e) => {
-                g.sticky.insert(seq, intent);
-                return Err(e);
-            }
-        };
-        self.apply(g, ops, plan, seq, intent, whole, parts, &in_flight)
+        self.apply(g, ops, plan, seq, intent, fetched, &in_flight)
     }
 
     /// Every whole object is exactly this large.
@@ -442,8 +428,9 @@ impl<S: TreeScheme> Inner<S> {
         SizeBound::Exact(self.scheme.object_len())
     }
 
-    /// Opens, checks and applies a fetched round; the result holds the round
-    /// lock until the round's commit is settled.
+    /// Opens, checks and applies a fetched round (`fetched`: what [`fetch`]
+    /// returned; a failed fetch leaves the round to be finished again); the
+    /// result holds the round lock until the round's commit is settled.
     #[allow(clippy::too_many_arguments)]
     fn apply(
         self: &Arc<Self>,
@@ -452,12 +439,18 @@ impl<S: TreeScheme> Inner<S> {
         plan: S::Plan,
         seq: u64,
         intent: Intent,
-        whole: Vec<Option<Bytes>>,
-        parts: Vec<Option<Bytes>>,
+        fetched: Result<Fetched>,
         in_flight: &HashMap<u64, Bytes>,
     ) -> Result<(Vec<Bytes>, Tail<S>)> {
         let scheme = &*self.scheme;
         let rs = &mut *g;
+        let (whole, parts) = match fetched {
+            Ok(got) => got,
+            Err(e) => {
+                rs.sticky.insert(seq, intent);
+                return Err(e);
+            }
+        };
         // 3. Open and check; nothing has changed yet.
         let cx = OpenCx {
             state: rs.state.as_ref(),
@@ -537,12 +530,16 @@ impl<S: TreeScheme> Inner<S> {
 /// does not depend on which request failed. The requests of nodes in `shadow`
 /// (buckets whose contents are already in memory) go out too — in a `get_many`
 /// of their own — and their answers, or errors, are ignored (`None`).
+/// What a round fetched: the whole objects and the parts, in request order
+/// (`None`: absent, or a shadowed request).
+type Fetched = (Vec<Option<Bytes>>, Vec<Option<Bytes>>);
+
 async fn fetch(
     store: &dyn BlockStore,
     reads: &Reads,
     bound: SizeBound,
     shadow: &HashMap<u64, Bytes>,
-) -> Result<(Vec<Option<Bytes>>, Vec<Option<Bytes>>)> {
+) -> Result<Fetched> {
     let (shadowed, live): (Vec<_>, Vec<_>) = reads
         .whole
         .iter()

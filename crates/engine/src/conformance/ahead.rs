@@ -188,6 +188,23 @@ pub fn a_round_reads_ahead_only_of_a_round_of_reads(s: Arc<dyn Subject>) {
     });
 }
 
+/// `fetches` (fetch requests in the order they went out) begin with the
+/// landing round's `first` and then the round read ahead's `second` (each
+/// sorted), followed by requests of the new access's own.
+fn assert_both_repeated(fetches: &[TraceEvent], first: &[Seen], second: &[Seen]) {
+    let (a, b) = (first.len(), second.len());
+    assert!(
+        fetches.len() > a + b,
+        "the new access read nothing of its own"
+    );
+    assert_eq!(fetches_of(&fetches[..a]), first, "the landing round, again");
+    assert_eq!(
+        fetches_of(&fetches[a..a + b]),
+        second,
+        "the round read ahead, again"
+    );
+}
+
 /// The round before fails (its PUTs fail) after the next one read ahead: that
 /// access fails too, and the next access repeats both rounds, request for
 /// request and in order, before its own. Nothing acknowledged is lost.
@@ -221,17 +238,7 @@ pub fn a_failed_round_repeats_the_round_that_read_ahead_of_it(s: Arc<dyn Subject
             .into_iter()
             .filter(|t| matches!(t.verb, Verb::Get | Verb::GetRange))
             .collect();
-        let (a, b) = (first.len(), second.len());
-        assert!(
-            again.len() > a + b,
-            "the new access read nothing of its own"
-        );
-        assert_eq!(fetches_of(&again[..a]), first, "the failed round, again");
-        assert_eq!(
-            fetches_of(&again[a..a + b]),
-            second,
-            "the round read ahead, again"
-        );
+        assert_both_repeated(&again, &first, &second);
         assert_eq!(e.stats().extra("rounds_repeated_total"), Some(2));
         e.flush().await.unwrap();
         read_back(e.as_ref(), &model, 16, p.max_batch).await;
@@ -289,14 +296,7 @@ pub fn a_crash_while_reading_ahead_repeats_both_rounds(s: Arc<dyn Subject>) {
             .into_iter()
             .filter(|t| matches!(t.verb, Verb::Get | Verb::GetRange))
             .collect();
-        let (a, b) = (first.len(), second.len());
-        assert!(fetches.len() > a + b, "the new access read nothing");
-        assert_eq!(fetches_of(&fetches[..a]), first, "the landing round, again");
-        assert_eq!(
-            fetches_of(&fetches[a..a + b]),
-            second,
-            "the round read ahead, again"
-        );
+        assert_both_repeated(&fetches, &first, &second);
         assert_eq!(e.stats().extra("rounds_repeated_total"), Some(2));
         read_back(e.as_ref(), &model, 64, p.max_batch).await;
         e.flush().await.unwrap();
