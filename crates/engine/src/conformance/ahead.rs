@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use oram_blockstore::{BlockStore, Recording, TraceEvent, Verb};
-use oram_state::{MemState, Space, TrustedState};
+use oram_blockstore::{BlockStore, Recording, TraceEvent};
+use oram_state::{Space, TrustedState};
 use oram_statedb::Db;
 use oram_store_fs::FsStore;
 use oram_store_memory::MemoryStore;
@@ -17,10 +17,7 @@ use super::*;
 
 /// Fetch requests (GETs and ranged GETs) in `trace`.
 fn gets(trace: &[TraceEvent]) -> usize {
-    trace
-        .iter()
-        .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange))
-        .count()
+    fetch_events(trace).len()
 }
 
 /// Yields (bounded: 20 000 times, then 2 s of sleeps) until `done` holds.
@@ -98,9 +95,6 @@ async fn held_round<S: BlockStore>(faults: &FaultStore<S>) -> Vec<Seen> {
     sorted_seen(faults.held())
 }
 
-/// A store that records what it passes on to a store that can hold requests.
-type Rig = Recording<Arc<FaultStore<MemoryStore>>>;
-
 /// An engine of the default parameters over a recording, fault-injecting memory
 /// store, blocks 0..16 written; the trace emptied.
 async fn rig(
@@ -108,14 +102,12 @@ async fn rig(
 ) -> (
     Params,
     Arc<FaultStore<MemoryStore>>,
-    Arc<Rig>,
+    Arc<Recorded>,
     Arc<dyn Oram>,
     Model,
 ) {
     let p = Params::default();
-    let faults = Arc::new(FaultStore::new(MemoryStore::new()));
-    let rec = Arc::new(Recording::new(faults.clone()));
-    let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+    let (faults, rec, e) = recorded_engine(s, &p);
     let mut model = Model::new();
     fill(e.as_ref(), &mut model, 0..16, 1).await;
     rec.take_trace();
@@ -233,11 +225,7 @@ pub fn a_failed_round_repeats_the_round_that_read_ahead_of_it(s: Arc<dyn Subject
         faults.set_puts_down(false);
         rec.take_trace();
         assert_eq!(e.access(vec![Op::Read(9)]).await.unwrap()[0], model[&9]);
-        let again: Vec<TraceEvent> = rec
-            .take_trace()
-            .into_iter()
-            .filter(|t| matches!(t.verb, Verb::Get | Verb::GetRange))
-            .collect();
+        let again = fetch_events(&rec.take_trace());
         assert_both_repeated(&again, &first, &second);
         assert_eq!(e.stats().extra("rounds_repeated_total"), Some(2));
         e.flush().await.unwrap();
@@ -291,11 +279,7 @@ pub fn a_crash_while_reading_ahead_repeats_both_rounds(s: Arc<dyn Subject>) {
         let state = Box::new(db.state(Space(0)).unwrap());
         let e = s.build(&p, rec.clone(), test_sealer(), state);
         e.access(vec![Op::Read(40)]).await.unwrap();
-        let fetches: Vec<TraceEvent> = rec
-            .take_trace()
-            .into_iter()
-            .filter(|t| matches!(t.verb, Verb::Get | Verb::GetRange))
-            .collect();
+        let fetches = fetch_events(&rec.take_trace());
         assert_both_repeated(&fetches, &first, &second);
         assert_eq!(e.stats().extra("rounds_repeated_total"), Some(2));
         read_back(e.as_ref(), &model, 64, p.max_batch).await;
@@ -336,9 +320,7 @@ pub fn reading_ahead_does_not_depend_on_the_blocks(s: Arc<dyn Subject>) {
     runtime().block_on(async {
         let mut traces = Vec::new();
         for (name, w) in &workloads {
-            let faults = Arc::new(FaultStore::new(MemoryStore::new()));
-            let rec = Arc::new(Recording::new(faults.clone()));
-            let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+            let (faults, rec, e) = recorded_engine(s.as_ref(), &p);
             e.format(&|_, _| {}).await.unwrap();
             let mut model = Model::new();
             fill(e.as_ref(), &mut model, 0..cap, 0).await;

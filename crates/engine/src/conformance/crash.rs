@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use oram_blockstore::{BlockStore, ObjKey, Recording, TraceEvent, Verb};
+use oram_blockstore::{BlockStore, ObjKey, Recording};
 use oram_state::{Space, TrustedState};
 use oram_statedb::Db;
 use oram_store_fs::FsStore;
@@ -164,11 +164,7 @@ pub fn a_crash_between_reads_and_commit_repeats_the_same_reads(s: Arc<dyn Subjec
         // Something else entirely: the interrupted round comes first.
         e.access(vec![Op::Read(30)]).await.unwrap();
         // Rounds are sequential: the first fetches are the repeated round's.
-        let fetches: Vec<TraceEvent> = rec
-            .take_trace()
-            .into_iter()
-            .filter(|t| matches!(t.verb, Verb::Get | Verb::GetRange))
-            .collect();
+        let fetches = fetch_events(&rec.take_trace());
         assert!(
             fetches.len() > held.len(),
             "the new access read nothing of its own"

@@ -36,9 +36,10 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, TraceEvent, Verb};
+use oram_blockstore::{BlockStore, Recording, TraceEvent, Verb};
 use oram_seal::{MasterKey, Sealer, VolumeId};
-use oram_state::TrustedState;
+use oram_state::{MemState, TrustedState};
+use oram_store_memory::MemoryStore;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -388,15 +389,40 @@ pub fn shape_of(access: &[TraceEvent]) -> Vec<(Verb, u64, u64)> {
     v
 }
 
+/// The fetch requests (GETs and ranged GETs) of a trace, in the order they
+/// went out.
+pub fn fetch_events(trace: &[TraceEvent]) -> Vec<TraceEvent> {
+    trace
+        .iter()
+        .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange))
+        .cloned()
+        .collect()
+}
+
 /// The fetch requests of a trace (verb, key, range), sorted.
 pub fn fetches_of(trace: &[TraceEvent]) -> Vec<Seen> {
     sorted_seen(
-        trace
-            .iter()
-            .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange))
-            .map(|e| (e.verb, e.key.clone(), e.range.clone()))
+        fetch_events(trace)
+            .into_iter()
+            .map(|e| (e.verb, e.key, e.range))
             .collect(),
     )
+}
+
+/// A recording of a memory store that can fail or hold requests: what the
+/// provider sees, with faults on demand.
+pub type Recorded = Recording<Arc<FaultStore<MemoryStore>>>;
+
+/// `s`'s engine for `p` over a [`Recorded`] store, its trusted state in memory;
+/// with the fault injector and the recording.
+pub fn recorded_engine(
+    s: &dyn Subject,
+    p: &Params,
+) -> (Arc<FaultStore<MemoryStore>>, Arc<Recorded>, Arc<dyn Oram>) {
+    let faults = Arc::new(FaultStore::new(MemoryStore::new()));
+    let rec = Arc::new(Recording::new(faults.clone()));
+    let e = s.build(p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+    (faults, rec, e)
 }
 
 /// Fetch requests sorted by verb, key and range start.

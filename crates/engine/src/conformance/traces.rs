@@ -52,9 +52,7 @@ fn workloads(p: &Params) -> Vec<Workload> {
 /// access's first request fails; the access is then tried again, as a client
 /// would.
 async fn record(s: &dyn Subject, p: &Params, w: &dyn Fn(usize) -> Op) -> Vec<Vec<TraceEvent>> {
-    let faults = Arc::new(FaultStore::new(MemoryStore::new()));
-    let rec = Arc::new(Recording::new(faults.clone()));
-    let e = s.build(p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+    let (faults, rec, e) = recorded_engine(s, p);
     e.format(&|_, _| {}).await.unwrap();
     let mut model = Model::new();
     fill(e.as_ref(), &mut model, 0..p.capacity, 0).await;
@@ -253,9 +251,7 @@ pub fn a_failed_read_is_repeated_as_the_same_access(s: Arc<dyn Subject>) {
                 seed: [t as u8 + 1; 32],
                 ..Params::default()
             };
-            let faults = Arc::new(FaultStore::new(MemoryStore::new()));
-            let rec = Arc::new(Recording::new(faults.clone()));
-            let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+            let (faults, rec, e) = recorded_engine(s.as_ref(), &p);
             let mut model = Model::new();
             fill(e.as_ref(), &mut model, 0..64, 1).await;
             rec.take_trace();
@@ -359,9 +355,7 @@ pub fn a_failed_round_is_finished_within_the_access(s: Arc<dyn Subject>) {
             let drawn = fetches_of(&twin_rec.take_trace());
             assert!(!drawn.is_empty());
 
-            let faults = Arc::new(FaultStore::new(MemoryStore::new()));
-            let rec = Arc::new(Recording::new(faults.clone()));
-            let e = s.build(&p, rec.clone(), test_sealer(), Box::new(MemState::new()));
+            let (faults, rec, e) = recorded_engine(s.as_ref(), &p);
             let mut model = Model::new();
             fill(e.as_ref(), &mut model, 0..64, 1).await;
             rec.take_trace();
