@@ -63,6 +63,50 @@ impl Record {
     }
 }
 
+/// The longest lease a record found on the backend is waited on for: the record is
+/// the provider's to change, and a start must neither wait for years nor overflow
+/// its deadline on a huge `lease_secs`.
+pub const MAX_FOUND_LEASE_SECS: u64 = 86_400;
+
+/// What a start makes of the lease record it found on the backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// The record is this data directory's or released: it is taken over at once.
+    pub ours_or_free: bool,
+    /// The holder, for messages (`unreadable` for a record that does not parse).
+    pub who: String,
+    /// How long to watch the record unchanged before taking it over: the longer of
+    /// the record's lease (at most [`MAX_FOUND_LEASE_SECS`]) and `duration`.
+    pub wait: Duration,
+    /// The generation of the record that takes it over.
+    pub generation: u64,
+}
+
+/// Reads the lease object `b` found on the backend (any bytes) for the holder
+/// `holder` whose own lease is `duration`.
+pub fn inspect(b: &[u8], holder: &str, duration: Duration) -> Found {
+    let old = Record::parse(b);
+    Found {
+        ours_or_free: old
+            .as_ref()
+            .is_some_and(|r| r.holder == holder || r.released),
+        who: old.as_ref().map_or_else(
+            || "unreadable".to_string(),
+            |r| format!("holder {}, generation {}", r.holder, r.generation),
+        ),
+        wait: old
+            .as_ref()
+            .map_or(duration, |r| {
+                Duration::from_secs(r.lease_secs.min(MAX_FOUND_LEASE_SECS))
+            })
+            .max(duration),
+        generation: old
+            .as_ref()
+            .map_or(0, |r| r.generation)
+            .saturating_add(1),
+    }
+}
+
 struct Held {
     record: Record,
     tag: ObjTag,
@@ -156,19 +200,13 @@ impl Lease {
                     PutCondition::IfAbsent,
                 ),
                 Some((b, tag)) => {
-                    let old = Record::parse(&b);
-                    let ours_or_free = old
-                        .as_ref()
-                        .is_some_and(|r| r.holder == holder || r.released);
+                    let Found {
+                        ours_or_free,
+                        who,
+                        wait,
+                        generation,
+                    } = inspect(&b, &holder, duration);
                     if !ours_or_free {
-                        let who = old.as_ref().map_or_else(
-                            || "unreadable".to_string(),
-                            |r| format!("holder {}, generation {}", r.holder, r.generation),
-                        );
-                        let wait = old
-                            .as_ref()
-                            .map_or(duration, |r| Duration::from_secs(r.lease_secs))
-                            .max(duration);
                         tracing::warn!(
                             "the backend lease is held by another proxy ({who}): waiting up to \
                              {}s for it to expire",
@@ -187,7 +225,6 @@ impl Lease {
                             }
                         }
                     }
-                    let generation = old.as_ref().map_or(0, |r| r.generation) + 1;
                     (
                         Record {
                             holder: holder.clone(),
@@ -288,7 +325,8 @@ impl Lease {
             let h = self.lock();
             (h.record.clone(), h.tag.clone())
         };
-        record.renewals += 1;
+        // A record adopted from the backend may carry any count: wrap, not overflow.
+        record.renewals = record.renewals.wrapping_add(1);
         record.released = release;
         let sent = Instant::now();
         match self
@@ -475,6 +513,41 @@ pub async fn guard(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_found_record_with_huge_fields_is_bounded() {
+        // Found by fuzzing: a foreign record with `lease_secs = u64::MAX` made the
+        // start's deadline (`now + wait + 1 s`) overflow and panic, and
+        // `generation = u64::MAX` overflowed the take-over's generation.
+        let huge = Record {
+            holder: "someone-else".into(),
+            generation: u64::MAX,
+            renewals: u64::MAX,
+            lease_secs: u64::MAX,
+            released: false,
+        };
+        let d = Duration::from_secs(30);
+        let f = inspect(&huge.bytes(), "us", d);
+        assert!(!f.ours_or_free);
+        assert_eq!(f.wait, Duration::from_secs(MAX_FOUND_LEASE_SECS));
+        assert_eq!(f.generation, u64::MAX);
+        let _deadline = Instant::now() + f.wait + Duration::from_secs(1);
+        // Ordinary records keep their meaning.
+        let short = Record {
+            lease_secs: 5,
+            generation: 4,
+            ..huge.clone()
+        };
+        let f = inspect(&short.bytes(), "us", d);
+        assert_eq!((f.wait, f.generation), (d, 5));
+        let ours = Record {
+            holder: "us".into(),
+            ..short
+        };
+        assert!(inspect(&ours.bytes(), "us", d).ours_or_free);
+        let junk = inspect(b"\xff not toml", "us", d);
+        assert_eq!((junk.who.as_str(), junk.wait, junk.generation), ("unreadable", d, 1));
+    }
 
     #[tokio::test]
     async fn a_second_holder_is_refused_and_the_first_is_fenced_after_a_take_over() {
