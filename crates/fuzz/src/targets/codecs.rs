@@ -123,7 +123,11 @@ pub fn state_rows(data: &[u8]) -> bool {
         }
         let vl = usize::from(u16::from_be_bytes([rest[0], rest[1]])).min(rest.len() - 2);
         let v = &rest[2..2 + vl];
-        rows.push((TABLES[usize::from(t) % TABLES.len()], k.to_vec(), v.to_vec()));
+        rows.push((
+            TABLES[usize::from(t) % TABLES.len()],
+            k.to_vec(),
+            v.to_vec(),
+        ));
         b = &rest[2 + vl..];
     }
     SpaceState::from_rows(Space(0), Arc::new(Lineage::new(0, 1)), None, rows).is_ok()
@@ -148,12 +152,28 @@ pub fn state_rows_seeds() -> Vec<Vec<u8>> {
     }
     .encode();
     let rows: Vec<(Table, Vec<u8>, Vec<u8>)> = vec![
-        (Table::Positions, 3u64.to_be_bytes().to_vec(), 7u64.to_be_bytes().to_vec()),
-        (Table::Nodes, 4u64.to_be_bytes().to_vec(), encode_node(&nv())),
+        (
+            Table::Positions,
+            3u64.to_be_bytes().to_vec(),
+            7u64.to_be_bytes().to_vec(),
+        ),
+        (
+            Table::Nodes,
+            4u64.to_be_bytes().to_vec(),
+            encode_node(&nv()),
+        ),
         (Table::Stash, 5u64.to_be_bytes().to_vec(), vec![2u8; 16]),
-        (Table::Local, 1u64.to_be_bytes().to_vec(), encode_bucket(&bucket)),
+        (
+            Table::Local,
+            1u64.to_be_bytes().to_vec(),
+            encode_bucket(&bucket),
+        ),
         (Table::KeyMeta, b"k".to_vec(), b"v".to_vec()),
-        (Table::Pending, 6u64.to_be_bytes().to_vec(), encode_pending(&nv(), &[1; 32])),
+        (
+            Table::Pending,
+            6u64.to_be_bytes().to_vec(),
+            encode_pending(&nv(), &[1; 32]),
+        ),
         (Table::Intent, Vec::new(), intent.to_vec()),
         (Table::Intent, 2u64.to_be_bytes().to_vec(), intent.to_vec()),
     ];
@@ -204,7 +224,9 @@ pub fn path_bucket(data: &[u8]) -> bool {
 /// Seeds of [`path_bucket`]: an empty, a partly and a fully used bucket.
 pub fn path_bucket_seeds() -> Vec<Vec<u8>> {
     let g = path_geo();
-    let blocks: Vec<(u64, Bytes)> = (0..4).map(|i| (i * 7, Bytes::from(vec![i as u8; 16]))).collect();
+    let blocks: Vec<(u64, Bytes)> = (0..4)
+        .map(|i| (i * 7, Bytes::from(vec![i as u8; 16])))
+        .collect();
     vec![
         path_encode(&g, &[]).to_vec(),
         path_encode(&g, &blocks[..2]).to_vec(),

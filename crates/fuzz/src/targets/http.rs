@@ -54,8 +54,12 @@ fn layer() -> ObjectLayer {
         Box::new(MemState::new()),
     )
     .expect("a valid configuration");
-    ObjectLayer::new(Arc::new(oram), Box::new(MemKv::new()), LayerConfig::default())
-        .expect("an empty index")
+    ObjectLayer::new(
+        Arc::new(oram),
+        Box::new(MemKv::new()),
+        LayerConfig::default(),
+    )
+    .expect("an empty index")
 }
 
 /// Serves `raw` through hyper's HTTP/1.1 server into `handler`; returns the raw
@@ -271,7 +275,11 @@ fn dechunk(b: &[u8]) -> (Vec<u8>, usize) {
         }
         assert!(b.len() >= at + size + 2, "truncated chunk");
         body.extend_from_slice(&b[at..at + size]);
-        assert_eq!(&b[at + size..at + size + 2], b"\r\n", "chunk not terminated");
+        assert_eq!(
+            &b[at + size..at + size + 2],
+            b"\r\n",
+            "chunk not terminated"
+        );
         at += size + 2;
     }
 }
@@ -326,7 +334,11 @@ fn swift_rig() -> SwiftRig {
     for s in setup {
         let raw = s.replace("{TOKEN}", &rig.token).into_bytes();
         let resp = swift_exchange(&rig, raw);
-        assert!(resp.starts_with(b"HTTP/1.1 201"), "setup {s:?}: {:?}", String::from_utf8_lossy(&resp));
+        assert!(
+            resp.starts_with(b"HTTP/1.1 201"),
+            "setup {s:?}: {:?}",
+            String::from_utf8_lossy(&resp)
+        );
     }
     rig
 }
@@ -362,7 +374,10 @@ pub fn swift(data: &[u8]) -> bool {
         let resp = swift_exchange(rig, raw);
         let statuses = check_responses(&parts, &resp, false);
         if std::env::var_os("ORAM_FUZZ_DEBUG").is_some() {
-            eprintln!("{statuses:?} {:?}", String::from_utf8_lossy(&resp[..resp.len().min(300)]));
+            eprintln!(
+                "{statuses:?} {:?}",
+                String::from_utf8_lossy(&resp[..resp.len().min(300)])
+            );
         }
         !statuses.is_empty()
             && statuses.len() == parts.len()
@@ -377,8 +392,10 @@ pub fn swift_seeds() -> Vec<Vec<u8>> {
     let put = |path: &str, extra: &str, body: &str| {
         format!("PUT {path} HTTP/1.1\r\n{h}{t}{extra}Content-Length: {{LEN}}\r\n\r\n{body}")
     };
-    let get = |m: &str, path: &str, extra: &str| format!("{m} {path} HTTP/1.1\r\n{h}{t}{extra}\r\n");
-    let slo = r#"[{"path":"/segs/p1","etag":null,"size_bytes":5},{"path":"/segs/p2","range":"0-1"}]"#;
+    let get =
+        |m: &str, path: &str, extra: &str| format!("{m} {path} HTTP/1.1\r\n{h}{t}{extra}\r\n");
+    let slo =
+        r#"[{"path":"/segs/p1","etag":null,"size_bytes":5},{"path":"/segs/p2","range":"0-1"}]"#;
     let seeds = [
         "GET /auth/v1.0 HTTP/1.1\r\nHost: h\r\nX-Auth-User: alice:alice\r\nX-Auth-Key: alice-secret\r\n\r\n".to_string(),
         get("GET", "/v1/AUTH_alice?format=json&limit=5&marker=a&prefix=c", ""),
@@ -447,26 +464,33 @@ fn s3_rig() -> S3Rig {
     for s in setup {
         let p = prepare(s.as_bytes(), "", Some(&Signer));
         let resp = s3_exchange(&rig, p.bytes);
-        assert!(resp.starts_with(b"HTTP/1.1 200"), "setup {s:?}: {:?}", String::from_utf8_lossy(&resp));
+        assert!(
+            resp.starts_with(b"HTTP/1.1 200"),
+            "setup {s:?}: {:?}",
+            String::from_utf8_lossy(&resp)
+        );
     }
     rig
 }
 
 fn s3_exchange(rig: &S3Rig, raw: Vec<u8>) -> Vec<u8> {
     let front = rig.front.clone();
-    runtime().block_on(exchange(raw, move |req: http::Request<hyper::body::Incoming>| {
-        let front = front.clone();
-        async move {
-            // As the binary: refused on the head alone, before s3s reads the body.
-            if let Some(r) = oram_proxy::guard::s3_refusal(&req) {
-                return oram_proxy::guard::s3_refusal_response(&r);
+    runtime().block_on(exchange(
+        raw,
+        move |req: http::Request<hyper::body::Incoming>| {
+            let front = front.clone();
+            async move {
+                // As the binary: refused on the head alone, before s3s reads the body.
+                if let Some(r) = oram_proxy::guard::s3_refusal(&req) {
+                    return oram_proxy::guard::s3_refusal_response(&r);
+                }
+                match front.call(req.map(s3s::Body::from)).await {
+                    Ok(r) => r,
+                    Err(e) => panic!("the S3 service failed instead of answering: {e:?}"),
+                }
             }
-            match front.call(req.map(s3s::Body::from)).await {
-                Ok(r) => r,
-                Err(e) => panic!("the S3 service failed instead of answering: {e:?}"),
-            }
-        }
-    }))
+        },
+    ))
 }
 
 /// The S3 front-end (`oram_s3::S3Front::call` behind the binary's guard) behind
@@ -487,7 +511,10 @@ pub fn s3(data: &[u8]) -> bool {
         let resp = s3_exchange(rig, raw);
         let statuses = check_responses(&parts, &resp, true);
         if std::env::var_os("ORAM_FUZZ_DEBUG").is_some() {
-            eprintln!("{statuses:?} {:?}", String::from_utf8_lossy(&resp[..resp.len().min(600)]));
+            eprintln!(
+                "{statuses:?} {:?}",
+                String::from_utf8_lossy(&resp[..resp.len().min(600)])
+            );
         }
         !statuses.is_empty()
             && statuses.len() == parts.len()
@@ -572,7 +599,9 @@ fn uri_decode(s: &str) -> Vec<u8> {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+            if let Ok(v) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+            {
                 out.push(v);
                 i += 3;
                 continue;
@@ -701,7 +730,11 @@ impl Signer {
             .collect::<Vec<_>>()
             .join("&");
         let canonical_path = uri_encode(&uri_decode(path), true);
-        let payload_line = if presign { "UNSIGNED-PAYLOAD" } else { payload.as_str() };
+        let payload_line = if presign {
+            "UNSIGNED-PAYLOAD"
+        } else {
+            payload.as_str()
+        };
         let canonical = format!(
             "{method}\n{canonical_path}\n{canonical_query}\n{canonical_headers}\n{signed_headers}\n{payload_line}"
         );

@@ -102,17 +102,24 @@ pub fn volume_header_seeds() -> Vec<Vec<u8>> {
 /// The lease object as a start reads it (`lease::inspect`: parse, wait, next
 /// generation), and the deadline it computes from the wait.
 pub fn lease(data: &[u8]) -> bool {
-    let f = oram_proxy::lease::inspect(data, "0123456789abcdef0123456789abcdef", Duration::from_secs(30));
+    let f = oram_proxy::lease::inspect(
+        data,
+        "0123456789abcdef0123456789abcdef",
+        Duration::from_secs(30),
+    );
     let _deadline = std::time::Instant::now() + f.wait + Duration::from_secs(1);
     f.who != "unreadable"
 }
 
-/// Seeds of [`lease`]: records of another holder, ours, and a released one.
+/// Seeds of [`lease`]: records of another holder, ours, a released one, and one
+/// with the largest integers TOML holds.
 pub fn lease_seeds() -> Vec<Vec<u8>> {
     [
         ("fedcba9876543210fedcba9876543210", 4, 17, 30, false),
         ("0123456789abcdef0123456789abcdef", 1, 0, 30, false),
         ("fedcba9876543210fedcba9876543210", 9, 3, 600, true),
+        // The largest TOML integer everywhere (the lease fix's regression seed).
+        ("fedcba9876543210fedcba9876543210", i64::MAX, i64::MAX, i64::MAX, false),
     ]
     .iter()
     .map(|(h, g, r, l, rel)| {
@@ -250,11 +257,17 @@ pub fn index(data: &[u8]) -> bool {
     };
     let object_key = format!("o/{OWNER}\0{BUCKET}\0obj").into_bytes();
     let mut map: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-    map.insert(format!("b/{OWNER}\0{BUCKET}").into_bytes(), json(&bucket_record()));
+    map.insert(
+        format!("b/{OWNER}\0{BUCKET}").into_bytes(),
+        json(&bucket_record()),
+    );
     map.insert(format!("n/{BUCKET}\0{OWNER}").into_bytes(), Vec::new());
     map.insert(object_key.clone(), json(&object_record()));
     map.insert(b"u/upload1".to_vec(), json(&upload_record()));
-    map.insert(format!("a/{OWNER}").into_bytes(), json(&AccountRecord::default()));
+    map.insert(
+        format!("a/{OWNER}").into_bytes(),
+        json(&AccountRecord::default()),
+    );
     let key = match which % 4 {
         0 => object_key,
         1 => format!("b/{OWNER}\0{BUCKET}").into_bytes(),
