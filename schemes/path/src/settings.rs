@@ -145,7 +145,10 @@ impl EngineSettings for PathSettings {
     fn round_bytes_per_op(&self, shape: &Shape) -> u64 {
         let levels = u64::from(self.geometry(shape).leaf_level) + 1;
         let uncached = levels.saturating_sub(u64::from(self.cached_levels(shape)));
-        uncached * self.z as u64 * shape.block_size as u64
+        // Saturating: `z` may come from a volume header not yet authenticated.
+        uncached
+            .saturating_mul(self.z as u64)
+            .saturating_mul(shape.block_size as u64)
     }
 
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
@@ -155,5 +158,31 @@ impl EngineSettings for PathSettings {
             parts.sealer,
             parts.state,
         )?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_bytes_saturate_on_a_huge_z() {
+        // Found by fuzzing the volume header: `recover` adopts `z` from the backend's
+        // header before authenticating it, and the round size overflowed (a panic
+        // with overflow checks).
+        let s = PathSettings {
+            z: 20_202_020_202_020_204,
+            ..PathSettings::default()
+        };
+        let shape = Shape {
+            capacity: 65_536,
+            block_size: 16_384,
+            max_batch: 64,
+            prefix: "vol0".into(),
+        };
+        assert_eq!(s.round_bytes_per_op(&shape), u64::MAX);
+        // An ordinary Z: a multiple of Z blocks, far from saturating.
+        let normal = PathSettings::default().round_bytes_per_op(&shape);
+        assert!(normal > 0 && normal < 1 << 30 && normal % (4 * 16_384) == 0);
     }
 }

@@ -248,7 +248,13 @@ impl EngineSettings for RingSettings {
             lay.slots() as u64,
             lay.params.a.max(1) as u64,
         );
-        uncached * bs + (uncached * slots * bs).div_ceil(a)
+        // Saturating: Z and S may come from a volume header not yet authenticated.
+        uncached.saturating_mul(bs).saturating_add(
+            uncached
+                .saturating_mul(slots)
+                .saturating_mul(bs)
+                .div_ceil(a),
+        )
     }
 
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
