@@ -99,6 +99,21 @@ pub fn volume_header_seeds() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Inputs of [`volume_header`] that must fail without a panic: the header that
+/// overflowed Path's round size (a huge `z`, adopted before the MAC check).
+pub fn volume_header_extra() -> Vec<Vec<u8>> {
+    let cfg = Config::default();
+    let p = VolumeParams::new(&cfg, &VolumeId([2; 16]), "file", "ef".repeat(16), None);
+    let text = sign_header(&header_key(), &p).to_toml();
+    let huge = text.replacen("[fixed]\n", "[fixed]\nz = \"20202020202020204\"\n", 1);
+    let huge = huge.replacen("z = \"4\"\n", "", 1);
+    assert!(
+        huge.contains("z = \"20202020202020204\"") && !huge.contains("z = \"4\""),
+        "the header's [fixed] table changed: {huge}"
+    );
+    vec![huge.into_bytes()]
+}
+
 /// The lease object as a start reads it (`lease::inspect`: parse, wait, next
 /// generation), and the deadline it computes from the wait.
 pub fn lease(data: &[u8]) -> bool {

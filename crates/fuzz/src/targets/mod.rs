@@ -69,7 +69,7 @@ pub const ALL: &[Target] = &[
         name: "volume_header",
         run: meta::volume_header,
         seeds: meta::volume_header_seeds,
-        extra: none,
+        extra: meta::volume_header_extra,
     },
     Target {
         name: "lease",
