@@ -309,14 +309,7 @@ pub async fn start(cfg: &Config, root: Option<UserConfig>) -> Result<Server, Pro
         ),
     };
     let vol = Arc::new(volume::Volume::open(cfg).await?);
-    let repaired = vol.repair_checkpoint().await?;
-    if vol.shipper.is_some() && !repaired {
-        // The log shipped from here on continues this checkpoint: commits of an
-        // earlier run whose records never landed (an unclean stop) are in it, so
-        // the log has no gap that `recover` would stop at.
-        let c = vol.checkpoint().await?;
-        tracing::info!(epoch = c.epoch, "shipped log: checkpoint taken at start");
-    }
+    vol.repair_checkpoint().await?;
     let tel = Arc::new(telemetry::Telemetry::new(
         cfg.metrics.dashboard_object_names,
     ));

@@ -318,7 +318,7 @@ impl Volume {
                 ..LayerConfig::default()
             },
         )?;
-        Ok(Self {
+        let vol = Self {
             params,
             store,
             backend_counters,
@@ -335,7 +335,17 @@ impl Volume {
             sealer,
             checkpoint_size: checkpoint_size(cfg),
             prefix: cfg.backend.prefix.clone(),
-        })
+        };
+        if vol.shipper.is_some() && !vol.repair_checkpoint().await? {
+            // Before any new round writes: the log shipped from here on continues
+            // this checkpoint. A commit of an earlier run whose record never
+            // landed (an unclean stop) is in it; without it the log would have a
+            // gap, and a round of this run could overwrite an object the state
+            // before the gap refers to. (The roll-back check comes first.)
+            let c = vol.checkpoint().await?;
+            tracing::info!(epoch = c.epoch, "shipped log: checkpoint taken at start");
+        }
+        Ok(vol)
     }
 
     /// Writes a checkpoint: quiesces the engine, snapshots the state database, pads
