@@ -71,25 +71,25 @@ def run_one(proxy, work, label, interval_ms, record_kib, args):
         s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=ACCESS,
                           aws_secret_access_key=SECRET, region_name="us-east-1",
                           config=Config(retries={"max_attempts": 1}, read_timeout=600))
-        s3.create_bucket(Bucket="b")
+        s3.create_bucket(Bucket="logbench")
         small = os.urandom(4096)
         put_lat, get_lat = [], []
         for i in range(args.small):
             t = time.perf_counter()
-            s3.put_object(Bucket="b", Key=f"s{i}", Body=small)
+            s3.put_object(Bucket="logbench", Key=f"s{i}", Body=small)
             put_lat.append(time.perf_counter() - t)
         for i in range(args.small):
             t = time.perf_counter()
-            assert s3.get_object(Bucket="b", Key=f"s{i}")["Body"].read() == small
+            assert s3.get_object(Bucket="logbench", Key=f"s{i}")["Body"].read() == small
             get_lat.append(time.perf_counter() - t)
         big = os.urandom(16 << 20)
         put_bps, get_bps = [], []
         for i in range(args.big):
             t = time.perf_counter()
-            s3.put_object(Bucket="b", Key=f"big{i}", Body=big)
+            s3.put_object(Bucket="logbench", Key=f"big{i}", Body=big)
             put_bps.append(len(big) / (time.perf_counter() - t))
             t = time.perf_counter()
-            assert s3.get_object(Bucket="b", Key=f"big{i}")["Body"].read() == big
+            assert s3.get_object(Bucket="logbench", Key=f"big{i}")["Body"].read() == big
             get_bps.append(len(big) / (time.perf_counter() - t))
         log_dir = os.path.join(store, "vol0", "log")
         before = tree_bytes(store)
@@ -128,7 +128,7 @@ def main():
     ap.add_argument("--idle", type=float, default=5.0)
     ap.add_argument("--work-dir", default=None)
     args = ap.parse_args()
-    configs = [("off", 0, 1024), ("100ms x 1MiB", 100, 1024), ("20ms x 4MiB", 20, 4096)]
+    configs = [("off", 0, 1024), ("100ms x 1MiB", 100, 1024), ("25ms x 1MiB", 25, 1024)]
     work = args.work_dir or tempfile.mkdtemp(prefix="logbench-")
     os.makedirs(work, exist_ok=True)
     rows = []

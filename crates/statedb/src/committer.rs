@@ -44,6 +44,8 @@ pub(crate) enum Outcome {
 struct Job {
     changes: ChangeSet,
     done: oneshot::Sender<Outcome>,
+    /// Answered once durable here, not waiting for the shipped log.
+    local: bool,
 }
 
 /// State shared between the committer thread and its handle.
@@ -133,11 +135,25 @@ impl Committer {
 
 impl Durable for Committer {
     fn submit(&self, changes: ChangeSet) -> CommitFuture {
+        self.queue(changes, false)
+    }
+
+    fn submit_local(&self, changes: ChangeSet) -> CommitFuture {
+        self.queue(changes, true)
+    }
+}
+
+impl Committer {
+    fn queue(&self, changes: ChangeSet, local: bool) -> CommitFuture {
         let (done, rx) = oneshot::channel();
-        let sent = self
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.send(Job { changes, done }).is_ok());
+        let sent = self.tx.as_ref().is_some_and(|tx| {
+            tx.send(Job {
+                changes,
+                done,
+                local,
+            })
+            .is_ok()
+        });
         Box::pin(async move {
             if !sent {
                 return Err(StateError::Failed("the state database is closed".into()));
@@ -218,7 +234,12 @@ fn run(db: &redb::Database, rx: &mpsc::Receiver<Job>, shared: &Shared) {
         match (log, group, &outcome) {
             // Durable here; answered once it has landed there too.
             (Some(l), Some((bytes, _)), Outcome::Done) => {
-                l.append(&bytes, jobs.into_iter().map(|j| j.done));
+                let (local, shipped): (Vec<Job>, Vec<Job>) =
+                    jobs.into_iter().partition(|j| j.local);
+                for j in local {
+                    let _ = j.done.send(Outcome::Done);
+                }
+                l.append(&bytes, shipped.into_iter().map(|j| j.done));
             }
             _ => {
                 for j in jobs {

@@ -326,6 +326,16 @@ async fn a_shipped_commit_resolves_only_once_landed_and_replays_onto_a_snapshot(
 
     // An empty commit waits for nothing new.
     s.commit().await.unwrap();
+    // A local commit (an intent record) resolves once durable here, unshipped...
+    s.set_intent(7, Some(b("plan")));
+    let staged = s.stage();
+    s.settle();
+    staged.commit_local().await.unwrap();
+    let (end, landed) = log.position();
+    assert!(end > landed, "its bytes wait in the stream");
+    // ...and is shipped all the same, before what follows it.
+    s.set_intent(7, None);
+    ship_until(&log, &mut shipped, s.commit()).await.unwrap();
     // A deletion is shipped too.
     s.stash_remove(4);
     ship_until(&log, &mut shipped, s.commit()).await.unwrap();

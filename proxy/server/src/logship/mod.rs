@@ -280,7 +280,7 @@ async fn ship(
                 let failures = stats.failures.fetch_add(1, Ordering::Relaxed);
                 // One line per hundred failures: a backend that is down would
                 // otherwise log at the record rate.
-                if failures % 100 == 0 {
+                if failures.is_multiple_of(100) {
                     tracing::warn!(
                         failures = failures + 1,
                         "shipped log: a record did not land ({e}); it is sent again at the \
