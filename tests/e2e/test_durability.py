@@ -249,3 +249,54 @@ def test_replayed_object_and_rolled_back_backend_are_integrity_errors(tmp_path):
         assert body is None, "rolled-back data was served"
     finally:
         p.stop()
+
+
+@pytest.mark.parametrize("shipped", [True, False], ids=["shipped-log", "checkpoint-only"])
+def test_machine_lost_after_acknowledged_writes(tmp_path, shipped):
+    """The proxy's machine is lost (kill -9, then its data directory gone) after
+    writes acknowledged since the last checkpoint. With the shipped log
+    ([state] log_interval_ms) `recover` restores every one of them; without it
+    they are lost, the recovery point being the checkpoint (the control)."""
+    store = tmp_path / "store"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[state]\ncheckpoint_interval_secs = 3600\n"
+                   + ("log_interval_ms = 20\nlog_record_kib = 256\n" if shipped else ""))
+    flags = ["--config", str(cfg), "--backend", f"file://{store}"]
+    env = {"ORAM_PROXY_MASTER_KEY": os.urandom(32).hex()}
+    p = Proxy(tmp_path / "a", *flags, env=env)
+    try:
+        before = fill(p.client(), "lost", n=3)
+    finally:
+        assert p.stop() == 0  # the final checkpoint
+    p = Proxy(tmp_path / "a", *flags, env=env)
+    s3 = p.client()
+    after = dict(before)
+    for i in range(6):
+        body = os.urandom(1000 + i * 300_000)
+        s3.put_object(Bucket="lost", Key=f"after-{i}", Body=body)
+        after[f"after-{i}"] = hashlib.md5(body).hexdigest()
+    body = os.urandom(4321)
+    s3.put_object(Bucket="lost", Key="dir/obj-1", Body=body)
+    after["dir/obj-1"] = hashlib.md5(body).hexdigest()
+    s3.delete_object(Bucket="lost", Key="dir/obj-2")
+    del after["dir/obj-2"]
+    p.kill()
+    shutil.rmtree(p.data_dir)
+
+    new_dir = tmp_path / "b" / "data"
+    r = run("recover", "--data-dir", str(new_dir), *flags, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    if shipped:
+        assert "replayed" in r.stdout and "records of the shipped log" in r.stdout, r.stdout
+    else:
+        assert "anything acknowledged after it is lost" in r.stdout, r.stdout
+    p = Proxy(tmp_path / "b", *flags, env=env)
+    try:
+        verify(p.client(), "lost", after if shipped else before)
+    finally:
+        assert p.stop() == 0
+    if shipped:
+        # A checkpoint at start and at stop: the log before them is deleted.
+        assert "checkpoint taken at start" in p.logs()
+    r = run("fsck", "--data-dir", str(new_dir), *flags, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -169,6 +169,8 @@ pub enum ObjectKind {
     RingSlot = 3,
     /// A control record (position = record number).
     Meta = 4,
+    /// A record of the shipped state log (position = record number).
+    Log = 5,
 }
 
 /// What an object *is*: bound into its seal as associated data, so that an object

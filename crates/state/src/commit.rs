@@ -108,6 +108,16 @@ impl ChangeSet {
 pub trait Durable: Send + Sync + 'static {
     /// Queues `changes` to be written in one atomic step.
     fn submit(&self, changes: ChangeSet) -> CommitFuture;
+
+    /// As [`Durable::submit`], but the future resolves once the changes are
+    /// durable **here**, without waiting for a shipped log to carry them to the
+    /// backend (they are shipped all the same, in order). For a record that only
+    /// guards this machine's own crash recovery — a round's intent record, whose
+    /// round writes nothing the shipped state refers to and commits again before
+    /// any later round writes. Without a shipped log it is [`Durable::submit`].
+    fn submit_local(&self, changes: ChangeSet) -> CommitFuture {
+        self.submit(changes)
+    }
 }
 
 /// Changes taken from one or more states (namespaces) of the same durable store,
@@ -161,6 +171,14 @@ impl Staged {
     pub fn commit(self) -> CommitFuture {
         match self.sink {
             Some(sink) => sink.submit(self.changes),
+            None => ready(Ok(())),
+        }
+    }
+
+    /// As [`Staged::commit`], durable locally only (see [`Durable::submit_local`]).
+    pub fn commit_local(self) -> CommitFuture {
+        match self.sink {
+            Some(sink) => sink.submit_local(self.changes),
             None => ready(Ok(())),
         }
     }

@@ -12,12 +12,14 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
 use futures::channel::oneshot;
 use oram_state::{ChangeSet, CommitFuture, Durable, StateError, Table};
 use redb::TableDefinition;
+
+use crate::log::{encode_group, ShipLog, LOG_END};
 
 /// Change sets taken per transaction at most (bounds one transaction's size).
 const MAX_GROUP: usize = 4096;
@@ -31,7 +33,7 @@ pub(crate) fn def(t: Table) -> Raw {
 
 /// How a commit ended, for every waiter of its group.
 #[derive(Clone, Debug)]
-enum Outcome {
+pub(crate) enum Outcome {
     Done,
     /// This group's transaction failed.
     Failed(String),
@@ -42,6 +44,8 @@ enum Outcome {
 struct Job {
     changes: ChangeSet,
     done: oneshot::Sender<Outcome>,
+    /// Answered once durable here, not waiting for the shipped log.
+    local: bool,
 }
 
 /// State shared between the committer thread and its handle.
@@ -56,6 +60,9 @@ struct Shared {
     gate: Mutex<()>,
     groups: AtomicU64,
     commits: AtomicU64,
+    /// The shipped log, once [`Committer::ship_to`] set it: then a commit
+    /// resolves only when its group has also landed on the backend.
+    log: OnceLock<Arc<ShipLog>>,
 }
 
 /// The handle of the committer thread. Dropping the last handle stops the thread
@@ -110,6 +117,13 @@ impl Committer {
         lock(&self.shared.gate)
     }
 
+    /// From now on, every group is also appended to `log`, and its commits
+    /// resolve only once the log's shipper has landed it. Set once, before the
+    /// first commit that must be shipped; a second call fails.
+    pub(crate) fn ship_to(&self, log: Arc<ShipLog>) -> Result<(), Arc<ShipLog>> {
+        self.shared.log.set(log)
+    }
+
     /// `(groups written, change sets written)` so far: how much sharing there was.
     pub fn counts(&self) -> (u64, u64) {
         (
@@ -121,11 +135,25 @@ impl Committer {
 
 impl Durable for Committer {
     fn submit(&self, changes: ChangeSet) -> CommitFuture {
+        self.queue(changes, false)
+    }
+
+    fn submit_local(&self, changes: ChangeSet) -> CommitFuture {
+        self.queue(changes, true)
+    }
+}
+
+impl Committer {
+    fn queue(&self, changes: ChangeSet, local: bool) -> CommitFuture {
         let (done, rx) = oneshot::channel();
-        let sent = self
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.send(Job { changes, done }).is_ok());
+        let sent = self.tx.as_ref().is_some_and(|tx| {
+            tx.send(Job {
+                changes,
+                done,
+                local,
+            })
+            .is_ok()
+        });
         Box::pin(async move {
             if !sent {
                 return Err(StateError::Failed("the state database is closed".into()));
@@ -166,13 +194,28 @@ fn run(db: &redb::Database, rx: &mpsc::Receiver<Job>, shared: &Shared) {
             }
         }
         let earlier = lock(&shared.failed).clone();
+        let log = shared.log.get();
+        // With a shipped log: the group's bytes, and the stream offset after them
+        // (recorded in the same transaction).
+        // A group of empty change sets adds nothing: its commits wait only for
+        // what is already in the stream.
+        let empty = jobs.iter().all(|j| j.changes.is_empty());
+        let group = log.map(|l| {
+            let bytes = if empty {
+                Vec::new()
+            } else {
+                encode_group(&jobs.iter().map(|j| &j.changes).collect::<Vec<_>>())
+            };
+            let end = l.end() + bytes.len() as u64;
+            (bytes, end)
+        });
         let outcome = if let Some(e) = earlier {
             Outcome::FailedEarlier(e)
         } else {
             let result = if shared.inject.swap(false, Ordering::SeqCst) {
                 Err("injected commit failure".to_string())
             } else {
-                write(db, &jobs)
+                write(db, &jobs, group.as_ref().filter(|_| !empty).map(|g| g.1))
             };
             match result {
                 Ok(()) => {
@@ -188,16 +231,31 @@ fn run(db: &redb::Database, rx: &mpsc::Receiver<Job>, shared: &Shared) {
                 }
             }
         };
-        for j in jobs {
-            // A waiter that went away does not care.
-            let _ = j.done.send(outcome.clone());
+        match (log, group, &outcome) {
+            // Durable here; answered once it has landed there too.
+            (Some(l), Some((bytes, _)), Outcome::Done) => {
+                let (local, shipped): (Vec<Job>, Vec<Job>) =
+                    jobs.into_iter().partition(|j| j.local);
+                for j in local {
+                    let _ = j.done.send(Outcome::Done);
+                }
+                l.append(&bytes, shipped.into_iter().map(|j| j.done));
+            }
+            _ => {
+                for j in jobs {
+                    // A waiter that went away does not care.
+                    let _ = j.done.send(outcome.clone());
+                }
+            }
         }
     }
 }
 
 /// Writes every job's changes, in order, in one durable transaction.
-fn write(db: &redb::Database, jobs: &[Job]) -> Result<(), String> {
-    if jobs.iter().all(|j| j.changes.is_empty()) {
+///
+/// With `log_end`, the named value `log_end` is set to it in the same transaction.
+fn write(db: &redb::Database, jobs: &[Job], log_end: Option<u64>) -> Result<(), String> {
+    if log_end.is_none() && jobs.iter().all(|j| j.changes.is_empty()) {
         // Nothing to write: everything queued before is durable already.
         return Ok(());
     }
@@ -223,6 +281,10 @@ fn write(db: &redb::Database, jobs: &[Job]) -> Result<(), String> {
                     }
                 }
             }
+        }
+        if let Some(end) = log_end {
+            txn.open_table(def(Table::Meta))?
+                .insert(LOG_END.as_bytes(), &end.to_be_bytes()[..])?;
         }
         Ok(())
     })();

@@ -22,6 +22,7 @@
 //! lost timeline (written after the checkpoint) never open as current.
 
 mod committer;
+mod log;
 mod maint;
 
 use std::collections::BTreeMap;
@@ -33,6 +34,7 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use committer::def;
 pub use committer::Committer;
+pub use log::{decode_groups, encode_group, ShipLog};
 pub use maint::{compact, Compacted, TableSize};
 
 /// Format of the state database; a database of another format is refused.
@@ -233,6 +235,18 @@ impl Db {
     /// after the snapshot never open as current). Fails if `path` exists. Blocks
     /// on file I/O.
     pub fn restore(path: &Path, volume: [u8; 16], snapshot: &[u8]) -> Result<Arc<Self>, DbError> {
+        Self::restore_replaying(path, volume, snapshot, &[])
+    }
+
+    /// [`Db::restore`], then the change sets of the shipped log after the
+    /// snapshot applied in order (all in one transaction). The new generation
+    /// starts a new log stream (`log_end` 0).
+    pub fn restore_replaying(
+        path: &Path,
+        volume: [u8; 16],
+        snapshot: &[u8],
+        log: &[oram_state::ChangeSet],
+    ) -> Result<Arc<Self>, DbError> {
         if path.exists() {
             return Err(DbError::Exists(path.to_path_buf()));
         }
@@ -245,11 +259,45 @@ impl Db {
                     table.insert(&k[..], &v[..])?;
                 }
             }
-            txn.open_table(def(Table::Meta))?
-                .insert(&b"generation"[..], &random_generation().to_be_bytes()[..])?;
+            for w in log.iter().flat_map(|c| c.writes.iter()) {
+                let mut table = txn.open_table(def(w.table))?;
+                match &w.value {
+                    Some(v) => {
+                        table.insert(&w.key[..], &v[..])?;
+                    }
+                    None => {
+                        table.remove(&w.key[..])?;
+                    }
+                }
+            }
+            let mut meta = txn.open_table(def(Table::Meta))?;
+            meta.insert(&b"generation"[..], &random_generation().to_be_bytes()[..])?;
+            meta.insert(log::LOG_END.as_bytes(), &0u64.to_be_bytes()[..])?;
             Ok(())
         })?;
         Self::start(db, volume)
+    }
+
+    /// The shipped log's stream offset after the last durable commit (0 if the log
+    /// was never shipped in this generation).
+    pub fn log_end(&self) -> Result<u64, DbError> {
+        Ok(self
+            .meta(log::LOG_END)?
+            .map(|b| u64_of(&b))
+            .transpose()?
+            .unwrap_or(0))
+    }
+
+    /// Ships every commit from now on: a commit resolves only when its changes
+    /// are durable here and the returned log's shipper reports them landed on the
+    /// backend. The stream continues where the last shipped commit of this
+    /// database left it. Call it before anything commits; fails if called twice.
+    pub fn ship_log(&self) -> Result<Arc<ShipLog>, DbError> {
+        let log = Arc::new(ShipLog::new(self.log_end()?));
+        self.committer
+            .ship_to(log.clone())
+            .map_err(|_| DbError::Snapshot("the log is shipped already".into()))?;
+        Ok(log)
     }
 
     /// The group committer every view of this database commits through.
@@ -392,6 +440,24 @@ fn write_now(
 }
 
 type SnapshotTables = BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>>;
+
+/// Where a [`Db::snapshot`] stands in the shipped log: `(generation, stream
+/// offset)`. The log records after it are those of that generation from that
+/// offset on.
+pub fn snapshot_position(snapshot: &[u8]) -> Result<(u64, u64), DbError> {
+    let tables = parse_snapshot(snapshot)?;
+    let meta = |name: &str| -> Result<u64, DbError> {
+        tables
+            .get(Table::Meta.name())
+            .into_iter()
+            .flatten()
+            .find(|(k, _)| k == name.as_bytes())
+            .map(|(_, v)| u64_of(v))
+            .transpose()
+            .map(|v| v.unwrap_or(0))
+    };
+    Ok((meta("generation")?, meta(log::LOG_END)?))
+}
 
 fn parse_snapshot(mut s: &[u8]) -> Result<SnapshotTables, DbError> {
     fn take<'a>(s: &mut &'a [u8], n: usize) -> Result<&'a [u8], DbError> {

@@ -252,3 +252,146 @@ async fn snapshot_restores_everything_in_a_new_generation() {
     assert_eq!(after.generation, r.generation());
     assert_eq!(s2.advance(1000).slot, after.slot);
 }
+
+/// Ships everything `log` has to a `Vec` (the backend of this test) and reports it
+/// landed, as the proxy's shipper does one record at a time.
+fn ship_all(log: &ShipLog, shipped: &mut Vec<u8>, record: usize) {
+    loop {
+        let (start, bytes) = log.take(record);
+        assert_eq!(start as usize, shipped.len(), "records continue the stream");
+        if bytes.is_empty() {
+            return;
+        }
+        shipped.extend_from_slice(&bytes);
+        log.landed(shipped.len() as u64);
+    }
+}
+
+/// Ships until `commit` resolves (the committer appends on its own thread),
+/// within a bounded time.
+async fn ship_until(
+    log: &ShipLog,
+    shipped: &mut Vec<u8>,
+    mut commit: oram_state::CommitFuture,
+) -> Result<(), oram_state::StateError> {
+    use futures::FutureExt;
+    for _ in 0..5000 {
+        ship_all(log, shipped, 7);
+        if let Some(r) = (&mut commit).now_or_never() {
+            return r;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    panic!("the commit did not resolve within 5 s of shipping");
+}
+
+#[tokio::test]
+async fn a_shipped_commit_resolves_only_once_landed_and_replays_onto_a_snapshot() {
+    use futures::FutureExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(&dir.path().join("state.redb"), VOL).unwrap();
+    let mut s = db.state(S0).unwrap();
+    s.set_position(1, 10);
+    s.commit().await.unwrap();
+    // The checkpoint's snapshot, before the log is shipped from.
+    let snap = db.snapshot().unwrap();
+    assert_eq!(snapshot_position(&snap).unwrap(), (db.generation(), 0));
+    let log = db.ship_log().unwrap();
+    assert!(db.ship_log().is_err(), "the log is shipped once");
+    let mut shipped = Vec::new();
+
+    s.set_position(1, 11);
+    s.stash_insert(4, b("four"));
+    let mut first = s.commit();
+    let mut kv = db.kv().unwrap();
+    kv.put(b"o/x", b"rec".to_vec());
+    let mut second = kv.commit();
+    // Durable locally is not enough: neither resolves before its bytes landed.
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    assert!((&mut first).now_or_never().is_none());
+    assert!((&mut second).now_or_never().is_none());
+    let (end, landed) = log.position();
+    assert!(end > 0 && landed == 0);
+    // Landing part of the stream resolves nothing past it.
+    let (_, part) = log.take(3);
+    shipped.extend_from_slice(&part);
+    log.landed(3);
+    assert!((&mut first).now_or_never().is_none());
+    ship_until(&log, &mut shipped, first).await.unwrap();
+    ship_until(&log, &mut shipped, second).await.unwrap();
+    assert_eq!(log.position(), (shipped.len() as u64, shipped.len() as u64));
+
+    // An empty commit waits for nothing new.
+    s.commit().await.unwrap();
+    // A local commit (an intent record) resolves once durable here, unshipped...
+    s.set_intent(7, Some(b("plan")));
+    let staged = s.stage();
+    s.settle();
+    staged.commit_local().await.unwrap();
+    let (end, landed) = log.position();
+    assert!(end > landed, "its bytes wait in the stream");
+    // ...and is shipped all the same, before what follows it.
+    s.set_intent(7, None);
+    ship_until(&log, &mut shipped, s.commit()).await.unwrap();
+    // A deletion is shipped too.
+    s.stash_remove(4);
+    ship_until(&log, &mut shipped, s.commit()).await.unwrap();
+    let local_end = u64_of(&db.meta("log_end").unwrap().unwrap()).unwrap();
+    assert_eq!(
+        local_end,
+        shipped.len() as u64,
+        "each transaction records its end"
+    );
+
+    // The machine is lost: the snapshot plus the shipped groups give the state.
+    let (groups, used) = decode_groups(&shipped).unwrap();
+    assert_eq!(used, shipped.len());
+    assert!(groups.len() >= 2);
+    let restored = dir.path().join("restored.redb");
+    let r = Db::restore_replaying(&restored, VOL, &snap, &groups).unwrap();
+    assert_ne!(r.generation(), db.generation());
+    let rs = r.state(S0).unwrap();
+    assert_eq!(rs.position(1), Some(11));
+    assert!(rs.stash_blocks().is_empty());
+    assert_eq!(r.kv().unwrap().get(b"o/x"), Some(b"rec".to_vec()));
+    assert_eq!(
+        snapshot_position(&r.snapshot().unwrap()).unwrap(),
+        (r.generation(), 0),
+        "a restore starts a new stream in its new generation"
+    );
+    // Without the log the same snapshot lacks every later commit.
+    let bare = Db::restore(&dir.path().join("bare.redb"), VOL, &snap).unwrap();
+    assert_eq!(bare.state(S0).unwrap().position(1), Some(10));
+    assert_eq!(bare.kv().unwrap().get(b"o/x"), None);
+}
+
+#[test]
+fn the_shipped_stream_decodes_whole_groups_only() {
+    let mut a = oram_state::ChangeSet::default();
+    a.push(Table::Positions, vec![1, 2], Some(vec![3; 40]));
+    a.push(Table::Kv, b"k".to_vec(), None);
+    let mut b2 = oram_state::ChangeSet::default();
+    b2.push(Table::Meta, b"epoch".to_vec(), Some(vec![0; 8]));
+    let mut stream = encode_group(&[&a]);
+    let first = stream.len();
+    stream.extend(encode_group(&[&b2]));
+    let (g, used) = decode_groups(&stream).unwrap();
+    assert_eq!((g, used), (vec![a.clone(), b2], stream.len()));
+    // A group whose end never landed is left out, whatever is cut.
+    for cut in first..stream.len() {
+        let (g, used) = decode_groups(&stream[..cut]).unwrap();
+        assert_eq!((g, used), (vec![a.clone()], first), "cut at {cut}");
+    }
+    // Malformed groups are errors, not panics.
+    let mut bad = stream.clone();
+    bad[4 + 4] = 200; // table index
+    assert!(decode_groups(&bad).is_err());
+    let mut bad = stream.clone();
+    bad[3] -= 1; // length one short: trailing value bytes missing inside
+    assert!(decode_groups(&bad).is_err());
+    let huge = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+    assert!(decode_groups(&huge).is_err());
+}

@@ -143,6 +143,17 @@ checkpoint_index_bytes = 0
 # MiB of memory the state database keeps as its page cache (pages beyond it are
 # read from state.redb again, usually from the kernel's page cache).
 cache_mib = 256
+# The shipped log: a recovery point of zero. With log_interval_ms > 0 every commit
+# of the state is also carried to the backend, sealed, in records of
+# log_record_kib each, one every log_interval_ms whatever the clients do (idle
+# too: that is what keeps the records' pattern independent of the requests), and
+# a request is answered only once its record has landed. `recover` then replays
+# the log after the last checkpoint and loses nothing acknowledged. It costs
+# latency (up to one interval plus a PUT per commit), a throughput cap (the state
+# changes of a round must fit log_record_kib / log_interval_ms) and constant
+# upload traffic. 0 = no log.
+log_interval_ms = 0
+log_record_kib = 1024
 
 [key]
 # The master key: ORAM_PROXY_MASTER_KEY (64 hex digits) if set; else a passphrase
@@ -250,6 +261,21 @@ pub struct StateConfig {
     /// MiB of memory the state database may cache (at least 1; default 256,
     /// [`oram_statedb::DEFAULT_CACHE_BYTES`]).
     pub cache_mib: u64,
+    /// Milliseconds between two records of the shipped log (0, the default: no
+    /// log; the recovery point is the last checkpoint). See `logship`.
+    pub log_interval_ms: u64,
+    /// KiB per record of the shipped log (every record has this size).
+    pub log_record_kib: u64,
+}
+
+impl StateConfig {
+    /// How the log is shipped, if it is.
+    pub fn log_settings(&self) -> Option<crate::logship::LogSettings> {
+        (self.log_interval_ms > 0).then(|| crate::logship::LogSettings {
+            record_bytes: (self.log_record_kib as usize) << 10,
+            interval: std::time::Duration::from_millis(self.log_interval_ms),
+        })
+    }
 }
 
 impl Default for StateConfig {
@@ -258,6 +284,8 @@ impl Default for StateConfig {
             checkpoint_interval_secs: 300,
             checkpoint_index_bytes: 0,
             cache_mib: 256,
+            log_interval_ms: 0,
+            log_record_kib: 1024,
         }
     }
 }
@@ -582,6 +610,15 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         self.engine.validate()?;
         self.limits.validate()?;
+        if self.state.log_interval_ms > 0 {
+            if !(10..=60_000).contains(&self.state.log_interval_ms) {
+                return Err("state.log_interval_ms must be 0 (no log) or 10 to 60000".into());
+            }
+            let most = (crate::logship::MAX_RECORD_BYTES >> 10) as u64;
+            if !(64..=most).contains(&self.state.log_record_kib) {
+                return Err(format!("state.log_record_kib must be 64 to {most}"));
+            }
+        }
         if self.backend.kind == BackendKind::S3 {
             if self.backend.bucket.is_empty() {
                 return Err("backend.bucket is required with the s3 back-end".into());

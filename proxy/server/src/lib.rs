@@ -15,6 +15,7 @@ pub mod guard;
 pub mod keys;
 pub mod lease;
 pub mod limits;
+pub mod logship;
 pub mod meta_auth;
 pub mod metrics;
 pub mod notify;

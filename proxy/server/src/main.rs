@@ -607,10 +607,22 @@ fn recover(args: ServeArgs) -> Result<(), String> {
         r.buckets,
         r.objects
     );
-    println!(
-        "removed {} backend objects written after that checkpoint; anything acknowledged after it is lost",
-        r.swept
-    );
+    if r.log_records > 0 {
+        println!(
+            "replayed {} commits from {} records of the shipped log after it ([state] \
+             log_interval_ms): everything acknowledged up to the last record is restored",
+            r.replayed, r.log_records
+        );
+        println!(
+            "removed {} backend objects written after the last shipped commit",
+            r.swept
+        );
+    } else {
+        println!(
+            "removed {} backend objects written after that checkpoint; anything acknowledged after it is lost",
+            r.swept
+        );
+    }
     println!(
         "volume id {} (pass --volume-id to insist on it)",
         r.volume_id

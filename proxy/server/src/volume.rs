@@ -55,6 +55,8 @@ pub struct Volume {
     pub resent: usize,
     /// The backend lease this volume holds (`None`: `[backend] lease_secs = 0`).
     pub lease: Option<Arc<crate::lease::Lease>>,
+    /// The shipper of the state log (`None`: `[state] log_interval_ms = 0`).
+    pub shipper: Option<crate::logship::Shipper>,
     sealer: Arc<Sealer>,
     checkpoint_size: u64,
     prefix: String,
@@ -269,6 +271,21 @@ impl Volume {
             tokio::task::spawn_blocking(move || Db::open_with_cache(&path, volume_id.0, cache))
                 .await
                 .map_err(|e| ProxyError::Config(format!("state database: {e}")))??;
+        // Before anything commits: from here on every commit is shipped too.
+        let shipper = match cfg.state.log_settings() {
+            Some(settings) => Some(
+                crate::logship::start(
+                    store.clone(),
+                    sealer.clone(),
+                    cfg.backend.prefix.clone(),
+                    db.generation(),
+                    db.ship_log()?,
+                    settings,
+                )
+                .await?,
+            ),
+            None => None,
+        };
         let state = db.state(ENGINE_SPACE)?;
         let resent = state.pending().len();
         let interrupted = !state.intents().is_empty();
@@ -301,7 +318,7 @@ impl Volume {
                 ..LayerConfig::default()
             },
         )?;
-        Ok(Self {
+        let vol = Self {
             params,
             store,
             backend_counters,
@@ -314,10 +331,21 @@ impl Volume {
             new_key,
             resent,
             lease,
+            shipper,
             sealer,
             checkpoint_size: checkpoint_size(cfg),
             prefix: cfg.backend.prefix.clone(),
-        })
+        };
+        if vol.shipper.is_some() && !vol.repair_checkpoint().await? {
+            // Before any new round writes: the log shipped from here on continues
+            // this checkpoint. A commit of an earlier run whose record never
+            // landed (an unclean stop) is in it; without it the log would have a
+            // gap, and a round of this run could overwrite an object the state
+            // before the gap refers to. (The roll-back check comes first.)
+            let c = vol.checkpoint().await?;
+            tracing::info!(epoch = c.epoch, "shipped log: checkpoint taken at start");
+        }
+        Ok(vol)
     }
 
     /// Writes a checkpoint: quiesces the engine, snapshots the state database, pads
@@ -337,6 +365,9 @@ impl Volume {
             .set_meta("checkpoint_ms", &now_ms.to_be_bytes())
             .await
             .map_err(OramError::State)?;
+        // Where the shipped log stands, read before the snapshot: at most the
+        // snapshot's own position (commits of the object index may still run).
+        let log_end = self.db.log_end()?;
         // Reading the whole database: off the async workers.
         let db = self.db.clone();
         let mut snap = tokio::task::spawn_blocking(move || db.snapshot())
@@ -384,6 +415,14 @@ impl Volume {
                         .set_meta("checkpoint_uploaded", &epoch.to_be_bytes())
                         .await
                         .map_err(OramError::State)?;
+                    if let Some(s) = &self.shipper {
+                        // Records the checkpoint covers; one that stays is
+                        // deleted after the next checkpoint.
+                        match s.prune(log_end).await {
+                            Ok(n) => tracing::debug!(records = n, "shipped log pruned"),
+                            Err(e) => tracing::warn!("shipped log: pruning failed: {e}"),
+                        }
+                    }
                     break;
                 }
                 Err(e) if attempt >= 5 => {
@@ -507,8 +546,12 @@ pub struct Recovered {
     pub buckets: u64,
     /// Objects in the restored index.
     pub objects: u64,
-    /// Backend objects written after the checkpoint, removed.
+    /// Backend objects written after the checkpoint (and its log), removed.
     pub swept: u64,
+    /// Commits replayed from the shipped log after the checkpoint.
+    pub replayed: u64,
+    /// Records of the shipped log read.
+    pub log_records: u64,
     /// The volume recovered.
     pub volume_id: String,
 }
@@ -618,19 +661,36 @@ pub async fn recover_with_progress(
     let (epoch, snap) = crate::meta_auth::open_checkpoint(&sealer, &obj)?;
     drop(obj);
     let snap = zeroize::Zeroizing::new(snap);
+    // The shipped log after the checkpoint, if the volume ships one: whatever was
+    // acknowledged after the checkpoint is in it.
+    let (log_generation, log_from) = oram_statedb::snapshot_position(&snap)?;
+    progress("reading the shipped log after the checkpoint");
+    let log =
+        crate::logship::read_log(store.as_ref(), &sealer, prefix, log_generation, log_from).await?;
+    if log.gap {
+        tracing::warn!("the shipped log has a gap (a missing record): replaying up to it only");
+    }
+    let (groups, _) = oram_statedb::decode_groups(&log.stream)?;
+    drop(log.stream);
+    let replayed = groups.len() as u64;
     // A restore draws a new generation: objects the lost timeline wrote after
-    // this checkpoint never open as current, even where versions repeat. It
-    // writes the whole database: off the async workers.
+    // this checkpoint (and its log) never open as current, even where versions
+    // repeat. It writes the whole database: off the async workers.
     let path = datadir::state_path(dir);
-    let db = tokio::task::spawn_blocking(move || Db::restore(&path, volume_id.0, &snap))
-        .await
-        .map_err(|e| ProxyError::Config(format!("state restore: {e}")))??;
+    let db = tokio::task::spawn_blocking(move || {
+        Db::restore_replaying(&path, volume_id.0, &snap, &groups)
+    })
+    .await
+    .map_err(|e| ProxyError::Config(format!("state restore: {e}")))??;
     let taken_ms = db
         .meta("checkpoint_ms")?
         .and_then(|b| b.try_into().ok().map(u64::from_be_bytes))
         .unwrap_or(0);
-    // The checkpoint is complete: writes from now on go to a new epoch.
-    db.set_epoch(epoch + 1).await?;
+    // The checkpoint is complete: writes from now on go to a new epoch (the log
+    // replayed may have moved it already).
+    if db.epoch() < epoch + 1 {
+        db.set_epoch(epoch + 1).await?;
+    }
     drop(db);
     datadir::save_volume(dir, &params)?;
     progress("opening the volume");
@@ -644,6 +704,8 @@ pub async fn recover_with_progress(
         buckets: usage.0,
         objects: usage.1,
         swept,
+        replayed,
+        log_records: log.records,
         volume_id: vol.params.volume_id.clone(),
     })
 }

@@ -342,7 +342,7 @@ impl<S: TreeScheme> Inner<S> {
                 // (other contents, same keys): this one writes under new versions.
                 intent.attempt += 1;
                 rs.state.set_intent(seq, Some(intent.encode()));
-                if let Err(e) = rs.state.stage().commit().await {
+                if let Err(e) = rs.state.stage().commit_local().await {
                     rs.state.rollback();
                     intent.attempt -= 1;
                     rs.sticky.insert(seq, intent);
@@ -355,7 +355,7 @@ impl<S: TreeScheme> Inner<S> {
                 let (plan, intent) = self.plan_fresh(rs, &ops)?;
                 let seq = rs.take_seq();
                 rs.state.set_intent(seq, Some(intent.encode()));
-                if let Err(e) = rs.state.stage().commit().await {
+                if let Err(e) = rs.state.stage().commit_local().await {
                     // Nothing was read: the round simply did not happen.
                     rs.state.rollback();
                     return Err(e.into());
@@ -394,7 +394,7 @@ impl<S: TreeScheme> Inner<S> {
             .collect();
         drop(landing);
         drop(g);
-        if let Err(e) = record.commit().await {
+        if let Err(e) = record.commit_local().await {
             // Nothing was read: the round did not happen.
             let mut g = self.round.clone().lock_owned().await;
             drop(g.state.stage_intent(seq, None));
