@@ -25,6 +25,7 @@
 //! | `decode_node`, `decode_bucket`, `decode_pending` (oram-state) | `state.redb`, checkpoint | `state_values`, `state_rows`, `snapshot` |
 //! | `SpaceState::from_rows` with `decode_u64`, `decode_intent_key` (oram-state) | `state.redb`, checkpoint | `state_rows`, `snapshot` |
 //! | `Intent::decode` (oram-tree) | `state.redb`, checkpoint (intent records) | `intent` |
+//! | `decode_groups` (oram-statedb) | shipped log records, after they open | `log_groups` |
 //! | `bucket::decode_bucket` (oram-path) | backend bucket plaintext | `path_bucket` |
 //! | `Meta::decode`, `decode_header`, `decode_slot` (oram-ring) | backend header/slot plaintext; slot maps in `state.redb` | `ring_layout` |
 //! | `Db::restore` / `parse_snapshot`, `Db::state`, `Db::kv`, `Db::meta` (oram-statedb) | checkpoint plaintext | `snapshot` |

@@ -198,6 +198,25 @@ pub fn intent(data: &[u8]) -> bool {
     Intent::decode(data).is_ok()
 }
 
+/// The shipped log's group decoder (`oram_statedb::decode_groups`) on a stream.
+pub fn log_groups(data: &[u8]) -> bool {
+    oram_statedb::decode_groups(data).is_ok_and(|(_, used)| used == data.len())
+}
+
+/// Seeds of [`log_groups`]: two groups of assorted writes, and an empty one.
+pub fn log_groups_seeds() -> Vec<Vec<u8>> {
+    use oram_state::{ChangeSet, Table};
+    let mut a = ChangeSet::default();
+    a.push(Table::Positions, vec![0, 0, 0, 0, 1], Some(vec![9; 8]));
+    a.push(Table::Stash, vec![0, 0, 0, 0, 2], Some(vec![7; 40]));
+    a.push(Table::Kv, b"o/b\0k".to_vec(), None);
+    let mut b = ChangeSet::default();
+    b.push(Table::Meta, b"epoch".to_vec(), Some(vec![0; 8]));
+    let mut two = oram_statedb::encode_group(&[&a]);
+    two.extend(oram_statedb::encode_group(&[&b, &a]));
+    vec![two, oram_statedb::encode_group(&[&ChangeSet::default()])]
+}
+
 /// Seeds of [`intent`]: both formats.
 pub fn intent_seeds() -> Vec<Vec<u8>> {
     let i = Intent {

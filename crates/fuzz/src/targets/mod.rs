@@ -24,6 +24,12 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 /// Every target, cheapest first.
 pub const ALL: &[Target] = &[
     Target {
+        name: "log_groups",
+        run: codecs::log_groups,
+        seeds: codecs::log_groups_seeds,
+        extra: none,
+    },
+    Target {
         name: "intent",
         run: codecs::intent,
         seeds: codecs::intent_seeds,
