@@ -301,7 +301,7 @@ def minio_baseline(tmp_path_factory):
     return result
 
 
-@pytest.mark.long(0)
+@pytest.mark.long(1)
 @pytest.mark.parametrize("engine", ENGINES)
 def test_warp_mixed_32_clients(tmp_path, engine, minio_baseline):
     with proxy_on_minio(tmp_path, engine) as (p, metrics_port):
@@ -329,7 +329,7 @@ def test_warp_mixed_32_clients(tmp_path, engine, minio_baseline):
         assert s3.list_objects_v2(Bucket="warp-benchmark-bucket").get("KeyCount", 0) == 0
 
 
-@pytest.mark.long(0)
+@pytest.mark.long(1)
 @pytest.mark.parametrize("engine", ENGINES)
 def test_swift_bench_32_clients(tmp_path, engine):
     bench = shutil.which("swift-bench", path=VENV_BIN)
