@@ -19,7 +19,8 @@ Environment: ORAM_TEST_WARP (the warp binary; scripts/test.sh builds it), ORAM_T
 (MinIO; without either the tests are skipped), ORAM_LOAD_SECS (warp's duration per run,
 default 30), ORAM_LOAD_ENGINES (comma-separated engines, default "path"; "direct" needs no
 more), ORAM_LOAD_OBJECTS (warp's object count, default 200), ORAM_LOAD_SWIFT_OBJECTS
-(swift-bench's objects, default 300; twice as many GETs). The long runs outside CI
+(swift-bench's objects, default 300; twice as many GETs), ORAM_LOAD_CAPACITY_BLOCKS (the
+volume's blocks of 16 KiB, default 8192). The long runs outside CI
 (benches/load/RESULTS.md) use the same tests with larger values.
 """
 
@@ -53,8 +54,9 @@ SWIFT_OBJECTS = int(os.environ.get("ORAM_LOAD_SWIFT_OBJECTS", "300"))
 CONCURRENCY = 32
 # warp: object sizes random up to 64 KiB (up to 4 blocks of 16 KiB); swift-bench: 16-64 KiB.
 OBJ_SIZE = "64KiB"
-# A volume of 128 MiB: the live set is about OBJECTS x 64 KiB at most (13 MiB by default).
-CAPACITY_BLOCKS = 8192
+# A volume of 128 MiB by default (ORAM_LOAD_CAPACITY_BLOCKS): warp's live set is about
+# OBJECTS x 64 KiB at most (13 MiB by default), swift-bench's SWIFT_OBJECTS x 64 KiB.
+CAPACITY_BLOCKS = int(os.environ.get("ORAM_LOAD_CAPACITY_BLOCKS", "8192"))
 OPS = ("GET", "PUT", "STAT", "DELETE")
 # The proxy's operation names (its metrics) of the requests warp's workload sends.
 WARP_DATA_OPS = {"GetObject", "PutObject", "HeadObject", "DeleteObject", "DeleteObjects", "ListObjectsV2"}
