@@ -204,14 +204,14 @@ def run_warp(host, access, secret, workdir, label):
     """`warp mixed` at CONCURRENCY clients for SECS seconds against host; returns the summary
     computed from warp's per-request records."""
     workdir.mkdir(parents=True, exist_ok=True)
-    bench = workdir / f"warp-{label}"
+    bench = workdir / ("warp-" + re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-"))
     cmd = [WARP, "mixed", "--host", host, "--access-key", access, "--secret-key", secret,
            "--concurrent", str(CONCURRENCY), "--objects", str(OBJECTS), "--obj.size", OBJ_SIZE, "--obj.randsize",
            "--duration", f"{SECS}s", "--no-color", "--full", "--benchdata", str(bench)]
     started = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=SECS + 600, cwd=workdir)
     wall = time.monotonic() - started
-    (workdir / f"warp-{label}.out").write_text(r.stdout + r.stderr)
+    bench.with_name(bench.name + ".out").write_text(r.stdout + r.stderr)
     assert r.returncode == 0, f"warp against {label} exited with {r.returncode}:\n{(r.stdout + r.stderr)[-4000:]}"
     data = bench.with_name(bench.name + ".csv.zst")
     assert data.is_file(), f"warp wrote no {data}: {os.listdir(workdir)}"
