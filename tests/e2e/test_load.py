@@ -188,9 +188,11 @@ def peak_rss_mib(pid):
 
 
 def documented_503(error):
-    """Whether a warp error (minio-go's text of the S3 error) is one of the proxy's 503s."""
-    return bool(re.search(r"slow down|SlowDown|ServiceUnavailable|Service Unavailable|503|backend|unavailable",
-                          error, re.I))
+    """Whether a warp error (minio-go's text of the S3 error: its message) is one of the proxy's
+    503s: SlowDown beyond the concurrency limit, ServiceUnavailable while the backend fails,
+    a bare 503 beyond the connection limit. (The proxy's /metrics are checked as well.)"""
+    return bool(re.search(r"Too many requests in flight|slow ?down|The storage service is unavailable"
+                          r"|Service ?Unavailable|\b503\b", error, re.I))
 
 
 def percentile(sorted_values, q):
