@@ -132,6 +132,8 @@ def proxy_on_minio(tmp_path, engine, swift=False):
             print(f"  stop and fsck: {time.monotonic() - started:.1f} s")
         finally:
             p.kill()
+    # MinIO's copy of the volume (GBs after a long run) is kept only when the test fails.
+    shutil.rmtree(tmp_path / "minio", ignore_errors=True)
 
 
 def s3_client(endpoint, access=ACCESS, secret=SECRET):
