@@ -1,9 +1,10 @@
 """Crash torture: a concurrent mixed workload, kill -9 at a random instant, restart, verify.
 
-For each back-end (fs, and S3 on a MinIO started here on 127.0.0.1) one data directory
-and back-end go through ORAM_CRASH_ITERATIONS (default 30) iterations of:
+For each engine (path, ring, direct) and back-end (fs, and S3 on a MinIO started here on
+127.0.0.1) one data directory and back-end go through ORAM_CRASH_ITERATIONS (default 30)
+iterations of:
 
-1. `oram-proxy fsck --data-dir DIR --capacity-blocks N [--config FILE]`, the flags of
+1. `oram-proxy fsck --data-dir DIR --capacity-blocks N --engine E [--config FILE]`, the flags of
    `serve`, while the proxy is down: it must exit 0 (skipped before the first start);
 2. `oram-proxy serve`, then verify every key of the pool against the model: GET (sha256
    and size compared), and list_objects_v2 must list exactly the keys found, with their
@@ -34,12 +35,14 @@ absent) or *corrupted* (other content, an error, or present where it must be abs
 it is then resolved to the state found. The bucket is created, acknowledged, before the
 first workload and must exist after every restart.
 
-Environment: ORAM_CRASH_ITERATIONS (per back-end; ORAM_CRASH_ITERATIONS_FS and
-ORAM_CRASH_ITERATIONS_MINIO override it for one), ORAM_CRASH_SEED (master seed, printed;
-default random), ORAM_PROXY_BIN (see conftest.py), ORAM_TEST_MINIO (the MinIO binary;
+Environment: ORAM_CRASH_ITERATIONS (per engine and back-end; ORAM_CRASH_ITERATIONS_FS and
+ORAM_CRASH_ITERATIONS_MINIO override it for one back-end, ORAM_CRASH_ITERATIONS_RING_FS and
+the like for one engine on one back-end; 0 skips that case), ORAM_CRASH_SEED (master seed,
+printed; default random), ORAM_PROXY_BIN (see conftest.py), ORAM_TEST_MINIO (the MinIO binary;
 without it the MinIO case is skipped), ORAM_CRASH_SKIP_FSCK=1 (development only: a failing
 or missing `fsck` is printed and ignored instead of failing the test). `pytest -s` shows
-a line per iteration and the closing summary (also in the failure message).
+a line per iteration and the closing summary (also in the failure message); the summary is
+also appended, a line per engine and back-end, to $CARGO_TARGET_DIR/crash-torture-summary.txt.
 """
 
 import collections
@@ -62,13 +65,25 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from conftest import ACCESS, BIN, SECRET, TARGET, Proxy, free_port, wait_port
 
-_ITERATIONS = int(os.environ.get("ORAM_CRASH_ITERATIONS", "30"))
-# Per back-end overrides: a MinIO cycle costs about 5x an fs one (fsck reads every bucket
-# object over HTTP), so CI runs fewer of them (scripts/test.sh).
-ITERATIONS_BY_BACKEND = {
-    "fs": int(os.environ.get("ORAM_CRASH_ITERATIONS_FS", _ITERATIONS)),
-    "minio": int(os.environ.get("ORAM_CRASH_ITERATIONS_MINIO", _ITERATIONS)),
-}
+ENGINES = ("path", "ring", "direct")
+
+
+def iterations(engine, backend):
+    """ORAM_CRASH_ITERATIONS_<ENGINE>_<BACKEND>, else ORAM_CRASH_ITERATIONS_<BACKEND>, else
+    ORAM_CRASH_ITERATIONS, else 30. A MinIO cycle costs about 5x an fs one (fsck reads every
+    bucket object over HTTP), so CI runs fewer of them, and fewer on the engines other than
+    the default (scripts/test.sh); 0 skips the case."""
+    for var in (f"ORAM_CRASH_ITERATIONS_{engine.upper()}_{backend.upper()}",
+                f"ORAM_CRASH_ITERATIONS_{backend.upper()}", "ORAM_CRASH_ITERATIONS"):
+        if os.environ.get(var):
+            return int(os.environ[var])
+    return 30
+
+
+def engine_args(engine):
+    """The flags that choose the engine (the volume is created by the first `serve`)."""
+    return ["--engine", engine, *(["--insecure-direct"] if engine == "direct" else [])]
+
 SKIP_FSCK = os.environ.get("ORAM_CRASH_SKIP_FSCK") == "1"
 KiB, MiB = 1 << 10, 1 << 20
 BUCKET = "torture"
@@ -327,21 +342,23 @@ def acked_ops(counter):
     return sum(v for k, v in counter.items() if k != "overwrite")
 
 
-def torture(name, workdir, extra_args):
-    ITERATIONS = ITERATIONS_BY_BACKEND[name]
+def torture(name, engine, workdir, extra_args):
+    ITERATIONS = iterations(engine, name)
+    if ITERATIONS == 0:
+        pytest.skip(f"ORAM_CRASH_ITERATIONS_{engine.upper()}_{name.upper()}=0")
     seed = int(os.environ.get("ORAM_CRASH_SEED", random.randrange(1 << 32)))
-    print(f"\ncrash torture {name}: {ITERATIONS} iterations, seed {seed} (ORAM_CRASH_SEED)")
+    print(f"\ncrash torture {name} ({engine}): {ITERATIONS} iterations, seed {seed} (ORAM_CRASH_SEED)")
     rng = random.Random(seed)
     model, totals = Model(BUDGET[name]), collections.Counter()
     done = unknown = lost = corrupted = verifications = reads = leftovers = huge_answered = 0
     data_dir = workdir / "data"
-    extra_args = ["--capacity-blocks", str(CAPACITY_BLOCKS[name]), *extra_args]
+    extra_args = ["--capacity-blocks", str(CAPACITY_BLOCKS[name]), *engine_args(engine), *extra_args]
     args = ["--data-dir", str(data_dir), *extra_args]
     env = dict(os.environ, RUST_LOG="info", ORAM_PROXY_ROOT_USER=ACCESS, ORAM_PROXY_ROOT_PASSWORD=SECRET)
 
     def summary():
         t = totals
-        return (f"crash torture {name}: {done} iterations, {acked_ops(t)} acknowledged ops ({t['put']} puts,"
+        return (f"crash torture {name} ({engine}, seed {seed}): {done} iterations, {acked_ops(t)} acknowledged ops ({t['put']} puts,"
                 f" {t['multipart']} multipart, {t['copy']} copies, {t['delete']} deletes, {t['abort']} aborted"
                 f" multipart; {t['overwrite']} overwrites), {unknown} with unknown outcome, {leftovers} unfinished"
                 f" uploads aborted after restarts,"
@@ -365,7 +382,7 @@ def torture(name, workdir, extra_args):
                             + f"\n{summary()}\nproxy log after the restart (tail; the killed one's log is"
                             f" {workdir / 'stderr.previous.log'}):\n{tail}", pytrace=False)
             verified = time.monotonic()
-            line = (f"  {name} {i}/{ITERATIONS}: fsck {fsck_secs:.1f}s,"
+            line = (f"  {name} ({engine}) {i}/{ITERATIONS}: fsck {fsck_secs:.1f}s,"
                     f" start+verify {verified - started - fsck_secs:.1f}s")
             if i == ITERATIONS:
                 print(f"{line} ({n_reads} reads), final", flush=True)
@@ -438,15 +455,21 @@ def minio_server(directory):
         proc.wait(timeout=30)
 
 
-@pytest.mark.long(1)
-def test_crash_torture_fs(tmp_path):
-    torture("fs", tmp_path, [])
+# The long tests start first, the longest first (conftest.py): in CI the MinIO one, then
+# the fs ones by their cycle counts (scripts/test.sh).
+@pytest.mark.parametrize("engine", [pytest.param("path", marks=pytest.mark.long(3)),
+                                    pytest.param("ring", marks=pytest.mark.long(2)),
+                                    pytest.param("direct", marks=pytest.mark.long(1))])
+def test_crash_torture_fs(tmp_path, engine):
+    torture("fs", engine, tmp_path, [])
 
 
-@pytest.mark.long(2)
+@pytest.mark.parametrize("engine", [pytest.param("path", marks=pytest.mark.long(4)),
+                                    pytest.param("ring", marks=pytest.mark.long(4)),
+                                    pytest.param("direct", marks=pytest.mark.long(4))])
 @pytest.mark.skipif(not os.environ.get("ORAM_TEST_MINIO"),
                     reason="needs MinIO: set ORAM_TEST_MINIO to its binary (scripts/test.sh exports it)")
-def test_crash_torture_minio(tmp_path):
+def test_crash_torture_minio(tmp_path, engine):
     with minio_server(tmp_path / "minio") as endpoint:
         backend = client(endpoint, MINIO_USER, MINIO_PASSWORD)
         deadline = time.monotonic() + 60
@@ -464,5 +487,5 @@ def test_crash_torture_minio(tmp_path):
             f"bucket = \"oram-crash\"\nkey_prefix = \"crash\"\nendpoint = {json.dumps(endpoint)}\n"
             f"region = \"us-east-1\"\naccess_key = \"{MINIO_USER}\"\nsecret_key = \"{MINIO_PASSWORD}\"\n")
         config.chmod(0o600)  # it holds a secret key: the proxy refuses it readable by others
-        torture("minio", tmp_path, ["--config", str(config)])
+        torture("minio", engine, tmp_path, ["--config", str(config)])
     shutil.rmtree(tmp_path / "minio")  # kept only when the test fails
