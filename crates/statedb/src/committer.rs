@@ -251,6 +251,37 @@ fn run(db: &redb::Database, rx: &mpsc::Receiver<Job>, shared: &Shared) {
     }
 }
 
+/// Applies change sets to `txn` as if one after the other: table by table, each
+/// table's writes in order (a later write of a key wins). Used by the committer
+/// and by a restore replaying the shipped log.
+pub(crate) fn apply<'a>(
+    txn: &redb::WriteTransaction,
+    sets: impl Iterator<Item = &'a ChangeSet> + Clone,
+) -> Result<(), redb::Error> {
+    for t in Table::ALL {
+        let mut writes = sets
+            .clone()
+            .flat_map(|c| c.writes.iter())
+            .filter(|w| w.table == t)
+            .peekable();
+        if writes.peek().is_none() {
+            continue;
+        }
+        let mut table = txn.open_table(def(t))?;
+        for w in writes {
+            match &w.value {
+                Some(v) => {
+                    table.insert(&w.key[..], &v[..])?;
+                }
+                None => {
+                    table.remove(&w.key[..])?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Writes every job's changes, in order, in one durable transaction.
 ///
 /// With `log_end`, the named value `log_end` is set to it in the same transaction.
@@ -261,27 +292,7 @@ fn write(db: &redb::Database, jobs: &[Job], log_end: Option<u64>) -> Result<(), 
     }
     let txn = db.begin_write().map_err(|e| e.to_string())?;
     let applied = (|| -> Result<(), redb::Error> {
-        for t in Table::ALL {
-            let mut writes = jobs
-                .iter()
-                .flat_map(|j| j.changes.writes.iter())
-                .filter(|w| w.table == t)
-                .peekable();
-            if writes.peek().is_none() {
-                continue;
-            }
-            let mut table = txn.open_table(def(t))?;
-            for w in writes {
-                match &w.value {
-                    Some(v) => {
-                        table.insert(&w.key[..], &v[..])?;
-                    }
-                    None => {
-                        table.remove(&w.key[..])?;
-                    }
-                }
-            }
-        }
+        apply(&txn, jobs.iter().map(|j| &j.changes))?;
         if let Some(end) = log_end {
             txn.open_table(def(Table::Meta))?
                 .insert(LOG_END.as_bytes(), &end.to_be_bytes()[..])?;

@@ -259,17 +259,7 @@ impl Db {
                     table.insert(&k[..], &v[..])?;
                 }
             }
-            for w in log.iter().flat_map(|c| c.writes.iter()) {
-                let mut table = txn.open_table(def(w.table))?;
-                match &w.value {
-                    Some(v) => {
-                        table.insert(&w.key[..], &v[..])?;
-                    }
-                    None => {
-                        table.remove(&w.key[..])?;
-                    }
-                }
-            }
+            committer::apply(txn, log.iter())?;
             let mut meta = txn.open_table(def(Table::Meta))?;
             meta.insert(&b"generation"[..], &random_generation().to_be_bytes()[..])?;
             meta.insert(log::LOG_END.as_bytes(), &0u64.to_be_bytes()[..])?;

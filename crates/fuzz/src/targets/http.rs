@@ -351,6 +351,37 @@ fn swift_exchange(rig: &SwiftRig, raw: Vec<u8>) -> Vec<u8> {
     }))
 }
 
+/// What both request targets do with an input: split it into requests, fill in
+/// the token or signature, send them on one connection through `exchange`, check
+/// every answer (`s3_errors`: S3's XML error bodies) and print the first
+/// `debug_bytes` of the answers with `ORAM_FUZZ_DEBUG`; `true` when every request
+/// got a 2xx answer.
+fn serve(
+    data: &[u8],
+    token: &str,
+    sign: Option<&Signer>,
+    s3_errors: bool,
+    debug_bytes: usize,
+    exchange: impl FnOnce(Vec<u8>) -> Vec<u8>,
+) -> bool {
+    let parts: Vec<Part> = split_parts(data)
+        .into_iter()
+        .map(|p| prepare(p, token, sign))
+        .collect();
+    let raw: Vec<u8> = parts.iter().flat_map(|p| p.bytes.iter().copied()).collect();
+    let resp = exchange(raw);
+    let statuses = check_responses(&parts, &resp, s3_errors);
+    if std::env::var_os("ORAM_FUZZ_DEBUG").is_some() {
+        eprintln!(
+            "{statuses:?} {:?}",
+            String::from_utf8_lossy(&resp[..resp.len().min(debug_bytes)])
+        );
+    }
+    !statuses.is_empty()
+        && statuses.len() == parts.len()
+        && statuses.iter().all(|s| (200..300).contains(s))
+}
+
 thread_local! {
     static SWIFT: std::cell::RefCell<Option<SwiftRig>> = const { std::cell::RefCell::new(None) };
     static S3: std::cell::RefCell<Option<S3Rig>> = const { std::cell::RefCell::new(None) };
@@ -366,22 +397,10 @@ pub fn swift(data: &[u8]) -> bool {
         }
         let rig = slot.as_mut().expect("built");
         rig.served += 1;
-        let parts: Vec<Part> = split_parts(data)
-            .into_iter()
-            .map(|p| prepare(p, &rig.token, None))
-            .collect();
-        let raw: Vec<u8> = parts.iter().flat_map(|p| p.bytes.iter().copied()).collect();
-        let resp = swift_exchange(rig, raw);
-        let statuses = check_responses(&parts, &resp, false);
-        if std::env::var_os("ORAM_FUZZ_DEBUG").is_some() {
-            eprintln!(
-                "{statuses:?} {:?}",
-                String::from_utf8_lossy(&resp[..resp.len().min(300)])
-            );
-        }
-        !statuses.is_empty()
-            && statuses.len() == parts.len()
-            && statuses.iter().all(|s| (200..300).contains(s))
+        let token = rig.token.clone();
+        serve(data, &token, None, false, 300, |raw| {
+            swift_exchange(rig, raw)
+        })
     })
 }
 
@@ -503,22 +522,9 @@ pub fn s3(data: &[u8]) -> bool {
         }
         let rig = slot.as_mut().expect("built");
         rig.served += 1;
-        let parts: Vec<Part> = split_parts(data)
-            .into_iter()
-            .map(|p| prepare(p, "", Some(&Signer)))
-            .collect();
-        let raw: Vec<u8> = parts.iter().flat_map(|p| p.bytes.iter().copied()).collect();
-        let resp = s3_exchange(rig, raw);
-        let statuses = check_responses(&parts, &resp, true);
-        if std::env::var_os("ORAM_FUZZ_DEBUG").is_some() {
-            eprintln!(
-                "{statuses:?} {:?}",
-                String::from_utf8_lossy(&resp[..resp.len().min(600)])
-            );
-        }
-        !statuses.is_empty()
-            && statuses.len() == parts.len()
-            && statuses.iter().all(|s| (200..300).contains(s))
+        serve(data, "", Some(&Signer), true, 600, |raw| {
+            s3_exchange(rig, raw)
+        })
     })
 }
 
@@ -621,26 +627,15 @@ fn hmac(key: &[u8], msg: &[u8]) -> Vec<u8> {
 
 /// `YYYYMMDD'T'HHMMSS'Z'` of `t`.
 fn amz_date(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let d = time::OffsetDateTime::from(t);
     format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        d.year(),
+        u8::from(d.month()),
+        d.day(),
+        d.hour(),
+        d.minute(),
+        d.second()
     )
 }
 

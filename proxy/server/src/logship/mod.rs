@@ -64,6 +64,24 @@ fn parse_key(prefix: &str, k: &ObjKey) -> Option<(u64, u64)> {
     ))
 }
 
+/// The numbers of `generation`'s records on the backend, ascending (one listing).
+async fn record_numbers(
+    store: &dyn BlockStore,
+    prefix: &str,
+    generation: u64,
+) -> Result<Vec<u64>, ProxyError> {
+    let mut seqs: Vec<u64> = store
+        .list(&dir(prefix, generation))
+        .await?
+        .iter()
+        .filter_map(|k| parse_key(prefix, k))
+        .filter(|(g, _)| *g == generation)
+        .map(|(_, s)| s)
+        .collect();
+    seqs.sort_unstable();
+    Ok(seqs)
+}
+
 fn identity(generation: u64, seq: u64) -> ObjectIdentity {
     ObjectIdentity {
         kind: ObjectKind::Log,
@@ -187,15 +205,10 @@ pub async fn start(
     log: Arc<ShipLog>,
     settings: LogSettings,
 ) -> Result<Shipper, ProxyError> {
-    let first = store
-        .list(&dir(&prefix, generation))
+    let first = record_numbers(store.as_ref(), &prefix, generation)
         .await?
-        .iter()
-        .filter_map(|k| parse_key(&prefix, k))
-        .filter(|(g, _)| *g == generation)
-        .map(|(_, s)| s + 1)
-        .max()
-        .unwrap_or(0);
+        .last()
+        .map_or(0, |s| s + 1);
     let landed = Arc::new(Mutex::new(BTreeMap::new()));
     let stats = Arc::new(ShipStats::default());
     let task = tokio::spawn(ship(
@@ -350,15 +363,7 @@ pub async fn read_log(
     generation: u64,
     from: u64,
 ) -> Result<ReadLog, ProxyError> {
-    let mut seqs: Vec<u64> = store
-        .list(&dir(prefix, generation))
-        .await?
-        .iter()
-        .filter_map(|k| parse_key(prefix, k))
-        .filter(|(g, _)| *g == generation)
-        .map(|(_, s)| s)
-        .collect();
-    seqs.sort_unstable();
+    let seqs = record_numbers(store, prefix, generation).await?;
     let mut out = ReadLog::default();
     let mut pos = from;
     let bound = SizeBound::AtMost((MAX_RECORD_BYTES + OVERHEAD) as u64);

@@ -20,6 +20,24 @@ fn sealer() -> Arc<Sealer> {
     Arc::new(Sealer::new(&MasterKey::from_bytes([9; 32]), VolumeId(VOL)))
 }
 
+/// Starts shipping `db`'s log to `store` under prefix `v`.
+async fn ship(
+    db: &Db,
+    store: Arc<dyn oram_blockstore::BlockStore>,
+    sealer: Arc<Sealer>,
+) -> Shipper {
+    start(
+        store,
+        sealer,
+        "v".into(),
+        db.generation(),
+        db.ship_log().unwrap(),
+        SETTINGS,
+    )
+    .await
+    .unwrap()
+}
+
 /// Waits (bounded: 20 s) until `done` holds.
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
     for _ in 0..4000 {
@@ -53,16 +71,7 @@ async fn ship_while(records: u64, work: u8) -> (Vec<(Verb, String, u64)>, bool) 
     let store = Arc::new(Recording::new(
         FsStore::open(dir.path().join("backend")).unwrap(),
     ));
-    let shipper = start(
-        store.clone(),
-        sealer(),
-        "v".into(),
-        db.generation(),
-        db.ship_log().unwrap(),
-        SETTINGS,
-    )
-    .await
-    .unwrap();
+    let shipper = ship(&db, store.clone(), sealer()).await;
     let committer = {
         let db = db.clone();
         tokio::spawn(async move {
@@ -131,16 +140,7 @@ async fn recover_replays_the_log_after_a_checkpoint_and_pruning_keeps_what_it_ne
     let db = Db::open(&dir.path().join("state.redb"), VOL).unwrap();
     let store = Arc::new(FsStore::open(dir.path().join("backend")).unwrap());
     let sealer = sealer();
-    let shipper = start(
-        store.clone(),
-        sealer.clone(),
-        "v".into(),
-        db.generation(),
-        db.ship_log().unwrap(),
-        SETTINGS,
-    )
-    .await
-    .unwrap();
+    let shipper = ship(&db, store.clone(), sealer.clone()).await;
     let mut s = db.state(oram_state::Space(0)).unwrap();
     for i in 0..5u64 {
         s.set_position(i, 100 + i);
@@ -208,16 +208,7 @@ async fn a_record_that_does_not_land_is_sent_again_and_its_commits_wait() {
     ));
     faults.set_enabled(false);
     let store = Arc::new(Recording::new(faults.clone()));
-    let shipper = start(
-        store.clone(),
-        sealer(),
-        "v".into(),
-        db.generation(),
-        db.ship_log().unwrap(),
-        SETTINGS,
-    )
-    .await
-    .unwrap();
+    let shipper = ship(&db, store.clone(), sealer()).await;
     let stats = shipper.stats.clone();
     until("a first record", || {
         stats.records.load(Ordering::Relaxed) > 0
