@@ -58,6 +58,7 @@ fn bench_access(c: &mut Criterion) {
                         ..PathConfig::default().tree
                     },
                     z: 4,
+                    arity: 2,
                 },
                 Arc::new(MemoryStore::new()),
                 sealer,

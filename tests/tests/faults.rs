@@ -114,6 +114,7 @@ async fn run(
     match &mut cfg.engine.kind {
         Engine::Path(s) => s.cached_levels = Some(3),
         Engine::Ring(s) => s.cached_levels = Some(3),
+        Engine::Curious(s) => s.cached_levels = Some(1),
         Engine::Direct(_) => {}
     }
     // Objects (< 20 000 bytes) fit one batch of 32 blocks: a GET fetches them

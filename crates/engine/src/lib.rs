@@ -43,21 +43,37 @@ pub enum Op {
     /// An access of no block, indistinguishable from a read to the storage server.
     /// Answers an empty `Bytes`.
     Dummy,
+    /// Store a block the engine does not hold, **without an access of its own**:
+    /// it joins what the batch's other operations write back (a tree engine's
+    /// stash, evicted along the paths the round reads). For a partition
+    /// framework's eviction into a partition it is accessing anyway: the storage
+    /// server sees nothing for it. Answers an empty `Bytes`. Inserting a block the
+    /// engine holds (and no earlier op of the batch took) is refused
+    /// ([`OramError::Unsupported`]): its old copy would stay where no round reads
+    /// it. Each access may carry at most one insert on average, or the engine's
+    /// stash grows beyond what its bound was computed for.
+    Insert(u64, Bytes),
 }
 
 impl Op {
     /// The logical block the operation is for (`None` for a dummy).
     pub fn block(&self) -> Option<u64> {
         match self {
-            Op::Read(b) | Op::Write(b, _) | Op::Take(b) => Some(*b),
+            Op::Read(b) | Op::Write(b, _) | Op::Take(b) | Op::Insert(b, _) => Some(*b),
             Op::Dummy => None,
         }
+    }
+
+    /// Whether the operation is an access of its own (everything but an
+    /// [`Op::Insert`]): what the storage server sees one access for.
+    pub fn accesses(&self) -> bool {
+        !matches!(self, Op::Insert(..))
     }
 
     /// Whether the operation changes what is stored (a write or a take): its
     /// answer must wait until the change is durable.
     pub fn mutates(&self) -> bool {
-        matches!(self, Op::Write(..) | Op::Take(_))
+        matches!(self, Op::Write(..) | Op::Take(_) | Op::Insert(..))
     }
 }
 
@@ -355,7 +371,7 @@ pub fn validate_op(op: &Op, id_limit: u64, block_size: usize) -> Result<()> {
             capacity: id_limit,
         });
     }
-    if let Op::Write(_, d) = op {
+    if let Op::Write(_, d) | Op::Insert(_, d) = op {
         if d.len() != block_size {
             return Err(OramError::WrongBlockSize {
                 block,

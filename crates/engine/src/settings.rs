@@ -23,6 +23,9 @@ pub struct Shape {
     pub max_batch: usize,
     /// Backend key prefix of the volume (a valid key).
     pub prefix: String,
+    /// Block ids are `0..id_limit`; `None`: the capacity. A partition
+    /// framework's sub-engine holds `capacity` blocks of the whole volume's ids.
+    pub id_limit: Option<u64>,
 }
 
 /// The pieces an engine is built from.

@@ -42,7 +42,7 @@ pub use codec::{
 };
 pub use commit::{ready, ChangeSet, CommitFuture, Durable, Staged, Table, TableWrite};
 pub use kv::{btree_range, KvMap, KvState, MemKv};
-pub use space::{MemState, SpaceState};
+pub use space::{MemState, Opener, SpaceState};
 pub use tracked::Tracked;
 
 /// The contents of one tree bucket: `(block id, block data)` for every real block in it.
@@ -210,6 +210,11 @@ impl Lineage {
 pub trait TrustedState: Send + 'static {
     /// The space this state belongs to.
     fn space(&self) -> Space;
+    /// The state of another space of the same durable store, loaded as last
+    /// committed (empty if never used), whose changes can be committed together
+    /// with this one's ([`Staged::merge`]): for a partition framework's
+    /// sub-engines. A state in memory gives an empty state in memory.
+    fn sibling(&self, space: Space) -> Result<Box<dyn TrustedState>, StateError>;
 
     /// The leaf `block` is mapped to, or `None` if the block is not stored.
     fn position(&self, block: u64) -> Option<u64>;

@@ -31,7 +31,13 @@ pub struct SpaceState {
     pending: Tracked<u64, (NodeVersion, Bytes)>,
     /// Intent records by round sequence number (see [`TrustedState::intents`]).
     intent: Tracked<u64, Bytes>,
+    /// Loads another space of the same durable store ([`TrustedState::sibling`]);
+    /// `None`: a state in memory, whose siblings start empty.
+    opener: Option<Opener>,
 }
+
+/// Loads the state of a space from the durable store a state belongs to.
+pub type Opener = Arc<dyn Fn(Space) -> Result<SpaceState, StateError> + Send + Sync>;
 
 /// Trusted state in process memory: lost when the process ends. Generation 0,
 /// epoch 0.
@@ -73,7 +79,15 @@ impl SpaceState {
             meta: Tracked::default(),
             pending: Tracked::default(),
             intent: Tracked::default(),
+            opener: None,
         }
+    }
+
+    /// This state, able to load the other spaces of its durable store with
+    /// `opener` (for [`TrustedState::sibling`]).
+    pub fn with_opener(mut self, opener: Opener) -> Self {
+        self.opener = Some(opener);
+        self
     }
 
     /// A state of `space` holding `rows` (`(table, key without the space,
@@ -212,6 +226,17 @@ fn decode_intent_key(k: &[u8]) -> Result<u64, StateError> {
 impl TrustedState for SpaceState {
     fn space(&self) -> Space {
         self.space
+    }
+    fn sibling(&self, space: Space) -> Result<Box<dyn TrustedState>, StateError> {
+        match &self.opener {
+            Some(open) => Ok(Box::new(open(space)?)),
+            None if self.sink.is_none() => {
+                Ok(Box::new(Self::empty(space, self.lineage.clone(), None)))
+            }
+            None => Err(StateError::Corrupt(
+                "this durable state cannot load other spaces".into(),
+            )),
+        }
     }
     fn position(&self, block: u64) -> Option<u64> {
         self.positions.get(&block).copied()

@@ -383,12 +383,19 @@ impl Db {
             }
         }
         let sink: Arc<dyn Durable> = self.committer.clone();
-        Ok(SpaceState::from_rows(
-            space,
-            self.lineage.clone(),
-            Some(sink),
-            rows,
-        )?)
+        // Weak: a state must not keep the database (and its file lock) alive.
+        let db = Arc::downgrade(self);
+        let opener: oram_state::Opener = Arc::new(move |space| {
+            let db = db.upgrade().ok_or_else(|| {
+                oram_state::StateError::Failed("the state database is closed".into())
+            })?;
+            db.state(space)
+                .map_err(|e| oram_state::StateError::Storage(e.to_string()))
+        });
+        Ok(
+            SpaceState::from_rows(space, self.lineage.clone(), Some(sink), rows)?
+                .with_opener(opener),
+        )
     }
 
     /// Loads the object index.

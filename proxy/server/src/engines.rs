@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use oram_curious::{CuriousSettings, SubFactory, SubSpec};
 use oram_direct::DirectSettings;
 use oram_engine::{EngineSettings, Oram, Parts, Shape};
 use oram_path::PathSettings;
@@ -26,12 +27,52 @@ pub enum Engine {
     Path(PathSettings),
     /// Ring ORAM.
     Ring(RingSettings),
+    /// CURIOUS: partitions, each a Path or Ring ORAM.
+    Curious(CuriousSettings),
     /// No ORAM: the non-oblivious baseline.
     Direct(DirectSettings),
 }
 
 /// The engines' names, in the order they are documented.
-pub const KINDS: [&str; 3] = ["path", "ring", "direct"];
+pub const KINDS: [&str; 4] = ["path", "ring", "curious", "direct"];
+
+/// The settings of a CURIOUS partition's sub-ORAM: the one place that knows
+/// which engines may serve as one.
+fn sub_factory() -> SubFactory {
+    std::sync::Arc::new(
+        |spec: &SubSpec| -> Result<Box<dyn EngineSettings>, String> {
+            match spec.kind.as_str() {
+                "path" => {
+                    let mut s = PathSettings {
+                        z: spec.z,
+                        arity: spec.arity,
+                        cached_levels: spec.cached_levels,
+                        ..PathSettings::default()
+                    };
+                    if spec.stash_bound > 0 {
+                        s.stash_bound = spec.stash_bound;
+                    }
+                    s.tree_cache_bytes = Some(spec.cache_bytes);
+                    s.round_attempts = Some(1);
+                    Ok(Box::new(s))
+                }
+                "ring" => {
+                    let mut s = RingSettings {
+                        cached_levels: spec.cached_levels,
+                        ring_stash_bound: spec.stash_bound,
+                        ..RingSettings::default()
+                    };
+                    s.tree_cache_bytes = Some(spec.cache_bytes);
+                    s.round_attempts = Some(1);
+                    Ok(Box::new(s))
+                }
+                other => Err(format!(
+                    "curious_sub = {other:?}: expected \"path\" or \"ring\""
+                )),
+            }
+        },
+    )
+}
 
 impl Default for Engine {
     fn default() -> Self {
@@ -45,6 +86,9 @@ impl Engine {
         match name {
             "path" => Ok(Engine::Path(PathSettings::default())),
             "ring" => Ok(Engine::Ring(RingSettings::default())),
+            "curious" => Ok(Engine::Curious(
+                CuriousSettings::default().with_subs(sub_factory()),
+            )),
             "direct" => Ok(Engine::Direct(DirectSettings::default())),
             _ => Err(format!(
                 "unknown engine {name:?} (expected one of {})",
@@ -63,6 +107,7 @@ impl Engine {
         match self {
             Engine::Path(s) => s,
             Engine::Ring(s) => s,
+            Engine::Curious(s) => s,
             Engine::Direct(s) => s,
         }
     }
@@ -74,6 +119,7 @@ impl Engine {
         match name {
             "path" => settings_from::<PathSettings>(t).is_ok(),
             "ring" => settings_from::<RingSettings>(t).is_ok(),
+            "curious" => settings_from::<CuriousSettings>(t).is_ok(),
             "direct" => settings_from::<DirectSettings>(t).is_ok(),
             _ => false,
         }
@@ -95,6 +141,9 @@ impl Engine {
         let e = match name {
             "path" => Engine::Path(settings_from(rest)?),
             "ring" => Engine::Ring(settings_from(rest)?),
+            "curious" => {
+                Engine::Curious(settings_from::<CuriousSettings>(rest)?.with_subs(sub_factory()))
+            }
             _ => Engine::Direct(settings_from(rest)?),
         };
         Ok((e, ignored))
@@ -110,6 +159,7 @@ impl Engine {
         match self {
             Engine::Path(s) => s.adopt(recorded, named),
             Engine::Ring(s) => s.adopt(recorded, named),
+            Engine::Curious(s) => s.adopt(recorded, named),
             Engine::Direct(s) => s.adopt(recorded, named),
         }
     }
@@ -118,6 +168,7 @@ impl Engine {
         let v = match self {
             Engine::Path(s) => toml::Value::try_from(s),
             Engine::Ring(s) => toml::Value::try_from(s),
+            Engine::Curious(s) => toml::Value::try_from(s),
             Engine::Direct(s) => toml::Value::try_from(s),
         };
         match v {
@@ -201,6 +252,7 @@ impl EngineConfig {
         match &mut self.kind {
             Engine::Path(s) => s.tree_cache_mib = mib,
             Engine::Ring(s) => s.tree_cache_mib = mib,
+            Engine::Curious(s) => s.tree_cache_mib = mib,
             Engine::Direct(_) => {
                 self.ignored.push("tree_cache_mib".into());
                 return;
@@ -293,6 +345,7 @@ impl EngineConfig {
             block_size: self.block_size,
             max_batch: self.max_batch,
             prefix: prefix.to_string(),
+            id_limit: None,
         };
         shape.max_batch = self.round_ops_of(&shape);
         shape

@@ -242,7 +242,7 @@ impl DirectEngine {
                 Op::Read(b) | Op::Take(b) if !written.contains_key(b) && stored(state, *b) => {
                     fetch.insert(*b, state.node(*b));
                 }
-                Op::Write(b, _) => {
+                Op::Write(b, _) | Op::Insert(b, _) => {
                     written.insert(*b, ());
                 }
                 _ => {}
@@ -273,7 +273,8 @@ impl DirectEngine {
             };
             answers.push(match op {
                 Op::Read(b) => value(&current, b),
-                Op::Write(b, d) => {
+                // Not oblivious: an insert is a write.
+                Op::Write(b, d) | Op::Insert(b, d) => {
                     current.insert(b, Some(d.clone()));
                     changed.insert(b, Some(d));
                     Bytes::new()

@@ -40,6 +40,7 @@ use oram_tree::{
     check_stored, draw_leaves, evict_stash, serve_ops, Applied, ApplyCx, OpenCx, PlanCx, Requests,
     Sealing, TreeEngine, TreeParams, TreeScheme,
 };
+use rand::Rng;
 use rand_chacha::ChaCha20Rng;
 
 pub use oram_tree::{Geometry, TreeConfig};
@@ -58,6 +59,9 @@ pub struct PathConfig {
     pub tree: TreeConfig,
     /// Blocks per bucket (Z). Default 4.
     pub z: usize,
+    /// Children per inner node. Default 2; a k-ary tree (the CURIOUS paper's
+    /// sub-ORAM: k = 3, Z = 5) is sized by [`Geometry::for_capacity`].
+    pub arity: u64,
 }
 
 impl Default for PathConfig {
@@ -65,6 +69,7 @@ impl Default for PathConfig {
         Self {
             tree: TreeConfig::default(),
             z: 4,
+            arity: 2,
         }
     }
 }
@@ -135,8 +140,11 @@ impl TreeScheme for PathScheme {
         if cfg.z == 0 {
             return Err(OramError::Config("Z must be positive".into()));
         }
+        if !(2..=64).contains(&cfg.arity) {
+            return Err(OramError::Config("the arity must be 2 to 64".into()));
+        }
         let t = &cfg.tree;
-        let geo = Geometry::new(t.capacity, cfg.z, t.block_size, t.leaves);
+        let geo = Geometry::for_capacity(cfg.arity, t.capacity, cfg.z, t.block_size, t.leaves);
         let scheme = Self {
             geo,
             cached_levels: t.cached_levels.min(geo.leaf_level + 1),
@@ -218,8 +226,16 @@ impl TreeScheme for PathScheme {
         found: Vec<(u64, Bytes)>,
         ops: Vec<Op>,
     ) -> Result<Applied<()>> {
-        let state = cx.state;
-        let answers = serve_ops(state, found, ops, &plan.remap, self.geo.block_size);
+        let ApplyCx { state, rng } = cx;
+        let leaves = self.geo.leaves;
+        let answers = serve_ops(
+            state,
+            found,
+            ops,
+            &plan.remap,
+            self.geo.block_size,
+            &mut || rng.gen_range(0..leaves),
+        );
         // Evict into the union of the paths.
         let writes = evict_stash(&self.geo, state, &plan.nodes, |n| self.cached(n))?
             .into_iter()

@@ -30,6 +30,20 @@ pub struct PathSettings {
     /// Accepted for configuration files of earlier versions; unused (a round's
     /// buckets are written before its commit, one round at a time).
     pub max_inflight_writebacks: usize,
+    /// Children per inner node (2: binary). Fixed when the volume is created. Not
+    /// in `[engine]` for `kind = "path"`; a partition framework sets it for its
+    /// sub-ORAMs.
+    #[serde(skip)]
+    pub arity: u64,
+    /// The tree-top cache's budget in bytes, overriding `tree_cache_mib` (a
+    /// partition framework's share for one sub-ORAM). Not in `[engine]`.
+    #[serde(skip)]
+    pub tree_cache_bytes: Option<u64>,
+    /// Attempts of a round within one access, overriding the default (3): a
+    /// partition framework repeats failed rounds itself, as a whole (1). Not in
+    /// `[engine]`.
+    #[serde(skip)]
+    pub round_attempts: Option<u32>,
 }
 
 impl Default for PathSettings {
@@ -40,6 +54,9 @@ impl Default for PathSettings {
             tree_cache_mib: 16,
             stash_bound: 89,
             max_inflight_writebacks: 4,
+            arity: 2,
+            tree_cache_bytes: None,
+            round_attempts: None,
         }
     }
 }
@@ -65,26 +82,34 @@ stash_bound = 89
 
     /// The engine configuration for a volume of `shape`.
     pub fn config(&self, shape: &Shape) -> PathConfig {
+        let mut tree = TreeConfig::for_shape(
+            shape,
+            self.cached_levels(shape),
+            self.stash_bound,
+            self.max_inflight_writebacks,
+        );
+        if let Some(n) = self.round_attempts {
+            tree.round_attempts = n;
+        }
         PathConfig {
-            tree: TreeConfig::for_shape(
-                shape,
-                self.cached_levels(shape),
-                self.stash_bound,
-                self.max_inflight_writebacks,
-            ),
+            tree,
             z: self.z,
+            arity: self.arity,
         }
     }
 
     fn geometry(&self, shape: &Shape) -> Geometry {
-        Geometry::new(shape.capacity, self.z, shape.block_size, None)
+        Geometry::for_capacity(self.arity, shape.capacity, self.z, shape.block_size, None)
     }
 
     /// The tree-top cache's levels for a volume of `shape`: `cached_levels`, or
     /// those `tree_cache_mib` holds; never more than the tree has.
     pub fn cached_levels(&self, shape: &Shape) -> u32 {
-        self.geometry(shape)
-            .cached_levels(self.cached_levels, self.tree_cache_mib)
+        let geo = self.geometry(shape);
+        match (self.cached_levels, self.tree_cache_bytes) {
+            (None, Some(bytes)) => geo.levels_within(bytes),
+            _ => geo.cached_levels(self.cached_levels, self.tree_cache_mib),
+        }
     }
 }
 
@@ -97,19 +122,27 @@ impl EngineSettings for PathSettings {
         if self.z == 0 || self.max_inflight_writebacks == 0 {
             return Err("engine.z and engine.max_inflight_writebacks must be positive".into());
         }
+        if !(2..=64).contains(&self.arity) {
+            return Err("the tree's arity must be 2 to 64".into());
+        }
         Ok(())
     }
 
     fn fixed(&self, shape: &Shape) -> BTreeMap<String, String> {
         let geo = self.geometry(shape);
-        BTreeMap::from([
+        let mut fixed = BTreeMap::from([
             ("z".to_string(), self.z.to_string()),
             ("leaves".to_string(), geo.leaves.to_string()),
             (
                 "cached_levels".to_string(),
                 self.cached_levels(shape).to_string(),
             ),
-        ])
+        ]);
+        // Recorded only when not binary: volumes of earlier versions have none.
+        if self.arity != 2 {
+            fixed.insert("arity".to_string(), self.arity.to_string());
+        }
+        fixed
     }
 
     fn adopt(
@@ -179,6 +212,7 @@ mod tests {
             block_size: 16_384,
             max_batch: 64,
             prefix: "vol0".into(),
+            id_limit: None,
         };
         assert_eq!(s.round_bytes_per_op(&shape), u64::MAX);
         // An ordinary Z: a multiple of Z blocks, far from saturating.

@@ -8,17 +8,24 @@ use oram_engine::{Oram, Parts};
 use oram_path::{Geometry, PathConfig, PathOram};
 use oram_tree::conformance::{leaves_read, tree_config};
 
-struct PathSubject;
+/// Path ORAM of arity `arity` with `z` blocks per bucket.
+struct PathSubject {
+    arity: u64,
+    z: usize,
+}
 
-fn geometry(p: &Params) -> Geometry {
-    Geometry::new(p.capacity, 4, p.block_size, None)
+impl PathSubject {
+    fn geometry(&self, p: &Params) -> Geometry {
+        Geometry::for_capacity(self.arity, p.capacity, self.z, p.block_size, None)
+    }
 }
 
 impl Subject for PathSubject {
     fn engine(&self, p: &Params, parts: Parts) -> Arc<dyn Oram> {
         let cfg = PathConfig {
             tree: tree_config(p, PathConfig::default().tree.stash_bound),
-            z: 4,
+            z: self.z,
+            arity: self.arity,
         };
         Arc::new(
             PathOram::new(cfg, parts.store, parts.sealer, parts.state)
@@ -30,13 +37,16 @@ impl Subject for PathSubject {
     }
     /// The leaf of every path read.
     fn positions(&self, p: &Params, access: &[TraceEvent]) -> Vec<u64> {
-        leaves_read(&geometry(p), access)
+        leaves_read(&self.geometry(p), access)
     }
     fn bins(&self, p: &Params) -> u64 {
-        geometry(p).leaves
+        self.geometry(p).leaves
     }
     fn leaves(&self, p: &Params) -> Option<u64> {
-        Some(geometry(p).leaves)
+        Some(self.geometry(p).leaves)
+    }
+    fn arity(&self) -> u64 {
+        self.arity
     }
     fn writes_back(&self) -> bool {
         false
@@ -49,4 +59,10 @@ impl Subject for PathSubject {
     }
 }
 
-oram_engine::engine_conformance!(PathSubject);
+oram_engine::engine_conformance!(PathSubject { arity: 2, z: 4 });
+
+/// The k-ary tree of the CURIOUS paper's sub-ORAM (k = 3, Z = 5) passes too.
+mod ternary {
+    use super::*;
+    oram_engine::engine_conformance!(PathSubject { arity: 3, z: 5 });
+}

@@ -94,6 +94,7 @@ fn path_cfg(c: &Case, seed: u8) -> PathConfig {
             ..PathConfig::default().tree
         },
         z: c.z,
+        arity: 2,
     }
 }
 
@@ -184,6 +185,7 @@ async fn stash_stays_within_bound() {
             ..PathConfig::default().tree
         },
         z: 4,
+        arity: 2,
     };
     let bound = cfg.tree.stash_bound;
     let oram = path_oram(Arc::new(MemoryStore::new()), cfg);
@@ -250,6 +252,7 @@ async fn overflow_is_a_clear_error_and_loses_nothing() {
                 ..PathConfig::default().tree
             },
             z: 1,
+            arity: 2,
         },
     );
     let mut overflowed = false;

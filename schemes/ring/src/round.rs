@@ -374,7 +374,7 @@ impl RingScheme {
         ops: Vec<Op>,
     ) -> Result<Applied<crate::RingNote>> {
         let ApplyCx { state, rng } = cx;
-        let answers = self.serve(state, &plan, opened.found, opened.local_changed, ops);
+        let answers = self.serve(state, rng, &plan, opened.found, opened.local_changed, ops);
         let writes = self.evict_and_reshuffle(state, rng, &plan, opened.keep)?;
         let online_reads = plan
             .slot_reads
@@ -397,6 +397,7 @@ impl RingScheme {
     fn serve(
         &self,
         state: &mut dyn TrustedState,
+        rng: &mut rand_chacha::ChaCha20Rng,
         plan: &RingPlan,
         found: Vec<(u64, Bytes)>,
         local_changed: BTreeMap<u64, Bucket>,
@@ -405,7 +406,15 @@ impl RingScheme {
         for (n, b) in local_changed {
             state.set_local_bucket(n, b);
         }
-        serve_ops(state, found, ops, &plan.remap, self.lay.block_size)
+        let leaves = self.lay.geo.leaves;
+        serve_ops(
+            state,
+            found,
+            ops,
+            &plan.remap,
+            self.lay.block_size,
+            &mut || rand::Rng::gen_range(rng, 0..leaves),
+        )
     }
 
     /// Step 6: EvictPath into the eviction paths, reshuffle the buckets read S

@@ -39,6 +39,15 @@ pub struct RingSettings {
     /// Accepted for configuration files of earlier versions; unused (a round's
     /// buckets are written before its commit, one round at a time).
     pub max_inflight_writebacks: usize,
+    /// The tree-top cache's budget in bytes, overriding `tree_cache_mib` (a
+    /// partition framework's share for one sub-ORAM). Not in `[engine]`.
+    #[serde(skip)]
+    pub tree_cache_bytes: Option<u64>,
+    /// Attempts of a round within one access, overriding the default (3): a
+    /// partition framework repeats failed rounds itself, as a whole (1). Not in
+    /// `[engine]`.
+    #[serde(skip)]
+    pub round_attempts: Option<u32>,
 }
 
 impl Default for RingSettings {
@@ -53,6 +62,8 @@ impl Default for RingSettings {
             cached_levels: None,
             tree_cache_mib: 16,
             max_inflight_writebacks: 4,
+            tree_cache_bytes: None,
+            round_attempts: None,
         }
     }
 }
@@ -122,13 +133,17 @@ impl RingSettings {
 
     /// The engine configuration for a volume of `shape`.
     pub fn config(&self, shape: &Shape) -> std::result::Result<RingConfig, String> {
+        let mut tree = TreeConfig::for_shape(
+            shape,
+            self.cached_levels(shape)?,
+            self.stash_bound(shape.max_batch)?,
+            self.max_inflight_writebacks,
+        );
+        if let Some(n) = self.round_attempts {
+            tree.round_attempts = n;
+        }
         Ok(RingConfig {
-            tree: TreeConfig::for_shape(
-                shape,
-                self.cached_levels(shape)?,
-                self.stash_bound(shape.max_batch)?,
-                self.max_inflight_writebacks,
-            ),
+            tree,
             params: self.params()?,
             evict_read: self.evict_read()?,
         })
@@ -148,7 +163,14 @@ impl RingSettings {
     /// those `tree_cache_mib` holds; never more than the tree has.
     pub fn cached_levels(&self, shape: &Shape) -> std::result::Result<u32, String> {
         let geo = self.layout(shape)?.geo;
-        Ok(geo.cached_levels(self.cached_levels, self.tree_cache_mib))
+        Ok(self.levels_of(&geo))
+    }
+
+    fn levels_of(&self, geo: &oram_tree::Geometry) -> u32 {
+        match (self.cached_levels, self.tree_cache_bytes) {
+            (None, Some(bytes)) => geo.levels_within(bytes),
+            _ => geo.cached_levels(self.cached_levels, self.tree_cache_mib),
+        }
     }
 }
 
@@ -174,9 +196,7 @@ impl EngineSettings for RingSettings {
             m.insert("s".into(), p.s.to_string());
             m.insert("a".into(), p.a.to_string());
             m.insert("leaves".into(), lay.geo.leaves.to_string());
-            let cached = lay
-                .geo
-                .cached_levels(self.cached_levels, self.tree_cache_mib);
+            let cached = self.levels_of(&lay.geo);
             m.insert("cached_levels".into(), cached.to_string());
         }
         m

@@ -89,7 +89,7 @@ async fn model_with_eviction_reads_by_slot() {
         c.evict_read = EvictRead::Slots;
         c.tree.cached_levels = 1;
         let oram = ring(Arc::new(MemoryStore::new()), c);
-        model_and_read_back(&oram, 300, 16, 5).await;
+        model_and_read_back(&oram, 300, 16, 7).await;
         let rep = oram.check(&|_, _| {}).await.unwrap();
         assert!(rep.problems.is_empty(), "{:?}", rep.problems);
         assert!(oram.scheme().ring_stats().early_reshuffles > 0);

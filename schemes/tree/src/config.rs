@@ -84,6 +84,7 @@ impl TreeConfig {
             max_batch: shape.max_batch,
             max_inflight_writebacks,
             prefix: shape.prefix.clone(),
+            id_limit: shape.id_limit,
             ..Self::default()
         }
     }

@@ -31,6 +31,6 @@ pub fn leaves_read(geo: &Geometry, access: &[TraceEvent]) -> Vec<u64> {
         .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange))
         .filter_map(|e| key_position(&e.key))
         .filter(|&n| geo.level(n) == geo.leaf_level)
-        .map(|n| n - geo.leaves)
+        .map(|n| n - geo.first_of_level(geo.leaf_level))
         .collect()
 }

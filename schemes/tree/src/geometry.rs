@@ -31,6 +31,36 @@ impl Geometry {
         Self::with_arity(2, wanted, z, block_size)
     }
 
+    /// The tree of arity `arity` for `capacity` blocks: for 2, [`Geometry::new`];
+    /// for more, the shallowest tree whose two lowest levels hold the capacity
+    /// (`z·(k^L + k^(L−1)) ≥ capacity`, the sizing of the CURIOUS paper's and the
+    /// thesis's k-ary tree sub-ORAM). `leaves` overrides the number of leaves.
+    pub fn for_capacity(
+        arity: u64,
+        capacity: u64,
+        z: usize,
+        block_size: usize,
+        leaves: Option<u64>,
+    ) -> Self {
+        if arity == 2 {
+            return Self::new(capacity, z, block_size, leaves);
+        }
+        let wanted = leaves.unwrap_or_else(|| {
+            let z = (z as u64).max(1);
+            let mut n = 1u64;
+            // Leaves k^L with z·(k^L + k^(L−1)) ≥ capacity (the root alone: z).
+            let holds = |n: u64| {
+                let upper = if n == 1 { 0 } else { n / arity };
+                z.saturating_mul(n.saturating_add(upper))
+            };
+            while holds(n) < capacity {
+                n = n.saturating_mul(arity);
+            }
+            n
+        });
+        Self::with_arity(arity, wanted, z, block_size)
+    }
+
     /// The tree of the given arity (≥ 2) with at least `leaves` leaves (rounded up
     /// to a power of the arity).
     pub fn with_arity(arity: u64, leaves: u64, z: usize, block_size: usize) -> Self {
@@ -243,6 +273,22 @@ mod tests {
         assert_eq!(
             Geometry::new(262_144, 4, 4096, None).levels_within(16 << 20),
             10
+        );
+    }
+
+    #[test]
+    fn a_k_ary_tree_holds_its_capacity_in_its_two_lowest_levels() {
+        // z = 5, k = 3: 5·(3^L + 3^(L−1)) = 20·3^(L−1) ≥ capacity.
+        let g = Geometry::for_capacity(3, 1000, 5, 16, None);
+        assert_eq!((g.arity, g.leaf_level, g.leaves), (3, 5, 243));
+        // The two lowest levels hold 5·(243 + 81) = 1620 ≥ 1000; one level less
+        // would hold 5·(81 + 27) = 540 < 1000.
+        let smaller = Geometry::for_capacity(3, 540, 5, 16, None);
+        assert_eq!(smaller.leaves, 81);
+        assert_eq!(Geometry::for_capacity(3, 1, 5, 16, None).leaves, 1);
+        assert_eq!(
+            Geometry::for_capacity(2, 1000, 4, 16, None),
+            Geometry::new(1000, 4, 16, None)
         );
     }
 

@@ -230,6 +230,14 @@ impl<S: TreeScheme> Inner<S> {
             let Some((seq, intent)) = g.sticky.pop_first() else {
                 return self.execute(g, ops, None).await;
             };
+            if !ahead && g.sticky.is_empty() && intent.blocks == planned_blocks(&ops) {
+                // A staged access repeated by its parent (a partition framework
+                // repeats its interrupted round exactly): finished as these ops,
+                // the same access. (An access of a caller is never finished as its
+                // ops: whether it names the same blocks must not show.)
+                self.repeated.fetch_add(1, Ordering::Relaxed);
+                return self.execute(g, ops, Some((seq, intent))).await;
+            }
             self.finish_interrupted(g, seq, intent).await?;
         }
     }
@@ -276,7 +284,8 @@ impl<S: TreeScheme> Inner<S> {
     /// A fresh plan of `ops` on the state as it is (which it does not change),
     /// with its intent record (not yet stored).
     fn plan_fresh(&self, rs: &mut RoundState, ops: &[Op]) -> Result<(S::Plan, Intent)> {
-        let blocks: Vec<Option<u64>> = ops.iter().map(Op::block).collect();
+        let blocks = planned_blocks(ops);
+        check_inserts(rs.state.as_ref(), ops, &blocks)?;
         let mut draws = Draws::fresh(&mut rs.rng);
         let mut cx = PlanCx {
             state: rs.state.as_ref(),
@@ -579,4 +588,26 @@ async fn fetch(
         parts.push(if shadowed { None } else { got? });
     }
     Ok((whole, parts))
+}
+
+/// Refuses an [`Op::Insert`] of a block the state places somewhere unless an
+/// access of the round (`planned`) names it too: no path of the round would
+/// read its old copy, which would stay stored beside the new one.
+fn check_inserts(state: &dyn TrustedState, ops: &[Op], planned: &[Option<u64>]) -> Result<()> {
+    for op in ops {
+        if let Op::Insert(b, _) = op {
+            if state.position(*b).is_some() && !planned.contains(&Some(*b)) {
+                return Err(OramError::Unsupported(
+                    "insert of a block the engine holds (write it instead)",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The blocks of the ops a round plans an access for (inserts are no access of
+/// their own: no path is read for them); `None` for a dummy.
+fn planned_blocks(ops: &[Op]) -> Vec<Option<u64>> {
+    ops.iter().filter(|o| o.accesses()).map(Op::block).collect()
 }

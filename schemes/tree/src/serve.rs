@@ -85,27 +85,35 @@ pub fn check_stored(
 }
 
 /// Serves `ops` from the stash once the blocks `found` on the read paths are in
-/// it, then moves every named block still stored to its new leaf (`remap`). A
-/// block only ever read and never written gets no position (it still reads as
+/// it, then moves every named block still stored to its new leaf (`remap`); an
+/// inserted block no access of the round named gets a leaf from `fresh_leaf`.
+/// A block only ever read and never written gets no position (it still reads as
 /// zeros). Returns one answer per op: the data of a read or take (zeros for a
-/// block never written), empty for a write or dummy.
+/// block never written), empty for a write, insert or dummy.
 pub fn serve_ops(
     state: &mut dyn TrustedState,
     found: Vec<(u64, Bytes)>,
     ops: Vec<Op>,
     remap: &HashMap<u64, u64>,
     block_size: usize,
+    fresh_leaf: &mut dyn FnMut() -> u64,
 ) -> Vec<Bytes> {
     for (b, d) in found {
         state.stash_insert(b, d);
     }
     let zeros = Bytes::from(vec![0u8; block_size]);
     let mut answers = Vec::with_capacity(ops.len());
+    let mut inserted = Vec::new();
     for op in ops {
         answers.push(match op {
             Op::Read(b) => state.stash_get(b).cloned().unwrap_or_else(|| zeros.clone()),
             Op::Write(b, d) => {
                 state.stash_insert(b, d);
+                Bytes::new()
+            }
+            Op::Insert(b, d) => {
+                state.stash_insert(b, d);
+                inserted.push(b);
                 Bytes::new()
             }
             Op::Take(b) => {
@@ -118,6 +126,11 @@ pub fn serve_ops(
     for (&b, &leaf) in remap {
         if state.stash_get(b).is_some() {
             state.set_position(b, leaf);
+        }
+    }
+    for b in inserted {
+        if !remap.contains_key(&b) && state.stash_get(b).is_some() {
+            state.set_position(b, fresh_leaf());
         }
     }
     answers

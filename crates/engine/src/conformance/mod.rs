@@ -130,6 +130,43 @@ pub trait Subject: Send + Sync + 'static {
     /// For a tree engine, its number of leaves (`None`: no tree, no positions).
     fn leaves(&self, p: &Params) -> Option<u64>;
 
+    /// For a tree engine, the children per inner node (2 unless said).
+    fn arity(&self) -> u64 {
+        2
+    }
+
+    /// Whether [`a_block_missing_from_where_the_state_says_is_an_integrity_error`]
+    /// applies: the engine's space 0 places blocks in its tree. (A partition
+    /// framework's space 0 is its map of partitions; each partition's engine
+    /// runs that check itself.)
+    fn places_blocks_in_its_space(&self) -> bool {
+        true
+    }
+
+    /// Whether every round of a write sends PUTs (a partition framework over
+    /// Ring ORAM: a partition's round writes only when its eviction is due).
+    fn every_write_puts(&self) -> bool {
+        true
+    }
+
+    /// Whether a round of reads is answered before its PUTs land (an engine that
+    /// does not, answers every round once its writes and commit are durable).
+    fn answers_reads_early(&self) -> bool {
+        true
+    }
+
+    /// Whether the engine offers [`crate::Oram::access_staged`] (a partition
+    /// framework, which stages its partitions' accesses itself, need not).
+    fn stages(&self) -> bool {
+        true
+    }
+
+    /// For a tree engine, how many trees of [`Subject::leaves`] leaves it keeps
+    /// under its prefix (a partition framework: one per partition).
+    fn trees(&self) -> u64 {
+        1
+    }
+
     /// Whether writes go back to the backend in the background (answers first).
     fn writes_back(&self) -> bool;
 
@@ -158,6 +195,7 @@ macro_rules! engine_conformance {
                 model_matches_a_hashmap,
                 concurrent_callers_see_their_own_writes,
                 bad_ops_are_refused_without_effect,
+                an_insert_is_no_access_of_its_own,
                 loses_nothing_when_it_dies_with_write_backs_in_flight,
                 a_crash_between_reads_and_commit_repeats_the_same_reads,
                 a_failed_read_is_repeated_as_the_same_access,
@@ -243,19 +281,30 @@ pub async fn run_model(
         // A small hot set makes repeated blocks within a batch common.
         let hot = rng.gen_bool(0.3);
         let mut ops = Vec::with_capacity(n);
+        // Which blocks are held after the ops so far (an insert needs one that is not).
+        let mut held: std::collections::HashSet<u64> = model.keys().copied().collect();
         for _ in 0..n {
             let b = if hot {
                 rng.gen_range(0..ids.min(4))
             } else {
                 rng.gen_range(0..ids)
             };
-            ops.push(match rng.gen_range(0..20) {
+            ops.push(match rng.gen_range(0..21) {
                 0..=8 => Op::Read(b),
                 9..=17 => {
                     version += 1;
+                    held.insert(b);
                     Op::Write(b, block_data(b, version, bs))
                 }
-                18 => Op::Take(b),
+                18 => {
+                    held.remove(&b);
+                    Op::Take(b)
+                }
+                19 if !held.contains(&b) => {
+                    version += 1;
+                    held.insert(b);
+                    Op::Insert(b, block_data(b, version, bs))
+                }
                 _ => Op::Dummy,
             });
         }
@@ -267,7 +316,7 @@ pub async fn run_model(
                     let want = model.get(&b).unwrap_or(&zeros);
                     assert!(got == *want, "round {r}: block {b} read wrong data");
                 }
-                Op::Write(b, d) => {
+                Op::Write(b, d) | Op::Insert(b, d) => {
                     assert!(got.is_empty());
                     model.insert(b, d);
                 }

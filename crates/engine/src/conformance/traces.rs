@@ -379,8 +379,9 @@ pub fn a_failed_round_is_finished_within_the_access(s: Arc<dyn Subject>) {
             assert!(
                 fetched.len() > 2 * n,
                 "trial {t}: {} fetches, expected the failed round and its repeat ({n} each) \
-                 and the access's own round",
-                fetched.len()
+                 and the access's own round: {:?} (the round drawn: {drawn:?})",
+                fetched.len(),
+                fetches_of(&fetched)
             );
             assert_eq!(
                 fetches_of(&fetched[..n]),

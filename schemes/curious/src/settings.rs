@@ -1,0 +1,313 @@
+//! CURIOUS's part of the `[engine]` configuration (`kind = "curious"`). The
+//! sub-ORAM's settings come from the binary through a [`SubFactory`]: this
+//! crate imports no other engine.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use oram_engine::{
+    adopt_value, recorded_value, snapshot_row, EngineSettings, Oram, OramError, Parts, Result,
+    Shape,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::{Curious, CuriousConfig};
+
+/// What a partition's sub-ORAM is asked to be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubSpec {
+    /// The engine (`path` or `ring`).
+    pub kind: String,
+    /// Children per inner node of a Path ORAM tree.
+    pub arity: u64,
+    /// Blocks per bucket of a Path ORAM tree.
+    pub z: usize,
+    /// Largest stash of one partition after an access (0: the engine's default).
+    pub stash_bound: usize,
+    /// Tree levels kept locally (`None`: as many as `cache_bytes` holds).
+    pub cached_levels: Option<u32>,
+    /// The partition's share of the tree-top cache budget, in bytes.
+    pub cache_bytes: u64,
+}
+
+/// Makes the settings of a sub-ORAM (given by the binary, which knows the
+/// engines): an error names what is wrong with the spec.
+pub type SubFactory =
+    Arc<dyn Fn(&SubSpec) -> std::result::Result<Box<dyn EngineSettings>, String> + Send + Sync>;
+
+/// CURIOUS's settings in `[engine]` (with `kind = "curious"`).
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CuriousSettings {
+    /// Partitions; 0 (the default): ⌈√capacity⌉. Fixed at creation.
+    pub curious_partitions: u32,
+    /// The sub-ORAM of every partition: `path` (default) or `ring`. Fixed at
+    /// creation.
+    pub curious_sub: String,
+    /// Children per inner node of a Path ORAM sub-ORAM (the paper's b = 3). Fixed
+    /// at creation. Ring ORAM's trees are binary.
+    pub curious_arity: u64,
+    /// Blocks per bucket of a Path ORAM sub-ORAM (the paper's z = 5). Fixed at
+    /// creation.
+    pub curious_z: usize,
+    /// Evictions per access, ν (1.0 to 2.0): one rides on the access, a
+    /// background one (a dummy access of a random partition) follows with
+    /// probability ν − 1.
+    pub curious_eviction_rate: f64,
+    /// The eviction cache's bound in MiB: above it an access fails with a stash
+    /// overflow (applied, nothing lost).
+    pub curious_cache_mib: u64,
+    /// Largest stash of one partition after an access; 0: the sub-ORAM's default.
+    pub curious_stash_bound: usize,
+    /// The tree-top cache budget of all partitions together, in MiB (each gets
+    /// its share). Used at creation.
+    pub tree_cache_mib: u64,
+    /// Tree levels every partition keeps locally; overrides `tree_cache_mib`.
+    /// Fixed at creation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_levels: Option<u32>,
+    /// The sub-ORAMs' settings, given by the binary.
+    #[serde(skip)]
+    pub subs: Option<SubFactory>,
+}
+
+impl Default for CuriousSettings {
+    fn default() -> Self {
+        Self {
+            curious_partitions: 0,
+            curious_sub: "path".into(),
+            curious_arity: 3,
+            curious_z: 5,
+            curious_eviction_rate: 1.25,
+            curious_cache_mib: 256,
+            curious_stash_bound: 0,
+            tree_cache_mib: 16,
+            cached_levels: None,
+            subs: None,
+        }
+    }
+}
+
+impl PartialEq for CuriousSettings {
+    fn eq(&self, o: &Self) -> bool {
+        self.curious_partitions == o.curious_partitions
+            && self.curious_sub == o.curious_sub
+            && self.curious_arity == o.curious_arity
+            && self.curious_z == o.curious_z
+            && self.curious_eviction_rate.to_bits() == o.curious_eviction_rate.to_bits()
+            && self.curious_cache_mib == o.curious_cache_mib
+            && self.curious_stash_bound == o.curious_stash_bound
+            && self.tree_cache_mib == o.tree_cache_mib
+            && self.cached_levels == o.cached_levels
+    }
+}
+
+impl Eq for CuriousSettings {}
+
+impl std::fmt::Debug for CuriousSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CuriousSettings")
+            .field("curious_partitions", &self.curious_partitions)
+            .field("curious_sub", &self.curious_sub)
+            .field("curious_arity", &self.curious_arity)
+            .field("curious_z", &self.curious_z)
+            .field("curious_eviction_rate", &self.curious_eviction_rate)
+            .field("curious_cache_mib", &self.curious_cache_mib)
+            .field("curious_stash_bound", &self.curious_stash_bound)
+            .field("tree_cache_mib", &self.tree_cache_mib)
+            .field("cached_levels", &self.cached_levels)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CuriousSettings {
+    /// The documentation of these settings in `oram-proxy example-config`, at
+    /// their defaults, commented out (they apply with `kind = "curious"` only).
+    pub const EXAMPLE: &'static str = r#"# CURIOUS (kind = "curious"): partitions, each its own sub-ORAM; 0 = the
+# square root of the capacity. Fixed when the data directory is created.
+# curious_partitions = 0
+# CURIOUS: the sub-ORAM, "path" (a k-ary Path ORAM tree) or "ring". Fixed.
+# curious_sub = "path"
+# CURIOUS with a Path ORAM sub-ORAM: the tree's arity and bucket size (the
+# paper's b = 3, z = 5). Fixed.
+# curious_arity = 3
+# curious_z = 5
+# CURIOUS: evictions per access (1.0 to 2.0): one rides on the access, a
+# background one follows with probability rate - 1.
+# curious_eviction_rate = 1.25
+# CURIOUS: MiB the eviction cache may hold before an access fails (nothing is
+# lost; the operator raises the bound or the eviction rate).
+# curious_cache_mib = 256
+# CURIOUS: largest stash of one partition (0: the sub-ORAM's default).
+# curious_stash_bound = 0
+"#;
+
+    /// These settings, making sub-ORAM settings with `subs`.
+    pub fn with_subs(mut self, subs: SubFactory) -> Self {
+        self.subs = Some(subs);
+        self
+    }
+
+    /// The partitions of a volume of `shape`.
+    pub fn partitions(&self, shape: &Shape) -> u32 {
+        match self.curious_partitions {
+            0 => ((shape.capacity as f64).sqrt().ceil() as u64).clamp(1, 1 << 16) as u32,
+            n => n,
+        }
+    }
+
+    /// The engine configuration for a volume of `shape`.
+    pub fn config(&self, shape: &Shape) -> CuriousConfig {
+        let bs = shape.block_size.max(1) as u64;
+        CuriousConfig {
+            capacity: shape.capacity,
+            block_size: shape.block_size,
+            partitions: self.partitions(shape),
+            max_batch: shape.max_batch,
+            eviction_rate: self.curious_eviction_rate,
+            cache_bound: ((self.curious_cache_mib << 20) / bs).max(1) as usize,
+            round_attempts: 3,
+            rng_seed: None,
+        }
+    }
+
+    /// The shape of every partition's sub-ORAM (its prefix is the volume's; the
+    /// engine appends the partition's).
+    pub fn sub_shape(&self, shape: &Shape) -> Shape {
+        let cfg = self.config(shape);
+        Shape {
+            capacity: cfg.sub_capacity(),
+            block_size: shape.block_size,
+            max_batch: cfg.sub_batch(),
+            prefix: shape.prefix.clone(),
+            id_limit: Some(shape.capacity),
+        }
+    }
+
+    /// The sub-ORAM's settings.
+    pub fn sub(&self, shape: &Shape) -> std::result::Result<Box<dyn EngineSettings>, String> {
+        let make = self
+            .subs
+            .as_ref()
+            .ok_or("CURIOUS needs the binary's sub-ORAM settings")?;
+        let partitions = u64::from(self.partitions(shape));
+        make(&SubSpec {
+            kind: self.curious_sub.clone(),
+            arity: self.curious_arity,
+            z: self.curious_z,
+            stash_bound: self.curious_stash_bound,
+            cached_levels: self.cached_levels,
+            cache_bytes: (self.tree_cache_mib << 20) / partitions.max(1),
+        })
+    }
+}
+
+impl EngineSettings for CuriousSettings {
+    fn kind(&self) -> &'static str {
+        "curious"
+    }
+
+    fn validate(&self, shape: &Shape) -> std::result::Result<(), String> {
+        if self.curious_partitions > 1 << 16 {
+            return Err("curious_partitions must be at most 65536".into());
+        }
+        if u64::from(self.partitions(shape)) > shape.capacity {
+            return Err("curious_partitions must not exceed the capacity in blocks".into());
+        }
+        if !(1.0..=2.0).contains(&self.curious_eviction_rate) {
+            return Err("curious_eviction_rate must be 1.0 to 2.0".into());
+        }
+        if self.curious_cache_mib == 0 {
+            return Err("curious_cache_mib must be positive".into());
+        }
+        if !matches!(self.curious_sub.as_str(), "path" | "ring") {
+            return Err(format!(
+                "curious_sub = {:?}: expected \"path\" or \"ring\"",
+                self.curious_sub
+            ));
+        }
+        let sub_shape = self.sub_shape(shape);
+        self.sub(shape)?.validate(&sub_shape)
+    }
+
+    fn fixed(&self, shape: &Shape) -> BTreeMap<String, String> {
+        let mut m = BTreeMap::from([
+            ("partitions".to_string(), self.partitions(shape).to_string()),
+            ("sub".to_string(), self.curious_sub.clone()),
+        ]);
+        if self.curious_sub == "path" {
+            m.insert("arity".into(), self.curious_arity.to_string());
+            m.insert("z".into(), self.curious_z.to_string());
+        }
+        if let Ok(sub) = self.sub(shape) {
+            for (k, v) in sub.fixed(&self.sub_shape(shape)) {
+                m.insert(format!("sub_{k}"), v);
+            }
+        }
+        m
+    }
+
+    fn adopt(
+        &mut self,
+        recorded: &BTreeMap<String, String>,
+        named: &dyn Fn(&str) -> bool,
+    ) -> std::result::Result<(), String> {
+        adopt_value(
+            &mut self.curious_partitions,
+            recorded,
+            "partitions",
+            "curious_partitions",
+            named,
+        )?;
+        adopt_value(&mut self.curious_sub, recorded, "sub", "curious_sub", named)?;
+        adopt_value(
+            &mut self.curious_arity,
+            recorded,
+            "arity",
+            "curious_arity",
+            named,
+        )?;
+        adopt_value(&mut self.curious_z, recorded, "z", "curious_z", named)?;
+        if let Some(levels) = recorded_value(recorded, "sub_cached_levels", "cached_levels", named)?
+        {
+            self.cached_levels = Some(levels);
+        }
+        Ok(())
+    }
+
+    /// ν sub-ORAM accesses per op.
+    fn round_bytes_per_op(&self, shape: &Shape) -> u64 {
+        let per = self
+            .sub(shape)
+            .map(|s| s.round_bytes_per_op(&self.sub_shape(shape)))
+            .unwrap_or(u64::MAX);
+        (per as f64 * self.curious_eviction_rate.clamp(1.0, 2.0)).ceil() as u64
+    }
+
+    fn state_bound(&self, shape: &Shape) -> u64 {
+        let cfg = self.config(shape);
+        let sub = self
+            .sub(shape)
+            .map(|s| s.state_bound(&self.sub_shape(shape)))
+            .unwrap_or(0);
+        let positions = shape.capacity * snapshot_row(8, 8);
+        let cache = cfg.cache_bound as u64 * snapshot_row(8, shape.block_size as u64);
+        positions + cache + u64::from(cfg.partitions) * sub
+    }
+
+    /// The eviction cache's bound.
+    fn stash_bound(&self, shape: &Shape) -> u64 {
+        self.config(shape).cache_bound as u64
+    }
+
+    fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
+        let sub = self.sub(shape).map_err(OramError::Config)?;
+        let sub_shape = self.sub_shape(shape);
+        Ok(Arc::new(Curious::new(
+            self.config(shape),
+            parts,
+            &sub_shape,
+            &|_, shape, parts| sub.build(shape, parts),
+        )?))
+    }
+}
