@@ -65,7 +65,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from conftest import ACCESS, BIN, SECRET, TARGET, Proxy, free_port, wait_port
 
-ENGINES = ("path", "ring", "direct")
+ENGINES = ("path", "ring", "curious", "direct")
 
 
 def iterations(engine, backend):
@@ -459,6 +459,7 @@ def minio_server(directory):
 # the fs ones by their cycle counts (scripts/test.sh).
 @pytest.mark.parametrize("engine", [pytest.param("path", marks=pytest.mark.long(3)),
                                     pytest.param("ring", marks=pytest.mark.long(2)),
+                                    pytest.param("curious", marks=pytest.mark.long(2)),
                                     pytest.param("direct", marks=pytest.mark.long(1))])
 def test_crash_torture_fs(tmp_path, engine):
     torture("fs", engine, tmp_path, [])
@@ -466,6 +467,7 @@ def test_crash_torture_fs(tmp_path, engine):
 
 @pytest.mark.parametrize("engine", [pytest.param("path", marks=pytest.mark.long(4)),
                                     pytest.param("ring", marks=pytest.mark.long(4)),
+                                    pytest.param("curious", marks=pytest.mark.long(4)),
                                     pytest.param("direct", marks=pytest.mark.long(4))])
 @pytest.mark.skipif(not os.environ.get("ORAM_TEST_MINIO"),
                     reason="needs MinIO: set ORAM_TEST_MINIO to its binary (scripts/test.sh exports it)")

@@ -411,9 +411,9 @@ impl EngineConfig {
 pub fn example() -> String {
     format!(
         r#"[engine]
-# "path" (Path ORAM), "ring" (Ring ORAM) or "direct" (no ORAM: the
-# non-oblivious baseline; it needs insecure_direct = true). Fixed when the data
-# directory is created.
+# "path" (Path ORAM), "ring" (Ring ORAM), "curious" (CURIOUS) or "direct" (no
+# ORAM: the non-oblivious baseline; it needs insecure_direct = true). Fixed when
+# the data directory is created.
 kind = "path"
 # Required to run the "direct" engine (--insecure-direct): the storage provider
 # then sees exactly which blocks are read and written.
@@ -431,9 +431,10 @@ max_batch = 64
 # with large blocks or a small tree-top cache a round takes fewer than max_batch
 # blocks, so that the memory a round holds stays within a bound in bytes.
 round_mib = 64
-{}{}"#,
+{}{}{}"#,
         PathSettings::EXAMPLE,
-        RingSettings::EXAMPLE
+        RingSettings::EXAMPLE,
+        CuriousSettings::EXAMPLE
     )
 }
 
