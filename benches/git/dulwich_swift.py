@@ -1,17 +1,36 @@
 """Dulwich's Swift back-end (`contrib/swift.py`, shipped only in dulwich's source
-distribution) as a git:// server or repository initialiser, with one fix.
+distribution) as a git:// server or repository initialiser, with the fixes below.
+It does NOT work yet: kept so that the next attempt starts from what is known.
 
-Usage: python dulwich_swift.py init|daemon -c SWIFT_CONF [repo | -l ADDR -p PORT]
-with the directory holding the sdist's `contrib/` package on PYTHONPATH (or
-`$DULWICH_CONTRIB_DIR`).
+Usage: python dulwich_swift.py init|daemon -c SWIFT_CONF [REPO | -p PORT [-l ADDR]]
+with `$DULWICH_CONTRIB_DIR` naming an unpacked sdist (`pip download --no-binary
+:all: --no-deps dulwich==V`), whose `contrib/` (1.x) or `dulwich/contrib/` (0.x)
+holds swift.py. The configuration needs auth_ver = 1, region_name and
+endpoint_type even with auth v1 (SwiftConnector reads them unconditionally).
 
-The fix: dulwich's server hands the repository path to the back-end as bytes (the
-git protocol's bytes), and `SwiftRepo.__init__` calls `root.lstrip("/")` on it, a
-str method: every request fails with "TypeError: a bytes-like object is required,
-not 'str'". That is so in every release that runs on Python 3 (checked: 0.19.16,
-0.20.0, 0.20.50, 0.22.8, 0.23.2, 0.24.10, 1.2.21; 0.25.2's swift.py does not even
-import: NameError ObjectFormat). This wrapper decodes the path before the back-end
-sees it and changes nothing else.
+What fails, tried 2026-11-24 against oram-proxy's Swift API (auth v1) with git
+2.39 pushing a 3-commit repository to git://:
+
+1. Every release that runs on Python 3 (0.19.16, 0.20.0, 0.20.50, 0.22.8, 0.23.2,
+   0.24.10, 1.2.21): the server hands the repository path to the back-end as bytes
+   and `SwiftRepo.__init__` calls `root.lstrip("/")` (a str method): "TypeError: a
+   bytes-like object is required, not 'str'" on every request. 0.25.2's swift.py
+   does not import at all (NameError: ObjectFormat). Fixed here: the path is
+   decoded in `open_repository`.
+2. 1.2.21: receive-pack reads the repository's configuration (receive.maxInputSize)
+   and SwiftRepo has none: NotImplementedError(get_config). Fixed here: an empty
+   configuration.
+3. 1.2.21: receive-pack calls `add_thin_pack(..., max_input_size=...)`, which
+   SwiftObjectStore's does not take. Fixed here: the argument is dropped.
+4. 0.24.10 and 1.2.21: a new branch's old value is the zero id, which
+   SwiftInfoRefsContainer looks up ("bad ref"). Fixed here: treated as none.
+5. Unfixed: SwiftObjectStore.add_thin_pack then reads nothing of the pushed pack:
+   "remote unpack failed: ... is too small for a packfile (0 < 32)" (1.2.21), "file
+   too short to contain pack" (0.24.10); 0.20.50 and 0.22.8 fail earlier writing
+   the pack's info ("TypeError: keys must be str, int, float, bool or None, not
+   bytes" in json.dumps). The pack reader's contract changed with the server's
+   protocol code and the Swift back-end was not carried along; fixing it means
+   rewriting its pack upload, i.e. no longer Dulwich's back-end as shipped.
 """
 
 import os

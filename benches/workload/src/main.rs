@@ -327,7 +327,7 @@ fn planned_total(wl: &Workload, opts: &RunOptions) -> u64 {
 
 /// The default local budget for an ORAM of `oram_bytes`: ÷ 64, at least 1 MiB.
 fn default_local_mib(oram_bytes: u64) -> u64 {
-    (oram_bytes / 64 >> 20).max(1)
+    ((oram_bytes / 64) >> 20).max(1)
 }
 
 /// Bytes of the local budget the tree-top cache may not use: the position map
