@@ -420,7 +420,15 @@ fn engines_of(proxy: &Path, given: &[String]) -> Result<Vec<String>, String> {
         .arg("example-config")
         .output()
         .map_err(|e| format!("{}: {e}", proxy.display()))?;
-    let offered = String::from_utf8_lossy(&offered.stdout).into_owned();
+    let out = engines_in(&String::from_utf8_lossy(&offered.stdout));
+    if out.is_empty() {
+        return Err("the proxy's example-config lists no engine".into());
+    }
+    Ok(out)
+}
+
+/// The engines an `example-config` text documents, `direct` first.
+fn engines_in(offered: &str) -> Vec<String> {
     // The `kind` comment lists them: # "path" (Path ORAM), "ring" (...) or "direct" ...
     let mut out: Vec<String> = Vec::new();
     let kinds = offered
@@ -439,10 +447,7 @@ fn engines_of(proxy: &Path, given: &[String]) -> Result<Vec<String>, String> {
     }
     // direct first (the non-oblivious yardstick), then the ORAMs as listed.
     out.sort_by_key(|e| e != "direct");
-    if out.is_empty() {
-        return Err("the proxy's example-config lists no engine".into());
-    }
-    Ok(out)
+    out
 }
 
 async fn make_api(kind: &str, ep: &Endpoint) -> Result<Arc<dyn Api>, String> {
@@ -869,6 +874,16 @@ mod tests {
         let args = Args::parse_from(["x", "--oram-size", "1M"]);
         assert!(size_engine("path", 64 << 10, &[4 << 20], &args).is_err());
         assert_eq!(parse_oram_size("auto").unwrap(), OramSize::Auto);
+    }
+
+    #[test]
+    fn engines_come_from_the_example_config() {
+        let text = "data_dir = \"x\"\n[engine]\n# \"path\" (Path ORAM), \"ring\" (Ring ORAM),\n\
+                    # \"oblivistore\" (ObliviStore) or \"direct\" (no ORAM: the\n\
+                    # non-oblivious baseline; it needs insecure_direct = true).\nkind = \"path\"\n\
+                    # \"ignored\" after kind\n";
+        assert_eq!(engines_in(text), ["direct", "path", "ring", "oblivistore"]);
+        assert!(engines_in("kind = \"path\"\n").is_empty());
         assert!(parse_size("x").is_err());
     }
 }

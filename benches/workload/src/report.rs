@@ -556,7 +556,7 @@ pub fn markdown(
                 } else {
                     "—".into()
                 },
-                if proxy && r.config != "direct" { r.stash_max.to_string() } else { "—".into() },
+                if proxy && !r.config.starts_with("direct") { r.stash_max.to_string() } else { "—".into() },
             );
         }
         for c in cmp.iter().filter(|c| c.row.workload == w) {
