@@ -13,7 +13,8 @@
 #   ${CARGO_TARGET_DIR:-target}/e2e-venv;
 # - Swift 2.30.1's functional tests: the PyPI sdist, its test imports, and Debian's
 #   liberasurecode-dev (scripts/swift-functional.sh);
-# - rclone and a TrueType font (for the workload runner's charts): Debian packages;
+# - rclone, git and a TrueType font (for the workload runner's charts): Debian packages;
+# - git-remote-s3 (git's S3 remote helper, for the Git workload's test): the venv;
 # - Chromium (the dashboard test, driven by Playwright's Python driver from the venv)
 #   and systemd (systemd-analyze, for the unit file): Debian packages;
 # - promtool (checks and unit-tests deploy/oram-proxy.rules.yml): built from the
@@ -91,6 +92,8 @@ install_test_dependencies() {
     command -v systemd-analyze >/dev/null 2>&1 || apt_pkgs="$apt_pkgs systemd"
     # zstd unpacks warp's per-request records (the load test).
     command -v zstd >/dev/null 2>&1 || apt_pkgs="$apt_pkgs zstd"
+    # git: the Git workload's test (tests/e2e/test_git.py, with git-remote-s3 from the venv).
+    command -v git >/dev/null 2>&1 || apt_pkgs="$apt_pkgs git"
     if [ -n "$apt_pkgs" ]; then
         local sudo_cmd=""
         [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"

@@ -151,6 +151,9 @@ pub struct Lab {
     pub dir: PathBuf,
     minio: Proc,
     _relay: Option<Proc>,
+    /// The relay binary and the link it shapes (none for an unshaped lab): the
+    /// private cloud model puts a relay of its own in front of each proxy.
+    shaper: Option<(PathBuf, Link)>,
     /// MinIO's own port (unshaped: used only to measure stored bytes).
     pub minio_port: u16,
     /// MinIO's root credentials, at the relay: every measured request goes
@@ -185,6 +188,7 @@ impl Lab {
         let mut r = Proc::spawn("oram-linkshape", cmd, &log)?;
         wait_port(relay_port, Duration::from_secs(30), &mut r, &log)?;
         lab._relay = Some(r);
+        lab.shaper = Some((linkshape.to_path_buf(), link));
         lab.root.url = format!("http://127.0.0.1:{relay_port}");
         Ok(lab)
     }
@@ -216,6 +220,7 @@ impl Lab {
             dir: dir.to_path_buf(),
             minio: m,
             _relay: None,
+            shaper: None,
             minio_port,
             root: Endpoint {
                 url: format!("http://127.0.0.1:{minio_port}"),
@@ -228,6 +233,29 @@ impl Lab {
     /// MinIO's PID (for its CPU time and memory).
     pub fn minio_pid(&self) -> u32 {
         self.minio.pid()
+    }
+
+    /// Starts a relay shaping the lab's link in front of 127.0.0.1:`port`; its
+    /// port. `name` names its log.
+    pub fn relay_to(&self, port: u16, name: &str) -> Result<(Proc, u16), String> {
+        let (linkshape, link) = self
+            .shaper
+            .as_ref()
+            .ok_or("an unshaped lab has no link to shape")?;
+        let relay_port = free_port()?;
+        let mut cmd = Command::new(linkshape);
+        cmd.arg("--listen")
+            .arg(format!("127.0.0.1:{relay_port}"))
+            .arg("--target")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--rtt-ms")
+            .arg(link.rtt_ms.to_string())
+            .arg("--mbit")
+            .arg(link.mbit.to_string());
+        let log = self.dir.join(format!("relay-{name}.log"));
+        let mut r = Proc::spawn("oram-linkshape", cmd, &log)?;
+        wait_port(relay_port, Duration::from_secs(30), &mut r, &log)?;
+        Ok((r, relay_port))
     }
 
     /// MinIO's credentials at its own (unshaped) port.
@@ -248,8 +276,12 @@ pub struct EngineParams {
     pub block_size: u64,
     /// Logical blocks.
     pub capacity_blocks: u64,
-    /// Tree-top levels cached locally (ORAM engines).
-    pub cached_levels: u32,
+    /// Tree-top levels cached locally (ORAM engines); `None`: as many as
+    /// `tree_cache_mib` holds, the engine's own computation.
+    pub cached_levels: Option<u32>,
+    /// MiB for the tree-top cache (Path and Ring ORAM), when `cached_levels` is
+    /// `None`.
+    pub tree_cache_mib: Option<u64>,
     /// Blocks per round.
     pub max_batch: u64,
     /// Write-back rounds in flight.
@@ -264,6 +296,9 @@ pub enum ProxyBackend {
     LabS3,
     /// The lab's MinIO at the proxy's default request limits.
     LabS3Defaults,
+    /// The lab's MinIO at its own port, past the relay (the private cloud
+    /// model), with the runner's limits.
+    LabS3Local,
     /// The embedded default: `[backend] kind = "fs"`, the store under the data
     /// directory (`<data_dir>/store`), fsync on.
     Fs,
@@ -282,30 +317,54 @@ pub struct ProxyRun {
     pub metrics_port: u16,
     /// The MinIO bucket holding its volume.
     pub bucket: String,
+    /// Its configuration file.
+    pub config: PathBuf,
+    /// Relays in front of its listeners (the private cloud model).
+    fronts: Vec<Proc>,
 }
 
 impl ProxyRun {
-    /// Initialises a volume in a new MinIO bucket and starts serving it.
+    /// Initialises a volume in a new MinIO bucket and starts serving it. The
+    /// public cloud model (`private` false): the proxy beside the client, the
+    /// shaped link between it and MinIO. The private model: the shaped link
+    /// between the client and the proxy (a relay in front of each of its
+    /// listeners), the proxy on MinIO's own port (a fast local hop, as on a
+    /// trusted VM in the provider's region).
     pub fn start(
         lab: &Lab,
         proxy: &Path,
         name: &str,
         e: &EngineParams,
         swift: bool,
+        private: bool,
     ) -> Result<Self, String> {
+        let cache = match (e.kind.as_str(), e.cached_levels, e.tree_cache_mib) {
+            ("direct", _, _) => String::new(),
+            (_, Some(cl), _) => format!("cached_levels = {cl}\n"),
+            (_, None, Some(mib)) => format!("tree_cache_mib = {mib}\n"),
+            (_, None, None) => String::new(),
+        };
         let engine = format!(
             "kind = {kind:?}\nblock_size = {bs}\ncapacity_blocks = {cap}\n\
              insecure_direct = {direct}\n\
-             cached_levels = {cl}\nmax_batch = {mb}\nmax_inflight_writebacks = {mi}\n",
+             {cache}max_batch = {mb}\nmax_inflight_writebacks = {mi}\n",
             kind = e.kind,
             direct = e.kind == "direct",
             bs = e.block_size,
             cap = e.capacity_blocks,
-            cl = e.cached_levels,
             mb = e.max_batch,
             mi = e.max_inflight_writebacks,
         );
-        Self::start_with(lab, proxy, name, &engine, ProxyBackend::LabS3, swift)
+        let backend = if private {
+            ProxyBackend::LabS3Local
+        } else {
+            ProxyBackend::LabS3
+        };
+        let mut p = Self::start_with(lab, proxy, name, &engine, backend, swift)?;
+        if private {
+            p.shape_front(lab)?;
+        }
+        Ok(p)
     }
 
     /// Initialises a volume and starts serving it: `engine` is the body of the
@@ -337,18 +396,24 @@ impl ProxyRun {
         };
         let backend_section = match backend {
             ProxyBackend::Fs => "[backend]\nkind = \"fs\"\n".to_string(),
-            ProxyBackend::LabS3 | ProxyBackend::LabS3Defaults => format!(
-                "[backend]\nkind = \"s3\"\nbucket = {bucket:?}\nendpoint = \"{ep}\"\n\
+            ProxyBackend::LabS3 | ProxyBackend::LabS3Defaults | ProxyBackend::LabS3Local => {
+                format!(
+                    "[backend]\nkind = \"s3\"\nbucket = {bucket:?}\nendpoint = \"{ep}\"\n\
                  access_key = {ak:?}\nsecret_key = {sk:?}\n{limits}",
-                ep = lab.root.url,
-                ak = lab.root.access_key,
-                sk = lab.root.secret_key,
-                limits = if backend == ProxyBackend::LabS3 {
-                    "max_in_flight = 64\nattempt_timeout_secs = 300\n"
-                } else {
-                    ""
-                },
-            ),
+                    ep = if backend == ProxyBackend::LabS3Local {
+                        lab.direct().url
+                    } else {
+                        lab.root.url.clone()
+                    },
+                    ak = lab.root.access_key,
+                    sk = lab.root.secret_key,
+                    limits = if backend != ProxyBackend::LabS3Defaults {
+                        "max_in_flight = 64\nattempt_timeout_secs = 300\n"
+                    } else {
+                        ""
+                    },
+                )
+            }
         };
         let cfg = format!(
             "data_dir = {data:?}\n\
@@ -419,7 +484,33 @@ impl ProxyRun {
             }),
             metrics_port,
             bucket,
+            config: cfg_path,
+            fronts: Vec::new(),
         })
+    }
+
+    /// Puts the lab's shaped link between the client and this proxy: a relay in
+    /// front of its S3 listener (and its Swift listener), and its endpoints
+    /// pointed at them. (The Swift storage URL follows the Host header, so it
+    /// names the relay too.)
+    pub fn shape_front(&mut self, lab: &Lab) -> Result<(), String> {
+        let port_of = |url: &str| -> Result<u16, String> {
+            url.trim_start_matches("http://")
+                .split(['/', ':'])
+                .nth(1)
+                .and_then(|p| p.parse().ok())
+                .ok_or_else(|| format!("no port in {url}"))
+        };
+        let (r, port) =
+            lab.relay_to(port_of(&self.endpoint.url)?, &format!("{}-s3", self.bucket))?;
+        self.fronts.push(r);
+        self.endpoint.url = format!("http://127.0.0.1:{port}");
+        if let Some(sw) = &mut self.swift {
+            let (r, port) = lab.relay_to(port_of(&sw.url)?, &format!("{}-swift", self.bucket))?;
+            self.fronts.push(r);
+            sw.url = format!("http://127.0.0.1:{port}/auth/v1.0");
+        }
+        Ok(())
     }
 
     /// The proxy's metrics now.
@@ -460,9 +551,51 @@ impl ProxyRun {
         peak_rss_of(self.proc.pid())
     }
 
-    /// Stops the proxy (graceful: final write-back and checkpoint).
+    /// Stops the proxy (graceful: final write-back and checkpoint), then the
+    /// relays in front of it.
     pub fn stop(&mut self) -> Result<(), String> {
-        self.proc.stop(Duration::from_secs(300))
+        let r = self.proc.stop(Duration::from_secs(300));
+        for f in &mut self.fronts {
+            let _ = f.stop(Duration::from_secs(5));
+        }
+        r
+    }
+
+    /// Resident memory now (VmRSS), bytes.
+    pub fn rss(&self) -> u64 {
+        status_kb(self.proc.pid(), "VmRSS:") * 1024
+    }
+
+    /// The live bytes of the local state (keys, values and tree pages of every
+    /// table of state.redb, not its free pages), from `oram-proxy stats` on the
+    /// stopped proxy's data directory.
+    pub fn state_live_bytes(&self, proxy: &Path) -> Result<u64, String> {
+        let out = Command::new(proxy)
+            .arg("stats")
+            .arg("--config")
+            .arg(&self.config)
+            .env_remove("ORAM_PROXY_PASSPHRASE")
+            .output()
+            .map_err(|e| format!("oram-proxy stats: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        live_state_of(&text).ok_or_else(|| {
+            format!(
+                "oram-proxy stats printed no live state: {}{}",
+                text.trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        })
+    }
+
+    /// Size of the state database file (`<data>/state.redb`), bytes.
+    pub fn state_file_bytes(&self) -> u64 {
+        std::fs::metadata(self.data_dir.join("data").join("state.redb")).map_or(0, |m| m.len())
+    }
+
+    /// The volume's `volume.toml` (the parameters the engine fixed).
+    pub fn volume_toml(&self) -> Result<String, String> {
+        let p = self.data_dir.join("data").join("volume.toml");
+        std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
     }
 
     /// Deletes the proxy's data directory (after it stopped; logs are kept).
@@ -495,12 +628,26 @@ pub fn cpu_seconds_of(pid: u32) -> f64 {
 
 /// Peak resident memory (VmHWM) of process `pid`, bytes (0 if it is gone).
 pub fn peak_rss_of(pid: u32) -> u64 {
+    status_kb(pid, "VmHWM:") * 1024
+}
+
+/// A kB field of `/proc/<pid>/status` (0 if it or the process is gone).
+fn status_kb(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// The bytes of the `live state:` line of `oram-proxy stats` (offline).
+pub fn live_state_of(stats: &str) -> Option<u64> {
+    stats
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("live state:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
 }
 
 /// Total size of the files under `p`, bytes.

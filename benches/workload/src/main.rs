@@ -12,6 +12,7 @@ mod api;
 mod cosbench;
 mod dist;
 mod exec;
+mod git;
 mod harness;
 mod report;
 mod speed;
@@ -64,6 +65,23 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("bad size {s:?} (e.g. 4096, 64K, 1M)"))
 }
 
+/// The volume size of every proxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OramSize {
+    /// A fixed logical capacity, bytes.
+    Fixed(u64),
+    /// Sized for each workload (the old behaviour; the sensitivity study).
+    Auto,
+}
+
+fn parse_oram_size(s: &str) -> Result<OramSize, String> {
+    if s.trim().eq_ignore_ascii_case("auto") {
+        Ok(OramSize::Auto)
+    } else {
+        parse_size(s).map(OramSize::Fixed)
+    }
+}
+
 /// Command line.
 #[derive(Parser, Debug)]
 #[command(name = "oram-workload", version, about)]
@@ -103,7 +121,44 @@ struct Args {
     /// Largest object generated (sizes above are cut), e.g. 64M.
     #[arg(long, value_parser = parse_size)]
     max_object_size: Option<u64>,
-    /// Memory for the tree-top cache of ORAM engines, MiB.
+    /// Logical capacity of every proxy's volume, e.g. 5G (the thesis's: one 5 GB
+    /// ORAM for every test); never scaled with the workload. `auto`: the old
+    /// sizing, kept for the sensitivity study: 1.3 × the blocks the workload may
+    /// write, tree-top cache from --cache-mib.
+    #[arg(long, default_value = "5G", value_parser = parse_oram_size)]
+    oram_size: OramSize,
+    /// Budget for everything the proxy keeps locally (tree-top cache, stash,
+    /// position map, node versions, object index), MiB. Default: the ORAM's size
+    /// ÷ 64 (80 MiB for 5 GiB), so that the outsource ratio is at least 50 with
+    /// room to spare. The tree-top cache gets what the rest leaves of it.
+    #[arg(long)]
+    local_mib: Option<u64>,
+    /// Cloud model (seed 000, §1.1): `public` — client and proxy on one side,
+    /// the shaped link between the proxy and the storage; `private` — the shaped
+    /// link between the client and the proxy, the proxy on the storage's own
+    /// port (a trusted VM in the provider's region). The baseline is always
+    /// client → link → storage. Comma-separated for both.
+    #[arg(long, value_delimiter = ',', default_value = "public", value_parser = ["public", "private"])]
+    model: Vec<String>,
+    /// The Git workload (seed 000, §4.3.2) instead of A–E: push a generated
+    /// repository, clone it, push a commit, pull it, with git and git-remote-s3
+    /// through S3 (benches/git/gitwl.py).
+    #[arg(long)]
+    git: bool,
+    /// Python with git-remote-s3 installed beside it (--git; default: python3
+    /// on PATH).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Commits of the Git workload's generated repository.
+    #[arg(long, default_value_t = 200)]
+    git_commits: usize,
+    /// Approximate packed size of that repository, MiB.
+    #[arg(long, default_value_t = 6.0)]
+    git_mib: f64,
+    /// Block sizes of the Git workload (default: 64K).
+    #[arg(long, value_delimiter = ',', value_parser = parse_size, default_value = "64K")]
+    git_block_sizes: Vec<u64>,
+    /// Memory for the tree-top cache of ORAM engines, MiB (--oram-size auto only).
     #[arg(long, default_value_t = 128)]
     cache_mib: u64,
     /// Memory for one round's blocks, MiB (sets max_batch).
@@ -270,15 +325,46 @@ fn planned_total(wl: &Workload, opts: &RunOptions) -> u64 {
         .sum()
 }
 
-/// Engine parameters sized for a workload: capacity for everything it may write
-/// (×1.3), the tree-top cache and the round size within the memory budgets.
-fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> EngineParams {
+/// The default local budget for an ORAM of `oram_bytes`: ÷ 64, at least 1 MiB.
+fn default_local_mib(oram_bytes: u64) -> u64 {
+    ((oram_bytes / 64) >> 20).max(1)
+}
+
+/// Bytes of the local budget the tree-top cache may not use: the position map
+/// and the node versions (about 64 bytes per block in state.redb when every block
+/// has been written), a stash of 16 blocks, and 1 MiB for the object index and
+/// the rest.
+fn reserved_local_bytes(capacity: u64, bs: u64) -> u64 {
+    capacity * 64 + 16 * bs + (1 << 20)
+}
+
+/// Engine parameters for a workload. A fixed ORAM size: that capacity, the
+/// tree-top cache from what the local budget leaves (the engine computes its
+/// levels); an error if the workload may write more than the ORAM holds. `auto`:
+/// capacity for everything the workload may write (×1.3), the tree-top cache
+/// within --cache-mib. The round size within --round-mib either way.
+fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> Result<EngineParams, String> {
     let blocks: u64 = objects.iter().map(|s| s.div_ceil(bs).max(1)).sum();
-    let capacity = (blocks * 13).div_ceil(10) + 16;
+    let (capacity, cache, tree_cache_mib) = match args.oram_size {
+        OramSize::Auto => ((blocks * 13).div_ceil(10) + 16, args.cache_mib << 20, None),
+        OramSize::Fixed(size) => {
+            let capacity = size / bs;
+            if capacity < blocks + 16 {
+                return Err(format!(
+                    "an ORAM of {} holds {capacity} blocks of {}; the workload may write {blocks} \
+                     (raise --oram-size)",
+                    report::human(size),
+                    report::human(bs)
+                ));
+            }
+            let local = args.local_mib.unwrap_or(default_local_mib(size)) << 20;
+            let cache = local.saturating_sub(reserved_local_bytes(capacity, bs));
+            (capacity, cache, Some(cache >> 20))
+        }
+    };
     let z = 4u64;
     let leaves = capacity.div_ceil(2).next_power_of_two();
     let levels = leaves.trailing_zeros() + 1;
-    let cache = args.cache_mib << 20;
     let mut cached = 0u32;
     while cached + 1 < levels && ((1u64 << (cached + 1)) - 1) * z * bs <= cache {
         cached += 1;
@@ -289,23 +375,80 @@ fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> EngineParam
         z * u64::from(levels - cached) * bs
     };
     let max_batch = ((args.round_mib << 20) / per_access).clamp(1, 64);
-    EngineParams {
+    Ok(EngineParams {
         kind: kind.to_string(),
         block_size: bs,
         capacity_blocks: capacity,
-        cached_levels: cached,
+        // A fixed size: the engine fits the levels to the MiB (it knows its
+        // bucket size: Ring ORAM's buckets hold Z + S slots).
+        cached_levels: if tree_cache_mib.is_some() {
+            None
+        } else {
+            Some(cached)
+        },
+        tree_cache_mib,
         max_batch,
         max_inflight_writebacks: if per_access * max_batch >= 64 << 20 {
             2
         } else {
             4
         },
+    })
+}
+
+/// One run of the plan: a workload, and an engine, block size and cloud model
+/// (none for the baseline).
+type Planned = (String, Workload, Option<(String, u64, bool)>);
+
+/// The configuration's name in the report: the engine, with `@private` in the
+/// private cloud model.
+fn config_name(engine: &str, private: bool) -> String {
+    if private {
+        format!("{engine}@private")
+    } else {
+        engine.to_string()
     }
 }
 
-/// One run of the plan: a workload, and an engine and block size (none for the
-/// baseline).
-type Planned = (String, Workload, Option<(String, u64)>);
+/// The engines of the comparison: `--engines`, or `direct` and every engine the
+/// proxy's `example-config` documents (new engines join without a change here).
+fn engines_of(proxy: &Path, given: &[String]) -> Result<Vec<String>, String> {
+    if !given.is_empty() {
+        return Ok(given.iter().filter(|e| *e != "baseline").cloned().collect());
+    }
+    let offered = std::process::Command::new(proxy)
+        .arg("example-config")
+        .output()
+        .map_err(|e| format!("{}: {e}", proxy.display()))?;
+    let out = engines_in(&String::from_utf8_lossy(&offered.stdout));
+    if out.is_empty() {
+        return Err("the proxy's example-config lists no engine".into());
+    }
+    Ok(out)
+}
+
+/// The engines an `example-config` text documents, `direct` first.
+fn engines_in(offered: &str) -> Vec<String> {
+    // The `kind` comment lists them: # "path" (Path ORAM), "ring" (...) or "direct" ...
+    let mut out: Vec<String> = Vec::new();
+    let kinds = offered
+        .lines()
+        .take_while(|l| !l.starts_with("kind"))
+        .skip_while(|l| !l.starts_with("[engine]"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    for part in kinds.split('"').skip(1).step_by(2) {
+        if !part.is_empty()
+            && part.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            && !out.iter().any(|e| e == part)
+        {
+            out.push(part.to_string());
+        }
+    }
+    // direct first (the non-oblivious yardstick), then the ORAMs as listed.
+    out.sort_by_key(|e| e != "direct");
+    out
+}
 
 async fn make_api(kind: &str, ep: &Endpoint) -> Result<Arc<dyn Api>, String> {
     Ok(match kind {
@@ -468,24 +611,8 @@ async fn run(args: Args) -> Result<bool, String> {
             ));
         }
     }
-    let offered = std::process::Command::new(&proxy)
-        .arg("example-config")
-        .output()
-        .map_err(|e| format!("{}: {e}", proxy.display()))?;
-    let offered = String::from_utf8_lossy(&offered.stdout).into_owned();
-    let engines: Vec<String> = if args.engines.is_empty() {
-        ["direct", "path", "ring", "oblivistore", "curious"]
-            .iter()
-            .filter(|e| offered.contains(&format!("\"{e}\"")))
-            .map(|e| e.to_string())
-            .collect()
-    } else {
-        args.engines
-            .iter()
-            .filter(|e| *e != "baseline")
-            .cloned()
-            .collect()
-    };
+    let engines = engines_of(&proxy, &args.engines)?;
+    let models: Vec<bool> = args.model.iter().map(|m| m == "private").collect();
 
     let work = args.out.join("work");
     let _ = std::fs::remove_dir_all(&work);
@@ -494,6 +621,12 @@ async fn run(args: Args) -> Result<bool, String> {
         mbit: args.mbit,
     };
     let lab = Lab::start(&work, &minio, &linkshape, link)?;
+    if args.git {
+        let r = git::run(&args, &lab, &proxy, &engines, &models).await;
+        drop(lab);
+        let _ = std::fs::remove_dir_all(&work);
+        return r;
+    }
 
     // Plan: per workload, the baseline then each block size × engine.
     let mut plan: Vec<Planned> = Vec::new();
@@ -506,9 +639,11 @@ async fn run(args: Args) -> Result<bool, String> {
         } else {
             thesis_block_sizes(name)
         };
-        for bs in sizes {
-            for e in &engines {
-                plan.push((name.clone(), wl.clone(), Some((e.clone(), bs))));
+        for &private in &models {
+            for &bs in &sizes {
+                for e in &engines {
+                    plan.push((name.clone(), wl.clone(), Some((e.clone(), bs, private))));
+                }
             }
         }
     }
@@ -528,43 +663,58 @@ async fn run(args: Args) -> Result<bool, String> {
                 row.description = wl.description.clone();
                 rows.push(row);
             }
-            Some((engine, bs)) => {
+            Some((engine, bs, private)) => {
+                let config = config_name(engine, *private);
                 bar.set_message(format!(
-                    "[{}/{}] {name}: {engine} {}",
+                    "[{}/{}] {name}: {config} {}",
                     i + 1,
                     plan.len(),
                     report::human(*bs)
                 ));
-                let params = size_engine(engine, *bs, &planned_objects(wl, &opts)?, &args);
+                let params = match size_engine(engine, *bs, &planned_objects(wl, &opts)?, &args) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        problems.push(format!("{name} / {config} / {}: {e}", report::human(*bs)));
+                        continue;
+                    }
+                };
                 let run_name = format!(
-                    "{}-{engine}-{}",
+                    "{}-{}-{}",
                     name.to_ascii_lowercase(),
+                    config.replace('@', "-"),
                     report::human(*bs).to_ascii_lowercase()
                 );
-                let mut p =
-                    match ProxyRun::start(&lab, &proxy, &run_name, &params, args.api == "swift") {
-                        Ok(p) => p,
-                        Err(e) => {
-                            bar.println(format!(
-                                "{name} {engine} {}: could not start: {e}",
-                                report::human(*bs)
-                            ));
-                            problems.push(format!(
-                                "{name} / {engine} / {}: proxy did not start: {e}",
-                                report::human(*bs)
-                            ));
-                            continue;
-                        }
-                    };
+                let mut p = match ProxyRun::start(
+                    &lab,
+                    &proxy,
+                    &run_name,
+                    &params,
+                    args.api == "swift",
+                    *private,
+                ) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        bar.println(format!(
+                            "{name} {engine} {}: could not start: {e}",
+                            report::human(*bs)
+                        ));
+                        problems.push(format!(
+                            "{name} / {engine} / {}: proxy did not start: {e}",
+                            report::human(*bs)
+                        ));
+                        continue;
+                    }
+                };
                 let before = p.metrics()?;
                 let cpu0 = p.cpu_seconds();
                 let ep = p.swift.clone().unwrap_or_else(|| p.endpoint.clone());
                 let log =
                     exec::run(wl, make_api(&args.api, &ep).await?, opts.clone(), tick).await?;
                 let after = p.settle(Duration::from_secs(600))?;
-                let mut row = Row::from_log(name, engine, *bs, &log);
+                let mut row = Row::from_log(name, &config, *bs, &log);
                 row.cpu_s = p.cpu_seconds() - cpu0;
                 row.peak_rss = p.peak_rss();
+                row.rss_end = p.rss();
                 row.backend = Backend::from_metrics(&before, &after);
                 row.stash_max = after
                     .get("oram_engine_stash_max_blocks")
@@ -574,6 +724,9 @@ async fn run(args: Args) -> Result<bool, String> {
                     problems.push(format!("{name} / {engine} / {}: {e}", report::human(*bs)));
                 }
                 row.local_bytes = p.local_bytes();
+                if let Err(e) = local_state(&mut row, &p, &proxy) {
+                    problems.push(format!("{name} / {config} / {}: {e}", report::human(*bs)));
+                }
                 row.remote_bytes = stored_bytes_then_delete(&lab.direct(), &p.bucket).await?;
                 p.remove_data();
                 row.description = wl.description.clone();
@@ -603,15 +756,16 @@ async fn run(args: Args) -> Result<bool, String> {
     }
     let header = format!(
         "Mode: {}, proxies driven through {}. Seed {}. Link: {} ms RTT, {} Mbit/s per direction (oram-linkshape), the same for \
-         every configuration. Baseline: client → link → MinIO. Proxies: client → oram-proxy (same \
-         machine) → link → MinIO; engine sizing: capacity for everything the workload may write \
-         (×1.3), tree-top cache ≤ {} MiB, one round ≤ {} MiB. Machine: {}. Command: `{}`.{}",
+         every configuration. Baseline: client → link → MinIO. {}; engine sizing: {}, one round ≤ {} MiB. \
+         Outsource ratio: the ORAM's size ÷ the live bytes of the proxy's local state (state.redb's keys, \
+         values and tree pages; its file size beside), and ÷ (live state + peak RSS). Machine: {}. Command: `{}`.{}",
         if args.quick { "quick" } else { "full" },
         if args.api == "swift" { "Swift (auth v1)" } else { "S3" },
         args.seed,
         args.rtt_ms,
         args.mbit,
-        args.cache_mib,
+        model_text(&args.model),
+        sizing_text(&args),
         args.round_mib,
         machine(),
         std::env::args().collect::<Vec<_>>().join(" "),
@@ -623,6 +777,52 @@ async fn run(args: Args) -> Result<bool, String> {
         eprintln!("problem: {p}");
     }
     Ok(problems.is_empty())
+}
+
+/// Fills a stopped proxy's local-state figures into `row`: the ORAM's size and
+/// cached levels (volume.toml), the live bytes of state.redb (`oram-proxy
+/// stats`) and its file size.
+fn local_state(row: &mut Row, p: &ProxyRun, proxy: &Path) -> Result<(), String> {
+    row.state_file_bytes = p.state_file_bytes();
+    let terms = speed::Terms::from_volume_toml(&p.volume_toml()?)?;
+    row.oram_bytes = terms.capacity * terms.block_size;
+    row.cached_levels = terms.cached_levels;
+    row.state_live_bytes = p.state_live_bytes(proxy)?;
+    Ok(())
+}
+
+/// The cloud models of a run, in words.
+fn model_text(models: &[String]) -> String {
+    models
+        .iter()
+        .map(|m| {
+            if m == "private" {
+                "Private cloud model (configurations `…@private`): client → link → oram-proxy → MinIO's own port"
+            } else {
+                "Public cloud model: client → oram-proxy (same machine) → link → MinIO"
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The engine sizing of a run, in words.
+fn sizing_text(args: &Args) -> String {
+    match args.oram_size {
+        OramSize::Auto => format!(
+            "`--oram-size auto` (the sensitivity study, not the thesis's terms): capacity for everything \
+             the workload may write (×1.3), tree-top cache ≤ {} MiB",
+            args.cache_mib
+        ),
+        OramSize::Fixed(size) => {
+            let local = args.local_mib.unwrap_or(default_local_mib(size));
+            format!(
+                "every ORAM {} (`--oram-size`), local budget {local} MiB (`--local-mib`; the tree-top \
+                 cache gets what the position map, node versions, stash and index leave of it)",
+                report::human(size)
+            )
+        }
+    }
 }
 
 fn write_report(
@@ -648,15 +848,42 @@ mod tests {
 
     #[test]
     fn engines_are_sized_for_the_workload() {
-        let args = Args::parse_from(["x"]);
-        let p = size_engine("path", 64 << 10, &[100, 200_000, 1 << 20], &args);
+        let args = Args::parse_from(["x", "--oram-size", "auto"]);
+        let p = size_engine("path", 64 << 10, &[100, 200_000, 1 << 20], &args).unwrap();
         // 1 + 4 + 16 blocks, ×1.3, +16.
         assert_eq!(p.capacity_blocks, 44);
-        assert!(p.cached_levels >= 1 && p.max_batch >= 1);
-        let big = size_engine("path", 16 << 20, &vec![20_000_000; 110], &args);
-        assert!(((1u64 << big.cached_levels) - 1) * 4 * (16 << 20) <= 128 << 20);
+        assert!(p.max_batch >= 1);
+        assert!(p.cached_levels.unwrap() >= 1 && p.tree_cache_mib.is_none());
+        let big = size_engine("path", 16 << 20, &vec![20_000_000; 110], &args).unwrap();
+        assert!(((1u64 << big.cached_levels.unwrap()) - 1) * 4 * (16 << 20) <= 128 << 20);
         assert_eq!(big.max_batch, 1);
         assert_eq!(parse_size("64K").unwrap(), 65536);
+        // The default: a 5 GiB ORAM whatever the workload, an 80 MiB budget, the
+        // tree-top cache what the rest leaves.
+        let args = Args::parse_from(["x"]);
+        assert_eq!(args.oram_size, OramSize::Fixed(5 << 30));
+        let p = size_engine("path", 64 << 10, &[100, 200_000, 1 << 20], &args).unwrap();
+        assert_eq!(p.capacity_blocks, 81920);
+        let reserved = reserved_local_bytes(81920, 64 << 10);
+        assert_eq!(p.tree_cache_mib, Some(((80u64 << 20) - reserved) >> 20));
+        assert!(p.cached_levels.is_none());
+        // At most the budget ÷ 64 of the ORAM locally: the outsource ratio is at
+        // least 64 if the state stays within the budget.
+        assert_eq!(default_local_mib(5 << 30), 80);
+        // A workload that does not fit is refused, not resized.
+        let args = Args::parse_from(["x", "--oram-size", "1M"]);
+        assert!(size_engine("path", 64 << 10, &[4 << 20], &args).is_err());
+        assert_eq!(parse_oram_size("auto").unwrap(), OramSize::Auto);
+    }
+
+    #[test]
+    fn engines_come_from_the_example_config() {
+        let text = "data_dir = \"x\"\n[engine]\n# \"path\" (Path ORAM), \"ring\" (Ring ORAM),\n\
+                    # \"oblivistore\" (ObliviStore) or \"direct\" (no ORAM: the\n\
+                    # non-oblivious baseline; it needs insecure_direct = true).\nkind = \"path\"\n\
+                    # \"ignored\" after kind\n";
+        assert_eq!(engines_in(text), ["direct", "path", "ring", "oblivistore"]);
+        assert!(engines_in("kind = \"path\"\n").is_empty());
         assert!(parse_size("x").is_err());
     }
 }

@@ -192,8 +192,22 @@ pub struct Row {
     /// Bytes stored at the provider: for proxies the backend's objects after the
     /// run; for the baseline what the workload stored before its cleanup.
     pub remote_bytes: u64,
-    /// Bytes of local state on disk after the run (proxies).
+    /// Bytes of local state on disk after the run (proxies): the data
+    /// directory's files.
     pub local_bytes: u64,
+    /// The ORAM's logical capacity, bytes (capacity blocks × block size; 0:
+    /// not known, the baseline).
+    pub oram_bytes: u64,
+    /// Live bytes of the local state after the run: keys, values and tree pages
+    /// of state.redb's tables (position map, stash, tree-top cache, node
+    /// versions, object index...), not the file's free pages.
+    pub state_live_bytes: u64,
+    /// Size of state.redb after the run, bytes (free pages included).
+    pub state_file_bytes: u64,
+    /// Proxy resident memory at the end of the workload, bytes.
+    pub rss_end: u64,
+    /// Tree-top levels the engine cached (from volume.toml).
+    pub cached_levels: u32,
     /// Largest stash after a round.
     pub stash_max: u64,
     /// Per-stage wall time, s.
@@ -262,9 +276,27 @@ impl Row {
         )
     }
 
-    /// Remote ÷ local storage (proxies).
+    /// Remote ÷ local storage (proxies), as the thesis counts it (appendix C):
+    /// the ORAM's logical capacity ÷ the live bytes of the local state. Without
+    /// a known capacity (old CSVs): backend bytes stored ÷ the data directory.
     pub fn outsource_ratio(&self) -> f64 {
-        ratio(self.remote_bytes as f64, self.local_bytes as f64)
+        if self.oram_bytes > 0 && self.state_live_bytes > 0 {
+            ratio(self.oram_bytes as f64, self.state_live_bytes as f64)
+        } else {
+            ratio(self.remote_bytes as f64, self.local_bytes as f64)
+        }
+    }
+
+    /// The ORAM's capacity ÷ (live local state + the proxy's peak RSS): the
+    /// stricter ratio, counting the process's memory too.
+    pub fn outsource_ratio_with_rss(&self) -> f64 {
+        if self.oram_bytes == 0 {
+            return f64::NAN;
+        }
+        ratio(
+            self.oram_bytes as f64,
+            (self.state_live_bytes + self.peak_rss) as f64,
+        )
     }
 }
 
@@ -409,7 +441,8 @@ pub fn csv(rows: &[Row]) -> String {
          backend_get,backend_put,backend_delete,backend_list,backend_bytes_down,backend_bytes_up,\
          bandwidth_overhead,avg_read_ms,avg_write_ms,avg_rw_ms,relative_response_time,runtime_s,slowdown,\
          main_runtime_s,main_slowdown,\
-         proxy_cpu_s,proxy_peak_rss_bytes,remote_bytes,local_bytes,outsource_ratio,stash_max",
+         proxy_cpu_s,proxy_peak_rss_bytes,remote_bytes,local_bytes,outsource_ratio,stash_max,\
+         oram_bytes,state_live_bytes,state_file_bytes,proxy_rss_end_bytes,cached_levels,outsource_ratio_with_rss",
     );
     for p in PROVIDERS {
         let k = p.name.to_ascii_lowercase().replace(' ', "_");
@@ -421,12 +454,14 @@ pub fn csv(rows: &[Row]) -> String {
         let b = &r.backend;
         let _ = write!(
             s,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4},{:.3},{:.3},{:.3},{:.4},{:.3},{:.4},{:.3},{:.4},{:.3},{},{},{},{:.4},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4},{:.3},{:.3},{:.3},{:.4},{:.3},{:.4},{:.3},{:.4},{:.3},{},{},{},{:.4},{},{},{},{},{},{},{:.4}",
             r.workload, r.config, r.block_size, r.reads, r.writes, r.client_requests, r.client_up, r.client_down,
             r.failures, b.get, b.put, b.delete, b.list, b.bytes_down, b.bytes_up, r.bandwidth_overhead(),
             r.read_ms, r.write_ms, r.rw_ms, c.relative_response(), r.runtime_s, c.slowdown(),
             r.main_runtime_s, c.main_slowdown(), r.cpu_s,
-            r.peak_rss, r.remote_bytes, r.local_bytes, r.outsource_ratio(), r.stash_max
+            r.peak_rss, r.remote_bytes, r.local_bytes, r.outsource_ratio(), r.stash_max,
+            r.oram_bytes, r.state_live_bytes, r.state_file_bytes, r.rss_end, r.cached_levels,
+            r.outsource_ratio_with_rss()
         );
         for p in PROVIDERS {
             let _ = write!(
@@ -469,11 +504,11 @@ pub fn markdown(
         }
         let _ = writeln!(
             s,
-            "| config | block | reads / writes | client MB up / down | backend requests (GET / PUT / DEL / LIST) | backend MB down / up | bandwidth overhead | cost multiplier (AWS S3) | avg read ms | avg write ms | relative response time | runtime s | slowdown | main-stage s | main-stage slowdown | proxy CPU s | peak RSS MB | outsource ratio | max stash |"
+            "| config | block | reads / writes | client MB up / down | backend requests (GET / PUT / DEL / LIST) | backend MB down / up | bandwidth overhead | cost multiplier (AWS S3) | avg read ms | avg write ms | relative response time | runtime s | slowdown | main-stage s | main-stage slowdown | proxy CPU s | peak RSS MB | ORAM size / cached levels | state MB live / file | outsource ratio (live state / + peak RSS) | max stash |"
         );
         let _ = writeln!(
             s,
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
         );
         for c in cmp.iter().filter(|c| c.row.workload == w) {
             let r = c.row;
@@ -481,7 +516,7 @@ pub fn markdown(
             let proxy = r.config != "baseline";
             let _ = writeln!(
                 s,
-                "| {} | {} | {} / {} | {} / {} | {} ({} / {} / {} / {}) | {} / {} | {} | {} | {:.1} | {:.1} | {} | {:.2} | {} | {:.2} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} / {} | {} / {} | {} ({} / {} / {} / {}) | {} / {} | {} | {} | {:.1} | {:.1} | {} | {:.2} | {} | {:.2} | {} | {} | {} | {} | {} | {} | {} |",
                 r.config,
                 human(r.block_size),
                 r.reads,
@@ -506,8 +541,22 @@ pub fn markdown(
                 x(c.main_slowdown()),
                 if proxy { format!("{:.1}", r.cpu_s) } else { "—".into() },
                 if proxy { format!("{:.0}", r.peak_rss as f64 / 1e6) } else { "—".into() },
-                if proxy { x(r.outsource_ratio()) } else { "—".into() },
-                if proxy && r.config != "direct" { r.stash_max.to_string() } else { "—".into() },
+                if proxy && r.oram_bytes > 0 {
+                    format!("{} / {}", human(r.oram_bytes), r.cached_levels)
+                } else {
+                    "—".into()
+                },
+                if proxy {
+                    format!("{} / {}", mb(r.state_live_bytes), mb(r.state_file_bytes))
+                } else {
+                    "—".into()
+                },
+                if proxy {
+                    format!("{} / {}", x(r.outsource_ratio()), x(r.outsource_ratio_with_rss()))
+                } else {
+                    "—".into()
+                },
+                if proxy && !r.config.starts_with("direct") { r.stash_max.to_string() } else { "—".into() },
             );
         }
         for c in cmp.iter().filter(|c| c.row.workload == w) {
@@ -795,6 +844,13 @@ mod tests {
         let want = 10.0 * 0.0004 / 1000.0 + 10.0 * 0.005 / 1000.0 + 40960.0 / 1e9 * 0.09;
         assert!((path.backend.cost(&PROVIDERS[0]) - want).abs() < 1e-12);
         assert!((path.outsource_ratio() - 8.0).abs() < 1e-9);
+        // With the ORAM's capacity and the live state known, the thesis's ratio.
+        let mut sized = path.clone();
+        sized.oram_bytes = 5 << 30;
+        sized.state_live_bytes = 64 << 20;
+        sized.peak_rss = 64 << 20;
+        assert!((sized.outsource_ratio() - 80.0).abs() < 1e-9);
+        assert!((sized.outsource_ratio_with_rss() - 40.0).abs() < 1e-9);
         // A proxy that moved other client bytes than the baseline, or sent less
         // than the client wrote, or failed a request, is reported.
         let mut bad = path.clone();

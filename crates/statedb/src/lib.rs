@@ -35,7 +35,7 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use committer::def;
 pub use committer::Committer;
 pub use log::{decode_groups, encode_group, ShipLog};
-pub use maint::{compact, Compacted, TableSize};
+pub use maint::{compact, Compacted, TableBytes, TableSize};
 
 /// Format of the state database; a database of another format is refused.
 /// (2: spaces, per-key metadata, intent records, generations.)

@@ -521,6 +521,22 @@ pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, Proxy
             }
         },
     ));
+    // The bytes the state really holds (what an outsource ratio counts), beside
+    // the file, whose free pages are reused but not returned until `compact`.
+    let live = db.live_bytes()?;
+    let live_total: u64 = live.iter().map(|t| t.stored + t.metadata).sum();
+    let parts: Vec<String> = live
+        .iter()
+        .filter(|t| t.stored + t.metadata > 0)
+        .map(|t| format!("{} {}", t.name, t.stored + t.metadata))
+        .collect();
+    out.push((
+        "live state",
+        format!(
+            "{live_total} bytes in the tables ({}; keys, values and tree pages)",
+            parts.join(", ")
+        ),
+    ));
     out.push(("state.redb", mib(file_bytes as f64)));
     Ok(out)
 }
