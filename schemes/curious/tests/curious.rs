@@ -209,6 +209,13 @@ async fn partitions_and_pairs_of_partitions_are_uniform_whatever_the_workload() 
         }
         let c1 = chi_square(&single);
         let c2 = chi_square(&pairs);
+        eprintln!(
+            "{name}: chi-square partitions {c1:.1} (critical {:.1}), pairs {c2:.1} (critical {:.1}), \
+             repeats {}",
+            chi_square_critical_001(p as u64 - 1),
+            chi_square_critical_001((p * p) as u64 - 1),
+            (0..p).map(|i| pairs[i * p + i]).sum::<u64>()
+        );
         assert!(
             c1 < chi_square_critical_001(p as u64 - 1),
             "{name}: partitions not uniform ({c1:.1}): {single:?}"
@@ -251,6 +258,7 @@ async fn background_evictions_do_not_depend_on_the_workload() {
             }
         }
         let c = chi_square(&per);
+        eprintln!("{name} (ν = 1.25): {paths} paths for {n} accesses, chi-square {c:.1}");
         assert!(
             c < chi_square_critical_001(partitions as u64 - 1),
             "{name}: partitions not uniform ({c:.1}): {per:?}"
@@ -451,6 +459,7 @@ async fn bandwidth_per_access_is_the_analytical_figure() {
         let uncached = u64::from(geo.leaf_level);
         let analytical = rate * 2.0 * uncached as f64 * object as f64;
         let measured = bytes as f64 / n as f64;
+        eprintln!("ν = {rate}: {measured:.0} bytes per access, analytical {analytical:.0}");
         assert!(
             (measured / analytical - 1.0).abs() < 0.10,
             "ν = {rate}: {measured:.0} bytes per access, analytical {analytical:.0}"
