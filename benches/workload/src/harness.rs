@@ -248,12 +248,15 @@ pub struct EngineParams {
     pub block_size: u64,
     /// Logical blocks.
     pub capacity_blocks: u64,
-    /// Tree-top levels cached locally (ORAM engines).
-    pub cached_levels: u32,
+    /// Tree-top levels cached locally (ORAM engines); None: the engine's own
+    /// sizing from `extra` (CURIOUS splits `tree_cache_mib` over its partitions).
+    pub cached_levels: Option<u32>,
     /// Blocks per round.
     pub max_batch: u64,
     /// Write-back rounds in flight.
     pub max_inflight_writebacks: u64,
+    /// More `[engine]` lines (TOML), e.g. CURIOUS's `curious_sub`.
+    pub extra: String,
 }
 
 /// Where a proxy keeps its volume.
@@ -293,18 +296,21 @@ impl ProxyRun {
         e: &EngineParams,
         swift: bool,
     ) -> Result<Self, String> {
-        let engine = format!(
+        let mut engine = format!(
             "kind = {kind:?}\nblock_size = {bs}\ncapacity_blocks = {cap}\n\
              insecure_direct = {direct}\n\
-             cached_levels = {cl}\nmax_batch = {mb}\nmax_inflight_writebacks = {mi}\n",
+             max_batch = {mb}\nmax_inflight_writebacks = {mi}\n{extra}",
             kind = e.kind,
             direct = e.kind == "direct",
             bs = e.block_size,
             cap = e.capacity_blocks,
-            cl = e.cached_levels,
             mb = e.max_batch,
             mi = e.max_inflight_writebacks,
+            extra = e.extra,
         );
+        if let Some(cl) = e.cached_levels {
+            engine.push_str(&format!("cached_levels = {cl}\n"));
+        }
         Self::start_with(lab, proxy, name, &engine, ProxyBackend::LabS3, swift)
     }
 

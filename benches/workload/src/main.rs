@@ -78,7 +78,8 @@ struct Args {
     #[arg(long = "workload-file", value_name = "XML")]
     workload_files: Vec<PathBuf>,
     /// Configurations besides the baseline: proxy engines (default: direct and
-    /// every ORAM engine the proxy offers).
+    /// every ORAM engine the proxy offers). `curious:ring` (or `curious:path`)
+    /// is CURIOUS with that sub-ORAM (`curious_sub`).
     #[arg(long, value_delimiter = ',')]
     engines: Vec<String>,
     /// Block sizes for every workload (default: the thesis's three per workload).
@@ -272,6 +273,32 @@ fn planned_total(wl: &Workload, opts: &RunOptions) -> u64 {
 
 /// Engine parameters sized for a workload: capacity for everything it may write
 /// (×1.3), the tree-top cache and the round size within the memory budgets.
+/// CURIOUS's partitions and the levels of each one's tree at the engine's
+/// defaults: P = ⌈√capacity⌉ partitions sized for the mean load plus ten
+/// deviations, each a ternary Path ORAM with Z = 5.
+fn curious_tree(capacity: u64) -> (u64, u32) {
+    let p = (capacity as f64).sqrt().ceil().max(1.0) as u64;
+    let mean = capacity.div_ceil(p);
+    let sub = mean + (10.0 * (mean as f64).sqrt()).ceil() as u64 + 4;
+    let (k, z) = (3u64, 5u64);
+    let (mut n, mut levels) = (1u64, 1u32);
+    while z * (n + if n == 1 { 0 } else { n / k }) < sub {
+        n *= k;
+        levels += 1;
+    }
+    (p, levels)
+}
+
+/// Backend blocks one CURIOUS op moves, roughly (ν = 1.25, no tree-top cache).
+fn curious_blocks_per_op(capacity: u64) -> u64 {
+    let (_, levels) = curious_tree(capacity);
+    (2 * 5 * u64::from(levels) * 5).div_ceil(4)
+}
+
+/// The engine parameters for a workload's objects at block size `bs`. `kind` is
+/// an engine, or `curious:<sub>` (CURIOUS with that sub-ORAM). The tree-top cache
+/// budget is in cached levels (CURIOUS: of every partition's tree, all together
+/// within the budget); the leaf level always stays on the back-end.
 fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> EngineParams {
     let blocks: u64 = objects.iter().map(|s| s.div_ceil(bs).max(1)).sum();
     let capacity = (blocks * 13).div_ceil(10) + 16;
@@ -283,17 +310,39 @@ fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> EngineParam
     while cached + 1 < levels && ((1u64 << (cached + 1)) - 1) * z * bs <= cache {
         cached += 1;
     }
-    let per_access = if kind == "direct" {
+    let (engine, sub) = match kind.split_once(':') {
+        Some((e, s)) => (e, Some(s)),
+        None => (kind, None),
+    };
+    let curious = engine == "curious";
+    let per_access = if engine == "direct" {
         bs
+    } else if curious {
+        curious_blocks_per_op(capacity) * bs
     } else {
         z * u64::from(levels - cached) * bs
     };
     let max_batch = ((args.round_mib << 20) / per_access).clamp(1, 64);
+    let mut extra = String::new();
+    if curious {
+        // As for the others, the leaf level stays on the back-end: the cache
+        // budget covers the top levels of all P partitions (ternary, Z = 5).
+        let (p, sub_levels) = curious_tree(capacity);
+        let mut c = 0u32;
+        while c + 1 < sub_levels && p * (3u64.pow(c + 1) - 1) / 2 * 5 * bs <= cache {
+            c += 1;
+        }
+        cached = c;
+        if let Some(sub) = sub {
+            extra.push_str(&format!("curious_sub = {sub:?}\n"));
+        }
+    }
     EngineParams {
-        kind: kind.to_string(),
+        kind: engine.to_string(),
         block_size: bs,
         capacity_blocks: capacity,
-        cached_levels: cached,
+        cached_levels: Some(cached),
+        extra,
         max_batch,
         max_inflight_writebacks: if per_access * max_batch >= 64 << 20 {
             2
@@ -537,8 +586,9 @@ async fn run(args: Args) -> Result<bool, String> {
                 ));
                 let params = size_engine(engine, *bs, &planned_objects(wl, &opts)?, &args);
                 let run_name = format!(
-                    "{}-{engine}-{}",
+                    "{}-{}-{}",
                     name.to_ascii_lowercase(),
+                    engine.replace(':', "-"),
                     report::human(*bs).to_ascii_lowercase()
                 );
                 let mut p =
@@ -652,9 +702,12 @@ mod tests {
         let p = size_engine("path", 64 << 10, &[100, 200_000, 1 << 20], &args);
         // 1 + 4 + 16 blocks, ×1.3, +16.
         assert_eq!(p.capacity_blocks, 44);
-        assert!(p.cached_levels >= 1 && p.max_batch >= 1);
+        assert!(p.cached_levels.is_some_and(|c| c >= 1) && p.max_batch >= 1);
         let big = size_engine("path", 16 << 20, &vec![20_000_000; 110], &args);
-        assert!(((1u64 << big.cached_levels) - 1) * 4 * (16 << 20) <= 128 << 20);
+        assert!(((1u64 << big.cached_levels.unwrap()) - 1) * 4 * (16 << 20) <= 128 << 20);
+        let c = size_engine("curious:ring", 64 << 10, &[100, 200_000, 1 << 20], &args);
+        assert_eq!(c.kind, "curious");
+        assert!(c.extra.contains("curious_sub = \"ring\""));
         assert_eq!(big.max_batch, 1);
         assert_eq!(parse_size("64K").unwrap(), 65536);
         assert!(parse_size("x").is_err());
