@@ -1686,7 +1686,7 @@ pub async fn run(args: SpeedArgs) -> Result<bool, String> {
         } else {
             ProxyBackend::LabS3Defaults
         };
-        let run_name = format!("speed-{engine}-{backend}");
+        let run_name = format!("speed-{}-{backend}", engine.replace(':', "-"));
         let mut p = match ProxyRun::start_with(&lab, &proxy, &run_name, &toml, pb, false) {
             Ok(p) => p,
             Err(e) => {
