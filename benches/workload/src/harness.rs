@@ -286,6 +286,8 @@ pub struct EngineParams {
     pub max_batch: u64,
     /// Write-back rounds in flight.
     pub max_inflight_writebacks: u64,
+    /// More `[engine]` lines (TOML), e.g. CURIOUS's `curious_sub`.
+    pub extra: String,
 }
 
 /// Where a proxy keeps its volume.
@@ -347,13 +349,14 @@ impl ProxyRun {
         let engine = format!(
             "kind = {kind:?}\nblock_size = {bs}\ncapacity_blocks = {cap}\n\
              insecure_direct = {direct}\n\
-             {cache}max_batch = {mb}\nmax_inflight_writebacks = {mi}\n",
+             {cache}max_batch = {mb}\nmax_inflight_writebacks = {mi}\n{extra}",
             kind = e.kind,
             direct = e.kind == "direct",
             bs = e.block_size,
             cap = e.capacity_blocks,
             mb = e.max_batch,
             mi = e.max_inflight_writebacks,
+            extra = e.extra,
         );
         let backend = if private {
             ProxyBackend::LabS3Local

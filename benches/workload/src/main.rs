@@ -96,7 +96,8 @@ struct Args {
     #[arg(long = "workload-file", value_name = "XML")]
     workload_files: Vec<PathBuf>,
     /// Configurations besides the baseline: proxy engines (default: direct and
-    /// every ORAM engine the proxy offers).
+    /// every ORAM engine the proxy offers). `curious:ring` (or `curious:path`)
+    /// is CURIOUS with that sub-ORAM (`curious_sub`).
     #[arg(long, value_delimiter = ',')]
     engines: Vec<String>,
     /// Block sizes for every workload (default: the thesis's three per workload).
@@ -338,11 +339,35 @@ fn reserved_local_bytes(capacity: u64, bs: u64) -> u64 {
     capacity * 64 + 16 * bs + (1 << 20)
 }
 
-/// Engine parameters for a workload. A fixed ORAM size: that capacity, the
-/// tree-top cache from what the local budget leaves (the engine computes its
-/// levels); an error if the workload may write more than the ORAM holds. `auto`:
-/// capacity for everything the workload may write (×1.3), the tree-top cache
-/// within --cache-mib. The round size within --round-mib either way.
+/// CURIOUS's partitions and the levels of each one's tree at the engine's
+/// defaults: P = ⌈√capacity⌉ partitions sized for the mean load plus ten
+/// deviations, each a ternary Path ORAM with Z = 5.
+fn curious_tree(capacity: u64) -> (u64, u32) {
+    let p = (capacity as f64).sqrt().ceil().max(1.0) as u64;
+    let mean = capacity.div_ceil(p);
+    let sub = mean + (10.0 * (mean as f64).sqrt()).ceil() as u64 + 4;
+    let (k, z) = (3u64, 5u64);
+    let (mut n, mut levels) = (1u64, 1u32);
+    while z * (n + if n == 1 { 0 } else { n / k }) < sub {
+        n *= k;
+        levels += 1;
+    }
+    (p, levels)
+}
+
+/// Backend blocks one CURIOUS op moves, roughly (ν = 1.25, no tree-top cache).
+fn curious_blocks_per_op(capacity: u64) -> u64 {
+    let (_, levels) = curious_tree(capacity);
+    (2 * 5 * u64::from(levels) * 5).div_ceil(4)
+}
+
+/// Engine parameters for a workload. `kind` is an engine, or `curious:<sub>`
+/// (CURIOUS with that sub-ORAM). A fixed ORAM size: that capacity, the tree-top
+/// cache from what the local budget leaves (the engine computes its levels;
+/// CURIOUS's in cached levels of all its partitions together, the leaf level
+/// always on the back-end); an error if the workload may write more than the ORAM
+/// holds. `auto`: capacity for everything the workload may write (×1.3), the
+/// tree-top cache within --cache-mib. The round size within --round-mib either way.
 fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> Result<EngineParams, String> {
     let blocks: u64 = objects.iter().map(|s| s.div_ceil(bs).max(1)).sum();
     let (capacity, cache, tree_cache_mib) = match args.oram_size {
@@ -369,24 +394,49 @@ fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> Result<Engi
     while cached + 1 < levels && ((1u64 << (cached + 1)) - 1) * z * bs <= cache {
         cached += 1;
     }
-    let per_access = if kind == "direct" {
+    let (engine, sub) = match kind.split_once(':') {
+        Some((e, s)) => (e, Some(s)),
+        None => (kind, None),
+    };
+    let curious = engine == "curious";
+    let per_access = if engine == "direct" {
         bs
+    } else if curious {
+        curious_blocks_per_op(capacity) * bs
     } else {
         z * u64::from(levels - cached) * bs
     };
     let max_batch = ((args.round_mib << 20) / per_access).clamp(1, 64);
+    let mut extra = String::new();
+    let mut cached_levels = if tree_cache_mib.is_some() {
+        None
+    } else {
+        Some(cached)
+    };
+    let mut tree_cache_mib = tree_cache_mib;
+    if curious {
+        // As for the others, the leaf level stays on the back-end: the cache
+        // budget covers the top levels of all P partitions (ternary, Z = 5).
+        let (p, sub_levels) = curious_tree(capacity);
+        let mut c = 0u32;
+        while c + 1 < sub_levels && p * (3u64.pow(c + 1) - 1) / 2 * 5 * bs <= cache {
+            c += 1;
+        }
+        cached_levels = Some(c);
+        tree_cache_mib = None;
+        if let Some(sub) = sub {
+            extra.push_str(&format!("curious_sub = {sub:?}\n"));
+        }
+    }
     Ok(EngineParams {
-        kind: kind.to_string(),
+        kind: engine.to_string(),
         block_size: bs,
         capacity_blocks: capacity,
         // A fixed size: the engine fits the levels to the MiB (it knows its
         // bucket size: Ring ORAM's buckets hold Z + S slots).
-        cached_levels: if tree_cache_mib.is_some() {
-            None
-        } else {
-            Some(cached)
-        },
+        cached_levels,
         tree_cache_mib,
+        extra,
         max_batch,
         max_inflight_writebacks: if per_access * max_batch >= 64 << 20 {
             2
@@ -681,7 +731,7 @@ async fn run(args: Args) -> Result<bool, String> {
                 let run_name = format!(
                     "{}-{}-{}",
                     name.to_ascii_lowercase(),
-                    config.replace('@', "-"),
+                    config.replace('@', "-").replace(':', "-"),
                     report::human(*bs).to_ascii_lowercase()
                 );
                 let mut p = match ProxyRun::start(
@@ -856,6 +906,9 @@ mod tests {
         assert!(p.cached_levels.unwrap() >= 1 && p.tree_cache_mib.is_none());
         let big = size_engine("path", 16 << 20, &vec![20_000_000; 110], &args).unwrap();
         assert!(((1u64 << big.cached_levels.unwrap()) - 1) * 4 * (16 << 20) <= 128 << 20);
+        let c = size_engine("curious:ring", 64 << 10, &[100, 200_000, 1 << 20], &args).unwrap();
+        assert_eq!(c.kind, "curious");
+        assert!(c.extra.contains("curious_sub = \"ring\""));
         assert_eq!(big.max_batch, 1);
         assert_eq!(parse_size("64K").unwrap(), 65536);
         // The default: a 5 GiB ORAM whatever the workload, an 80 MiB budget, the

@@ -46,7 +46,9 @@ const RAW_FS_BATCH: u64 = 64;
 /// Command line of `oram-workload speed`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SpeedArgs {
-    /// Engines behind the proxy (default direct,path,ring; --quick: path).
+    /// Engines behind the proxy (default: direct and every ORAM engine the
+    /// proxy's `example-config` offers; --quick: path). `curious:ring` (or
+    /// `curious:path`) is CURIOUS with that sub-ORAM (`curious_sub`).
     #[arg(long, value_delimiter = ',')]
     pub engines: Vec<String>,
     /// Back-ends of the proxy: fs (the embedded default) and minio (default
@@ -224,6 +226,17 @@ pub struct Terms {
     pub s: u64,
     /// Ring ORAM's accesses per eviction (A; 0 otherwise).
     pub a: u64,
+    /// Children per inner node of the tree (2; CURIOUS's Path sub-ORAM: its
+    /// arity).
+    pub arity: u64,
+    /// CURIOUS: partitions (0 for the other engines). The tree terms above are
+    /// then those of one partition's sub-ORAM.
+    pub partitions: u64,
+    /// CURIOUS: the sub-ORAM (`path` or `ring`; empty for the other engines).
+    pub sub: String,
+    /// CURIOUS: sub-ORAM accesses per op, ν (1 for the other engines). Not
+    /// recorded in `volume.toml`: the run's setting (default 1.25).
+    pub eviction_rate: f64,
 }
 
 impl Terms {
@@ -259,32 +272,76 @@ impl Terms {
             .cloned()
             .ok_or("volume.toml has no engine")?;
         let tree = engine != "direct";
+        // CURIOUS records its sub-ORAM's terms as `sub_<key>`.
+        let curious = engine == "curious";
+        let key = |k: &str| {
+            if curious {
+                format!("sub_{k}")
+            } else {
+                k.to_string()
+            }
+        };
         let opt = |k: &str| -> Result<u64, String> {
-            if tree && fixed.contains_key(k) {
-                num(&fixed, k)
+            if tree && fixed.contains_key(&key(k)) {
+                num(&fixed, &key(k))
             } else {
                 Ok(0)
             }
         };
+        let arity = match opt("arity")? {
+            0 => 2,
+            k => k,
+        };
         Ok(Self {
             block_size: num(&top, "block_size")?,
             capacity: num(&top, "capacity_blocks")?,
-            leaves: if tree { num(&fixed, "leaves")? } else { 0 },
+            leaves: if tree {
+                num(&fixed, &key("leaves"))?
+            } else {
+                0
+            },
             cached_levels: opt("cached_levels")? as u32,
-            z: if tree { num(&fixed, "z")? } else { 0 },
+            z: if tree { num(&fixed, &key("z"))? } else { 0 },
             s: opt("s")?,
             a: opt("a")?,
+            arity,
+            partitions: if curious {
+                num(&fixed, "partitions")?
+            } else {
+                0
+            },
+            sub: if curious {
+                fixed.get("sub").cloned().unwrap_or_default()
+            } else {
+                String::new()
+            },
+            eviction_rate: if curious { 1.25 } else { 1.0 },
             engine,
         })
     }
 
-    /// Levels of the tree, `L + 1` (0 for `direct`).
+    /// The engine whose tree the terms describe: CURIOUS's sub-ORAM, else the
+    /// engine.
+    pub fn tree_engine(&self) -> &str {
+        if self.engine == "curious" {
+            &self.sub
+        } else {
+            &self.engine
+        }
+    }
+
+    /// Levels of the tree, `L + 1` for `arity^L` leaves (0 for `direct`).
     pub fn levels(&self) -> u32 {
         if self.leaves == 0 {
-            0
-        } else {
-            self.leaves.next_power_of_two().trailing_zeros() + 1
+            return 0;
         }
+        let k = self.arity.max(2);
+        let (mut n, mut levels) = (1u64, 1u32);
+        while n < self.leaves {
+            n = n.saturating_mul(k);
+            levels += 1;
+        }
+        levels
     }
 
     /// Levels stored on the back-end (not cached).
@@ -389,7 +446,35 @@ pub struct Model {
 ///   and `Z+S` slots), and each bucket is also reshuffled early
 ///   `ρ = E⌊Poisson(A)/S⌋` times per eviction period (read and written whole);
 ///   overhead `U·(1 + 2·(Z+S)·(1+ρ)/A)` blocks.
+///
+/// * curious: `ν ×` its sub-ORAM's model (one sub-ORAM access per op, and a
+///   background one with probability ν − 1; the evicted block rides on an access
+///   as an insert, moving no bytes of its own).
 pub fn model(t: &Terms) -> Option<Model> {
+    if t.engine == "curious" {
+        let sub = Terms {
+            engine: t.sub.clone(),
+            partitions: 0,
+            sub: String::new(),
+            eviction_rate: 1.0,
+            ..t.clone()
+        };
+        if !matches!(sub.engine.as_str(), "path" | "ring") {
+            return None;
+        }
+        let m = model(&sub)?;
+        let nu = t.eviction_rate;
+        let scale = |x: Traffic| Traffic {
+            read: x.read * nu,
+            write: x.write * nu,
+        };
+        return Some(Model {
+            object_len: m.object_len,
+            get: scale(m.get),
+            put: scale(m.put),
+            blocks: m.blocks * nu,
+        });
+    }
     let b = t.block_size as f64;
     let u = f64::from(t.uncached());
     Some(match t.engine.as_str() {
@@ -439,6 +524,36 @@ pub fn model(t: &Terms) -> Option<Model> {
         }
         _ => return None,
     })
+}
+
+/// The value of `key` among `--engine-set KEY=VALUE`s (the last one).
+fn setting<'a>(sets: &'a [String], key: &str) -> Option<&'a str> {
+    sets.iter()
+        .rev()
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim().trim_matches('"'))
+}
+
+/// The engines the proxy offers (its `example-config` names them), direct first.
+fn offered_engines(proxy: &Path) -> Result<Vec<String>, String> {
+    let out = std::process::Command::new(proxy)
+        .arg("example-config")
+        .output()
+        .map_err(|e| format!("{}: {e}", proxy.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let engines: Vec<String> = ["direct", "path", "ring", "oblivistore", "curious"]
+        .iter()
+        .filter(|e| text.contains(&format!("\"{e}\"")))
+        .map(|e| e.to_string())
+        .collect();
+    if engines.is_empty() {
+        return Err(format!(
+            "{} example-config names no engine",
+            proxy.display()
+        ));
+    }
+    Ok(engines)
 }
 
 /// Raw throughput of a back-end at one object size, bytes/s.
@@ -750,7 +865,7 @@ pub fn markdown(h: &Header, plan: &Plan, rows: &[Row], problems: &[String]) -> S
          configuration (every phase, latency ones included).\n\n",
     );
     s.push_str("### Terms\n\n");
-    s.push_str("| configuration | ORAM size | block | leaves / levels / cached / on back-end | Z, S, A | local footprint | back-end bytes | outsource ratio |\n");
+    s.push_str("| configuration | ORAM size | block | leaves / levels / cached / on back-end (CURIOUS: of one partition) | Z, S, A | local footprint | back-end bytes | outsource ratio |\n");
     s.push_str("|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         let Some(p) = &r.proxy else { continue };
@@ -766,10 +881,18 @@ pub fn markdown(h: &Header, plan: &Plan, rows: &[Row], problems: &[String]) -> S
                 t.uncached()
             )
         };
-        let zsa = match t.engine.as_str() {
+        let zsa = match t.tree_engine() {
             "ring" => format!("{}, {}, {}", t.z, t.s, t.a),
             "path" => format!("{}, —, —", t.z),
             _ => "—".into(),
+        };
+        let zsa = if t.engine == "curious" {
+            format!(
+                "P = {}, ν = {}, each {}: {}-ary, {zsa}",
+                t.partitions, t.eviction_rate, t.sub, t.arity
+            )
+        } else {
+            zsa
         };
         s.push_str(&format!(
             "| {} | {} ({} blocks) | {} | {} | {} | {} | {} | {:.1} |\n",
@@ -1486,6 +1609,10 @@ pub async fn run(args: SpeedArgs) -> Result<bool, String> {
     crate::dist::rng_for(args.seed, "speed-small", 0).fill_bytes(&mut small);
     let small = Bytes::from(small);
 
+    let mut plan = plan;
+    if args.engines.is_empty() && !args.quick {
+        plan.engines = offered_engines(&proxy)?;
+    }
     let mut engine_toml = String::new();
     if let Some(b) = args.block_size {
         engine_toml.push_str(&format!("block_size = {b}\n"));
@@ -1541,7 +1668,14 @@ pub async fn run(args: SpeedArgs) -> Result<bool, String> {
         bar.set_position(5 * (i as u64 + 1));
         let name = format!("{engine} / {backend}");
         bar.set_message(name.clone());
-        let mut toml = format!("kind = {engine:?}\n{engine_toml}");
+        let (kind, sub) = match engine.split_once(':') {
+            Some((k, s)) => (k, Some(s)),
+            None => (engine.as_str(), None),
+        };
+        let mut toml = format!("kind = {kind:?}\n{engine_toml}");
+        if let Some(sub) = sub {
+            toml.push_str(&format!("curious_sub = {sub:?}\n"));
+        }
         if engine == "direct" {
             toml.push_str("insecure_direct = true\n");
         } else if let Some(c) = args.cached_levels {
@@ -1552,7 +1686,7 @@ pub async fn run(args: SpeedArgs) -> Result<bool, String> {
         } else {
             ProxyBackend::LabS3Defaults
         };
-        let run_name = format!("speed-{engine}-{backend}");
+        let run_name = format!("speed-{}-{backend}", engine.replace(':', "-"));
         let mut p = match ProxyRun::start_with(&lab, &proxy, &run_name, &toml, pb, false) {
             Ok(p) => p,
             Err(e) => {
@@ -1562,12 +1696,21 @@ pub async fn run(args: SpeedArgs) -> Result<bool, String> {
         };
         let result = async {
             let vt = p.data_dir.join("data").join("volume.toml");
-            let terms = Terms::from_volume_toml(
+            let mut terms = Terms::from_volume_toml(
                 &std::fs::read_to_string(&vt).map_err(|e| format!("{}: {e}", vt.display()))?,
             )?;
-            let want_leaves = match engine.as_str() {
+            if terms.engine == "curious" {
+                if let Some(nu) = setting(&args.engine_set, "curious_eviction_rate") {
+                    terms.eviction_rate = nu
+                        .parse()
+                        .map_err(|e| format!("curious_eviction_rate {nu:?}: {e}"))?;
+                }
+            }
+            let want_leaves = match kind {
                 "path" => path_leaves(terms.capacity),
                 "ring" => ring_leaves(terms.capacity, terms.z),
+                // A partition's tree: as the volume recorded it.
+                "curious" => terms.leaves,
                 _ => 0,
             };
             if terms.leaves != want_leaves {
@@ -1772,6 +1915,10 @@ mod tests {
             z,
             s,
             a,
+            arity: 2,
+            partitions: 0,
+            sub: String::new(),
+            eviction_rate: 1.0,
         }
     }
 
@@ -1864,6 +2011,45 @@ mod tests {
             Terms::from_volume_toml(text).unwrap(),
             terms("ring", 262_144, 10)
         );
+        // CURIOUS records its partitions' tree as `sub_<key>`; the model is ν ×
+        // the sub-ORAM's (a ternary Path ORAM, Z = 5: 81 leaves, 5 levels).
+        let curious = "engine = \"curious\"\nblock_size = 16384\ncapacity_blocks = 65536\n\
+                       [fixed]\narity = \"3\"\npartitions = \"256\"\nsub = \"path\"\n\
+                       sub_arity = \"3\"\nsub_cached_levels = \"1\"\nsub_leaves = \"81\"\n\
+                       sub_z = \"5\"\nz = \"5\"\n";
+        let t = Terms::from_volume_toml(curious).unwrap();
+        assert_eq!(
+            (
+                t.partitions,
+                t.sub.as_str(),
+                t.arity,
+                t.levels(),
+                t.uncached(),
+                t.z
+            ),
+            (256, "path", 3, 5, 4, 5)
+        );
+        let m = model(&t).unwrap();
+        let bucket = 5 * (8 + 16384) + SEAL_OVERHEAD;
+        assert_eq!(m.object_len, bucket);
+        let want = 1.25 * 4.0 * bucket as f64 / 16384.0;
+        assert!((m.get.read - want).abs() < 1e-9 && (m.put.write - want).abs() < 1e-9);
+        assert!((m.blocks - 1.25 * 2.0 * 5.0 * 4.0).abs() < 1e-9);
+        let ring = "engine = \"curious\"\nblock_size = 4096\ncapacity_blocks = 1024\n\
+                    [fixed]\npartitions = \"32\"\nsub = \"ring\"\nsub_a = \"3\"\n\
+                    sub_cached_levels = \"0\"\nsub_leaves = \"128\"\nsub_s = \"6\"\n\
+                    sub_z = \"4\"\n";
+        let t = Terms::from_volume_toml(ring).unwrap();
+        let sub = model(&Terms {
+            engine: "ring".into(),
+            partitions: 0,
+            sub: String::new(),
+            eviction_rate: 1.0,
+            ..t.clone()
+        })
+        .unwrap();
+        assert!((model(&t).unwrap().blocks - 1.25 * sub.blocks).abs() < 1e-9);
+        assert_eq!((t.arity, t.levels()), (2, 8));
         let direct = "engine = \"direct\"\nblock_size = 4096\ncapacity_blocks = 8\n[fixed]\n";
         assert_eq!(
             Terms::from_volume_toml(direct).unwrap(),
