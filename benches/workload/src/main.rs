@@ -731,7 +731,7 @@ async fn run(args: Args) -> Result<bool, String> {
                 let run_name = format!(
                     "{}-{}-{}",
                     name.to_ascii_lowercase(),
-                    config.replace('@', "-").replace(':', "-"),
+                    config.replace(['@', ':'], "-"),
                     report::human(*bs).to_ascii_lowercase()
                 );
                 let mut p = match ProxyRun::start(
