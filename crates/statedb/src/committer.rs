@@ -236,10 +236,12 @@ fn run(db: &redb::Database, rx: &mpsc::Receiver<Job>, shared: &Shared) {
             (Some(l), Some((bytes, _)), Outcome::Done) => {
                 let (local, shipped): (Vec<Job>, Vec<Job>) =
                     jobs.into_iter().partition(|j| j.local);
+                // In the stream first: a local commit, once answered, is in it
+                // (the shipped-log test checks its bytes wait there).
+                l.append(&bytes, shipped.into_iter().map(|j| j.done));
                 for j in local {
                     let _ = j.done.send(Outcome::Done);
                 }
-                l.append(&bytes, shipped.into_iter().map(|j| j.done));
             }
             _ => {
                 for j in jobs {
