@@ -55,7 +55,10 @@ pub struct CuriousSettings {
     /// probability ν − 1.
     pub curious_eviction_rate: f64,
     /// The eviction cache's bound in MiB: above it an access fails with a stash
-    /// overflow (applied, nothing lost).
+    /// overflow (applied, nothing lost). 0 (the default): 8 blocks per partition,
+    /// at least 256 blocks — the cache holds about 2.6 per partition at ν = 1.25
+    /// (tests/curious.rs). The bound pads every checkpoint (its trusted state
+    /// may hold that much), so it is kept near what the cache needs.
     pub curious_cache_mib: u64,
     /// Largest stash of one partition after an access; 0: the sub-ORAM's default.
     pub curious_stash_bound: usize,
@@ -79,7 +82,7 @@ impl Default for CuriousSettings {
             curious_arity: 3,
             curious_z: 5,
             curious_eviction_rate: 1.25,
-            curious_cache_mib: 256,
+            curious_cache_mib: 0,
             curious_stash_bound: 0,
             tree_cache_mib: 16,
             cached_levels: None,
@@ -136,8 +139,9 @@ impl CuriousSettings {
 # background one follows with probability rate - 1.
 # curious_eviction_rate = 1.25
 # CURIOUS: MiB the eviction cache may hold before an access fails (nothing is
-# lost; the operator raises the bound or the eviction rate).
-# curious_cache_mib = 256
+# lost; the operator raises the bound or the eviction rate); 0: 8 blocks per
+# partition, at least 256 blocks.
+# curious_cache_mib = 0
 # CURIOUS: largest stash of one partition (0: the sub-ORAM's default).
 # curious_stash_bound = 0
 "#;
@@ -165,7 +169,10 @@ impl CuriousSettings {
             partitions: self.partitions(shape),
             max_batch: shape.max_batch,
             eviction_rate: self.curious_eviction_rate,
-            cache_bound: ((self.curious_cache_mib << 20) / bs).max(1) as usize,
+            cache_bound: match self.curious_cache_mib {
+                0 => (8 * u64::from(self.partitions(shape))).max(256) as usize,
+                mib => ((mib << 20) / bs).max(1) as usize,
+            },
             round_attempts: 3,
             rng_seed: None,
         }
@@ -216,9 +223,6 @@ impl EngineSettings for CuriousSettings {
         }
         if !(1.0..=2.0).contains(&self.curious_eviction_rate) {
             return Err("curious_eviction_rate must be 1.0 to 2.0".into());
-        }
-        if self.curious_cache_mib == 0 {
-            return Err("curious_cache_mib must be positive".into());
         }
         if !matches!(self.curious_sub.as_str(), "path" | "ring") {
             return Err(format!(
