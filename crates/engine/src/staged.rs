@@ -1,10 +1,17 @@
 //! Staged accesses: the changes of an access handed to a parent, which commits
 //! them once, together with other engines' and its own.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use bytes::Bytes;
 use oram_state::Staged;
 
 use crate::{OramError, Result};
+
+/// The backend writes a staged access still has to land before its changes may
+/// commit (a tree engine's buckets).
+type Land = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
 
 /// How the engine ends a staged round once the parent's commit is settled:
 /// `Ok` — the changes are durable (an engine that writes back after its commit
@@ -17,6 +24,7 @@ type Finish = Box<dyn FnOnce(std::result::Result<(), String>) + Send>;
 pub struct StagedAccess {
     answers: Vec<Bytes>,
     changes: Option<Staged>,
+    land: Option<Land>,
     finish: Option<Finish>,
 }
 
@@ -41,8 +49,25 @@ impl StagedAccess {
         Self {
             answers,
             changes: Some(changes),
+            land: None,
             finish: Some(Box::new(finish)),
         }
+    }
+
+    /// As [`StagedAccess::new`], with backend writes (`land`) that must be on the
+    /// backend before the changes commit: [`StagedAccess::commit_all`] runs every
+    /// part's writes, at once, before its one commit. Until then the answers are
+    /// known and the objects they were read from unchanged, so a parent may answer
+    /// reads early.
+    pub fn landing(
+        answers: Vec<Bytes>,
+        changes: Staged,
+        land: impl Future<Output = Result<()>> + Send + 'static,
+        finish: impl FnOnce(std::result::Result<(), String>) + Send + 'static,
+    ) -> Self {
+        let mut staged = Self::new(answers, changes, finish);
+        staged.land = Some(Box::pin(land));
+        staged
     }
 
     /// The answers (valid only once committed: until then the changes that
@@ -51,14 +76,27 @@ impl StagedAccess {
         &self.answers
     }
 
-    /// Commits the changes of every access in `parts` and `extra` (the parent's
-    /// own, e.g. its map of which partition holds a block) in **one** atomic
-    /// commit, then lets each engine finish its round. Returns each part's
-    /// answers. All parts' states must live in the same durable store.
+    /// Lands the backend writes of every access in `parts` (at once), then
+    /// commits the changes of them all and `extra` (the parent's own, e.g. its
+    /// map of which partition holds a block) in **one** atomic commit, then lets
+    /// each engine finish its round. Returns each part's answers. All parts'
+    /// states must live in the same durable store. A write that does not land
+    /// fails the whole commit (nothing is committed; each engine undoes its part).
     pub async fn commit_all(
         mut parts: Vec<StagedAccess>,
         extra: Staged,
     ) -> Result<Vec<Vec<Bytes>>> {
+        let lands: Vec<Land> = parts.iter_mut().filter_map(|p| p.land.take()).collect();
+        let landed = futures::future::join_all(lands).await;
+        if let Some(e) = landed.into_iter().find_map(|r| r.err()) {
+            let reason = e.to_string();
+            for mut p in parts {
+                if let Some(f) = p.finish.take() {
+                    f(Err(reason.clone()));
+                }
+            }
+            return Err(e);
+        }
         let mut all = extra;
         let mut merged = Ok(());
         for p in &mut parts {

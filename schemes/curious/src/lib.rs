@@ -257,16 +257,34 @@ impl Inner {
 
     /// One round of `ops`: an interrupted round first (repeated exactly, as
     /// reads), then this one; a transient backend failure repeats both, up to
-    /// `round_attempts` times in all.
-    async fn round(&self, ops: Vec<Op>) -> Result<Vec<Bytes>> {
+    /// `round_attempts` times in all. A round of reads is answered once read: its
+    /// partitions' writes and its commit go on behind, holding the round lock
+    /// (the next round waits for them; if they fail, the round is repeated first
+    /// thing by the next one). A round that writes is answered once durable.
+    async fn round(self: &Arc<Self>, ops: Vec<Op>) -> Result<Vec<Bytes>> {
         let mut g = self.round.clone().lock_owned().await;
-        let fw = &mut *g;
         let mut pause = std::time::Duration::from_millis(20);
         let mut attempt = 1;
+        let reads_only = !ops.iter().any(Op::mutates);
         loop {
-            let result = match fw.sticky.take() {
-                Some((seq, intent)) => self.repeat(fw, seq, intent).await.map(|()| None),
-                None => self.execute(fw, ops.clone()).await.map(Some),
+            let result = match g.sticky.take() {
+                Some((seq, intent)) => match self.repeat(&mut g, seq, intent).await {
+                    Ok(landing) => self.settle(&mut g, landing).await.map(|()| None),
+                    Err(e) => Err(e),
+                },
+                None => match self.execute(&mut g, ops.clone()).await {
+                    Ok((out, landing)) if reads_only => {
+                        let inner = self.clone();
+                        tokio::spawn(async move {
+                            let mut g = g;
+                            // A failure leaves the round to be repeated by the next.
+                            let _ = inner.settle(&mut g, landing).await;
+                        });
+                        return Ok(out);
+                    }
+                    Ok((out, landing)) => self.settle(&mut g, landing).await.map(|()| Some(out)),
+                    Err(e) => Err(e),
+                },
             };
             match result {
                 Ok(Some(out)) => return Ok(out),
@@ -283,9 +301,9 @@ impl Inner {
         }
     }
 
-    /// Repeats an interrupted round's accesses exactly, its ops as reads (their
-    /// answers go nowhere), and commits it.
-    async fn repeat(&self, fw: &mut Framework, seq: u64, intent: round::Intent) -> Result<()> {
+    /// Stages an interrupted round's accesses again, exactly, its ops as reads
+    /// (their answers go nowhere).
+    async fn repeat(&self, fw: &mut Framework, seq: u64, intent: round::Intent) -> Result<Landing> {
         lock(&self.stats).repeated += 1;
         let plan = match intent.replan(&mut fw.map) {
             Ok(plan) => plan,
@@ -296,11 +314,11 @@ impl Inner {
             }
         };
         let reads = plan.reads();
-        self.run(fw, seq, intent, plan, reads).await.map(drop)
+        self.run(fw, seq, intent, plan, reads).await.map(|(_, l)| l)
     }
 
-    /// Plans a fresh round of `ops`, records its intent, runs it.
-    async fn execute(&self, fw: &mut Framework, ops: Vec<Op>) -> Result<Vec<Bytes>> {
+    /// Plans a fresh round of `ops`, records its intent, stages it.
+    async fn execute(&self, fw: &mut Framework, ops: Vec<Op>) -> Result<(Vec<Bytes>, Landing)> {
         let background = self.cfg.eviction_rate - 1.0;
         let plan = round::plan(&mut fw.map, &mut fw.rng, &ops, background)?;
         let intent = plan.intent();
@@ -319,9 +337,9 @@ impl Inner {
         self.run(fw, seq, intent, plan, ops).await
     }
 
-    /// The partitions' staged accesses of `plan`, at once; then the answers and
-    /// one commit of everything, which drops the intent record. A failure undoes
-    /// the round in memory and keeps it to be repeated.
+    /// The partitions' staged accesses of `plan`, at once, and the answers (the
+    /// map changed in memory, nothing committed). A failure undoes the round in
+    /// memory and keeps it to be repeated.
     async fn run(
         &self,
         fw: &mut Framework,
@@ -329,7 +347,7 @@ impl Inner {
         intent: round::Intent,
         plan: round::Plan,
         ops: Vec<Op>,
-    ) -> Result<Vec<Bytes>> {
+    ) -> Result<(Vec<Bytes>, Landing)> {
         let staged = futures::future::join_all(
             plan.subs
                 .iter()
@@ -358,9 +376,38 @@ impl Inner {
             .zip(&parts)
             .map(|(&p, s)| (p, s.answers().to_vec()))
             .collect();
-        let accesses = ops.len() as u64;
+        let counts = Counters {
+            accesses: ops.len() as u64,
+            rounds: 1,
+            sub_accesses: plan.accesses(),
+            background: plan.background,
+            evicted: plan.evicted,
+            empty_evictions: plan.empty_evictions,
+            ..Counters::default()
+        };
         let out = round::finish(&mut fw.map, &plan, ops, &answers, self.cfg.block_size);
         fw.map.clear_intent(seq);
+        Ok((
+            out,
+            Landing {
+                parts,
+                seq,
+                intent,
+                counts,
+            },
+        ))
+    }
+
+    /// Lands every partition's writes and commits the round (dropping its intent
+    /// record); a failure undoes it in memory and keeps it to be repeated. Then
+    /// the counters, and the eviction cache's bound.
+    async fn settle(&self, fw: &mut Framework, landing: Landing) -> Result<()> {
+        let Landing {
+            parts,
+            seq,
+            intent,
+            counts,
+        } = landing;
         if let Err(e) = StagedAccess::commit_all(parts, fw.map.stage()).await {
             fw.map.rollback()?;
             fw.sticky = Some((seq, intent));
@@ -370,12 +417,12 @@ impl Inner {
         let cache = fw.map.cache_len();
         {
             let mut c = lock(&self.stats);
-            c.accesses += accesses;
-            c.rounds += 1;
-            c.sub_accesses += plan.accesses();
-            c.background += plan.background;
-            c.evicted += plan.evicted;
-            c.empty_evictions += plan.empty_evictions;
+            c.accesses += counts.accesses;
+            c.rounds += counts.rounds;
+            c.sub_accesses += counts.sub_accesses;
+            c.background += counts.background;
+            c.evicted += counts.evicted;
+            c.empty_evictions += counts.empty_evictions;
             c.cache_len = cache as u64;
             c.cache_max = c.cache_max.max(cache as u64);
             c.cache_sum += cache as u64;
@@ -386,8 +433,17 @@ impl Inner {
                 bound: self.cfg.cache_bound,
             });
         }
-        Ok(out)
+        Ok(())
     }
+}
+
+/// A round read and answered whose partitions' writes and commit are still to
+/// come ([`Inner::settle`]).
+struct Landing {
+    parts: Vec<StagedAccess>,
+    seq: u64,
+    intent: round::Intent,
+    counts: Counters,
 }
 
 /// Runs `work` on its own task, so that a caller that goes away (a client

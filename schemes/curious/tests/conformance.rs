@@ -140,9 +140,6 @@ impl Subject for CuriousSubject {
     fn stages(&self) -> bool {
         false
     }
-    fn answers_reads_early(&self) -> bool {
-        false
-    }
 }
 
 fn leaf_partitions(geo: &Geometry, access: &[TraceEvent]) -> Vec<u64> {

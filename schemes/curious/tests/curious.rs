@@ -170,6 +170,8 @@ async fn record(cfg: CuriousConfig, w: &dyn Fn(usize) -> Op, n: usize) -> Vec<Ve
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         e.access(vec![w(i)]).await.unwrap();
+        // A round of reads is answered before its writes: they land by the flush.
+        e.flush().await.unwrap();
         out.push(rec.take_trace());
     }
     out

@@ -303,20 +303,20 @@ impl<S: TreeScheme> Inner<S> {
         Ok(out)
     }
 
-    /// The round of [`Oram::access_staged`] (ops validated), its buckets written.
+    /// The round of [`Oram::access_staged`] (ops validated), answered once read
+    /// and applied: its buckets land when the parent commits
+    /// ([`StagedAccess::commit_all`] writes them before the commit that makes them
+    /// current).
     async fn access_staged(self: &Arc<Self>, ops: Vec<Op>) -> Result<StagedAccess> {
         let (answers, mut tail) = self.round_retrying(&ops, false).await?;
-        // The buckets are on the backend before the parent's commit makes them
-        // current.
         let land = tail.land();
-        if let Err(e) = land.await {
-            tail.finish(Err(e.to_string()));
-            return Err(e);
-        }
         let changes = tail.guard.state.stage();
-        Ok(StagedAccess::new(answers, changes, move |outcome| {
-            tail.finish(outcome)
-        }))
+        Ok(StagedAccess::landing(
+            answers,
+            changes,
+            land,
+            move |outcome| tail.finish(outcome),
+        ))
     }
 }
 
