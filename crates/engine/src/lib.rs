@@ -394,3 +394,22 @@ pub fn open_error(key: &str, e: SealError) -> OramError {
         },
     }
 }
+
+/// Runs `work` — a round of an engine — on a task of its own and waits for it. A
+/// round, once begun, must run to its end: a caller that goes away (a client
+/// disconnecting drops its request's future) must not leave a round half done
+/// (changes applied in memory but neither committed nor undone). Detached, the
+/// work finishes and its result is dropped (a staged access dropped so is
+/// undone). A panic in the work is the caller's panic; a runtime shutting down is
+/// a transient backend error.
+pub async fn detached<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    match tokio::spawn(work).await {
+        Ok(out) => out,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(OramError::Store(StoreError::Unavailable(
+            "the engine's runtime is shutting down".into(),
+        ))),
+    }
+}

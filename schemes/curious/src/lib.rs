@@ -42,8 +42,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_engine::{
-    validate_op, CheckReport, EngineStats, Formatted, Op, Oram, OramError, Parts, Quiesced, Result,
-    Shape, StagedAccess, Stat, StatKind,
+    detached, validate_op, CheckReport, EngineStats, Formatted, Op, Oram, OramError, Parts,
+    Quiesced, Result, Shape, StagedAccess, Stat, StatKind,
 };
 use oram_partition::{PartitionMap, Where};
 use oram_state::Space;
@@ -444,21 +444,6 @@ struct Landing {
     seq: u64,
     intent: round::Intent,
     counts: Counters,
-}
-
-/// Runs `work` on its own task, so that a caller that goes away (a client
-/// disconnecting) does not stop a round between its partitions' accesses and
-/// its commit.
-async fn detached<T: Send + 'static>(
-    work: impl std::future::Future<Output = Result<T>> + Send + 'static,
-) -> Result<T> {
-    match tokio::spawn(work).await {
-        Ok(out) => out,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => Err(OramError::Store(oram_blockstore::StoreError::Unavailable(
-            "the engine's runtime is shutting down".into(),
-        ))),
-    }
 }
 
 #[async_trait]

@@ -72,8 +72,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey};
 use oram_engine::{
-    validate_op, CheckReport, EngineStats, Formatted, Op, Oram, OramError, Quiesced, Result,
-    StagedAccess, Stat, StatKind,
+    detached, validate_op, CheckReport, EngineStats, Formatted, Op, Oram, OramError, Quiesced,
+    Result, StagedAccess, Stat, StatKind,
 };
 use oram_seal::Sealer;
 use oram_state::{NodeVersion, TrustedState};
@@ -317,24 +317,6 @@ impl<S: TreeScheme> Inner<S> {
             land,
             move |outcome| tail.finish(outcome),
         ))
-    }
-}
-
-/// Runs `work` on a task of its own and waits for it. A round, once begun, must
-/// run to its end: a caller that goes away — a client disconnecting drops its
-/// request's future — must not leave a round half done (changes applied in
-/// memory but neither committed nor undone, or a round marked as reading ahead
-/// for ever). Detached, the work finishes and its result is dropped (a staged
-/// access dropped so is undone). A panic in the work is the caller's panic.
-async fn detached<T: Send + 'static>(
-    work: impl std::future::Future<Output = Result<T>> + Send + 'static,
-) -> Result<T> {
-    match tokio::spawn(work).await {
-        Ok(out) => out,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => Err(OramError::Store(oram_blockstore::StoreError::Unavailable(
-            "the engine's runtime is shutting down".into(),
-        ))),
     }
 }
 
