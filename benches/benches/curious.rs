@@ -48,7 +48,6 @@ use oram_blockstore::{Accounting, BlockStore};
 use oram_curious::{Curious, CuriousConfig};
 use oram_engine::{Op, Oram, Parts, Shape};
 use oram_path::{PathConfig, PathOram};
-use oram_ring::layout::expected_reshuffles_binomial;
 use oram_ring::{EvictRead, Layout, RingConfig, RingOram, RingPreset, TreeConfig};
 use oram_seal::{MasterKey, Sealer, VolumeId};
 use oram_state::MemState;
@@ -106,14 +105,7 @@ fn path_figure(geo: &oram_path::Geometry, cached: u32) -> Figure {
 
 fn ring_figure(lay: &Layout, cached: u32) -> Figure {
     let p = lay.params;
-    let a = p.a as f64;
-    let (mut ranged, mut whole) = (0.0, 0.0);
-    for l in cached..=lay.geo.leaf_level {
-        let per = 1u64 << l;
-        let rho = expected_reshuffles_binomial(p.a as u64 * per - 1, 1.0 / per as f64, p.s);
-        ranged += 1.0 - 1.0 / (a * per as f64) - rho / a;
-        whole += (1.0 + rho) / a;
-    }
+    let (ranged, whole) = lay.expected_per_access(cached);
     Figure {
         bytes: ranged * lay.slot_sealed() as f64 + 2.0 * whole * lay.object_len() as f64,
         object: lay.object_len(),
@@ -309,10 +301,7 @@ fn bench_access(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    // Quick under `cargo bench -- --test` and under `cargo test` (which runs a bench
-    // target without `--bench`).
-    let args: Vec<String> = std::env::args().collect();
-    let fast = args.iter().any(|a| a == "--test") || !args.iter().any(|a| a == "--bench");
+    let fast = oram_benches::quick_pass();
     let (n, warm, count) = if fast {
         (1u64 << 10, 200, 300)
     } else {

@@ -206,10 +206,7 @@ fn bench_access(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    // Quick under `cargo bench -- --test` and under `cargo test` (which runs a bench
-    // target without `--bench`): the full table is for `cargo bench` only.
-    let args: Vec<String> = std::env::args().collect();
-    let fast = args.iter().any(|a| a == "--test") || !args.iter().any(|a| a == "--bench");
+    let fast = oram_benches::quick_pass();
     bandwidth_table(&rt, fast);
     let mut group = c.benchmark_group("ring_oram_access");
     group.throughput(Throughput::Elements(1));

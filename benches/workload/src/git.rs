@@ -344,54 +344,38 @@ pub fn markdown(args: &Args, rows: &[GitRow]) -> String {
                 format!("{:.2} ({sl:.2}×)", r.steps[i])
             })
             .collect();
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.config,
-            report::human(r.block_size),
-            steps.join(" | "),
-            if proxy {
-                format!("{} / {}", r.backend.get, r.backend.put)
-            } else {
-                "—".into()
-            },
-            if proxy {
+        // The proxy's own figures; the baseline has none.
+        let proxy_cells = if proxy {
+            [
+                format!("{} / {}", r.backend.get, r.backend.put),
                 format!(
                     "{:.2} / {:.2}",
                     r.backend.bytes_down as f64 / 1e6,
                     r.backend.bytes_up as f64 / 1e6
-                )
-            } else {
-                "—".into()
-            },
-            if proxy {
-                format!("{:.1}", r.local.cpu_s)
-            } else {
-                "—".into()
-            },
-            if proxy {
-                format!("{:.0}", r.local.peak_rss as f64 / 1e6)
-            } else {
-                "—".into()
-            },
-            if proxy {
+                ),
+                format!("{:.1}", r.local.cpu_s),
+                format!("{:.0}", r.local.peak_rss as f64 / 1e6),
                 format!(
                     "{:.2} / {:.2}",
                     r.local.state_live_bytes as f64 / 1e6,
                     r.local.state_file_bytes as f64 / 1e6
-                )
-            } else {
-                "—".into()
-            },
-            if proxy {
+                ),
                 format!(
                     "{:.0}× / {:.0}×",
                     r.local.outsource_ratio(),
                     r.local.outsource_ratio_with_rss()
-                )
-            } else {
-                "—".into()
-            },
+                ),
+            ]
+        } else {
+            std::array::from_fn(|_| "—".to_string())
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            r.config,
+            report::human(r.block_size),
+            steps.join(" | "),
+            proxy_cells.join(" | "),
             if r.problems.is_empty() {
                 "none".to_string()
             } else {

@@ -13,7 +13,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey, Recording, TraceEvent, Verb};
 use oram_curious::{Curious, CuriousConfig};
-use oram_engine::conformance::{block_data, chi_square, chi_square_critical_001, test_sealer};
+use oram_engine::conformance::{
+    block_data, chi_square, chi_square_critical_001, fill, test_sealer, Model,
+};
 use oram_engine::{Op, Oram, Parts, Shape};
 use oram_path::{Geometry, PathConfig, PathOram, TreeConfig};
 use oram_state::MemState;
@@ -161,11 +163,7 @@ async fn record(cfg: CuriousConfig, w: &dyn Fn(usize) -> Op, n: usize) -> Vec<Ve
     let e = curious(cfg.clone(), rec.clone());
     // Every bucket stored: every GET finds an object of full size.
     e.format(&|_, _| {}).await.unwrap();
-    for b in 0..cfg.capacity {
-        e.access(vec![Op::Write(b, block_data(b, 1, BS))])
-            .await
-            .unwrap();
-    }
+    fill(&e, &mut Model::new(), 0..cfg.capacity, 1).await;
     rec.take_trace();
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
@@ -342,11 +340,7 @@ async fn a_slow_partition_delays_every_request_alike() {
         }));
         let e = Arc::new(curious(config(capacity, partitions, 1.0, 5), rec.clone()));
         e.format(&|_, _| {}).await.unwrap();
-        for b in 0..capacity {
-            e.access(vec![Op::Write(b, block_data(b, 1, BS))])
-                .await
-                .unwrap();
-        }
+        fill(e.as_ref(), &mut Model::new(), 0..capacity, 1).await;
         rec.take_trace();
         // 64 requests, 16 at a time.
         for wave in 0..4 {

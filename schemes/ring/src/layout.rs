@@ -92,6 +92,25 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The expected backend work of one access over the uncached levels
+    /// `cached..=L`: `(ranged, whole)` — slot reads of the read path (one per
+    /// level, less the share of buckets an eviction or early reshuffle rewrote
+    /// first) and whole buckets read (and written) by evictions, every A
+    /// accesses, and early reshuffles. The analytical figure the bandwidth
+    /// measurements compare with.
+    pub fn expected_per_access(&self, cached: u32) -> (f64, f64) {
+        let p = self.params;
+        let a = p.a as f64;
+        let (mut ranged, mut whole) = (0.0, 0.0);
+        for l in cached..=self.geo.leaf_level {
+            let per = 1u64 << l;
+            let rho = expected_reshuffles_binomial(p.a as u64 * per - 1, 1.0 / per as f64, p.s);
+            ranged += 1.0 - 1.0 / (a * per as f64) - rho / a;
+            whole += (1.0 + rho) / a;
+        }
+        (ranged, whole)
+    }
+
     /// Slots per bucket, Z + S.
     pub fn slots(&self) -> usize {
         self.params.z + self.params.s

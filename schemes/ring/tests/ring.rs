@@ -24,7 +24,6 @@ use oram_engine::conformance::{
     trace_of_one_batch,
 };
 use oram_engine::{Op, Oram, OramError};
-use oram_ring::layout::expected_reshuffles_binomial;
 use oram_ring::{
     paper_bandwidth, EvictRead, RingConfig, RingOram, RingParams, RingPreset, TreeConfig,
 };
@@ -604,14 +603,7 @@ async fn measure(
     let d = acc.snapshot().since(&before);
     let lay = oram.scheme().layout();
     let p = lay.params;
-    let (a, s) = (p.a as f64, p.s);
-    let (mut ranged, mut whole) = (0.0, 0.0);
-    for l in oram.cached_levels()..=lay.geo.leaf_level {
-        let per = 1u64 << l;
-        let rho = expected_reshuffles_binomial(p.a as u64 * per - 1, 1.0 / per as f64, s);
-        ranged += 1.0 - 1.0 / (a * per as f64) - rho / a;
-        whole += (1.0 + rho) / a;
-    }
+    let (ranged, whole) = lay.expected_per_access(oram.cached_levels());
     let obj = lay.object_len() as f64;
     let slot = lay.slot_sealed() as f64;
     let n = accesses as f64;
