@@ -176,6 +176,8 @@ fn build(kind: Kind, n: u64, store: Arc<dyn BlockStore>) -> (Arc<dyn Oram>, Figu
         Kind::CuriousPath | Kind::CuriousRing => {
             let partitions = (n as f64).sqrt().ceil() as u32;
             let cfg = CuriousConfig {
+                name: "curious",
+                letter: 'c',
                 capacity: n,
                 block_size: BS,
                 partitions,

@@ -171,6 +171,9 @@ pub enum ObjectKind {
     Meta = 4,
     /// A record of the shipped state log (position = record number).
     Log = 5,
+    /// A slot of a level of an ObliviStore partition (position = level × 2^32
+    /// + offset).
+    LevelSlot = 6,
 }
 
 /// What an object *is*: bound into its seal as associated data, so that an object

@@ -164,6 +164,8 @@ impl CuriousSettings {
     pub fn config(&self, shape: &Shape) -> CuriousConfig {
         let bs = shape.block_size.max(1) as u64;
         CuriousConfig {
+            name: "curious",
+            letter: 'c',
             capacity: shape.capacity,
             block_size: shape.block_size,
             partitions: self.partitions(shape),

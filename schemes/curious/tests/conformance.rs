@@ -19,6 +19,8 @@ struct CuriousSubject {
 
 fn config(p: &Params) -> CuriousConfig {
     CuriousConfig {
+        name: "curious",
+        letter: 'c',
         capacity: p.capacity,
         block_size: p.block_size,
         partitions: PARTITIONS,

@@ -27,6 +27,8 @@ const BS: usize = 32;
 
 fn config(capacity: u64, partitions: u32, rate: f64, seed: u8) -> CuriousConfig {
     CuriousConfig {
+        name: "curious",
+        letter: 'c',
         capacity,
         block_size: BS,
         partitions,

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use crate::{draw, PartitionMap, Where};
 use bytes::{Buf, BufMut, Bytes};
 use oram_engine::{Op, OramError, Result};
-use oram_partition::{draw, PartitionMap, Where};
 use oram_state::StateError;
 use rand::Rng;
 use rand_chacha::ChaCha20Rng;
@@ -283,7 +283,11 @@ impl Intent {
 
     /// Decodes a record [`Intent::encode`] wrote.
     pub(crate) fn decode(mut buf: &[u8]) -> Result<Self> {
-        let bad = || OramError::State(StateError::Corrupt("a CURIOUS intent record".into()));
+        let bad = || {
+            OramError::State(StateError::Corrupt(
+                "a partition framework's intent record".into(),
+            ))
+        };
         let need = |buf: &[u8], n: usize| {
             if buf.remaining() < n {
                 Err(bad())
@@ -323,8 +327,11 @@ impl Intent {
     /// began (its evictions redone; the blocks' data from the cache). A record
     /// that does not fit the map is a corrupt state.
     pub(crate) fn replan(&self, map: &mut PartitionMap) -> Result<Plan> {
-        let corrupt =
-            |what: String| OramError::State(StateError::Corrupt(format!("CURIOUS intent: {what}")));
+        let corrupt = |what: String| {
+            OramError::State(StateError::Corrupt(format!(
+                "partition framework intent: {what}"
+            )))
+        };
         let mut plan = Plan::default();
         for (p, ops) in &self.subs {
             if *p >= map.partitions() {

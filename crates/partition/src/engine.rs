@@ -1,0 +1,665 @@
+//! The partition framework's engine: `P` partitions, each an ordinary engine
+//! (a sub-engine) in its own space of the trusted state and under its own
+//! backend prefix, served in rounds. CURIOUS plugs in Path or Ring ORAM trees,
+//! ObliviStore its hierarchical partitions.
+//!
+//! The position map block → partition and the eviction cache live in this
+//! engine's own space ([`PartitionMap`]).
+//!
+//! **A round** of up to `max_batch` ops (see `round.rs`): every op makes one
+//! sub-engine access — a take of its block from the partition holding it, or a
+//! dummy access of the partition its cached block is assigned to, or of a
+//! uniformly random one; one block waiting in the eviction cache for that
+//! partition rides on the access as an insert (no access of its own); with
+//! probability ν − 1 a background eviction makes a dummy access of a uniformly
+//! random partition carrying one more. Every block the round named goes to the
+//! eviction cache assigned to a fresh random partition (or is forgotten if
+//! taken). The partitions' accesses run **concurrently**, each staged; then
+//! **one commit** covers them all and the map, so a block moving from `p` to
+//! `p′` is never lost or stored twice at any instant of a crash.
+//!
+//! **What the storage server observes per round of `k` ops:** `k` sub-engine
+//! accesses to i.i.d. uniformly random partitions plus Binomial(k, ν − 1)
+//! background ones, each partition's accesses as its engine shows them. Which
+//! partitions are accessed is independent of the blocks: a block's partition
+//! was drawn at its last access and is revealed once, when it is next accessed.
+//! Rounds are strictly one after the other: a request waits for the round
+//! before it, whichever partitions either touches, so waiting never reveals
+//! that two requests share a partition (the TaoStore attack on the published
+//! CURIOUS code, which let a request for a block in transit proceed while one
+//! for another block of a busy partition waited). One slow partition delays the
+//! round it is in, and so every request after it, alike.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use crate::{round, PartitionMap, Where};
+use async_trait::async_trait;
+use bytes::Bytes;
+use oram_engine::{
+    detached, validate_op, CheckReport, EngineStats, Formatted, Op, Oram, OramError, Parts,
+    Quiesced, Result, Shape, StagedAccess, Stat, StatKind,
+};
+use oram_state::Space;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+/// Parameters of a partitioned engine.
+#[derive(Clone, Debug)]
+pub struct PartitionedConfig {
+    /// The engine's name (`curious`, `oblivistore`): [`Oram::name`].
+    pub name: &'static str,
+    /// The letter of the partitions' backend prefixes, `<prefix>/<letter>/<p>`.
+    pub letter: char,
+    /// Logical blocks (ids `0..capacity`).
+    pub capacity: u64,
+    /// Bytes per block.
+    pub block_size: usize,
+    /// Partitions (`P`).
+    pub partitions: u32,
+    /// Most ops in one round; longer batches are split.
+    pub max_batch: usize,
+    /// Evictions per access (ν ≥ 1): one rides on the access, and a background
+    /// one follows with probability ν − 1.
+    pub eviction_rate: f64,
+    /// Largest eviction cache allowed after a round, in blocks; above it an access
+    /// fails with [`OramError::StashOverflow`] (applied, nothing lost).
+    pub cache_bound: usize,
+    /// Attempts of a round within one access: a round a transient backend
+    /// failure interrupted is repeated exactly (as reads), then the access's own
+    /// round drawn again, up to this many times in all.
+    pub round_attempts: u32,
+    /// Seed of the random choices; `None` (production) seeds from the OS.
+    pub rng_seed: Option<[u8; 32]>,
+}
+
+impl PartitionedConfig {
+    /// Ops one partition's sub-ORAM may get in a round: an access and an insert
+    /// per op, a dummy and an insert per background eviction.
+    pub fn sub_batch(&self) -> usize {
+        self.max_batch.saturating_mul(4)
+    }
+
+    /// The blocks a partition's sub-ORAM is sized for: the mean load
+    /// `capacity / P` plus ten standard deviations (a partition holding more
+    /// still works; its tree is fuller), at most the capacity.
+    pub fn sub_capacity(&self) -> u64 {
+        let mean = self.capacity.div_ceil(u64::from(self.partitions.max(1)));
+        (mean + (10.0 * (mean as f64).sqrt()).ceil() as u64 + 4).min(self.capacity)
+    }
+
+    /// The space of partition `p`'s sub-ORAM, for an engine in space `base`:
+    /// `(base + 1) · 2^16 + p`, apart from every other engine's.
+    pub fn sub_space(base: Space, p: u32) -> Space {
+        Space(((base.0 + 1) << 16) | p)
+    }
+
+    /// The backend prefix of partition `p`'s sub-engine under `prefix`.
+    pub fn sub_prefix(&self, prefix: &str, p: u32) -> String {
+        format!("{prefix}/{}/{p}", self.letter)
+    }
+}
+
+/// Builds partition `p`'s sub-engine of `shape` from `parts`.
+pub type BuildSub<'a> = &'a dyn Fn(u32, &Shape, Parts) -> Result<Arc<dyn Oram>>;
+
+/// A partitioned engine. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct Partitioned {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: PartitionedConfig,
+    subs: Vec<Arc<dyn Oram>>,
+    /// The position map, the eviction cache and the random generator; held for
+    /// a whole round, so rounds run one after the other.
+    round: Arc<tokio::sync::Mutex<Framework>>,
+    /// Counters (read by `stats`).
+    stats: Mutex<Counters>,
+}
+
+struct Framework {
+    map: PartitionMap,
+    rng: ChaCha20Rng,
+    /// The next intent record's number.
+    seq: u64,
+    /// A round whose accesses went out but that did not commit (a failure, or a
+    /// crash before this start): repeated exactly, as reads, before any other.
+    sticky: Option<(u64, round::Intent)>,
+}
+
+#[derive(Default, Clone)]
+struct Counters {
+    repeated: u64,
+    accesses: u64,
+    rounds: u64,
+    sub_accesses: u64,
+    background: u64,
+    evicted: u64,
+    empty_evictions: u64,
+    cache_len: u64,
+    cache_max: u64,
+    cache_sum: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Partitioned {
+    /// An engine whose map lives in `parts.state` and whose partition `p`
+    /// is built by `build_sub` over the same store and sealer, with the sibling
+    /// space [`PartitionedConfig::sub_space`] and prefix
+    /// [`PartitionedConfig::sub_prefix`] of `sub_shape.prefix`.
+    pub fn new(
+        cfg: PartitionedConfig,
+        parts: Parts,
+        sub_shape: &Shape,
+        build_sub: BuildSub<'_>,
+    ) -> Result<Self> {
+        if cfg.partitions == 0 || cfg.partitions > 1 << 16 {
+            return Err(OramError::Config("partitions must be 1 to 65536".into()));
+        }
+        if !(1.0..=2.0).contains(&cfg.eviction_rate) {
+            return Err(OramError::Config(
+                "the eviction rate must be 1.0 to 2.0".into(),
+            ));
+        }
+        if cfg.capacity == 0 || cfg.block_size == 0 || cfg.max_batch == 0 {
+            return Err(OramError::Config(
+                "capacity, block size and round size must be positive".into(),
+            ));
+        }
+        let base = parts.state.space();
+        let mut subs = Vec::with_capacity(cfg.partitions as usize);
+        for p in 0..cfg.partitions {
+            let state = parts.state.sibling(PartitionedConfig::sub_space(base, p))?;
+            let shape = Shape {
+                prefix: cfg.sub_prefix(&sub_shape.prefix, p),
+                ..sub_shape.clone()
+            };
+            let sub = build_sub(
+                p,
+                &shape,
+                Parts {
+                    store: parts.store.clone(),
+                    sealer: parts.sealer.clone(),
+                    state,
+                },
+            )?;
+            if sub.block_size() != cfg.block_size || sub.id_limit() < cfg.capacity {
+                return Err(OramError::Config(format!(
+                    "partition {p}'s engine takes blocks of {} bytes with ids below {}, \
+                     not {} bytes below {}",
+                    sub.block_size(),
+                    sub.id_limit(),
+                    cfg.block_size,
+                    cfg.capacity
+                )));
+            }
+            subs.push(sub);
+        }
+        let map = PartitionMap::load(parts.state, cfg.partitions)?;
+        let intents = map.intents();
+        let seq = intents.last().map_or(0, |(s, _)| s + 1);
+        let sticky = match intents.into_iter().next() {
+            Some((s, bytes)) => Some((s, round::Intent::decode(&bytes)?)),
+            None => None,
+        };
+        let rng = match cfg.rng_seed {
+            Some(seed) => ChaCha20Rng::from_seed(seed),
+            None => ChaCha20Rng::from_entropy(),
+        };
+        let cache = map.cache_len() as u64;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                cfg,
+                subs,
+                round: Arc::new(tokio::sync::Mutex::new(Framework {
+                    map,
+                    rng,
+                    seq,
+                    sticky,
+                })),
+                stats: Mutex::new(Counters {
+                    cache_len: cache,
+                    cache_max: cache,
+                    ..Counters::default()
+                }),
+            }),
+        })
+    }
+
+    /// The sub-engine of partition `p` (tests, statistics).
+    pub fn partition(&self, p: u32) -> &Arc<dyn Oram> {
+        &self.inner.subs[p as usize]
+    }
+}
+
+impl Inner {
+    /// Serves `ops` in rounds of at most `max_batch`.
+    async fn access(self: Arc<Self>, mut ops: Vec<Op>) -> Result<Vec<Bytes>> {
+        let mut out = Vec::with_capacity(ops.len());
+        while !ops.is_empty() {
+            let rest = ops.split_off(ops.len().min(self.cfg.max_batch));
+            out.extend(self.round(ops).await?);
+            ops = rest;
+        }
+        Ok(out)
+    }
+
+    /// One round of `ops`: an interrupted round first (repeated exactly, as
+    /// reads), then this one; a transient backend failure repeats both, up to
+    /// `round_attempts` times in all. A round of reads is answered once read: its
+    /// partitions' writes and its commit go on behind, holding the round lock
+    /// (the next round waits for them; if they fail, the round is repeated first
+    /// thing by the next one). A round that writes is answered once durable.
+    async fn round(self: &Arc<Self>, ops: Vec<Op>) -> Result<Vec<Bytes>> {
+        let mut g = self.round.clone().lock_owned().await;
+        let mut pause = std::time::Duration::from_millis(20);
+        let mut attempt = 1;
+        let reads_only = !ops.iter().any(Op::mutates);
+        loop {
+            let result = match g.sticky.take() {
+                Some((seq, intent)) => match self.repeat(&mut g, seq, intent).await {
+                    Ok(landing) => self.settle(&mut g, landing).await.map(|()| None),
+                    Err(e) => Err(e),
+                },
+                None => match self.execute(&mut g, ops.clone()).await {
+                    Ok((out, landing)) if reads_only => {
+                        let inner = self.clone();
+                        tokio::spawn(async move {
+                            let mut g = g;
+                            // A failure leaves the round to be repeated by the next.
+                            let _ = inner.settle(&mut g, landing).await;
+                        });
+                        return Ok(out);
+                    }
+                    Ok((out, landing)) => self.settle(&mut g, landing).await.map(|()| Some(out)),
+                    Err(e) => Err(e),
+                },
+            };
+            match result {
+                Ok(Some(out)) => return Ok(out),
+                Ok(None) => {}
+                Err(OramError::Store(e))
+                    if attempt < self.cfg.round_attempts && e.is_transient() =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Stages an interrupted round's accesses again, exactly, its ops as reads
+    /// (their answers go nowhere).
+    async fn repeat(&self, fw: &mut Framework, seq: u64, intent: round::Intent) -> Result<Landing> {
+        lock(&self.stats).repeated += 1;
+        let plan = match intent.replan(&mut fw.map) {
+            Ok(plan) => plan,
+            Err(e) => {
+                fw.map.rollback()?;
+                fw.sticky = Some((seq, intent));
+                return Err(e);
+            }
+        };
+        let reads = plan.reads();
+        self.run(fw, seq, intent, plan, reads).await.map(|(_, l)| l)
+    }
+
+    /// Plans a fresh round of `ops`, records its intent, stages it.
+    async fn execute(&self, fw: &mut Framework, ops: Vec<Op>) -> Result<(Vec<Bytes>, Landing)> {
+        let background = self.cfg.eviction_rate - 1.0;
+        let plan = round::plan(&mut fw.map, &mut fw.rng, &ops, background)?;
+        let intent = plan.intent();
+        let seq = fw.seq;
+        fw.seq += 1;
+        // Durable here before any access goes out: a crash repeats the round.
+        if let Err(e) = fw
+            .map
+            .stage_intent(seq, Some(intent.encode()))
+            .commit_local()
+            .await
+        {
+            fw.map.rollback()?;
+            return Err(e.into());
+        }
+        self.run(fw, seq, intent, plan, ops).await
+    }
+
+    /// The partitions' staged accesses of `plan`, at once, and the answers (the
+    /// map changed in memory, nothing committed). A failure undoes the round in
+    /// memory and keeps it to be repeated.
+    async fn run(
+        &self,
+        fw: &mut Framework,
+        seq: u64,
+        intent: round::Intent,
+        plan: round::Plan,
+        ops: Vec<Op>,
+    ) -> Result<(Vec<Bytes>, Landing)> {
+        let staged = futures::future::join_all(
+            plan.subs
+                .iter()
+                .map(|(&p, sub_ops)| self.subs[p as usize].access_staged(sub_ops.clone())),
+        )
+        .await;
+        let mut parts = Vec::with_capacity(staged.len());
+        let mut failed = None;
+        for s in staged {
+            match s {
+                Ok(s) => parts.push(s),
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        if let Some(e) = failed {
+            // Every partition's access is undone (and kept by its engine to be
+            // finished), and so are the map's evictions.
+            drop(parts);
+            fw.map.rollback()?;
+            fw.sticky = Some((seq, intent));
+            return Err(e);
+        }
+        let answers: BTreeMap<u32, Vec<Bytes>> = plan
+            .subs
+            .keys()
+            .zip(&parts)
+            .map(|(&p, s)| (p, s.answers().to_vec()))
+            .collect();
+        let counts = Counters {
+            accesses: ops.len() as u64,
+            rounds: 1,
+            sub_accesses: plan.accesses(),
+            background: plan.background,
+            evicted: plan.evicted,
+            empty_evictions: plan.empty_evictions,
+            ..Counters::default()
+        };
+        let out = round::finish(&mut fw.map, &plan, ops, &answers, self.cfg.block_size);
+        fw.map.clear_intent(seq);
+        Ok((
+            out,
+            Landing {
+                parts,
+                seq,
+                intent,
+                counts,
+            },
+        ))
+    }
+
+    /// Lands every partition's writes and commits the round (dropping its intent
+    /// record); a failure undoes it in memory and keeps it to be repeated. Then
+    /// the counters, and the eviction cache's bound.
+    async fn settle(&self, fw: &mut Framework, landing: Landing) -> Result<()> {
+        let Landing {
+            parts,
+            seq,
+            intent,
+            counts,
+        } = landing;
+        if let Err(e) = StagedAccess::commit_all(parts, fw.map.stage()).await {
+            fw.map.rollback()?;
+            fw.sticky = Some((seq, intent));
+            return Err(e);
+        }
+        fw.map.settle();
+        let cache = fw.map.cache_len();
+        {
+            let mut c = lock(&self.stats);
+            c.accesses += counts.accesses;
+            c.rounds += counts.rounds;
+            c.sub_accesses += counts.sub_accesses;
+            c.background += counts.background;
+            c.evicted += counts.evicted;
+            c.empty_evictions += counts.empty_evictions;
+            c.cache_len = cache as u64;
+            c.cache_max = c.cache_max.max(cache as u64);
+            c.cache_sum += cache as u64;
+        }
+        if cache > self.cfg.cache_bound {
+            return Err(OramError::StashOverflow {
+                size: cache,
+                bound: self.cfg.cache_bound,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A round read and answered whose partitions' writes and commit are still to
+/// come ([`Inner::settle`]).
+struct Landing {
+    parts: Vec<StagedAccess>,
+    seq: u64,
+    intent: round::Intent,
+    counts: Counters,
+}
+
+#[async_trait]
+impl Oram for Partitioned {
+    fn name(&self) -> &'static str {
+        self.inner.cfg.name
+    }
+
+    fn block_size(&self) -> usize {
+        self.inner.cfg.block_size
+    }
+
+    fn capacity(&self) -> u64 {
+        self.inner.cfg.capacity
+    }
+
+    /// Observed: see the crate documentation — per op one sub-ORAM access of a
+    /// uniformly random partition, plus background evictions at rate ν − 1.
+    async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>> {
+        for op in &ops {
+            validate_op(op, self.inner.cfg.capacity, self.inner.cfg.block_size)?;
+        }
+        let inner = self.inner.clone();
+        detached(inner.access(ops)).await
+    }
+
+    /// Every partition's write-backs are on the backend.
+    async fn flush(&self) -> Result<()> {
+        let _g = self.inner.round.lock().await;
+        for sub in &self.inner.subs {
+            sub.flush().await?;
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> EngineStats {
+        let c = lock(&self.inner.stats).clone();
+        let mut s = EngineStats {
+            accesses: c.accesses,
+            rounds: c.rounds,
+            stash_len: c.cache_len,
+            stash_max: c.cache_max,
+            stash_sum: c.cache_sum,
+            ..EngineStats::default()
+        };
+        let mut sub_stash = 0;
+        let mut sub_stash_max = 0;
+        for sub in &self.inner.subs {
+            let st = sub.stats();
+            s.pending_writebacks += st.pending_writebacks;
+            s.writeback_retries += st.writeback_retries;
+            sub_stash += st.stash_len;
+            sub_stash_max = sub_stash_max.max(st.stash_max);
+        }
+        let stat = |name, help, kind, value| Stat {
+            name,
+            help,
+            kind,
+            value,
+        };
+        s.extra = vec![
+            stat(
+                "rounds_repeated_total",
+                "Rounds repeated as the same accesses after a failure or crash interrupted them.",
+                StatKind::Counter,
+                c.repeated,
+            ),
+            stat(
+                "sub_accesses_total",
+                "Sub-ORAM accesses made (one per op, one per background eviction).",
+                StatKind::Counter,
+                c.sub_accesses,
+            ),
+            stat(
+                "background_evictions_total",
+                "Background evictions (a dummy access of a random partition each).",
+                StatKind::Counter,
+                c.background,
+            ),
+            stat(
+                "evicted_blocks_total",
+                "Blocks written from the eviction cache into their partition.",
+                StatKind::Counter,
+                c.evicted,
+            ),
+            stat(
+                "empty_evictions_total",
+                "Evictions that found no block waiting for their partition.",
+                StatKind::Counter,
+                c.empty_evictions,
+            ),
+            stat(
+                "partition_stash_blocks",
+                "Blocks in the partitions' own stashes now, all partitions.",
+                StatKind::Gauge,
+                sub_stash,
+            ),
+            stat(
+                "partition_stash_max_blocks",
+                "Largest stash of any one partition seen.",
+                StatKind::Gauge,
+                sub_stash_max,
+            ),
+        ];
+        s
+    }
+
+    /// Holds off rounds, then quiesces every partition.
+    async fn quiesce(&self) -> Result<Quiesced> {
+        let g = self.inner.round.clone().lock_owned().await;
+        let mut held = Vec::with_capacity(self.inner.subs.len());
+        for sub in &self.inner.subs {
+            held.push(sub.quiesce().await?);
+        }
+        Ok(Quiesced::new((g, held)))
+    }
+
+    /// Checks every partition, then that the map and the partitions agree: every
+    /// block the map places in partition `p` is stored there and nowhere else,
+    /// and no partition stores a block the map does not place there.
+    ///
+    /// Observed: each partition's check, one after the other.
+    async fn check(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<CheckReport> {
+        let g = self.inner.round.lock().await;
+        let subs = &self.inner.subs;
+        let total = subs.len() as u64;
+        let mut report = CheckReport::default();
+        let mut found: HashMap<u64, u32> = HashMap::new();
+        progress(0, total);
+        for (p, sub) in subs.iter().enumerate() {
+            let r = sub.check(&|_, _| {}).await?;
+            report.objects_read += r.objects_read;
+            report.objects_bad += r.objects_bad;
+            report.stash_len += r.stash_len;
+            let unlisted = r.problems_total.saturating_sub(r.problems.len() as u64);
+            for line in r.problems {
+                report.problem(format!("partition {p}: {line}"));
+            }
+            report.problems_total += unlisted;
+            for b in r.written_blocks {
+                if let Some(q) = found.insert(b, p as u32) {
+                    report.problem(format!("block {b} stored in partitions {q} and {p}"));
+                }
+            }
+            progress(p as u64 + 1, total);
+        }
+        let map = &g.map;
+        let mut placed = BTreeSet::new();
+        for (b, at) in map.all() {
+            match at {
+                Where::Stored(p) => {
+                    placed.insert(b);
+                    match found.get(&b) {
+                        Some(&q) if q == p => {}
+                        Some(&q) => report.problem(format!(
+                            "block {b} belongs in partition {p} but is stored in {q}"
+                        )),
+                        None if report.objects_bad == 0 => report.problem(format!(
+                            "block {b} belongs in partition {p} but is stored nowhere"
+                        )),
+                        None => {}
+                    }
+                }
+                Where::Cached(_) => {
+                    if let Some(q) = found.get(&b) {
+                        report.problem(format!(
+                            "block {b} is in the eviction cache and stored in partition {q}"
+                        ));
+                    }
+                    found.insert(b, u32::MAX);
+                }
+                Where::Nowhere => {}
+            }
+        }
+        for (&b, &p) in &found {
+            if p != u32::MAX && !placed.contains(&b) {
+                report.problem(format!(
+                    "partition {p} stores block {b}, which the map does not place there"
+                ));
+            }
+        }
+        report.stash_len += map.cache_len() as u64;
+        report.finish(std::iter::empty(), found, 0);
+        Ok(report)
+    }
+
+    /// Every partition's unreferenced objects. Observed: each partition's LIST
+    /// and DELETEs.
+    async fn sweep(&self) -> Result<u64> {
+        let _g = self.inner.round.lock().await;
+        let mut n = 0;
+        for sub in &self.inner.subs {
+            n += sub.sweep().await?;
+        }
+        Ok(n)
+    }
+
+    /// Formats every partition, one after the other; `progress` counts the
+    /// positions of all partitions (every partition has as many). Observed: each
+    /// partition's format in turn.
+    async fn format(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<Formatted> {
+        let _g = self.inner.round.lock().await;
+        let mut done = Formatted::default();
+        let subs = &self.inner.subs;
+        let count = subs.len() as u64;
+        for sub in subs {
+            let offset = done.positions;
+            let f = sub.format(&|d, t| progress(offset + d, t * count)).await?;
+            done.positions += f.positions;
+            done.written += f.written;
+        }
+        if subs.is_empty() || done.positions == 0 {
+            progress(0, 0);
+        }
+        Ok(done)
+    }
+}
+
+impl std::fmt::Debug for Partitioned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partitioned")
+            .field("cfg", &self.inner.cfg)
+            .finish_non_exhaustive()
+    }
+}
