@@ -1,0 +1,686 @@
+//! One hierarchical partition (the SSS partition ORAM, seed 002 §2.2, as
+//! ObliviStore uses it): levels `0..=top`, level `ℓ` filled or empty, a filled
+//! level one backend object `<prefix>/<ℓ>/<slot>` of `2^(ℓ+1)` sealed slots.
+//!
+//! It serves its framework's sub-accesses only: a batch is a sequence of
+//! accesses (`Take` or `Dummy`), each followed by at most one `Insert`. Each
+//! access is a **partition read** — one slot of every filled level: the block's
+//! own slot at its level, the level's next unread dummy elsewhere — and then a
+//! **partition write** (the eviction into this partition riding on the access):
+//! the insert's block, or nothing, with the unread real blocks of the levels the
+//! eviction counter empties, shuffled under a fresh permutation into the level
+//! it fills, which is written whole, under a fresh version, to a slot that is
+//! neither live nor the last checkpoint's ([`SlotPolicy::BeforeCommit`]). A
+//! shuffle reads **exactly `2^ℓ` slots of each level it empties**: every unread
+//! real block and the next unread dummies — never a count that depends on how
+//! many real blocks the level still holds.
+//!
+//! **What the storage server observes per access:** one ranged GET per filled
+//! level (which levels are filled is a function of the number of evictions into
+//! the partition so far), then `2^ℓ` ranged GETs of each level emptied, all at
+//! once, then one PUT of the level built (its size a function of the same
+//! counter). The offsets read in a level are distinct, and under the level's
+//! uniformly random permutation they are uniformly random among its unread slots
+//! whichever block the access is for. A round repeated after a failure reads
+//! the same slots (dummies are read in an order fixed at the shuffle).
+//!
+//! Every backend write lands before the access returns; the trusted-state
+//! changes are staged for the framework's one commit.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::{BufMut, Bytes};
+use oram_blockstore::{BlockStore, ObjKey};
+use oram_engine::{
+    open_error, validate_op, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result,
+    StagedAccess, Stat, StatKind,
+};
+use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
+use oram_state::{NodeVersion, SlotPolicy, StateError, TrustedState, NO_SLOT, SLOTS};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use tokio::sync::Semaphore;
+
+use crate::levels::{eviction_target, join, split, Geometry, Layout, DUMMY, SLOT_HEADER};
+
+/// How one hierarchical partition is built.
+#[derive(Clone, Debug)]
+pub struct HierarchyConfig {
+    /// The levels.
+    pub geometry: Geometry,
+    /// Block ids are `0..id_limit`.
+    pub id_limit: u64,
+    /// Backend key prefix of the partition (`<volume>/o/<p>`).
+    pub prefix: String,
+    /// Seed of the random permutations; `None` seeds from the OS.
+    pub rng_seed: Option<[u8; 32]>,
+}
+
+/// One hierarchical partition (see the module documentation).
+#[derive(Clone)]
+pub struct Hierarchy {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: HierarchyConfig,
+    store: Arc<dyn BlockStore>,
+    sealer: Arc<Sealer>,
+    space: u32,
+    /// The shuffle buffer, in slots, shared by every partition of the engine.
+    shuffle: Arc<Semaphore>,
+    /// The trusted state and the permutations' generator; held for a whole
+    /// staged access, until the framework's commit is settled.
+    core: Arc<tokio::sync::Mutex<Core>>,
+    /// Counters (read by `stats`).
+    stats: Mutex<Counters>,
+}
+
+struct Core {
+    state: Box<dyn TrustedState>,
+    rng: ChaCha20Rng,
+    /// For each level written by the access being staged, its version as last
+    /// committed: a second write of the level in the same access spares the
+    /// same slots as the first.
+    committed: HashMap<u32, NodeVersion>,
+}
+
+#[derive(Clone, Default)]
+struct Counters {
+    accesses: u64,
+    shuffles: u64,
+    top_shuffles: u64,
+    slots_read: u64,
+    slots_written: u64,
+}
+
+/// A slot to read and what it must hold.
+#[derive(Clone, Copy, Debug)]
+struct SlotRead {
+    level: u32,
+    offset: u32,
+    /// The block it holds, or [`DUMMY`].
+    holds: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn layout_key(l: u32) -> [u8; 2] {
+    [b'L', l as u8]
+}
+
+fn counter_key(l: u32) -> [u8; 2] {
+    [b'N', l as u8]
+}
+
+impl Hierarchy {
+    /// A partition over `store`, with its trusted state in `state` (as last
+    /// committed), sharing the shuffle buffer `shuffle` (permits in slots).
+    pub fn new(
+        cfg: HierarchyConfig,
+        store: Arc<dyn BlockStore>,
+        sealer: Arc<Sealer>,
+        state: Box<dyn TrustedState>,
+        shuffle: Arc<Semaphore>,
+    ) -> Result<Self> {
+        if cfg.geometry.top > 30 || cfg.geometry.block_size == 0 {
+            return Err(OramError::Config(
+                "a partition's top level must be at most 30, blocks non-empty".into(),
+            ));
+        }
+        ObjKey::new(format!("{}/0/0", cfg.prefix))
+            .map_err(|e| OramError::Config(format!("prefix: {e}")))?;
+        let rng = match cfg.rng_seed {
+            Some(seed) => ChaCha20Rng::from_seed(seed),
+            None => ChaCha20Rng::from_entropy(),
+        };
+        let space = state.space().0;
+        let me = Self {
+            inner: Arc::new(Inner {
+                cfg,
+                store,
+                sealer,
+                space,
+                shuffle,
+                core: Arc::new(tokio::sync::Mutex::new(Core {
+                    state,
+                    rng,
+                    committed: HashMap::new(),
+                })),
+                stats: Mutex::new(Counters::default()),
+            }),
+        };
+        Ok(me)
+    }
+}
+
+impl Inner {
+    fn geo(&self) -> Geometry {
+        self.cfg.geometry
+    }
+
+    fn key(&self, l: u32, slot: u8) -> ObjKey {
+        ObjKey::new(format!("{}/{l}/{slot}", self.cfg.prefix)).expect("prefix validated")
+    }
+
+    fn identity(&self, l: u32, offset: u32, nv: NodeVersion) -> ObjectIdentity {
+        ObjectIdentity {
+            kind: ObjectKind::LevelSlot,
+            space: self.space,
+            position: join(l, offset),
+            version: nv.version,
+            generation: nv.generation,
+        }
+    }
+
+    fn layout(&self, st: &dyn TrustedState, l: u32) -> Result<Option<Layout>> {
+        st.meta(&layout_key(l))
+            .map(|b| Layout::decode(b, self.geo().slots(l)))
+            .transpose()
+    }
+
+    /// The next unread dummy of level `l` (counted as read).
+    fn next_dummy(&self, st: &mut dyn TrustedState, l: u32, layout: &Layout) -> Result<SlotRead> {
+        let n = st
+            .meta(&counter_key(l))
+            .map(|b| u32::from_be_bytes(b[..4].try_into().unwrap_or([0; 4])))
+            .unwrap_or(0);
+        let offset = *layout.dummies.get(n as usize).ok_or_else(|| {
+            OramError::State(StateError::Corrupt(format!(
+                "level {l} of partition space {} has no unread dummy left",
+                self.space
+            )))
+        })?;
+        st.set_meta(
+            &counter_key(l),
+            Bytes::copy_from_slice(&(n + 1).to_be_bytes()),
+        );
+        Ok(SlotRead {
+            level: l,
+            offset,
+            holds: DUMMY,
+        })
+    }
+
+    /// Serves `ops` (checked), staging nothing yet; the caller stages or rolls
+    /// back.
+    async fn serve(&self, core: &mut Core, ops: &[Op]) -> Result<Vec<Bytes>> {
+        core.committed.clear();
+        let mut out = vec![Bytes::new(); ops.len()];
+        let mut i = 0;
+        while i < ops.len() {
+            let take = match &ops[i] {
+                Op::Take(b) => Some(*b),
+                Op::Dummy => None,
+                _ => unreachable!("checked by plan_batch"),
+            };
+            let insert = match ops.get(i + 1) {
+                Some(Op::Insert(b, d)) => Some((*b, d.clone())),
+                _ => None,
+            };
+            if let Some(data) = self.one(core, take, insert.clone()).await? {
+                out[i] = data;
+            }
+            i += if insert.is_some() { 2 } else { 1 };
+        }
+        Ok(out)
+    }
+
+    /// One access: the partition read of `take` (or a dummy read), then the
+    /// eviction of `insert` (or of nothing) into this partition.
+    async fn one(
+        &self,
+        core: &mut Core,
+        take: Option<u64>,
+        insert: Option<(u64, Bytes)>,
+    ) -> Result<Option<Bytes>> {
+        let geo = self.geo();
+        let st = core.state.as_mut();
+        let mut layouts: Vec<Option<Layout>> = Vec::with_capacity(geo.top as usize + 1);
+        for l in 0..=geo.top {
+            layouts.push(self.layout(st, l)?);
+        }
+        let filled: Vec<bool> = layouts.iter().map(Option::is_some).collect();
+        // The partition read.
+        let target = match take {
+            Some(b) => Some(
+                st.position(b)
+                    .map(split)
+                    .ok_or_else(|| OramError::Integrity {
+                        key: self.cfg.prefix.clone(),
+                        reason: format!("block {b} is not in this partition"),
+                    })?,
+            ),
+            None => None,
+        };
+        let mut reads = Vec::new();
+        for (l, layout) in layouts.iter().enumerate() {
+            let Some(layout) = layout else { continue };
+            let l = l as u32;
+            match (take, target) {
+                (Some(b), Some((tl, off))) if tl == l => reads.push(SlotRead {
+                    level: l,
+                    offset: off,
+                    holds: b,
+                }),
+                _ => reads.push(self.next_dummy(st, l, layout)?),
+            }
+        }
+        if let (Some(b), Some((tl, _))) = (take, target) {
+            if !filled.get(tl as usize).copied().unwrap_or(false) {
+                return Err(OramError::State(StateError::Corrupt(format!(
+                    "block {b} is recorded at empty level {tl}"
+                ))));
+            }
+            st.remove_position(b);
+        }
+        // The eviction: which level it builds from which.
+        let (j, sources) = eviction_target(&filled);
+        let mut merge = Vec::new();
+        for &l in &sources {
+            let layout = layouts[l as usize].as_ref().expect("sources are filled");
+            let mut taken = 0;
+            for &(off, b) in &layout.reals {
+                if st.position(b) == Some(join(l, off)) {
+                    merge.push(SlotRead {
+                        level: l,
+                        offset: off,
+                        holds: b,
+                    });
+                    taken += 1;
+                }
+            }
+            for _ in taken..geo.reals(l) {
+                merge.push(self.next_dummy(st, l, layout)?);
+            }
+        }
+        let reals = merge.iter().filter(|r| r.holds != DUMMY).count() as u64;
+        let total = reals + u64::from(insert.is_some());
+        if total > geo.reals(j) {
+            return Err(OramError::Config(format!(
+                "partition {} is full: {total} blocks exceed its top level's {}; nothing \
+                 was changed (the volume needs more partitions)",
+                self.cfg.prefix,
+                geo.reals(j)
+            )));
+        }
+        let _buffer = self
+            .shuffle
+            .clone()
+            .acquire_many_owned(geo.slots(j) as u32)
+            .await
+            .map_err(|_| OramError::Config("the shuffle buffer is closed".into()))?;
+        // Every slot of the read and of the shuffle, at once.
+        let all: Vec<SlotRead> = reads.iter().chain(&merge).copied().collect();
+        let versions: Vec<NodeVersion> = all.iter().map(|r| st.node(u64::from(r.level))).collect();
+        let got = self.fetch(&all, &versions).await?;
+        let answer = take
+            .map(|_| got[..reads.len()].iter().find(|(b, _)| Some(*b) == take))
+            .map(|found| found.map(|(_, d)| d.clone()).unwrap_or_default());
+        // The level built: the merged real blocks and the insert, permuted.
+        let mut items: Vec<(u64, Bytes)> = got[reads.len()..]
+            .iter()
+            .filter(|(b, _)| *b != DUMMY)
+            .cloned()
+            .collect();
+        if let Some((b, d)) = insert {
+            items.push((b, d));
+        }
+        let slots = geo.slots(j) as u32;
+        let mut order: Vec<u32> = (0..slots).collect();
+        order.shuffle(&mut core.rng);
+        let layout = Layout {
+            reals: items
+                .iter()
+                .zip(&order)
+                .map(|((b, _), &off)| (off, *b))
+                .collect(),
+            dummies: order[items.len()..].to_vec(),
+        };
+        let st = core.state.as_mut();
+        let committed = *core
+            .committed
+            .entry(j)
+            .or_insert_with(|| st.node(u64::from(j)));
+        let mut nv = committed.next(st.epoch(), st.generation(), SlotPolicy::BeforeCommit);
+        nv.version = st.node(u64::from(j)).version + 1;
+        st.set_node(u64::from(j), nv);
+        let mut plain: Vec<Option<&Bytes>> = vec![None; slots as usize];
+        for ((_, d), &off) in items.iter().zip(&order) {
+            plain[off as usize] = Some(d);
+        }
+        let mut object = Vec::with_capacity(geo.level_bytes(j) as usize);
+        let zeros = vec![0u8; geo.block_size];
+        let mut slot_plain = Vec::with_capacity(SLOT_HEADER + geo.block_size);
+        let by_offset: HashMap<u32, u64> = layout.reals.iter().copied().collect();
+        for off in 0..slots {
+            slot_plain.clear();
+            match plain[off as usize] {
+                Some(d) => {
+                    slot_plain.put_u64(by_offset[&off]);
+                    slot_plain.extend_from_slice(d);
+                }
+                None => {
+                    slot_plain.put_u64(DUMMY);
+                    slot_plain.extend_from_slice(&zeros);
+                }
+            }
+            let sealed = self
+                .sealer
+                .seal(&self.identity(j, off, nv), &slot_plain)
+                .map_err(OramError::Seal)?;
+            object.extend_from_slice(&sealed);
+        }
+        self.store
+            .put_many_redoable(vec![(self.key(j, nv.slot), object.into())])
+            .await?;
+        for &l in &sources {
+            st.remove_meta(&layout_key(l));
+            st.remove_meta(&counter_key(l));
+        }
+        for &(off, b) in &layout.reals {
+            st.set_position(b, join(j, off));
+        }
+        st.set_meta(&layout_key(j), layout.encode());
+        st.remove_meta(&counter_key(j));
+        let mut c = lock(&self.stats);
+        c.accesses += 1;
+        c.shuffles += 1;
+        if j == geo.top {
+            c.top_shuffles += 1;
+        }
+        c.slots_read += all.len() as u64;
+        c.slots_written += u64::from(slots);
+        Ok(answer)
+    }
+
+    /// Reads `slots` of the level `versions` (ranged GETs, at once) and checks each holds what it must;
+    /// returns `(block, data)` of each.
+    async fn fetch(
+        &self,
+        slots: &[SlotRead],
+        versions: &[NodeVersion],
+    ) -> Result<Vec<(u64, Bytes)>> {
+        let len = self.geo().slot_len() as u64;
+        let gets = slots.iter().zip(versions).map(|(r, &nv)| {
+            let key = self.key(r.level, nv.slot);
+            let start = u64::from(r.offset) * len;
+            async move {
+                let got = self.store.get_range(&key, start..start + len).await?;
+                Ok::<_, OramError>((key, nv, got))
+            }
+        });
+        let got = futures::future::try_join_all(gets).await?;
+        let mut out = Vec::with_capacity(slots.len());
+        for (r, (key, nv, bytes)) in slots.iter().zip(got) {
+            let bytes = match bytes {
+                Some(b) if b.len() as u64 == len => b,
+                Some(b) => {
+                    return Err(OramError::Integrity {
+                        key: key.as_str().to_string(),
+                        reason: format!("slot {} is {} bytes, not {len}", r.offset, b.len()),
+                    })
+                }
+                None => {
+                    return Err(OramError::Integrity {
+                        key: key.as_str().to_string(),
+                        reason: "the level object is missing".into(),
+                    })
+                }
+            };
+            let plain = self
+                .sealer
+                .open(&self.identity(r.level, r.offset, nv), &bytes)
+                .map_err(|e| open_error(key.as_str(), e))?;
+            let block = u64::from_be_bytes(plain[..SLOT_HEADER].try_into().expect("8 bytes"));
+            if block != r.holds {
+                return Err(OramError::Integrity {
+                    key: key.as_str().to_string(),
+                    reason: format!(
+                        "slot {} holds block {block}, the state says {}",
+                        r.offset, r.holds
+                    ),
+                });
+            }
+            out.push((block, Bytes::from(plain).slice(SLOT_HEADER..)));
+        }
+        Ok(out)
+    }
+
+    /// Checks `ops` is a framework's batch for this partition: accesses (takes
+    /// of blocks held, dummies) each followed by at most one insert of a block
+    /// not held (or taken earlier in the batch).
+    fn plan_batch(&self, st: &dyn TrustedState, ops: &[Op]) -> Result<()> {
+        let mut taken = HashSet::new();
+        let mut after_access = false;
+        for op in ops {
+            validate_op(op, self.cfg.id_limit, self.geo().block_size)?;
+            match op {
+                Op::Take(b) => {
+                    taken.insert(*b);
+                    after_access = true;
+                }
+                Op::Dummy => after_access = true,
+                Op::Insert(b, _) => {
+                    if !after_access {
+                        return Err(OramError::Unsupported(
+                            "an insert rides on the access before it (one per access)",
+                        ));
+                    }
+                    if st.position(*b).is_some() && !taken.contains(b) {
+                        return Err(OramError::Unsupported(
+                            "insert of a block the engine holds (write it instead)",
+                        ));
+                    }
+                    after_access = false;
+                }
+                Op::Read(_) | Op::Write(..) => {
+                    return Err(OramError::Unsupported(
+                        "a hierarchical partition serves its framework's takes, dummies \
+                         and inserts",
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Oram for Hierarchy {
+    fn name(&self) -> &'static str {
+        "hierarchy"
+    }
+
+    fn block_size(&self) -> usize {
+        self.inner.geo().block_size
+    }
+
+    fn capacity(&self) -> u64 {
+        self.inner.geo().reals(self.inner.geo().top)
+    }
+
+    fn id_limit(&self) -> u64 {
+        self.inner.cfg.id_limit
+    }
+
+    /// As [`Oram::access_staged`], committed alone.
+    async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>> {
+        self.access_staged(ops).await?.commit().await
+    }
+
+    /// Observed: see the module documentation — per access one slot of every
+    /// filled level, the shuffle's `2^ℓ` slots of each level emptied, one PUT.
+    async fn access_staged(&self, ops: Vec<Op>) -> Result<StagedAccess> {
+        let inner = self.inner.clone();
+        let mut g = inner.core.clone().lock_owned().await;
+        inner.plan_batch(g.state.as_ref(), &ops)?;
+        match inner.serve(&mut g, &ops).await {
+            Ok(answers) => {
+                let changes = g.state.stage();
+                Ok(StagedAccess::new(answers, changes, move |outcome| {
+                    let mut g = g;
+                    match outcome {
+                        Ok(()) => g.state.settle(),
+                        Err(_) => g.state.rollback(),
+                    }
+                }))
+            }
+            Err(e) => {
+                g.state.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    /// Nothing is written after an access returns.
+    async fn flush(&self) -> Result<()> {
+        let _g = self.inner.core.lock().await;
+        Ok(())
+    }
+
+    fn stats(&self) -> EngineStats {
+        let c = lock(&self.inner.stats).clone();
+        let stat = |name, help, value| Stat {
+            name,
+            help,
+            kind: StatKind::Counter,
+            value,
+        };
+        EngineStats {
+            accesses: c.accesses,
+            rounds: c.accesses,
+            extra: vec![
+                stat("shuffles_total", "Levels built by evictions.", c.shuffles),
+                stat(
+                    "top_shuffles_total",
+                    "Top levels rebuilt from every level.",
+                    c.top_shuffles,
+                ),
+                stat("slots_read_total", "Level slots read.", c.slots_read),
+                stat(
+                    "slots_written_total",
+                    "Level slots written.",
+                    c.slots_written,
+                ),
+            ],
+            ..EngineStats::default()
+        }
+    }
+
+    async fn quiesce(&self) -> Result<Quiesced> {
+        let g = self.inner.core.clone().lock_owned().await;
+        Ok(Quiesced::new(g))
+    }
+
+    /// Reads every filled level whole and checks every slot: each opens with
+    /// the level's version, holds the block its layout says (or a dummy), and
+    /// every block whose position is in the partition is at that slot.
+    ///
+    /// Observed: one GET per filled level, in level order.
+    async fn check(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<CheckReport> {
+        let inner = &self.inner;
+        let g = inner.core.lock().await;
+        let geo = inner.geo();
+        let mut report = CheckReport::default();
+        let mut found: HashMap<u64, u64> = HashMap::new();
+        let levels = u64::from(geo.top) + 1;
+        progress(0, levels);
+        let positions: HashMap<u64, u64> = g.state.positions().into_iter().collect();
+        let mut filled = Vec::new();
+        for l in 0..=geo.top {
+            match inner.layout(g.state.as_ref(), l) {
+                Ok(Some(layout)) => filled.push((l, layout, g.state.node(u64::from(l)))),
+                Ok(None) => {}
+                Err(e) => report.problem(format!("level {l}: {e}")),
+            }
+        }
+        let layouts: HashMap<u32, Layout> =
+            filled.iter().map(|(l, lay, _)| (*l, lay.clone())).collect();
+        for (l, layout, nv) in filled {
+            let key = inner.key(l, nv.slot);
+            let object = inner.store.get_many(std::slice::from_ref(&key)).await?;
+            report.objects_read += 1;
+            let Some(object) = object.into_iter().next().flatten() else {
+                report.objects_bad += 1;
+                report.problem(format!("level {l}: object {} is missing", key.as_str()));
+                continue;
+            };
+            if object.len() as u64 != geo.level_bytes(l) {
+                report.objects_bad += 1;
+                report.problem(format!("level {l}: {} bytes", object.len()));
+                continue;
+            }
+            let real: HashMap<u32, u64> = layout.reals.iter().copied().collect();
+            let len = geo.slot_len();
+            let mut bad = false;
+            for off in 0..geo.slots(l) as u32 {
+                let bytes = &object[off as usize * len..(off as usize + 1) * len];
+                let plain = match inner.sealer.open(&inner.identity(l, off, nv), bytes) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        bad = true;
+                        report.problem(format!("level {l} slot {off}: {e}"));
+                        continue;
+                    }
+                };
+                let block = u64::from_be_bytes(plain[..SLOT_HEADER].try_into().expect("8 bytes"));
+                let want = real.get(&off).copied().unwrap_or(DUMMY);
+                if block != want {
+                    bad = true;
+                    report.problem(format!(
+                        "level {l} slot {off} holds {block}, its layout says {want}"
+                    ));
+                } else if want != DUMMY && positions.get(&block) == Some(&join(l, off)) {
+                    found.insert(block, join(l, off));
+                }
+            }
+            if bad {
+                report.objects_bad += 1;
+            }
+            progress(u64::from(l) + 1, levels);
+        }
+        for (&b, &pos) in &positions {
+            let (l, off) = split(pos);
+            let ok = layouts
+                .get(&l)
+                .is_some_and(|lay| lay.reals.contains(&(off, b)));
+            if !ok {
+                report.problem(format!(
+                    "block {b} is recorded at level {l} slot {off}, which does not hold it"
+                ));
+            }
+        }
+        let placed: Vec<u64> = positions.keys().copied().collect();
+        report.finish(&placed, found, 0);
+        Ok(report)
+    }
+
+    /// Deletes this partition's objects no level refers to, now or in the last
+    /// checkpoint. Observed: a LIST of `<prefix>/` and DELETEs.
+    async fn sweep(&self) -> Result<u64> {
+        let inner = &self.inner;
+        let g = inner.core.lock().await;
+        let mut keep = BTreeSet::new();
+        for (pos, nv) in g.state.nodes() {
+            if nv.version == 0 || pos > u64::from(inner.geo().top) {
+                continue;
+            }
+            keep.insert(inner.key(pos as u32, nv.slot));
+            if nv.base != NO_SLOT && nv.base < SLOTS {
+                keep.insert(inner.key(pos as u32, nv.base));
+            }
+        }
+        Ok(oram_blockstore::delete_unreferenced(
+            inner.store.as_ref(),
+            &format!("{}/", inner.cfg.prefix),
+            &keep,
+        )
+        .await?)
+    }
+}

@@ -1,0 +1,295 @@
+//! The levels of one hierarchical partition: their sizes, which level an
+//! eviction builds from which, the layout of a shuffled level, and the analytical
+//! cost of an access. Synchronous and free of I/O.
+
+use bytes::{Buf, BufMut, Bytes};
+use oram_engine::{OramError, Result};
+use oram_seal::Sealer;
+use oram_state::StateError;
+
+/// The block id a dummy slot holds.
+pub(crate) const DUMMY: u64 = u64::MAX;
+
+/// Bytes of a slot's plaintext before the block: the block id.
+pub(crate) const SLOT_HEADER: usize = 8;
+
+/// The sizes of one partition's levels.
+///
+/// Level `ℓ` (0 ≤ ℓ ≤ `top`), when filled, is one backend object of `2^(ℓ+1)`
+/// sealed slots of one size: at most `2^ℓ` real blocks, the rest dummies, in a
+/// uniformly random order. The top level holds the partition's capacity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// The top level: `2^top` ≥ the blocks the partition is sized for.
+    pub top: u32,
+    /// Bytes per block.
+    pub block_size: usize,
+}
+
+/// What one partition access (a read of every filled level and the eviction
+/// that follows it) costs on average over the partition's eviction counter,
+/// once the partition has been filled to its top level.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PerAccess {
+    /// Slots read (one per filled level, and the shuffles' reads).
+    pub read_slots: f64,
+    /// Slots written (the level each eviction builds).
+    pub written_slots: f64,
+    /// GET requests (one ranged GET per slot read).
+    pub gets: f64,
+    /// PUT requests (one level object per eviction).
+    pub puts: f64,
+}
+
+impl Geometry {
+    /// The levels of a partition of `capacity` blocks.
+    pub fn for_capacity(capacity: u64, block_size: usize) -> Self {
+        Self {
+            top: capacity.max(1).next_power_of_two().trailing_zeros(),
+            block_size,
+        }
+    }
+
+    /// Slots of level `l`.
+    pub fn slots(&self, l: u32) -> u64 {
+        2u64 << l
+    }
+
+    /// Real blocks level `l` may hold.
+    pub fn reals(&self, l: u32) -> u64 {
+        1u64 << l
+    }
+
+    /// Bytes of one sealed slot.
+    pub fn slot_len(&self) -> usize {
+        Sealer::sealed_len(SLOT_HEADER + self.block_size)
+    }
+
+    /// Bytes of level `l`'s object.
+    pub fn level_bytes(&self, l: u32) -> u64 {
+        self.slots(l) * self.slot_len() as u64
+    }
+
+    /// The analytical cost of one partition access in steady state, averaged
+    /// over one cycle of the eviction counter (`2^top` evictions).
+    pub fn expected_per_access(&self) -> PerAccess {
+        let mut filled = vec![false; self.top as usize + 1];
+        filled[self.top as usize] = true;
+        let cycle = 1u64 << self.top;
+        let mut cost = PerAccess {
+            read_slots: 0.0,
+            written_slots: 0.0,
+            gets: 0.0,
+            puts: 0.0,
+        };
+        for _ in 0..cycle {
+            let reads = filled.iter().filter(|&&f| f).count() as f64;
+            let (j, sources) = eviction_target(&filled);
+            let merged: u64 = sources.iter().map(|&l| self.reals(l)).sum();
+            cost.read_slots += reads + merged as f64;
+            cost.gets += reads + merged as f64;
+            cost.written_slots += self.slots(j) as f64;
+            cost.puts += 1.0;
+            for l in sources {
+                filled[l as usize] = false;
+            }
+            filled[j as usize] = true;
+        }
+        let n = cycle as f64;
+        PerAccess {
+            read_slots: cost.read_slots / n,
+            written_slots: cost.written_slots / n,
+            gets: cost.gets / n,
+            puts: cost.puts / n,
+        }
+    }
+
+    /// An upper bound of the bytes one partition's trusted state takes in a
+    /// snapshot: its positions, every level's layout, version and dummy counter.
+    pub fn state_bound(&self) -> u64 {
+        let row = oram_engine::snapshot_row;
+        let positions = self.reals(self.top) * row(8, 8);
+        let levels: u64 = (0..=self.top)
+            .map(|l| row(2, 8 + 12 * self.slots(l)) + row(2, 4) + row(8, 48))
+            .sum();
+        positions + levels
+    }
+}
+
+/// The level an eviction builds, given which levels are filled, and the filled
+/// levels it empties into it: the lowest empty level, built from every level
+/// below it (all filled); when all are filled, the top level again, from all of
+/// them. Depends only on the partition's eviction counter.
+pub(crate) fn eviction_target(filled: &[bool]) -> (u32, Vec<u32>) {
+    let top = filled.len() as u32 - 1;
+    match filled.iter().position(|f| !f) {
+        Some(j) => (j as u32, (0..j as u32).collect()),
+        None => (top, (0..=top).collect()),
+    }
+}
+
+/// The layout of a filled level, fixed when it was shuffled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// `(offset, block)` of every real block written into the level (a block
+    /// read since is still listed: it is at this offset no more when its
+    /// position says otherwise).
+    pub reals: Vec<(u32, u64)>,
+    /// The dummy offsets in the (random) order they are read: reads and
+    /// shuffles take the next unread one (the paper's GetNextDummy), so a round
+    /// repeated after a failure reads the same slots.
+    pub dummies: Vec<u32>,
+}
+
+impl Layout {
+    /// The layout as stored in the trusted state.
+    pub fn encode(&self) -> Bytes {
+        let mut b = Vec::with_capacity(8 + 12 * self.reals.len() + 4 * self.dummies.len());
+        b.put_u32(self.reals.len() as u32);
+        for &(off, block) in &self.reals {
+            b.put_u32(off);
+            b.put_u64(block);
+        }
+        b.put_u32(self.dummies.len() as u32);
+        for &off in &self.dummies {
+            b.put_u32(off);
+        }
+        b.into()
+    }
+
+    /// Decodes a stored layout of a level of `slots` slots.
+    pub fn decode(mut b: &[u8], slots: u64) -> Result<Self> {
+        let bad = || OramError::State(StateError::Corrupt("an ObliviStore level layout".into()));
+        let take_u32 = |b: &mut &[u8]| {
+            if b.remaining() < 4 {
+                Err(bad())
+            } else {
+                Ok(b.get_u32())
+            }
+        };
+        let n = take_u32(&mut b)? as usize;
+        if n as u64 > slots || b.remaining() < n * 12 {
+            return Err(bad());
+        }
+        let mut reals = Vec::with_capacity(n);
+        for _ in 0..n {
+            let off = b.get_u32();
+            reals.push((off, b.get_u64()));
+        }
+        let d = take_u32(&mut b)? as usize;
+        if (n + d) as u64 != slots || b.remaining() != d * 4 {
+            return Err(bad());
+        }
+        let dummies: Vec<u32> = (0..d).map(|_| b.get_u32()).collect();
+        if reals
+            .iter()
+            .map(|r| r.0)
+            .chain(dummies.iter().copied())
+            .any(|o| u64::from(o) >= slots)
+        {
+            return Err(bad());
+        }
+        Ok(Self { reals, dummies })
+    }
+}
+
+/// The position a block at `offset` of level `l` is recorded at.
+pub(crate) fn join(l: u32, offset: u32) -> u64 {
+    (u64::from(l) << 32) | u64::from(offset)
+}
+
+/// The level and offset of a recorded position.
+pub(crate) fn split(pos: u64) -> (u32, u32) {
+    ((pos >> 32) as u32, pos as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evictions_follow_a_binary_counter_and_refill_the_top() {
+        let mut filled = vec![false; 3];
+        let mut seen = Vec::new();
+        for _ in 0..9 {
+            let (j, sources) = eviction_target(&filled);
+            for l in &sources {
+                filled[*l as usize] = false;
+            }
+            filled[j as usize] = true;
+            seen.push((j, sources));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (0, vec![]),
+                (1, vec![0]),
+                (0, vec![]),
+                (2, vec![0, 1]),
+                (0, vec![]),
+                (1, vec![0]),
+                (0, vec![]),
+                (2, vec![0, 1, 2]),
+                (0, vec![]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_level_is_read_at_most_as_often_as_it_has_dummies() {
+        // Every access reads each filled level once and is followed by one
+        // eviction: a level lives 2^l evictions, so at most 2^l reads, and its
+        // shuffle then takes 2^l more slots: 2^(l+1) in all, its size.
+        let top = 4;
+        let g = Geometry::for_capacity(1 << top, 8);
+        let mut filled = vec![false; top as usize + 1];
+        let mut reads = vec![0u64; top as usize + 1];
+        for _ in 0..1000 {
+            for (l, f) in filled.iter().enumerate() {
+                if *f {
+                    reads[l] += 1;
+                }
+            }
+            let (j, sources) = eviction_target(&filled);
+            for &l in &sources {
+                assert!(reads[l as usize] + g.reals(l) <= g.slots(l), "level {l}");
+                filled[l as usize] = false;
+                reads[l as usize] = 0;
+            }
+            filled[j as usize] = true;
+        }
+    }
+
+    #[test]
+    fn the_analytical_cost_counts_reads_shuffles_and_puts() {
+        // top = 1: levels 0 (2 slots) and 1 (4 slots). Steady state from {1}:
+        // evict → level 0 (reads: 1 filled level); evict → all filled, top
+        // rebuilt from 0 and 1 (reads: 2 filled + 1 + 2 merged slots).
+        let g = Geometry::for_capacity(2, 8);
+        assert_eq!(g.top, 1);
+        let c = g.expected_per_access();
+        assert_eq!(c.read_slots, (1.0 + 5.0) / 2.0);
+        assert_eq!(c.written_slots, (2.0 + 4.0) / 2.0);
+        assert_eq!(c.puts, 1.0);
+    }
+
+    #[test]
+    fn layouts_round_trip_and_bad_ones_are_corrupt() {
+        let l = Layout {
+            reals: vec![(3, 17), (0, 2)],
+            dummies: vec![1, 2],
+        };
+        assert_eq!(Layout::decode(&l.encode(), 4).unwrap(), l);
+        assert!(Layout::decode(&l.encode(), 8).is_err(), "wrong slot count");
+        let out = Layout {
+            reals: vec![(9, 1)],
+            dummies: vec![0, 1, 2],
+        };
+        assert!(
+            Layout::decode(&out.encode(), 4).is_err(),
+            "offset out of range"
+        );
+        assert!(Layout::decode(&[0, 0], 4).is_err());
+        assert_eq!(split(join(5, 77)), (5, 77));
+    }
+}

@@ -1,0 +1,143 @@
+//! ObliviStore (Stefanov & Shi, "ObliviStore: High Performance Oblivious Cloud
+//! Storage", IEEE S&P 2013): the partition framework (seed 002 §2.1) over
+//! hierarchical partitions (seed 002 §2.2).
+//!
+//! About `√N` partitions, each a [`Hierarchy`]: levels `0..=top` of `2^ℓ` real
+//! and `2^ℓ` dummy slots, filled or empty as the partition's eviction counter
+//! dictates, each shuffled under a fresh permutation and sealed under a fresh
+//! version when built. A position map block → partition and the eviction cache
+//! live in the engine's own space of the trusted state; a partition's levels,
+//! their layouts and its blocks' level and offset in the partition's own space.
+//!
+//! The engine is the partition framework's ([`oram_partition::Partitioned`]),
+//! named `oblivistore`, partitions under `<prefix>/o/<p>`: per op, one
+//! partition access — a read of the block's partition (the block's slot at its
+//! level, the next unread dummy of every other filled level), or a dummy read of
+//! the partition a cached block is assigned to, or of a uniformly random one;
+//! the block goes to the eviction cache assigned to a fresh uniformly random
+//! partition. **Evictions at the fixed rate ν**: one into the partition just
+//! read (a block waiting for it, or nothing — the shuffle is the same), and with
+//! probability ν − 1 a background one into a uniformly random partition (it
+//! reads that partition as a dummy access first: the framework's background
+//! eviction). An eviction shuffles the levels below the lowest empty one into
+//! it, reading exactly `2^ℓ` slots of each (every unread real block and the
+//! next unread dummies), and writes the new level whole before the commit that
+//! makes it live, never over a live object or the last checkpoint's.
+//!
+//! **What the storage server observes:** per round of `k` ops, `k` partition
+//! accesses of i.i.d. uniformly random partitions and Binomial(k, ν − 1)
+//! background ones, run concurrently; each is, in its partition, one ranged GET
+//! per filled level, the shuffle's ranged GETs and one PUT of the level built —
+//! counts and sizes that depend only on how many evictions the partition has had
+//! (see [`Hierarchy`]). Rounds are one after the other (the framework's).
+//!
+//! **Scheduling, and the leaks of the published implementations avoided:**
+//! there is no background shuffler whose work depends on demand: every shuffle
+//! is the eviction an access pays for, at a fixed rate, so a starved shuffler
+//! adds no work nobody paid for; a shuffle reads exactly `2^ℓ` slots of a level
+//! whatever it holds; a block waiting in the eviction cache is still *read*
+//! (a dummy read of its partition), never skipped; the shuffle buffer is a
+//! semaphore whose permits per shuffle are the size of the level built — a
+//! public quantity — so waiting for it reveals nothing.
+
+mod hierarchy;
+mod levels;
+mod settings;
+
+use std::sync::Arc;
+
+use oram_engine::{Oram, OramError, Parts, Result, Shape};
+use oram_partition::{Partitioned, PartitionedConfig};
+use tokio::sync::Semaphore;
+
+pub use hierarchy::{Hierarchy, HierarchyConfig};
+pub use levels::{Geometry, PerAccess};
+pub use settings::ObliviStoreSettings;
+
+/// Parameters of an ObliviStore engine.
+#[derive(Clone, Debug)]
+pub struct ObliviStoreConfig {
+    /// The partition framework's (name `oblivistore`, letter `o`).
+    pub framework: PartitionedConfig,
+    /// The shuffle buffer: bytes of level objects all partitions' shuffles may
+    /// hold at once (at least one top level).
+    pub shuffle_bytes: u64,
+}
+
+impl ObliviStoreConfig {
+    /// The configuration of `partitions` partitions for `capacity` blocks of
+    /// `block_size` bytes, rounds of `max_batch` ops, at the defaults: ν = 1.25,
+    /// an eviction cache of 8 blocks per partition (at least 256), a shuffle
+    /// buffer of two top levels.
+    pub fn new(capacity: u64, block_size: usize, partitions: u32, max_batch: usize) -> Self {
+        let mut cfg = Self {
+            framework: PartitionedConfig {
+                name: "oblivistore",
+                letter: 'o',
+                capacity,
+                block_size,
+                partitions,
+                max_batch,
+                eviction_rate: 1.25,
+                cache_bound: (8 * u64::from(partitions)).max(256) as usize,
+                round_attempts: 3,
+                rng_seed: None,
+            },
+            shuffle_bytes: 0,
+        };
+        let g = cfg.geometry();
+        cfg.shuffle_bytes = 2 * g.level_bytes(g.top);
+        cfg
+    }
+
+    /// The levels of every partition: its top level holds the framework's
+    /// partition capacity (the mean load plus ten standard deviations).
+    pub fn geometry(&self) -> Geometry {
+        Geometry::for_capacity(self.framework.sub_capacity(), self.framework.block_size)
+    }
+}
+
+/// Builds an ObliviStore engine whose map lives in `parts.state`, its
+/// partitions in sibling spaces, under backend prefix `prefix`.
+pub fn oblivistore(cfg: ObliviStoreConfig, parts: Parts, prefix: &str) -> Result<Partitioned> {
+    let geometry = cfg.geometry();
+    let slot = geometry.slot_len() as u64;
+    let permits = (cfg.shuffle_bytes / slot).min(Semaphore::MAX_PERMITS as u64);
+    if permits < geometry.slots(geometry.top) {
+        return Err(OramError::Config(format!(
+            "the shuffle buffer ({} bytes) must hold one top-level shuffle ({} bytes)",
+            cfg.shuffle_bytes,
+            geometry.level_bytes(geometry.top)
+        )));
+    }
+    let shuffle = Arc::new(Semaphore::new(permits as usize));
+    let sub_shape = Shape {
+        capacity: cfg.framework.sub_capacity(),
+        block_size: cfg.framework.block_size,
+        max_batch: cfg.framework.sub_batch(),
+        prefix: prefix.to_string(),
+        id_limit: Some(cfg.framework.capacity),
+    };
+    let seed = cfg.framework.rng_seed;
+    let build = move |p: u32, shape: &Shape, parts: Parts| {
+        let rng_seed = seed.map(|mut s| {
+            s[0] ^= p as u8 ^ 0x5a;
+            s[1] ^= (p >> 8) as u8;
+            s
+        });
+        let h = Hierarchy::new(
+            HierarchyConfig {
+                geometry,
+                id_limit: shape.id_limit.unwrap_or(shape.capacity),
+                prefix: shape.prefix.clone(),
+                rng_seed,
+            },
+            parts.store,
+            parts.sealer,
+            parts.state,
+            shuffle.clone(),
+        )?;
+        Ok(Arc::new(h) as Arc<dyn Oram>)
+    };
+    Partitioned::new(cfg.framework, parts, &sub_shape, &build)
+}

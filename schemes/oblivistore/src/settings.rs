@@ -1,0 +1,171 @@
+//! ObliviStore's part of the `[engine]` configuration (`kind = "oblivistore"`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use oram_engine::{adopt_value, snapshot_row, EngineSettings, Oram, Parts, Result, Shape};
+use serde::{Deserialize, Serialize};
+
+use crate::{oblivistore, ObliviStoreConfig};
+
+/// ObliviStore's settings in `[engine]` (with `kind = "oblivistore"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ObliviStoreSettings {
+    /// Partitions; 0 (the default): ⌈√capacity⌉. Fixed at creation.
+    pub oblivistore_partitions: u32,
+    /// Evictions per access, ν (1.0 to 2.0): one into the partition the access
+    /// read, a background one into a uniformly random partition with
+    /// probability ν − 1.
+    pub oblivistore_eviction_rate: f64,
+    /// The eviction cache's bound in MiB: above it an access fails with a stash
+    /// overflow (applied, nothing lost). 0 (the default): 8 blocks per
+    /// partition, at least 256 blocks.
+    pub oblivistore_cache_mib: u64,
+    /// The shuffle buffer in MiB: the level objects all partitions' shuffles
+    /// may hold at once (a shuffle waits for its share, which depends only on
+    /// the level it builds). 0 (the default): room for two top-level shuffles.
+    /// Less than one top-level shuffle is refused.
+    pub oblivistore_shuffle_mib: u64,
+}
+
+impl Default for ObliviStoreSettings {
+    fn default() -> Self {
+        Self {
+            oblivistore_partitions: 0,
+            oblivistore_eviction_rate: 1.25,
+            oblivistore_cache_mib: 0,
+            oblivistore_shuffle_mib: 0,
+        }
+    }
+}
+
+impl Eq for ObliviStoreSettings {}
+
+impl ObliviStoreSettings {
+    /// The documentation of these settings in `oram-proxy example-config`, at
+    /// their defaults, commented out (they apply with `kind = "oblivistore"`).
+    pub const EXAMPLE: &'static str = r#"# ObliviStore (kind = "oblivistore"): partitions, each a hierarchy of levels;
+# 0 = the square root of the capacity. Fixed when the data directory is created.
+# oblivistore_partitions = 0
+# ObliviStore: evictions per access (1.0 to 2.0): one into the partition just
+# read, a background one into a random partition with probability rate - 1.
+# oblivistore_eviction_rate = 1.25
+# ObliviStore: MiB the eviction cache may hold before an access fails (nothing
+# is lost); 0: 8 blocks per partition, at least 256 blocks.
+# oblivistore_cache_mib = 0
+# ObliviStore: MiB of level objects the partitions' shuffles may hold at once;
+# 0: room for two top-level shuffles.
+# oblivistore_shuffle_mib = 0
+"#;
+
+    /// The partitions of a volume of `shape`.
+    pub fn partitions(&self, shape: &Shape) -> u32 {
+        match self.oblivistore_partitions {
+            0 => ((shape.capacity as f64).sqrt().ceil() as u64).clamp(1, 1 << 16) as u32,
+            n => n,
+        }
+    }
+
+    /// The engine configuration for a volume of `shape`.
+    pub fn config(&self, shape: &Shape) -> ObliviStoreConfig {
+        let bs = shape.block_size.max(1) as u64;
+        let partitions = self.partitions(shape);
+        let mut cfg = ObliviStoreConfig::new(
+            shape.capacity,
+            shape.block_size,
+            partitions,
+            shape.max_batch,
+        );
+        cfg.framework.eviction_rate = self.oblivistore_eviction_rate;
+        cfg.framework.cache_bound = match self.oblivistore_cache_mib {
+            0 => (8 * u64::from(partitions)).max(256) as usize,
+            mib => ((mib << 20) / bs).max(1) as usize,
+        };
+        if self.oblivistore_shuffle_mib > 0 {
+            cfg.shuffle_bytes = self.oblivistore_shuffle_mib << 20;
+        }
+        cfg
+    }
+}
+
+impl EngineSettings for ObliviStoreSettings {
+    fn kind(&self) -> &'static str {
+        "oblivistore"
+    }
+
+    fn validate(&self, shape: &Shape) -> std::result::Result<(), String> {
+        if self.oblivistore_partitions > 1 << 16 {
+            return Err("oblivistore_partitions must be at most 65536".into());
+        }
+        if u64::from(self.partitions(shape)) > shape.capacity {
+            return Err("oblivistore_partitions must not exceed the capacity in blocks".into());
+        }
+        if !(1.0..=2.0).contains(&self.oblivistore_eviction_rate) {
+            return Err("oblivistore_eviction_rate must be 1.0 to 2.0".into());
+        }
+        let cfg = self.config(shape);
+        let top = cfg.geometry().level_bytes(cfg.geometry().top);
+        if cfg.shuffle_bytes < top {
+            return Err(format!(
+                "oblivistore_shuffle_mib must hold one top-level shuffle ({} MiB)",
+                top.div_ceil(1 << 20)
+            ));
+        }
+        Ok(())
+    }
+
+    fn fixed(&self, shape: &Shape) -> BTreeMap<String, String> {
+        let cfg = self.config(shape);
+        BTreeMap::from([
+            ("partitions".to_string(), self.partitions(shape).to_string()),
+            ("top_level".to_string(), cfg.geometry().top.to_string()),
+        ])
+    }
+
+    fn adopt(
+        &mut self,
+        recorded: &BTreeMap<String, String>,
+        named: &dyn Fn(&str) -> bool,
+    ) -> std::result::Result<(), String> {
+        adopt_value(
+            &mut self.oblivistore_partitions,
+            recorded,
+            "partitions",
+            "oblivistore_partitions",
+            named,
+        )
+    }
+
+    /// ν × the bytes one partition access reads **on average** (its filled
+    /// levels, and the shuffles its eviction causes, amortised over the
+    /// partition's eviction counter): a top-level shuffle reads far more at once;
+    /// its memory is bounded by the shuffle buffer instead.
+    fn round_bytes_per_op(&self, shape: &Shape) -> u64 {
+        let cfg = self.config(shape);
+        let g = cfg.geometry();
+        let per = g.expected_per_access();
+        (per.read_slots * g.slot_len() as f64 * cfg.framework.eviction_rate).ceil() as u64
+    }
+
+    fn state_bound(&self, shape: &Shape) -> u64 {
+        let cfg = self.config(shape);
+        let g = cfg.geometry();
+        let positions = shape.capacity * snapshot_row(8, 8);
+        let cache = cfg.framework.cache_bound as u64 * snapshot_row(8, shape.block_size as u64);
+        positions + cache + u64::from(cfg.framework.partitions) * g.state_bound()
+    }
+
+    /// The eviction cache's bound.
+    fn stash_bound(&self, shape: &Shape) -> u64 {
+        self.config(shape).framework.cache_bound as u64
+    }
+
+    fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
+        Ok(Arc::new(oblivistore(
+            self.config(shape),
+            parts,
+            &shape.prefix,
+        )?))
+    }
+}
