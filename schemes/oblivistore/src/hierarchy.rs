@@ -415,7 +415,13 @@ impl Inner {
                 Ok::<_, OramError>((key, nv, got))
             }
         });
-        let got = futures::future::try_join_all(gets).await?;
+        // Every request runs to its end even when one fails: what the server
+        // sees of an access does not stop at a point that depends on which
+        // request failed.
+        let got = futures::future::join_all(gets)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
         let mut out = Vec::with_capacity(slots.len());
         for (r, (key, nv, bytes)) in slots.iter().zip(got) {
             let bytes = match bytes {

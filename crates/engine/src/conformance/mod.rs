@@ -173,6 +173,16 @@ pub trait Subject: Send + Sync + 'static {
     /// Whether the engine takes block ids beyond its capacity ([`Params::id_limit`]).
     fn wide_ids(&self) -> bool;
 
+    /// Whether a round's requests go out in dependent phases (a hierarchical
+    /// partition: an access's reads, then the level it builds, then the next
+    /// access's reads of that level): a failed request ends its partition's part
+    /// of the round before the later phases, and the repeat runs them all in
+    /// order, so the failure checks compare what was fetched as multisets (the
+    /// failed attempt's requests are all in the repeat), not as prefixes.
+    fn rounds_run_in_phases(&self) -> bool {
+        false
+    }
+
     /// Whether a round may send its reads while the round before it — a round of
     /// reads, answered — is still writing and committing (the checks in
     /// `ahead.rs`).
@@ -456,6 +466,21 @@ pub fn fetches_of(trace: &[TraceEvent]) -> Vec<Seen> {
             .map(|e| (e.verb, e.key, e.range))
             .collect(),
     )
+}
+
+/// Whether every request of `needles` is in `haystack`, as often (multisets).
+pub fn contains_all(haystack: &[Seen], needles: &[Seen]) -> bool {
+    let mut left: HashMap<&Seen, usize> = HashMap::new();
+    for h in haystack {
+        *left.entry(h).or_default() += 1;
+    }
+    needles.iter().all(|n| match left.get_mut(n) {
+        Some(c) if *c > 0 => {
+            *c -= 1;
+            true
+        }
+        _ => false,
+    })
 }
 
 /// A recording of a memory store that can fail or hold requests: what the
