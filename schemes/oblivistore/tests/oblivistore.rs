@@ -1,0 +1,401 @@
+//! ObliviStore's own properties: which partitions the server sees accessed,
+//! which slots of a level it sees read, and how many requests of which sizes
+//! each access makes do not depend on the workload; the eviction cache stays
+//! small; a partition that would overflow fails cleanly and loses nothing; the
+//! bandwidth per access is the analytical figure.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use oram_blockstore::{BlockStore, Recording, TraceEvent, Verb};
+use oram_engine::conformance::{
+    block_data, chi_square, chi_square_critical_001, fill, test_sealer, Model,
+};
+use oram_engine::{Op, Oram, OramError, Parts};
+use oram_oblivistore::{oblivistore, Geometry, Hierarchy, HierarchyConfig, ObliviStoreConfig};
+use oram_partition::Partitioned;
+use oram_state::MemState;
+use oram_store_memory::MemoryStore;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::Semaphore;
+
+const BS: usize = 32;
+
+fn config(capacity: u64, partitions: u32, rate: f64, seed: u8) -> ObliviStoreConfig {
+    let mut cfg = ObliviStoreConfig::new(capacity, BS, partitions, 16);
+    cfg.framework.eviction_rate = rate;
+    cfg.framework.cache_bound = 1 << 20;
+    cfg.framework.round_attempts = 1;
+    cfg.framework.rng_seed = Some([seed; 32]);
+    cfg
+}
+
+fn engine(cfg: ObliviStoreConfig, store: Arc<dyn BlockStore>) -> Partitioned {
+    let parts = Parts {
+        store,
+        sealer: test_sealer(),
+        state: Box::new(MemState::new()),
+    };
+    oblivistore(cfg, parts, "vol0").unwrap()
+}
+
+/// `(partition, level)` of a level object's key `vol0/o/<p>/<level>/<slot>`.
+fn partition_level(key: &str) -> (u32, u32) {
+    let mut it = key.rsplit('/');
+    it.next();
+    let level = it.next().unwrap().parse().unwrap();
+    (it.next().unwrap().parse().unwrap(), level)
+}
+
+/// What an access shows apart from keys and offsets: its requests' verbs and
+/// sizes.
+fn shape_of(access: &[TraceEvent]) -> Vec<(Verb, u64)> {
+    let mut v: Vec<(Verb, u64)> = access.iter().map(|e| (e.verb, e.size)).collect();
+    v.sort_unstable_by_key(|&(verb, size)| (format!("{verb:?}"), size));
+    v
+}
+
+/// Two-sample chi-square of two histograms of equal totals, bins with fewer
+/// than 10 observations in all pooled; returns the statistic and its degrees of
+/// freedom.
+fn two_sample_chi_square<K: Ord + Clone>(a: &BTreeMap<K, u64>, b: &BTreeMap<K, u64>) -> (f64, u64) {
+    let keys: std::collections::BTreeSet<K> = a.keys().chain(b.keys()).cloned().collect();
+    let mut bins: Vec<(u64, u64)> = Vec::new();
+    let mut pool = (0u64, 0u64);
+    for k in keys {
+        let x = a.get(&k).copied().unwrap_or(0);
+        let y = b.get(&k).copied().unwrap_or(0);
+        if x + y < 10 {
+            pool.0 += x;
+            pool.1 += y;
+        } else {
+            bins.push((x, y));
+        }
+    }
+    if pool.0 + pool.1 > 0 {
+        bins.push(pool);
+    }
+    let c = bins
+        .iter()
+        .map(|&(x, y)| (x as f64 - y as f64).powi(2) / (x + y) as f64)
+        .sum();
+    (c, bins.len().saturating_sub(1).max(1) as u64)
+}
+
+type Workload = (&'static str, Box<dyn Fn(usize) -> Op>);
+
+fn workloads(capacity: u64) -> Vec<Workload> {
+    let random: Vec<Op> = {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        (0..20_000)
+            .map(|i| {
+                let b = rng.gen_range(0..capacity);
+                if rng.gen_bool(0.5) {
+                    Op::Read(b)
+                } else {
+                    Op::Write(b, block_data(b, i, BS))
+                }
+            })
+            .collect()
+    };
+    vec![
+        ("one block, reads", Box::new(|_| Op::Read(5))),
+        (
+            "one block, writes",
+            Box::new(|i| Op::Write(5, block_data(5, i as u64, BS))),
+        ),
+        (
+            "scan, reads",
+            Box::new(move |i| Op::Read(i as u64 % capacity)),
+        ),
+        (
+            "scan, writes",
+            Box::new(move |i| Op::Write(i as u64 % capacity, block_data(0, i as u64, BS))),
+        ),
+        ("random", Box::new(move |i| random[i].clone())),
+    ]
+}
+
+/// Every block written, then `n` single-op accesses of `w`, each recorded.
+async fn record(cfg: ObliviStoreConfig, w: &dyn Fn(usize) -> Op, n: usize) -> Vec<Vec<TraceEvent>> {
+    let rec = Arc::new(Recording::new(MemoryStore::new()));
+    let e = engine(cfg.clone(), rec.clone());
+    fill(&e, &mut Model::new(), 0..cfg.framework.capacity, 1).await;
+    rec.take_trace();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        e.access(vec![w(i)]).await.unwrap();
+        out.push(rec.take_trace());
+    }
+    out
+}
+
+/// Per access of one op: the partitions evicted into (one PUT per partition
+/// access) are uniform; with ν = 1 so are the pairs of consecutive accesses'
+/// partitions; no slot of a level is read twice before the level is rebuilt
+/// (over its life every slot is read exactly once: which slots are read is
+/// the same for every workload, only their order differs, and that is the
+/// level's uniformly random permutation); and the verbs and sizes of every
+/// access's requests (which depend on its partitions' eviction counters) have
+/// the same distribution across the five workloads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_server_sees_does_not_depend_on_the_workload() {
+    let (capacity, partitions, n) = (256u64, 8u32, 1200usize);
+    let geo = config(capacity, partitions, 1.0, 0).geometry();
+    let slot = geo.slot_len() as u64;
+    let p = partitions as usize;
+    for rate in [1.0, 1.25] {
+        let mut shapes: Option<BTreeMap<Vec<(Verb, u64)>, u64>> = None;
+        for (name, w) in workloads(capacity) {
+            let accesses = record(config(capacity, partitions, rate, 3), w.as_ref(), n).await;
+            let mut single = vec![0u64; p];
+            let mut pairs = vec![0u64; p * p];
+            let mut last = None;
+            let mut read: std::collections::HashMap<String, std::collections::HashSet<u64>> =
+                Default::default();
+            let mut slots_read = 0u64;
+            for a in &accesses {
+                let puts: Vec<u32> = a
+                    .iter()
+                    .filter(|e| e.verb == Verb::Put)
+                    .map(|e| partition_level(&e.key).0)
+                    .collect();
+                assert!(!puts.is_empty(), "{name}: an access evicted nowhere");
+                for &q in &puts {
+                    single[q as usize] += 1;
+                }
+                if rate == 1.0 {
+                    assert_eq!(puts.len(), 1, "{name}: ν = 1 and two evictions");
+                    if let Some(prev) = last {
+                        pairs[prev * p + puts[0] as usize] += 1;
+                    }
+                    last = Some(puts[0] as usize);
+                }
+                for e in a {
+                    match e.verb {
+                        Verb::GetRange => {
+                            let off = e.range.as_ref().unwrap().start / slot;
+                            slots_read += 1;
+                            assert!(
+                                read.entry(e.key.clone()).or_default().insert(off),
+                                "{name}: slot {off} of {} read twice",
+                                e.key
+                            );
+                        }
+                        Verb::Put => {
+                            read.remove(&e.key);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            // The shape of an access depends on its partitions' eviction
+            // counters: compared in distribution with the first workload's
+            // (two-sample chi-square over the shapes seen, rare ones pooled).
+            let mut hist: BTreeMap<Vec<(Verb, u64)>, u64> = BTreeMap::new();
+            for a in &accesses {
+                *hist.entry(shape_of(a)).or_default() += 1;
+            }
+            match &shapes {
+                None => shapes = Some(hist),
+                Some(first) => {
+                    let (c, df) = two_sample_chi_square(first, &hist);
+                    eprintln!(
+                        "ν {rate}, {name}: request shapes vs the first workload: chi-square \
+                         {c:.1} (critical {:.1}, {} shapes)",
+                        chi_square_critical_001(df),
+                        df + 1
+                    );
+                    assert!(
+                        c < chi_square_critical_001(df),
+                        "ν {rate}, {name}: request shapes differ from the first workload's ({c:.1})"
+                    );
+                }
+            }
+            let c1 = chi_square(&single);
+            eprintln!(
+                "ν {rate}, {name}: chi-square partitions {c1:.1} (critical {:.1}, {} partition \
+                 accesses), {slots_read} slots read, none twice",
+                chi_square_critical_001(p as u64 - 1),
+                single.iter().sum::<u64>()
+            );
+            assert!(
+                c1 < chi_square_critical_001(p as u64 - 1),
+                "ν {rate}, {name}: partitions not uniform ({c1:.1}): {single:?}"
+            );
+            if rate == 1.0 {
+                let c2 = chi_square(&pairs);
+                let same: u64 = (0..p).map(|i| pairs[i * p + i]).sum();
+                eprintln!(
+                    "ν 1, {name}: pairs {c2:.1} (critical {:.1}), same partition twice in a row {same} \
+                     (expected {:.0})",
+                    chi_square_critical_001((p * p) as u64 - 1),
+                    (n - 1) as f64 / p as f64
+                );
+                assert!(
+                    c2 < chi_square_critical_001((p * p) as u64 - 1),
+                    "{name}: pairs of consecutive partitions not uniform ({c2:.1})"
+                );
+            }
+        }
+    }
+}
+
+/// Random reads and writes, checked against a model; the eviction cache's
+/// largest and mean size after a round. `ORAM_OBLIVISTORE_ACCESSES` sets the
+/// number of accesses (CI: 20 000; the note's figure: 100 000).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_eviction_cache_stays_small() {
+    let accesses: usize = std::env::var("ORAM_OBLIVISTORE_ACCESSES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let (capacity, partitions) = (4096u64, 64u32);
+    let e = engine(
+        config(capacity, partitions, 1.25, 6),
+        Arc::new(MemoryStore::new()),
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut model: BTreeMap<u64, Bytes> = BTreeMap::new();
+    let zeros = Bytes::from(vec![0u8; BS]);
+    for round in 0..accesses / 16 {
+        let ops: Vec<Op> = (0..16)
+            .map(|i| {
+                let b = rng.gen_range(0..capacity);
+                if rng.gen_bool(0.5) {
+                    Op::Read(b)
+                } else {
+                    Op::Write(b, block_data(b, (round * 16 + i) as u64, BS))
+                }
+            })
+            .collect();
+        let got = e.access(ops.clone()).await.unwrap();
+        for (op, g) in ops.into_iter().zip(got) {
+            match op {
+                Op::Read(b) => assert_eq!(g, *model.get(&b).unwrap_or(&zeros), "block {b}"),
+                Op::Write(b, d) => {
+                    model.insert(b, d);
+                }
+                _ => unreachable!(),
+            }
+        }
+    }
+    let s = e.stats();
+    let mean = s.stash_mean();
+    eprintln!(
+        "eviction cache over {accesses} accesses ({} rounds): max {} blocks, mean {mean:.1}",
+        s.rounds, s.stash_max
+    );
+    assert!(mean < 8.0 * f64::from(partitions), "mean cache {mean:.1}");
+    assert!(
+        s.stash_max < 16 * u64::from(partitions),
+        "max cache {}",
+        s.stash_max
+    );
+    let rep = e.check(&|_, _| {}).await.unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    assert_eq!(rep.written_blocks.len(), model.len());
+}
+
+/// A partition asked to hold more blocks than its top level refuses the
+/// eviction before any request, changes nothing, and still serves what it holds.
+#[tokio::test]
+async fn a_partition_that_would_overflow_fails_and_loses_nothing() {
+    let store: Arc<dyn BlockStore> = Arc::new(MemoryStore::new());
+    let geometry = Geometry {
+        top: 1,
+        block_size: BS,
+    };
+    let h = Hierarchy::new(
+        HierarchyConfig {
+            geometry,
+            id_limit: 100,
+            prefix: "vol0/o/0".into(),
+            rng_seed: Some([1; 32]),
+        },
+        store.clone(),
+        test_sealer(),
+        Box::new(MemState::new()),
+        Arc::new(Semaphore::new(64)),
+    )
+    .unwrap();
+    // Levels 0 and 1 hold three blocks between shuffles; the top level (1)
+    // holds two: the eviction that would shuffle three into it is refused.
+    for b in 0..3 {
+        h.access(vec![Op::Dummy, Op::Insert(b, block_data(b, 1, BS))])
+            .await
+            .unwrap();
+    }
+    for _ in 0..3 {
+        let err = h.access(vec![Op::Dummy]).await.unwrap_err();
+        assert!(
+            matches!(&err, OramError::Config(m) if m.contains("is full")),
+            "{err}"
+        );
+    }
+    // Nothing was lost: each block is still there (a take empties room).
+    for b in 0..3 {
+        let got = h.access(vec![Op::Take(b)]).await.unwrap();
+        assert_eq!(got[0], block_data(b, 1, BS), "block {b}");
+    }
+    let rep = h.check(&|_, _| {}).await.unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    assert!(rep.written_blocks.is_empty());
+}
+
+/// Bytes per access once every partition has reached its top level: ν
+/// partition accesses, each its filled levels' slots read, its eviction's
+/// shuffle reads and the level it builds written — the geometry's analytical
+/// figure, averaged over the eviction counter — within 10 %.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bandwidth_per_access_is_the_analytical_figure() {
+    let (capacity, partitions) = (256u64, 8u32);
+    for rate in [1.0, 1.25] {
+        let cfg = config(capacity, partitions, rate, 8);
+        let geo = cfg.geometry();
+        let rec = Arc::new(Recording::new(MemoryStore::new()));
+        let e = engine(cfg.clone(), rec.clone());
+        fill(&e, &mut Model::new(), 0..capacity, 1).await;
+        // Warm-up: every partition past its first top-level shuffle.
+        let cycle = (1u64 << geo.top) as f64;
+        let warm = (2.0 * cycle * f64::from(partitions) / rate) as usize;
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for _ in 0..warm / 8 {
+            let ops: Vec<Op> = (0..8)
+                .map(|_| Op::Read(rng.gen_range(0..capacity)))
+                .collect();
+            e.access(ops).await.unwrap();
+        }
+        rec.take_trace();
+        let n = (6.0 * cycle * f64::from(partitions) / rate) as usize;
+        for _ in 0..n / 8 {
+            let ops: Vec<Op> = (0..8)
+                .map(|_| Op::Read(rng.gen_range(0..capacity)))
+                .collect();
+            e.access(ops).await.unwrap();
+        }
+        let trace = rec.take_trace();
+        let bytes: u64 = trace
+            .iter()
+            .filter(|e| matches!(e.verb, Verb::GetRange | Verb::Put))
+            .map(|e| e.size)
+            .sum();
+        let measured = bytes as f64 / (n / 8 * 8) as f64;
+        let per = geo.expected_per_access();
+        let analytical = rate * (per.read_slots + per.written_slots) * geo.slot_len() as f64;
+        eprintln!(
+            "nu {rate}: {measured:.0} bytes per access, analytical {analytical:.0} \
+             ({:.3}); per partition access {:.1} slots read, {:.1} written, {:.1} GETs",
+            measured / analytical,
+            per.read_slots,
+            per.written_slots,
+            per.gets
+        );
+        assert!(
+            (measured / analytical - 1.0).abs() < 0.10,
+            "nu {rate}: {measured:.0} bytes per access, analytical {analytical:.0}"
+        );
+    }
+}
