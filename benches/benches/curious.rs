@@ -11,7 +11,9 @@
 //! * `ring`: Ring ORAM `small` (Z = 4, S = 6, A = 3), buckets read whole to evict;
 //! * `curious-path`: CURIOUS, P = ⌈√N⌉ = 128 partitions, each a ternary Path ORAM
 //!   with Z = 5 (the paper's b = 3, z = 5), eviction rate ν = 1.25;
-//! * `curious-ring`: CURIOUS, the same partitions, each a Ring ORAM `small`.
+//! * `curious-ring`: CURIOUS, the same partitions, each a Ring ORAM `small`;
+//! * `oblivistore`: ObliviStore, the same partitions, each a hierarchy of levels
+//!   of `2^ℓ` real and `2^ℓ` dummy slots, ν = 1.25.
 //!
 //! Analytical bytes per access (sealed sizes: a Path bucket is `Z·(8 + B) + 45`,
 //! a Ring slot `8 + B + 45`, a Ring bucket `16·(Z+S) + 45 + (Z+S)·slot`):
@@ -20,6 +22,9 @@
 //!   reshuffled and evicted ones' share) plus `2·(1 + ρ_l)/A` whole buckets,
 //!   `ρ_l` the expected early reshuffles (as schemes/ring's
 //!   `bandwidth_per_access_matches_the_analytical_model`);
+//! * ObliviStore: `ν ×` (slots read + slots written) per partition access ×
+//!   the sealed slot (`8 + B + 45`), averaged over a partition's eviction counter
+//!   once its top level is filled (`Geometry::expected_per_access`);
 //! * CURIOUS: `ν ×` its sub-ORAM's figure (one sub-ORAM access per op, a
 //!   background one with probability ν − 1; the evicted block rides on an access
 //!   as an insert and moves no bytes of its own).
@@ -47,6 +52,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use oram_blockstore::{Accounting, BlockStore};
 use oram_curious::{Curious, CuriousConfig};
 use oram_engine::{Op, Oram, Parts, Shape};
+use oram_oblivistore::{oblivistore, ObliviStoreConfig};
 use oram_path::{PathConfig, PathOram};
 use oram_ring::{EvictRead, Layout, RingConfig, RingOram, RingPreset, TreeConfig};
 use oram_seal::{MasterKey, Sealer, VolumeId};
@@ -63,10 +69,17 @@ enum Kind {
     Ring,
     CuriousPath,
     CuriousRing,
+    ObliviStore,
 }
 
 impl Kind {
-    const ALL: [Kind; 4] = [Kind::Path, Kind::Ring, Kind::CuriousPath, Kind::CuriousRing];
+    const ALL: [Kind; 5] = [
+        Kind::Path,
+        Kind::Ring,
+        Kind::CuriousPath,
+        Kind::CuriousRing,
+        Kind::ObliviStore,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -74,6 +87,7 @@ impl Kind {
             Kind::Ring => "ring",
             Kind::CuriousPath => "curious-path",
             Kind::CuriousRing => "curious-ring",
+            Kind::ObliviStore => "oblivistore",
         }
     }
 }
@@ -172,6 +186,32 @@ fn build(kind: Kind, n: u64, store: Arc<dyn BlockStore>) -> (Arc<dyn Oram>, Figu
             .unwrap();
             let f = ring_figure(&oram.scheme().layout(), oram.cached_levels());
             (Arc::new(oram), f, 0)
+        }
+        Kind::ObliviStore => {
+            let partitions = (n as f64).sqrt().ceil() as u32;
+            let mut cfg = ObliviStoreConfig::new(n, BS, partitions, 1);
+            cfg.framework.eviction_rate = NU;
+            cfg.framework.cache_bound = 1 << 20;
+            let geo = cfg.geometry();
+            let per = geo.expected_per_access();
+            let figure = Figure {
+                bytes: NU * (per.read_slots + per.written_slots) * geo.slot_len() as f64,
+                object: geo.slot_len(),
+                levels: geo.top + 1,
+                arity: 0,
+                z: 0,
+            };
+            let oram = oblivistore(
+                cfg,
+                Parts {
+                    store,
+                    sealer: sealer(),
+                    state: Box::new(MemState::new()),
+                },
+                "oram",
+            )
+            .unwrap();
+            (Arc::new(oram), figure, partitions)
         }
         Kind::CuriousPath | Kind::CuriousRing => {
             let partitions = (n as f64).sqrt().ceil() as u32;
@@ -325,13 +365,20 @@ fn bench_access(c: &mut Criterion) {
         } else {
             String::new()
         };
+        let shape = if kind == Kind::ObliviStore {
+            format!(
+                "{} levels of 2^l real + 2^l dummy slots, slot {} B",
+                fig.levels, fig.object
+            )
+        } else {
+            format!(
+                "{}-ary Z = {} tree, {} backend levels, object {} B",
+                fig.arity, fig.z, fig.levels, fig.object
+            )
+        };
         println!(
-            "  {:13} {sub}{}-ary Z = {} tree, {} backend levels, object {} B: measured {req:6.2} req {bytes:9.0} B | analytical {:9.0} B | measured/analytical {:.3}",
+            "  {:13} {sub}{shape}: measured {req:6.2} req {bytes:9.0} B | analytical {:9.0} B | measured/analytical {:.3}",
             kind.name(),
-            fig.arity,
-            fig.z,
-            fig.levels,
-            fig.object,
             fig.bytes,
             bytes / fig.bytes
         );
