@@ -24,8 +24,12 @@
 //! whichever block the access is for. A round repeated after a failure reads
 //! the same slots (dummies are read in an order fixed at the shuffle).
 //!
-//! Every backend write lands before the access returns; the trusted-state
-//! changes are staged for the framework's one commit.
+//! The trusted-state changes are staged for the framework's one commit. A level
+//! built by an access that a later access of the same batch may read lands
+//! before that access; the batch's last level is handed to the framework to land
+//! before the commit ([`StagedAccess::landing`]), so a round of reads is answered
+//! once read — within a landing budget taken without waiting; past it the level
+//! lands before the access returns.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -70,8 +74,12 @@ struct Inner {
     store: Arc<dyn BlockStore>,
     sealer: Arc<Sealer>,
     space: u32,
-    /// The shuffle buffer, in slots, shared by every partition of the engine.
+    /// The shuffle buffer, in slots, shared by every partition of the engine:
+    /// the levels being read and built.
     shuffle: Arc<Semaphore>,
+    /// As much again for levels built whose PUT waits for their round's commit
+    /// (taken without waiting).
+    landing: Arc<Semaphore>,
     /// The trusted state and the permutations' generator; held for a whole
     /// staged access, until the framework's commit is settled.
     core: Arc<tokio::sync::Mutex<Core>>,
@@ -106,6 +114,54 @@ struct SlotRead {
     holds: u64,
 }
 
+/// The PUT of a level built, still to land.
+type Land = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>;
+
+/// What slot `offset` of level `l` in `space`, at version `nv`, is.
+fn slot_identity(space: u32, l: u32, offset: u32, nv: NodeVersion) -> ObjectIdentity {
+    ObjectIdentity {
+        kind: ObjectKind::LevelSlot,
+        space,
+        position: join(l, offset),
+        version: nv.version,
+        generation: nv.generation,
+    }
+}
+
+/// The object of level `l` at version `nv`: every slot sealed in order, a real
+/// block's as its id and data, a dummy's as [`DUMMY`] and zeros.
+fn seal_level(
+    sealer: &Sealer,
+    space: u32,
+    l: u32,
+    nv: NodeVersion,
+    block_size: usize,
+    contents: &[Option<(u64, Bytes)>],
+) -> Result<Bytes> {
+    let len = Sealer::sealed_len(SLOT_HEADER + block_size);
+    let mut object = Vec::with_capacity(contents.len() * len);
+    let zeros = vec![0u8; block_size];
+    let mut plain = Vec::with_capacity(SLOT_HEADER + block_size);
+    for (off, slot) in contents.iter().enumerate() {
+        plain.clear();
+        match slot {
+            Some((b, d)) => {
+                plain.put_u64(*b);
+                plain.extend_from_slice(d);
+            }
+            None => {
+                plain.put_u64(DUMMY);
+                plain.extend_from_slice(&zeros);
+            }
+        }
+        let sealed = sealer
+            .seal(&slot_identity(space, l, off as u32, nv), &plain)
+            .map_err(OramError::Seal)?;
+        object.extend_from_slice(&sealed);
+    }
+    Ok(object.into())
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -120,13 +176,15 @@ fn counter_key(l: u32) -> [u8; 2] {
 
 impl Hierarchy {
     /// A partition over `store`, with its trusted state in `state` (as last
-    /// committed), sharing the shuffle buffer `shuffle` (permits in slots).
+    /// committed), sharing the shuffle buffer `shuffle` and the budget of
+    /// levels waiting for their commit `landing` (permits in slots).
     pub fn new(
         cfg: HierarchyConfig,
         store: Arc<dyn BlockStore>,
         sealer: Arc<Sealer>,
         state: Box<dyn TrustedState>,
         shuffle: Arc<Semaphore>,
+        landing: Arc<Semaphore>,
     ) -> Result<Self> {
         if cfg.geometry.top > 30 || cfg.geometry.block_size == 0 {
             return Err(OramError::Config(
@@ -147,6 +205,7 @@ impl Hierarchy {
                 sealer,
                 space,
                 shuffle,
+                landing,
                 core: Arc::new(tokio::sync::Mutex::new(Core {
                     state,
                     rng,
@@ -169,13 +228,7 @@ impl Inner {
     }
 
     fn identity(&self, l: u32, offset: u32, nv: NodeVersion) -> ObjectIdentity {
-        ObjectIdentity {
-            kind: ObjectKind::LevelSlot,
-            space: self.space,
-            position: join(l, offset),
-            version: nv.version,
-            generation: nv.generation,
-        }
+        slot_identity(self.space, l, offset, nv)
     }
 
     fn layout(&self, st: &dyn TrustedState, l: u32) -> Result<Option<Layout>> {
@@ -208,10 +261,13 @@ impl Inner {
     }
 
     /// Serves `ops` (checked), staging nothing yet; the caller stages or rolls
-    /// back.
-    async fn serve(&self, core: &mut Core, ops: &[Op]) -> Result<Vec<Bytes>> {
+    /// back. The last access's level is returned to be landed (the earlier
+    /// ones have landed: the next access may read them).
+    async fn serve(&self, core: &mut Core, ops: &[Op]) -> Result<(Vec<Bytes>, Option<Land>)> {
         core.committed.clear();
         let mut out = vec![Bytes::new(); ops.len()];
+        let mut land = None;
+        let last = ops.iter().rposition(Op::accesses);
         let mut i = 0;
         while i < ops.len() {
             let take = match &ops[i] {
@@ -223,22 +279,29 @@ impl Inner {
                 Some(Op::Insert(b, d)) => Some((*b, d.clone())),
                 _ => None,
             };
-            if let Some(data) = self.one(core, take, insert.clone()).await? {
+            let defer = Some(i) == last;
+            let (answer, put) = self.one(core, take, insert.clone(), defer).await?;
+            if let Some(data) = answer {
                 out[i] = data;
             }
+            land = land.or(put);
             i += if insert.is_some() { 2 } else { 1 };
         }
-        Ok(out)
+        Ok((out, land))
     }
 
     /// One access: the partition read of `take` (or a dummy read), then the
-    /// eviction of `insert` (or of nothing) into this partition.
+    /// eviction of `insert` (or of nothing) into this partition. With `defer`,
+    /// the PUT of the level built is returned to be landed before the commit
+    /// (the access's answer is known, and nothing it read is overwritten);
+    /// otherwise it has landed.
     async fn one(
         &self,
         core: &mut Core,
         take: Option<u64>,
         insert: Option<(u64, Bytes)>,
-    ) -> Result<Option<Bytes>> {
+        defer: bool,
+    ) -> Result<(Option<Bytes>, Option<Land>)> {
         let geo = self.geo();
         let st = core.state.as_mut();
         let mut layouts: Vec<Option<Layout>> = Vec::with_capacity(geo.top as usize + 1);
@@ -309,7 +372,7 @@ impl Inner {
                 geo.reals(j)
             )));
         }
-        let _buffer = self
+        let buffer = self
             .shuffle
             .clone()
             .acquire_many_owned(geo.slots(j) as u32)
@@ -350,35 +413,44 @@ impl Inner {
         let mut nv = committed.next(st.epoch(), st.generation(), SlotPolicy::BeforeCommit);
         nv.version = st.node(u64::from(j)).version + 1;
         st.set_node(u64::from(j), nv);
-        let mut plain: Vec<Option<&Bytes>> = vec![None; slots as usize];
-        for ((_, d), &off) in items.iter().zip(&order) {
-            plain[off as usize] = Some(d);
+        // Sealing a level is CPU work proportional to its size: off the
+        // runtime's worker threads.
+        let mut contents: Vec<Option<(u64, Bytes)>> = vec![None; slots as usize];
+        for (item, &off) in items.into_iter().zip(&order) {
+            contents[off as usize] = Some(item);
         }
-        let mut object = Vec::with_capacity(geo.level_bytes(j) as usize);
-        let zeros = vec![0u8; geo.block_size];
-        let mut slot_plain = Vec::with_capacity(SLOT_HEADER + geo.block_size);
-        let by_offset: HashMap<u32, u64> = layout.reals.iter().copied().collect();
-        for off in 0..slots {
-            slot_plain.clear();
-            match plain[off as usize] {
-                Some(d) => {
-                    slot_plain.put_u64(by_offset[&off]);
-                    slot_plain.extend_from_slice(d);
-                }
-                None => {
-                    slot_plain.put_u64(DUMMY);
-                    slot_plain.extend_from_slice(&zeros);
-                }
+        let sealer = self.sealer.clone();
+        let space = self.space;
+        let object = tokio::task::spawn_blocking(move || {
+            seal_level(&sealer, space, j, nv, geo.block_size, &contents)
+        })
+        .await
+        .map_err(|e| OramError::Config(format!("sealing a level failed: {e}")))??;
+        let key = self.key(j, nv.slot);
+        let store = self.store.clone();
+        drop(buffer);
+        let put = async move {
+            store.put_many_redoable(vec![(key, object)]).await?;
+            Ok(())
+        };
+        // A level whose PUT waits for the round's commit holds a permit of the
+        // landing budget, taken without waiting (a wait there could be for the
+        // round's own commit); when the budget is spent the level is written now.
+        let waiting = if defer {
+            self.landing.clone().try_acquire_many_owned(slots).ok()
+        } else {
+            None
+        };
+        let land: Option<Land> = match waiting {
+            Some(waiting) => Some(Box::pin(async move {
+                let _waiting = waiting;
+                put.await
+            })),
+            None => {
+                put.await?;
+                None
             }
-            let sealed = self
-                .sealer
-                .seal(&self.identity(j, off, nv), &slot_plain)
-                .map_err(OramError::Seal)?;
-            object.extend_from_slice(&sealed);
-        }
-        self.store
-            .put_many_redoable(vec![(self.key(j, nv.slot), object.into())])
-            .await?;
+        };
         for &l in &sources {
             st.remove_meta(&layout_key(l));
             st.remove_meta(&counter_key(l));
@@ -396,7 +468,7 @@ impl Inner {
         }
         c.slots_read += all.len() as u64;
         c.slots_written += u64::from(slots);
-        Ok(answer)
+        Ok((answer, land))
     }
 
     /// Reads `slots` of the level `versions` (ranged GETs, at once) and checks each holds what it must;
@@ -527,15 +599,19 @@ impl Oram for Hierarchy {
         let mut g = inner.core.clone().lock_owned().await;
         inner.plan_batch(g.state.as_ref(), &ops)?;
         match inner.serve(&mut g, &ops).await {
-            Ok(answers) => {
+            Ok((answers, land)) => {
                 let changes = g.state.stage();
-                Ok(StagedAccess::new(answers, changes, move |outcome| {
+                let finish = move |outcome: std::result::Result<(), String>| {
                     let mut g = g;
                     match outcome {
                         Ok(()) => g.state.settle(),
                         Err(_) => g.state.rollback(),
                     }
-                }))
+                };
+                Ok(match land {
+                    Some(land) => StagedAccess::landing(answers, changes, land, finish),
+                    None => StagedAccess::new(answers, changes, finish),
+                })
             }
             Err(e) => {
                 g.state.rollback();

@@ -60,7 +60,8 @@ pub struct ObliviStoreConfig {
     /// The partition framework's (name `oblivistore`, letter `o`).
     pub framework: PartitionedConfig,
     /// The shuffle buffer: bytes of level objects all partitions' shuffles may
-    /// hold at once (at least one top level).
+    /// hold at once (at least one top level); as much again may wait, built,
+    /// for their round's commit.
     pub shuffle_bytes: u64,
 }
 
@@ -111,6 +112,7 @@ pub fn oblivistore(cfg: ObliviStoreConfig, parts: Parts, prefix: &str) -> Result
         )));
     }
     let shuffle = Arc::new(Semaphore::new(permits as usize));
+    let landing = Arc::new(Semaphore::new(permits as usize));
     let sub_shape = Shape {
         capacity: cfg.framework.sub_capacity(),
         block_size: cfg.framework.block_size,
@@ -136,6 +138,7 @@ pub fn oblivistore(cfg: ObliviStoreConfig, parts: Parts, prefix: &str) -> Result
             parts.sealer,
             parts.state,
             shuffle.clone(),
+            landing.clone(),
         )?;
         Ok(Arc::new(h) as Arc<dyn Oram>)
     };

@@ -24,8 +24,9 @@ pub struct ObliviStoreSettings {
     pub oblivistore_cache_mib: u64,
     /// The shuffle buffer in MiB: the level objects all partitions' shuffles
     /// may hold at once (a shuffle waits for its share, which depends only on
-    /// the level it builds). 0 (the default): room for two top-level shuffles.
-    /// Less than one top-level shuffle is refused.
+    /// the level it builds); as much again may wait, built, for its round's
+    /// commit. 0 (the default): room for two top-level shuffles. Less than one
+    /// top-level shuffle is refused.
     pub oblivistore_shuffle_mib: u64,
 }
 
@@ -54,8 +55,8 @@ impl ObliviStoreSettings {
 # ObliviStore: MiB the eviction cache may hold before an access fails (nothing
 # is lost); 0: 8 blocks per partition, at least 256 blocks.
 # oblivistore_cache_mib = 0
-# ObliviStore: MiB of level objects the partitions' shuffles may hold at once;
-# 0: room for two top-level shuffles.
+# ObliviStore: MiB of level objects the partitions' shuffles may hold at once
+# (as much again may wait for a round's commit); 0: two top-level shuffles.
 # oblivistore_shuffle_mib = 0
 "#;
 

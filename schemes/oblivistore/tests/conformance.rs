@@ -50,9 +50,6 @@ impl Subject for ObliviStoreSubject {
     fn places_blocks_in_its_space(&self) -> bool {
         false
     }
-    fn answers_reads_early(&self) -> bool {
-        false
-    }
     fn writes_back(&self) -> bool {
         false
     }

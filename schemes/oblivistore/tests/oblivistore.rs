@@ -127,6 +127,9 @@ async fn record(cfg: ObliviStoreConfig, w: &dyn Fn(usize) -> Op, n: usize) -> Ve
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         e.access(vec![w(i)]).await.unwrap();
+        // A round of reads is answered before its last level lands: it has
+        // landed by the flush.
+        e.flush().await.unwrap();
         out.push(rec.take_trace());
     }
     out
@@ -319,6 +322,7 @@ async fn a_partition_that_would_overflow_fails_and_loses_nothing() {
         test_sealer(),
         Box::new(MemState::new()),
         Arc::new(Semaphore::new(64)),
+        Arc::new(Semaphore::new(64)),
     )
     .unwrap();
     // Levels 0 and 1 hold three blocks between shuffles; the top level (1)
@@ -376,6 +380,7 @@ async fn bandwidth_per_access_is_the_analytical_figure() {
                 .collect();
             e.access(ops).await.unwrap();
         }
+        e.flush().await.unwrap();
         let trace = rec.take_trace();
         let bytes: u64 = trace
             .iter()
