@@ -44,7 +44,7 @@ use oram_engine::{
 use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
 use oram_state::{NodeVersion, SlotPolicy, StateError, TrustedState, NO_SLOT, SLOTS};
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use tokio::sync::Semaphore;
 
@@ -164,6 +164,21 @@ fn seal_level(
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The key of a partition's secret: the seed of its levels' permutations.
+const SECRET_KEY: &[u8] = b"S";
+
+/// The generator of level `l`'s permutation at version `nv`: ChaCha20 keyed by
+/// the partition's secret, one stream per (version, generation), one region of
+/// it per level.
+fn permutation_rng(secret: &[u8], l: u32, nv: NodeVersion) -> ChaCha20Rng {
+    let mut key = [0u8; 32];
+    key.copy_from_slice(&secret[..32]);
+    let mut rng = ChaCha20Rng::from_seed(key);
+    rng.set_stream(nv.version ^ nv.generation.rotate_left(32));
+    rng.set_word_pos(u128::from(l) << 48);
+    rng
 }
 
 fn layout_key(l: u32) -> [u8; 2] {
@@ -395,16 +410,6 @@ impl Inner {
             items.push((b, d));
         }
         let slots = geo.slots(j) as u32;
-        let mut order: Vec<u32> = (0..slots).collect();
-        order.shuffle(&mut core.rng);
-        let layout = Layout {
-            reals: items
-                .iter()
-                .zip(&order)
-                .map(|((b, _), &off)| (off, *b))
-                .collect(),
-            dummies: order[items.len()..].to_vec(),
-        };
         let st = core.state.as_mut();
         let committed = *core
             .committed
@@ -413,6 +418,30 @@ impl Inner {
         let mut nv = committed.next(st.epoch(), st.generation(), SlotPolicy::BeforeCommit);
         nv.version = st.node(u64::from(j)).version + 1;
         st.set_node(u64::from(j), nv);
+        // The permutation is a function of the partition's secret and the
+        // level's identity: a round repeated after a failure writes the same
+        // level again, so a PUT of the failed attempt that lands late (after
+        // the repeat's) leaves the level as the state describes it.
+        let secret = match st.meta(SECRET_KEY) {
+            Some(s) if s.len() == 32 => s.clone(),
+            _ => {
+                let mut fresh = [0u8; 32];
+                core.rng.fill(&mut fresh);
+                let fresh = Bytes::copy_from_slice(&fresh);
+                st.set_meta(SECRET_KEY, fresh.clone());
+                fresh
+            }
+        };
+        let mut order: Vec<u32> = (0..slots).collect();
+        order.shuffle(&mut permutation_rng(&secret, j, nv));
+        let layout = Layout {
+            reals: items
+                .iter()
+                .zip(&order)
+                .map(|((b, _), &off)| (off, *b))
+                .collect(),
+            dummies: order[items.len()..].to_vec(),
+        };
         // Sealing a level is CPU work proportional to its size: off the
         // runtime's worker threads.
         let mut contents: Vec<Option<(u64, Bytes)>> = vec![None; slots as usize];

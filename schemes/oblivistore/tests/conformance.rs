@@ -62,6 +62,9 @@ impl Subject for ObliviStoreSubject {
     fn rounds_run_in_phases(&self) -> bool {
         true
     }
+    fn repeats_write_the_same(&self) -> bool {
+        true
+    }
 }
 
 oram_engine::engine_conformance!(ObliviStoreSubject);

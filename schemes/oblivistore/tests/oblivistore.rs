@@ -404,3 +404,58 @@ async fn bandwidth_per_access_is_the_analytical_figure() {
         );
     }
 }
+
+/// A round repeated after a failure writes its levels again as they were: a
+/// PUT of the failed attempt that lands after the repeat's (a request that timed
+/// out and arrived late) leaves every level readable.
+#[tokio::test]
+async fn a_late_put_of_a_failed_attempt_leaves_the_level_readable() {
+    let mem = Arc::new(MemoryStore::new());
+    let store: Arc<dyn BlockStore> = mem.clone();
+    let h = Hierarchy::new(
+        HierarchyConfig {
+            geometry: Geometry {
+                top: 4,
+                block_size: BS,
+            },
+            id_limit: 100,
+            prefix: "vol0/o/0".into(),
+            rng_seed: Some([2; 32]),
+        },
+        store.clone(),
+        test_sealer(),
+        Box::new(MemState::new()),
+        Arc::new(Semaphore::new(1024)),
+        Arc::new(Semaphore::new(1024)),
+    )
+    .unwrap();
+    for b in 0..5 {
+        h.access(vec![Op::Dummy, Op::Insert(b, block_data(b, 1, BS))])
+            .await
+            .unwrap();
+    }
+    // Two accesses: the first one's level lands within the access (the second
+    // may read it), the second's is left to land with the commit.
+    let ops = vec![Op::Take(2), Op::Insert(7, block_data(7, 1, BS)), Op::Dummy];
+    let before = store.list("vol0/").await.unwrap();
+    let before = store.get_many(&before).await.unwrap();
+    let attempt = h.access_staged(ops.clone()).await.unwrap();
+    let keys = store.list("vol0/").await.unwrap();
+    let now = store.get_many(&keys).await.unwrap();
+    let landed: Vec<_> = keys
+        .into_iter()
+        .zip(now)
+        .filter(|(_, v)| !before.contains(v))
+        .map(|(k, v)| (k, v.unwrap()))
+        .collect();
+    assert!(!landed.is_empty(), "the first access's level did not land");
+    drop(attempt); // failed: undone
+    h.access(ops).await.unwrap();
+    // The failed attempt's PUT arrives now.
+    store.put_many(landed).await.unwrap();
+    for (b, v) in [(0, 1), (1, 1), (3, 1), (4, 1), (7, 1)] {
+        let got = h.access(vec![Op::Take(b)]).await.unwrap();
+        assert_eq!(got[0], block_data(b, v, BS), "block {b}");
+    }
+    let _ = mem;
+}

@@ -183,6 +183,16 @@ pub trait Subject: Send + Sync + 'static {
         false
     }
 
+    /// Whether a repeated round writes its objects again with the same contents
+    /// under the same identity (ObliviStore: a level rebuilt from the same
+    /// blocks under the same permutation, a function of the level's identity),
+    /// so that an object of the interrupted attempt put back is as good as the
+    /// repeat's: it must read correctly, not fail. Otherwise (tree engines: the
+    /// repeat writes other contents) it must fail as an integrity error.
+    fn repeats_write_the_same(&self) -> bool {
+        false
+    }
+
     /// Whether a round may send its reads while the round before it — a round of
     /// reads, answered — is still writing and committing (the checks in
     /// `ahead.rs`).
