@@ -243,6 +243,9 @@ export ORAM_CRASH_ITERATIONS_DIRECT_MINIO="${ORAM_CRASH_ITERATIONS_DIRECT_MINIO:
 # CURIOUS (a Path ORAM tree per partition) on fs.
 export ORAM_CRASH_ITERATIONS_CURIOUS_FS="${ORAM_CRASH_ITERATIONS_CURIOUS_FS:-6}"
 export ORAM_CRASH_ITERATIONS_CURIOUS_MINIO="${ORAM_CRASH_ITERATIONS_CURIOUS_MINIO:-0}"
+# ObliviStore (a hierarchy of shuffled levels per partition) on fs.
+export ORAM_CRASH_ITERATIONS_OBLIVISTORE_FS="${ORAM_CRASH_ITERATIONS_OBLIVISTORE_FS:-4}"
+export ORAM_CRASH_ITERATIONS_OBLIVISTORE_MINIO="${ORAM_CRASH_ITERATIONS_OBLIVISTORE_MINIO:-0}"
 pytest_rc=0
 # Two workers (pytest-xdist): the long crash torture tests start first (conftest.py),
 # each on its own worker, and an idle worker takes tests queued on the other. The

@@ -1,6 +1,6 @@
 """Crash torture: a concurrent mixed workload, kill -9 at a random instant, restart, verify.
 
-For each engine (path, ring, direct) and back-end (fs, and S3 on a MinIO started here on
+For each engine (path, ring, curious, oblivistore, direct) and back-end (fs, and S3 on a MinIO started here on
 127.0.0.1) one data directory and back-end go through ORAM_CRASH_ITERATIONS (default 30)
 iterations of:
 
@@ -65,7 +65,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from conftest import ACCESS, BIN, SECRET, TARGET, Proxy, free_port, wait_port
 
-ENGINES = ("path", "ring", "curious", "direct")
+ENGINES = ("path", "ring", "curious", "oblivistore", "direct")
 
 
 def iterations(engine, backend):
@@ -460,6 +460,7 @@ def minio_server(directory):
 @pytest.mark.parametrize("engine", [pytest.param("path", marks=pytest.mark.long(3)),
                                     pytest.param("ring", marks=pytest.mark.long(2)),
                                     pytest.param("curious", marks=pytest.mark.long(2)),
+                                    pytest.param("oblivistore", marks=pytest.mark.long(2)),
                                     pytest.param("direct", marks=pytest.mark.long(1))])
 def test_crash_torture_fs(tmp_path, engine):
     torture("fs", engine, tmp_path, [])
@@ -468,6 +469,7 @@ def test_crash_torture_fs(tmp_path, engine):
 @pytest.mark.parametrize("engine", [pytest.param("path", marks=pytest.mark.long(4)),
                                     pytest.param("ring", marks=pytest.mark.long(4)),
                                     pytest.param("curious", marks=pytest.mark.long(4)),
+                                    pytest.param("oblivistore", marks=pytest.mark.long(4)),
                                     pytest.param("direct", marks=pytest.mark.long(4))])
 @pytest.mark.skipif(not os.environ.get("ORAM_TEST_MINIO"),
                     reason="needs MinIO: set ORAM_TEST_MINIO to its binary (scripts/test.sh exports it)")

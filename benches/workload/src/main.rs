@@ -97,7 +97,8 @@ struct Args {
     workload_files: Vec<PathBuf>,
     /// Configurations besides the baseline: proxy engines (default: direct and
     /// every ORAM engine the proxy offers). `curious:ring` (or `curious:path`)
-    /// is CURIOUS with that sub-ORAM (`curious_sub`).
+    /// is CURIOUS with that sub-ORAM (`curious_sub`); `oblivistore` is
+    /// ObliviStore.
     #[arg(long, value_delimiter = ',')]
     engines: Vec<String>,
     /// Block sizes for every workload (default: the thesis's three per workload).
@@ -361,6 +362,24 @@ fn curious_blocks_per_op(capacity: u64) -> u64 {
     (2 * 5 * u64::from(levels) * 5).div_ceil(4)
 }
 
+/// ObliviStore's partitions and the top level of each one's hierarchy at the
+/// engine's defaults: P = ⌈√capacity⌉ partitions sized for the mean load plus
+/// ten deviations (the partition framework's), levels `0..=top` with `2^top`
+/// at least that.
+fn oblivistore_levels(capacity: u64) -> (u64, u32) {
+    let p = ((capacity as f64).sqrt().ceil() as u64).clamp(1, 1 << 16);
+    let mean = capacity.div_ceil(p);
+    let sub = (mean + (10.0 * (mean as f64).sqrt()).ceil() as u64 + 4).min(capacity);
+    (p, sub.max(1).next_power_of_two().trailing_zeros())
+}
+
+/// Backend blocks one ObliviStore op reads, on average (ν = 1.25 partition
+/// accesses, each a slot per filled level and its eviction's shuffle reads).
+fn oblivistore_blocks_per_op(capacity: u64) -> u64 {
+    let (_, top) = oblivistore_levels(capacity);
+    (1.25 * speed::hierarchy_slots(top).0).ceil() as u64
+}
+
 /// Engine parameters for a workload. `kind` is an engine, or `curious:<sub>`
 /// (CURIOUS with that sub-ORAM). A fixed ORAM size: that capacity, the tree-top
 /// cache from what the local budget leaves (the engine computes its levels;
@@ -368,6 +387,8 @@ fn curious_blocks_per_op(capacity: u64) -> u64 {
 /// always on the back-end); an error if the workload may write more than the ORAM
 /// holds. `auto`: capacity for everything the workload may write (×1.3), the
 /// tree-top cache within --cache-mib. The round size within --round-mib either way.
+/// ObliviStore has no tree-top cache: its local state is the position map and
+/// the eviction cache (the engine's default bound).
 fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> Result<EngineParams, String> {
     let blocks: u64 = objects.iter().map(|s| s.div_ceil(bs).max(1)).sum();
     let (capacity, cache, tree_cache_mib) = match args.oram_size {
@@ -399,10 +420,13 @@ fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> Result<Engi
         None => (kind, None),
     };
     let curious = engine == "curious";
+    let oblivistore = engine == "oblivistore";
     let per_access = if engine == "direct" {
         bs
     } else if curious {
         curious_blocks_per_op(capacity) * bs
+    } else if oblivistore {
+        oblivistore_blocks_per_op(capacity) * bs
     } else {
         z * u64::from(levels - cached) * bs
     };
@@ -427,6 +451,11 @@ fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> Result<Engi
         if let Some(sub) = sub {
             extra.push_str(&format!("curious_sub = {sub:?}\n"));
         }
+    }
+    if oblivistore {
+        // Nothing cached: every level of every partition is on the back-end.
+        cached_levels = None;
+        tree_cache_mib = None;
     }
     Ok(EngineParams {
         kind: engine.to_string(),
@@ -909,6 +938,14 @@ mod tests {
         let c = size_engine("curious:ring", 64 << 10, &[100, 200_000, 1 << 20], &args).unwrap();
         assert_eq!(c.kind, "curious");
         assert!(c.extra.contains("curious_sub = \"ring\""));
+        // ObliviStore: no tree-top cache, rounds within --round-mib by its reads.
+        let o = size_engine("oblivistore", 64 << 10, &[100, 200_000, 1 << 20], &args).unwrap();
+        assert_eq!(o.kind, "oblivistore");
+        assert!(o.cached_levels.is_none() && o.tree_cache_mib.is_none());
+        assert!(o.max_batch >= 1 && o.extra.is_empty());
+        // 4096 blocks: 64 partitions of 64 + 80 + 4 blocks, levels 0..=8.
+        assert_eq!(oblivistore_levels(4096), (64, 8));
+        assert_eq!(oblivistore_blocks_per_op(4096), 13);
         assert_eq!(big.max_batch, 1);
         assert_eq!(parse_size("64K").unwrap(), 65536);
         // The default: a 5 GiB ORAM whatever the workload, an 80 MiB budget, the

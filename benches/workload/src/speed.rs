@@ -48,7 +48,8 @@ const RAW_FS_BATCH: u64 = 64;
 pub struct SpeedArgs {
     /// Engines behind the proxy (default: direct and every ORAM engine the
     /// proxy's `example-config` offers; --quick: path). `curious:ring` (or
-    /// `curious:path`) is CURIOUS with that sub-ORAM (`curious_sub`).
+    /// `curious:path`) is CURIOUS with that sub-ORAM (`curious_sub`);
+    /// `oblivistore` is ObliviStore.
     #[arg(long, value_delimiter = ',')]
     pub engines: Vec<String>,
     /// Back-ends of the proxy: fs (the embedded default) and minio (default
@@ -210,13 +211,13 @@ impl Plan {
 /// An engine's parameters as the volume fixed them (`volume.toml`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Terms {
-    /// `direct`, `path` or `ring`.
+    /// `direct`, `path`, `ring`, `curious` or `oblivistore`.
     pub engine: String,
     /// Bytes per block.
     pub block_size: u64,
     /// Logical blocks.
     pub capacity: u64,
-    /// Leaves of the tree (0 for `direct`).
+    /// Leaves of the tree (0 for `direct` and `oblivistore`: no tree).
     pub leaves: u64,
     /// Levels cached locally (at most the tree's levels).
     pub cached_levels: u32,
@@ -229,14 +230,18 @@ pub struct Terms {
     /// Children per inner node of the tree (2; CURIOUS's Path sub-ORAM: its
     /// arity).
     pub arity: u64,
-    /// CURIOUS: partitions (0 for the other engines). The tree terms above are
-    /// then those of one partition's sub-ORAM.
+    /// CURIOUS and ObliviStore: partitions (0 for the other engines). For
+    /// CURIOUS the tree terms above are then those of one partition's sub-ORAM.
     pub partitions: u64,
     /// CURIOUS: the sub-ORAM (`path` or `ring`; empty for the other engines).
     pub sub: String,
-    /// CURIOUS: sub-ORAM accesses per op, ν (1 for the other engines). Not
-    /// recorded in `volume.toml`: the run's setting (default 1.25).
+    /// CURIOUS and ObliviStore: partition accesses per op, ν (1 for the other
+    /// engines). Not recorded in `volume.toml`: the run's setting (default
+    /// 1.25).
     pub eviction_rate: f64,
+    /// ObliviStore: the top level of every partition (levels `0..=top`, level
+    /// `l` an object of `2^(l+1)` slots; 0 for the other engines).
+    pub top_level: u32,
 }
 
 impl Terms {
@@ -271,7 +276,9 @@ impl Terms {
             .get("engine")
             .cloned()
             .ok_or("volume.toml has no engine")?;
-        let tree = engine != "direct";
+        // ObliviStore has no tree: its partitions' levels are in `top_level`.
+        let oblivistore = engine == "oblivistore";
+        let tree = engine != "direct" && !oblivistore;
         // CURIOUS records its sub-ORAM's terms as `sub_<key>`.
         let curious = engine == "curious";
         let key = |k: &str| {
@@ -305,7 +312,7 @@ impl Terms {
             s: opt("s")?,
             a: opt("a")?,
             arity,
-            partitions: if curious {
+            partitions: if curious || oblivistore {
                 num(&fixed, "partitions")?
             } else {
                 0
@@ -315,7 +322,12 @@ impl Terms {
             } else {
                 String::new()
             },
-            eviction_rate: if curious { 1.25 } else { 1.0 },
+            eviction_rate: if curious || oblivistore { 1.25 } else { 1.0 },
+            top_level: if oblivistore {
+                num(&fixed, "top_level")? as u32
+            } else {
+                0
+            },
             engine,
         })
     }
@@ -385,6 +397,33 @@ pub fn expected_reshuffles(a: u64, s: u64) -> f64 {
     total
 }
 
+/// Slots one access of an ObliviStore partition with levels `0..=top` reads and
+/// writes, on average over a cycle of its eviction counter (`2^top`
+/// evictions) once its top level is filled: the access reads one slot of every
+/// filled level; its eviction builds the lowest empty level `j` (the top when
+/// all are filled) from every level below it (all of them when the top is
+/// rebuilt), reading `2^l` slots of each and writing the `2^(j+1)` slots of
+/// level `j`.
+pub fn hierarchy_slots(top: u32) -> (f64, f64) {
+    let top = top.min(24) as usize;
+    let mut filled = vec![false; top + 1];
+    filled[top] = true;
+    let cycle = 1u64 << top;
+    let (mut read, mut written) = (0u64, 0u64);
+    for _ in 0..cycle {
+        read += filled.iter().filter(|&&f| f).count() as u64;
+        let j = filled.iter().position(|f| !f).unwrap_or(top);
+        let sources = if filled[j] { top + 1 } else { j };
+        read += (0..sources).map(|l| 1u64 << l).sum::<u64>();
+        written += 2u64 << j;
+        for f in &mut filled[..sources] {
+            *f = false;
+        }
+        filled[j] = true;
+    }
+    (read as f64 / cycle as f64, written as f64 / cycle as f64)
+}
+
 /// Back-end bytes moved per client byte, one way each.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Traffic {
@@ -450,7 +489,29 @@ pub struct Model {
 /// * curious: `ν ×` its sub-ORAM's model (one sub-ORAM access per op, and a
 ///   background one with probability ν − 1; the evicted block rides on an access
 ///   as an insert, moving no bytes of its own).
+/// * oblivistore: `ν` partition accesses per op, each reading `r` and writing
+///   `w` slots of `8 + B + seal` bytes on average ([`hierarchy_slots`] of the
+///   partitions' top level: the steady state, once a partition's top level is
+///   filled — a young volume moves less); overhead `ν·(r + w)` blocks. Reads
+///   are single slots (ranged GETs), writes whole levels: the model's object
+///   is a slot.
 pub fn model(t: &Terms) -> Option<Model> {
+    if t.engine == "oblivistore" {
+        let slot = 8 + t.block_size + SEAL_OVERHEAD;
+        let (r, w) = hierarchy_slots(t.top_level);
+        let nu = t.eviction_rate;
+        let per = |slots: f64| nu * slots * slot as f64 / t.block_size as f64;
+        let tr = Traffic {
+            read: per(r),
+            write: per(w),
+        };
+        return Some(Model {
+            object_len: slot,
+            get: tr,
+            put: tr,
+            blocks: nu * (r + w),
+        });
+    }
     if t.engine == "curious" {
         let sub = Terms {
             engine: t.sub.clone(),
@@ -890,6 +951,11 @@ pub fn markdown(h: &Header, plan: &Plan, rows: &[Row], problems: &[String]) -> S
             format!(
                 "P = {}, ν = {}, each {}: {}-ary, {zsa}",
                 t.partitions, t.eviction_rate, t.sub, t.arity
+            )
+        } else if t.engine == "oblivistore" {
+            format!(
+                "P = {}, ν = {}, each levels 0..={}",
+                t.partitions, t.eviction_rate, t.top_level
             )
         } else {
             zsa
@@ -1678,6 +1744,8 @@ pub async fn run(args: SpeedArgs) -> Result<bool, String> {
         }
         if engine == "direct" {
             toml.push_str("insecure_direct = true\n");
+        } else if kind == "oblivistore" {
+            // No tree: nothing cached.
         } else if let Some(c) = args.cached_levels {
             toml.push_str(&format!("cached_levels = {c}\n"));
         }
@@ -1699,11 +1767,10 @@ pub async fn run(args: SpeedArgs) -> Result<bool, String> {
             let mut terms = Terms::from_volume_toml(
                 &std::fs::read_to_string(&vt).map_err(|e| format!("{}: {e}", vt.display()))?,
             )?;
-            if terms.engine == "curious" {
-                if let Some(nu) = setting(&args.engine_set, "curious_eviction_rate") {
-                    terms.eviction_rate = nu
-                        .parse()
-                        .map_err(|e| format!("curious_eviction_rate {nu:?}: {e}"))?;
+            if matches!(terms.engine.as_str(), "curious" | "oblivistore") {
+                let key = format!("{}_eviction_rate", terms.engine);
+                if let Some(nu) = setting(&args.engine_set, &key) {
+                    terms.eviction_rate = nu.parse().map_err(|e| format!("{key} {nu:?}: {e}"))?;
                 }
             }
             let want_leaves = match kind {
@@ -1919,6 +1986,7 @@ mod tests {
             partitions: 0,
             sub: String::new(),
             eviction_rate: 1.0,
+            top_level: 0,
         }
     }
 
@@ -1969,6 +2037,26 @@ mod tests {
         assert_eq!((d.blocks, d.object_len), (1.0, 4096 + 45));
         assert_eq!((d.get.write, d.put.read), (0.0, 0.0));
         assert!(model(&terms("nope", 1, 0)).is_none());
+        // ObliviStore, levels 0 and 1 (2 and 4 slots), from {1} filled: an
+        // eviction into level 0 (reads: level 1's slot), then the top rebuilt
+        // from both (reads: 2 slots + 1 + 2 merged) — 3 slots read and 3
+        // written per access; the steady state of a deeper hierarchy reads
+        // about one slot per level plus its shuffles.
+        assert_eq!(hierarchy_slots(1), (3.0, 3.0));
+        assert_eq!(hierarchy_slots(0), (2.0, 2.0));
+        let (r, w) = hierarchy_slots(10);
+        assert!(r > 10.0 && r < 20.0 && w > 10.0 && w < 20.0, "{r} {w}");
+        let o = model(&Terms {
+            engine: "oblivistore".into(),
+            partitions: 64,
+            eviction_rate: 1.25,
+            top_level: 1,
+            ..terms("direct", 4096, 0)
+        })
+        .unwrap();
+        let slot = (8 + 4096 + 45) as f64 / 4096.0;
+        assert_eq!(o.blocks, 1.25 * 6.0);
+        assert!((o.get.read - 1.25 * 3.0 * slot).abs() < 1e-9 && o.get == o.put);
     }
 
     #[test]
@@ -2050,6 +2138,25 @@ mod tests {
         .unwrap();
         assert!((model(&t).unwrap().blocks - 1.25 * sub.blocks).abs() < 1e-9);
         assert_eq!((t.arity, t.levels()), (2, 8));
+        // ObliviStore records its partitions and their top level; no tree.
+        let obl = "engine = \"oblivistore\"\nblock_size = 4096\ncapacity_blocks = 4096\n\
+                   [fixed]\npartitions = \"64\"\ntop_level = \"8\"\n";
+        let t = Terms::from_volume_toml(obl).unwrap();
+        assert_eq!(
+            (
+                t.partitions,
+                t.top_level,
+                t.leaves,
+                t.levels(),
+                t.eviction_rate
+            ),
+            (64, 8, 0, 0, 1.25)
+        );
+        let m = model(&t).unwrap();
+        assert_eq!(m.object_len, 8 + 4096 + SEAL_OVERHEAD);
+        let (r, w) = hierarchy_slots(8);
+        assert!((m.blocks - 1.25 * (r + w)).abs() < 1e-9);
+        assert!(Terms::from_volume_toml(&obl.replace("top_level", "top")).is_err());
         let direct = "engine = \"direct\"\nblock_size = 4096\ncapacity_blocks = 8\n[fixed]\n";
         assert_eq!(
             Terms::from_volume_toml(direct).unwrap(),

@@ -738,10 +738,13 @@ mod tests {
             .unwrap_err()
             .contains("bogus"));
         assert!(Config::parse("[engine]\nkind = 'ring2'").is_err());
-        assert!(
-            example().contains("ring_evict_read"),
-            "every engine documented"
-        );
+        for key in [
+            "ring_evict_read",
+            "curious_sub",
+            "oblivistore_eviction_rate",
+        ] {
+            assert!(example().contains(key), "every engine documented: {key}");
+        }
         assert!(Config::parse("[s3]\nlisten = 5").is_err());
         let c = Config::parse("[swift]\nlisten = '127.0.0.1:8481'").unwrap();
         assert!(c.validate().is_ok());

@@ -486,6 +486,34 @@ mod tests {
         assert_eq!(cfg.engine, Config::default().engine);
     }
 
+    /// An ObliviStore volume records its partitions: a configuration that names
+    /// nothing takes the engine and them; other named partitions are refused.
+    #[test]
+    fn an_oblivistore_volume_keeps_its_partitions() {
+        let d = tempfile::tempdir().unwrap();
+        let at = |dir: &Path, engine: &str| Config {
+            data_dir: dir.to_path_buf(),
+            engine: toml::from_str(engine).unwrap(),
+            ..Config::default()
+        };
+        let made = at(
+            d.path(),
+            "kind = 'oblivistore'\noblivistore_partitions = 16\ncapacity_blocks = 4096",
+        );
+        let p = VolumeParams::new(&made, &VolumeId::random(), "file", "ab".repeat(16), None);
+        assert_eq!(p.engine, "oblivistore");
+        assert_eq!(p.fixed.get("partitions").map(String::as_str), Some("16"));
+        save_volume(d.path(), &p).unwrap();
+        let mut cfg = at(d.path(), "");
+        adopt_recorded(&mut cfg).unwrap();
+        assert_eq!(load_volume(d.path(), &cfg).unwrap(), p);
+        assert_eq!(cfg.engine.kind.name(), "oblivistore");
+        let mut cfg = at(d.path(), "kind = 'oblivistore'\noblivistore_partitions = 8");
+        adopt_recorded(&mut cfg).unwrap();
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
+        assert!(err.contains("partitions 16 (configured: 8)"), "{err}");
+    }
+
     #[test]
     fn data_directory_must_be_private() {
         let d = tempfile::tempdir().unwrap();

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use oram_curious::{CuriousSettings, SubFactory, SubSpec};
 use oram_direct::DirectSettings;
 use oram_engine::{EngineSettings, Oram, Parts, Shape};
+use oram_oblivistore::ObliviStoreSettings;
 use oram_path::PathSettings;
 use oram_ring::RingSettings;
 use serde::de::DeserializeOwned;
@@ -29,12 +30,14 @@ pub enum Engine {
     Ring(RingSettings),
     /// CURIOUS: partitions, each a Path or Ring ORAM.
     Curious(CuriousSettings),
+    /// ObliviStore: partitions, each a hierarchy of shuffled levels.
+    ObliviStore(ObliviStoreSettings),
     /// No ORAM: the non-oblivious baseline.
     Direct(DirectSettings),
 }
 
 /// The engines' names, in the order they are documented.
-pub const KINDS: [&str; 4] = ["path", "ring", "curious", "direct"];
+pub const KINDS: [&str; 5] = ["path", "ring", "curious", "oblivistore", "direct"];
 
 /// The settings of a CURIOUS partition's sub-ORAM: the one place that knows
 /// which engines may serve as one.
@@ -89,6 +92,7 @@ impl Engine {
             "curious" => Ok(Engine::Curious(
                 CuriousSettings::default().with_subs(sub_factory()),
             )),
+            "oblivistore" => Ok(Engine::ObliviStore(ObliviStoreSettings::default())),
             "direct" => Ok(Engine::Direct(DirectSettings::default())),
             _ => Err(format!(
                 "unknown engine {name:?} (expected one of {})",
@@ -97,7 +101,7 @@ impl Engine {
         }
     }
 
-    /// The engine's name (`path`, `ring`, `direct`).
+    /// The engine's name (one of [`KINDS`]).
     pub fn name(&self) -> &'static str {
         self.settings().kind()
     }
@@ -108,6 +112,7 @@ impl Engine {
             Engine::Path(s) => s,
             Engine::Ring(s) => s,
             Engine::Curious(s) => s,
+            Engine::ObliviStore(s) => s,
             Engine::Direct(s) => s,
         }
     }
@@ -120,6 +125,7 @@ impl Engine {
             "path" => settings_from::<PathSettings>(t).is_ok(),
             "ring" => settings_from::<RingSettings>(t).is_ok(),
             "curious" => settings_from::<CuriousSettings>(t).is_ok(),
+            "oblivistore" => settings_from::<ObliviStoreSettings>(t).is_ok(),
             "direct" => settings_from::<DirectSettings>(t).is_ok(),
             _ => false,
         }
@@ -144,6 +150,7 @@ impl Engine {
             "curious" => {
                 Engine::Curious(settings_from::<CuriousSettings>(rest)?.with_subs(sub_factory()))
             }
+            "oblivistore" => Engine::ObliviStore(settings_from(rest)?),
             _ => Engine::Direct(settings_from(rest)?),
         };
         Ok((e, ignored))
@@ -160,6 +167,7 @@ impl Engine {
             Engine::Path(s) => s.adopt(recorded, named),
             Engine::Ring(s) => s.adopt(recorded, named),
             Engine::Curious(s) => s.adopt(recorded, named),
+            Engine::ObliviStore(s) => s.adopt(recorded, named),
             Engine::Direct(s) => s.adopt(recorded, named),
         }
     }
@@ -169,6 +177,7 @@ impl Engine {
             Engine::Path(s) => toml::Value::try_from(s),
             Engine::Ring(s) => toml::Value::try_from(s),
             Engine::Curious(s) => toml::Value::try_from(s),
+            Engine::ObliviStore(s) => toml::Value::try_from(s),
             Engine::Direct(s) => toml::Value::try_from(s),
         };
         match v {
@@ -246,14 +255,15 @@ impl EngineConfig {
     }
 
     /// Sets the tree-top cache's budget (`--tree-cache-mib`); for an engine
-    /// without a tree (`direct`) it is listed in [`EngineConfig::ignored`], like
-    /// another engine's key in the file (a notice at start).
+    /// without a tree (`oblivistore`, `direct`) it is listed in
+    /// [`EngineConfig::ignored`], like another engine's key in the file (a notice
+    /// at start).
     pub fn set_tree_cache_mib(&mut self, mib: u64) {
         match &mut self.kind {
             Engine::Path(s) => s.tree_cache_mib = mib,
             Engine::Ring(s) => s.tree_cache_mib = mib,
             Engine::Curious(s) => s.tree_cache_mib = mib,
-            Engine::Direct(_) => {
+            Engine::ObliviStore(_) | Engine::Direct(_) => {
                 self.ignored.push("tree_cache_mib".into());
                 return;
             }
@@ -411,9 +421,9 @@ impl EngineConfig {
 pub fn example() -> String {
     format!(
         r#"[engine]
-# "path" (Path ORAM), "ring" (Ring ORAM), "curious" (CURIOUS) or "direct" (no
-# ORAM: the non-oblivious baseline; it needs insecure_direct = true). Fixed when
-# the data directory is created.
+# "path" (Path ORAM), "ring" (Ring ORAM), "curious" (CURIOUS), "oblivistore"
+# (ObliviStore) or "direct" (no ORAM: the non-oblivious baseline; it needs
+# insecure_direct = true). Fixed when the data directory is created.
 kind = "path"
 # Required to run the "direct" engine (--insecure-direct): the storage provider
 # then sees exactly which blocks are read and written.
@@ -431,10 +441,11 @@ max_batch = 64
 # with large blocks or a small tree-top cache a round takes fewer than max_batch
 # blocks, so that the memory a round holds stays within a bound in bytes.
 round_mib = 64
-{}{}{}"#,
+{}{}{}{}"#,
         PathSettings::EXAMPLE,
         RingSettings::EXAMPLE,
-        CuriousSettings::EXAMPLE
+        CuriousSettings::EXAMPLE,
+        ObliviStoreSettings::EXAMPLE
     )
 }
 
@@ -583,6 +594,9 @@ mod tests {
             "kind = 'ring'\nring_preset = 'large'\nmax_batch = 8",
             "kind = 'direct'\ncapacity_blocks = 99\ninsecure_direct = true",
             "kind = 'path'\ncached_levels = 0",
+            "kind = 'curious'\ncurious_sub = 'ring'\ncurious_partitions = 9",
+            "kind = 'oblivistore'\noblivistore_partitions = 9\noblivistore_eviction_rate = 1.5\n\
+             oblivistore_cache_mib = 3\noblivistore_shuffle_mib = 40",
         ] {
             let mut c = parse(s).unwrap();
             let mut again = parse(&toml::to_string(&c).unwrap()).unwrap();
@@ -631,7 +645,7 @@ mod tests {
     fn rounds_are_sized_in_bytes() {
         // At the defaults every engine takes max_batch ops: nothing changes for
         // existing volumes (their checkpoint size included).
-        for kind in ["path", "ring", "direct"] {
+        for kind in KINDS {
             let mut c = parse(&format!("kind = '{kind}'\ninsecure_direct = true")).unwrap();
             assert_eq!(c.round_ops(), 64, "{kind}");
             let per_op = c.kind.settings().round_bytes_per_op(&c.shape("vol0"));
@@ -765,5 +779,95 @@ block_size = 4096",
         let mut c = parse("").unwrap();
         let bad = fixed(&[("z", "four")]);
         assert!(c.adopt("path", 4096, 262144, &bad, "vol0").is_err());
+    }
+
+    /// ObliviStore (`kind = "oblivistore"`) is one of the engines: its keys are
+    /// its own, other engines' are ignored with a notice, its partitions are
+    /// recorded and taken from a volume, and it has no tree-top cache.
+    #[test]
+    fn oblivistore_is_an_engine() {
+        assert!(KINDS.contains(&"oblivistore"));
+        assert_eq!(Engine::named("oblivistore").unwrap().name(), "oblivistore");
+        let c = parse(
+            "kind = 'oblivistore'\noblivistore_partitions = 16\noblivistore_eviction_rate = 1.5\n\
+             oblivistore_cache_mib = 2\noblivistore_shuffle_mib = 32\ncapacity_blocks = 4096",
+        )
+        .unwrap();
+        assert_eq!(
+            c.kind,
+            Engine::ObliviStore(ObliviStoreSettings {
+                oblivistore_partitions: 16,
+                oblivistore_eviction_rate: 1.5,
+                oblivistore_cache_mib: 2,
+                oblivistore_shuffle_mib: 32,
+            })
+        );
+        assert!(c.ignored.is_empty(), "{:?}", c.ignored);
+        c.validate().unwrap();
+        assert_eq!(c.fixed("vol0")["partitions"], "16");
+        // The defaults: ⌈√N⌉ partitions, valid, a round of max_batch ops.
+        let c = parse("kind = 'oblivistore'").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.fixed("vol0")["partitions"], "256");
+        assert_eq!(c.round_ops(), 64);
+        assert!(c.state_bound("vol0") > 0);
+        // Other engines' keys are ignored (a notice), its own are refused by them
+        // only when unknown to every engine.
+        let c =
+            parse("kind = 'oblivistore'\ncurious_sub = 'ring'\nz = 4\ntree_cache_mib = 8").unwrap();
+        assert!(matches!(c.kind, Engine::ObliviStore(_)));
+        assert_eq!(c.ignored.len(), 3, "{:?}", c.ignored);
+        let c = parse("kind = 'curious'\noblivistore_partitions = 4").unwrap();
+        assert_eq!(c.ignored, vec!["oblivistore_partitions".to_string()]);
+        assert!(parse("kind = 'oblivistore'\noblivistore_bogus = 1")
+            .unwrap_err()
+            .contains("oblivistore_bogus"));
+        assert!(parse("kind = 'oblivistore'\noblivistore_eviction_rate = 'fast'").is_err());
+        // Values that parse but cannot work.
+        let bad = |toml: &str| parse(toml).unwrap().validate().unwrap_err();
+        assert!(bad("kind = 'oblivistore'\noblivistore_eviction_rate = 2.5")
+            .contains("oblivistore_eviction_rate"));
+        assert!(bad("kind = 'oblivistore'\noblivistore_partitions = 70000")
+            .contains("oblivistore_partitions"));
+        assert!(
+            bad("kind = 'oblivistore'\ncapacity_blocks = 8\noblivistore_partitions = 9")
+                .contains("oblivistore_partitions")
+        );
+        // `--tree-cache-mib`: no tree, ignored with a notice at start.
+        let mut c = parse("kind = 'oblivistore'").unwrap();
+        c.set_tree_cache_mib(64);
+        assert_eq!(c.ignored, vec!["tree_cache_mib".to_string()]);
+        assert!(!c.named.contains("tree_cache_mib"));
+        // `--engine oblivistore` reads its keys from the file.
+        let mut c = parse("oblivistore_partitions = 32").unwrap();
+        assert_eq!(c.ignored, vec!["oblivistore_partitions".to_string()]);
+        c.set_kind("oblivistore").unwrap();
+        assert_eq!(c.fixed("vol0")["partitions"], "32");
+        assert!(c.ignored.is_empty() && c.named.contains("oblivistore_partitions"));
+        // An existing ObliviStore volume: the engine, then its partitions, are
+        // taken when the configuration names neither.
+        let mut made = parse("kind = 'oblivistore'\noblivistore_partitions = 16").unwrap();
+        made.capacity_blocks = 4096;
+        let rec = made.fixed("vol0");
+        let mut c = parse("").unwrap();
+        c.adopt("oblivistore", 16_384, 4096, &rec, "vol0").unwrap();
+        assert_eq!(c.kind.name(), "oblivistore");
+        assert_eq!(c.fixed("vol0"), rec);
+        assert!(c
+            .adopted
+            .iter()
+            .any(|a| a.starts_with("kind \"oblivistore\"")));
+        // Named partitions are kept (the start is refused later).
+        let mut c = parse("kind = 'oblivistore'\noblivistore_partitions = 8").unwrap();
+        c.adopt("oblivistore", 16_384, 4096, &rec, "vol0").unwrap();
+        assert_eq!(c.fixed("vol0")["partitions"], "8");
+        // Written back and read again as the same settings.
+        let c = parse(
+            "kind = 'oblivistore'\noblivistore_partitions = 16\noblivistore_eviction_rate = 1.5",
+        )
+        .unwrap();
+        let text = toml::to_string(&c).unwrap();
+        assert!(text.contains("oblivistore_eviction_rate = 1.5"), "{text}");
+        assert_eq!(parse(&text).unwrap().kind, c.kind);
     }
 }

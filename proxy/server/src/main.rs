@@ -117,9 +117,9 @@ struct ServeArgs {
     /// Swift API listen address (overrides `swift.listen`; off unless set).
     #[arg(long, value_name = "HOST:PORT")]
     swift_listen: Option<String>,
-    /// Engine: path, ring, curious or direct (overrides `engine.kind`, with that engine's
-    /// default settings unless the configuration file chose the same engine;
-    /// direct needs --insecure-direct).
+    /// Engine: path, ring, curious, oblivistore or direct (overrides `engine.kind`, with
+    /// that engine's default settings unless the configuration file chose the same
+    /// engine; direct needs --insecure-direct).
     #[arg(long, value_name = "NAME")]
     engine: Option<String>,
     /// Allow the non-oblivious `direct` engine (sets `engine.insecure_direct`): the

@@ -405,13 +405,9 @@ pub fn render(ep: &Endpoint) -> String {
     o.metric(
         "oram_engine_oblivious",
         "gauge",
-        "1 if the engine hides which blocks are accessed (path, ring); 0 for the direct baseline.",
+        "1 if the engine hides which blocks are accessed (path, ring, curious, oblivistore); 0 for the direct baseline.",
         &[(
-            match vol.params.engine.as_str() {
-                "path" => "engine=\"path\"",
-                "ring" => "engine=\"ring\"",
-                _ => "engine=\"direct\"",
-            },
+            &format!("engine=\"{}\"", vol.params.engine),
             f64::from(u8::from(vol.params.engine != "direct")),
         )],
     );
