@@ -187,3 +187,47 @@ def swift_proxy(tmp_path_factory):
 @pytest.fixture
 def s3(proxy):
     return proxy.client()
+
+
+def swift_connection(proxy):
+    """A python-swiftclient connection to `proxy`'s Swift API (no retries)."""
+    import swiftclient
+    return swiftclient.Connection(authurl=proxy.swift_auth, user=f"{ACCESS}:{ACCESS}",
+                                  key=SECRET, retries=0)
+
+
+def write_mixed(proxy, bucket, sizes):
+    """Creates `bucket` and writes an object of each size, alternately through S3
+    and Swift; overwrites obj-3 through S3 and deletes obj-4 through Swift.
+    Returns what the bucket must hold."""
+    import os
+    s3, sw = proxy.client(), swift_connection(proxy)
+    s3.create_bucket(Bucket=bucket)
+    expected = {}
+    for i, size in enumerate(sizes):
+        data = os.urandom(size)
+        key = f"obj-{i}"
+        if i % 2:
+            sw.put_object(bucket, key, data)
+        else:
+            s3.put_object(Bucket=bucket, Key=key, Body=data)
+        expected[key] = data
+    expected["obj-3"] = os.urandom(50_000)
+    s3.put_object(Bucket=bucket, Key="obj-3", Body=expected["obj-3"])
+    sw.delete_object(bucket, "obj-4")
+    del expected["obj-4"]
+    return expected
+
+
+def read_back_both(proxy, bucket, expected):
+    """Every object of `expected` reads back byte for byte through S3 and Swift,
+    and the S3 listing is exactly its keys."""
+    import hashlib
+    s3, sw = proxy.client(), swift_connection(proxy)
+    for key, data in expected.items():
+        got = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest(), f"S3 {key}"
+        _, body = sw.get_object(bucket, key)
+        assert body == data, f"Swift {key}"
+    listed = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
+    assert listed == sorted(expected)

@@ -5,33 +5,13 @@ same data directory that names nothing of the volume (its engine, shape and
 partitions are taken from the volume), and `oram-proxy fsck` finds every partition
 and the map of partitions consistent."""
 
-import hashlib
-import os
 import random
 import subprocess
 
-import swiftclient
-
-from conftest import ACCESS, BIN, SECRET, Proxy
+from conftest import BIN, Proxy, read_back_both, write_mixed
 
 SIZES = [0, 1, 4095, 4096, 4097, 100_000, 1_500_000]
 PARTITIONS = 48  # not the default (⌈√4096⌉ = 64): the key reaches the engine
-
-
-def swift(proxy):
-    return swiftclient.Connection(authurl=proxy.swift_auth, user=f"{ACCESS}:{ACCESS}",
-                                  key=SECRET, retries=0)
-
-
-def read_all(proxy, expected):
-    s3, sw = proxy.client(), swift(proxy)
-    for key, data in expected.items():
-        got = s3.get_object(Bucket="obl", Key=key)["Body"].read()
-        assert hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest(), f"S3 {key}"
-        _, body = sw.get_object("obl", key)
-        assert body == data, f"Swift {key}"
-    listed = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="obl").get("Contents", []))
-    assert listed == sorted(expected)
 
 
 def test_oblivistore_serves_s3_and_swift_byte_exactly_across_kill_and_restart(tmp_path):
@@ -49,24 +29,11 @@ def test_oblivistore_serves_s3_and_swift_byte_exactly_across_kill_and_restart(tm
     p = Proxy(work, *args, swift=True)
     expected = {}
     try:
-        s3, sw = p.client(), swift(p)
-        s3.create_bucket(Bucket="obl")
-        for i, size in enumerate(SIZES):
-            data = os.urandom(size)
-            key = f"obj-{i}"
-            if i % 2:
-                sw.put_object("obl", key, data)
-            else:
-                s3.put_object(Bucket="obl", Key=key, Body=data)
-            expected[key] = data
-        # An overwrite through one API, a delete through the other, a copy.
-        expected["obj-3"] = os.urandom(50_000)
-        s3.put_object(Bucket="obl", Key="obj-3", Body=expected["obj-3"])
-        sw.delete_object("obl", "obj-4")
-        del expected["obj-4"]
+        expected = write_mixed(p, "obl", SIZES)
+        s3 = p.client()
         s3.copy_object(Bucket="obl", Key="copy-5", CopySource={"Bucket": "obl", "Key": "obj-5"})
         expected["copy-5"] = expected["obj-5"]
-        read_all(p, expected)
+        read_back_both(p, "obl", expected)
     finally:
         # Acknowledged writes survive a kill -9.
         p.kill()
@@ -75,7 +42,7 @@ def test_oblivistore_serves_s3_and_swift_byte_exactly_across_kill_and_restart(tm
     # A start naming nothing of the volume takes its engine, shape and partitions.
     again = Proxy(work, swift=True)
     try:
-        read_all(again, expected)
+        read_back_both(again, "obl", expected)
     finally:
         code = again.stop()
     assert code == 0, again.logs()

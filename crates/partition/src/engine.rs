@@ -100,6 +100,37 @@ impl PartitionedConfig {
     }
 }
 
+/// The partitions of a volume of `capacity` blocks whose setting is `setting`:
+/// the setting, or ⌈√capacity⌉ (at most 65 536) when it is 0.
+pub fn partitions_for(setting: u32, capacity: u64) -> u32 {
+    match setting {
+        0 => ((capacity as f64).sqrt().ceil() as u64).clamp(1, 1 << 16) as u32,
+        n => n,
+    }
+}
+
+/// Checks the settings every partitioned engine has, named
+/// `<engine>_partitions` and `<engine>_eviction_rate` in the configuration.
+pub fn validate_partitioning(
+    engine: &str,
+    setting: u32,
+    capacity: u64,
+    eviction_rate: f64,
+) -> std::result::Result<(), String> {
+    if setting > 1 << 16 {
+        return Err(format!("{engine}_partitions must be at most 65536"));
+    }
+    if u64::from(partitions_for(setting, capacity)) > capacity {
+        return Err(format!(
+            "{engine}_partitions must not exceed the capacity in blocks"
+        ));
+    }
+    if !(1.0..=2.0).contains(&eviction_rate) {
+        return Err(format!("{engine}_eviction_rate must be 1.0 to 2.0"));
+    }
+    Ok(())
+}
+
 /// Builds partition `p`'s sub-engine of `shape` from `parts`.
 pub type BuildSub<'a> = &'a dyn Fn(u32, &Shape, Parts) -> Result<Arc<dyn Oram>>;
 

@@ -24,5 +24,5 @@ mod engine;
 mod map;
 mod round;
 
-pub use engine::{BuildSub, Partitioned, PartitionedConfig};
+pub use engine::{partitions_for, validate_partitioning, BuildSub, Partitioned, PartitionedConfig};
 pub use map::{draw, PartitionMap, Where};

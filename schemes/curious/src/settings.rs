@@ -154,10 +154,7 @@ impl CuriousSettings {
 
     /// The partitions of a volume of `shape`.
     pub fn partitions(&self, shape: &Shape) -> u32 {
-        match self.curious_partitions {
-            0 => ((shape.capacity as f64).sqrt().ceil() as u64).clamp(1, 1 << 16) as u32,
-            n => n,
-        }
+        oram_partition::partitions_for(self.curious_partitions, shape.capacity)
     }
 
     /// The engine configuration for a volume of `shape`.
@@ -217,15 +214,12 @@ impl EngineSettings for CuriousSettings {
     }
 
     fn validate(&self, shape: &Shape) -> std::result::Result<(), String> {
-        if self.curious_partitions > 1 << 16 {
-            return Err("curious_partitions must be at most 65536".into());
-        }
-        if u64::from(self.partitions(shape)) > shape.capacity {
-            return Err("curious_partitions must not exceed the capacity in blocks".into());
-        }
-        if !(1.0..=2.0).contains(&self.curious_eviction_rate) {
-            return Err("curious_eviction_rate must be 1.0 to 2.0".into());
-        }
+        oram_partition::validate_partitioning(
+            "curious",
+            self.curious_partitions,
+            shape.capacity,
+            self.curious_eviction_rate,
+        )?;
         if !matches!(self.curious_sub.as_str(), "path" | "ring") {
             return Err(format!(
                 "curious_sub = {:?}: expected \"path\" or \"ring\"",

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey, Recording, TraceEvent, Verb};
 use oram_curious::{Curious, CuriousConfig};
 use oram_engine::conformance::{
-    block_data, chi_square, chi_square_critical_001, fill, test_sealer, Model,
+    block_data, chi_square, chi_square_critical_001, fill, shape_of, test_sealer, workloads, Model,
 };
 use oram_engine::{Op, Oram, Parts, Shape};
 use oram_path::{Geometry, PathConfig, PathOram, TreeConfig};
@@ -118,47 +118,6 @@ fn partitions_read(geo: &Geometry, access: &[TraceEvent]) -> Vec<u32> {
     v
 }
 
-/// What an access shows apart from keys: its requests' verbs and sizes.
-fn shape_of(access: &[TraceEvent]) -> Vec<(Verb, u64)> {
-    let mut v: Vec<(Verb, u64)> = access.iter().map(|e| (e.verb, e.size)).collect();
-    v.sort_unstable_by_key(|&(verb, size)| (format!("{verb:?}"), size));
-    v
-}
-
-type Workload = (&'static str, Box<dyn Fn(usize) -> Op>);
-
-fn workloads(capacity: u64) -> Vec<Workload> {
-    let random: Vec<Op> = {
-        let mut rng = ChaCha8Rng::seed_from_u64(9);
-        (0..20_000)
-            .map(|i| {
-                let b = rng.gen_range(0..capacity);
-                if rng.gen_bool(0.5) {
-                    Op::Read(b)
-                } else {
-                    Op::Write(b, block_data(b, i, BS))
-                }
-            })
-            .collect()
-    };
-    vec![
-        ("one block, reads", Box::new(|_| Op::Read(5))),
-        (
-            "one block, writes",
-            Box::new(|i| Op::Write(5, block_data(5, i as u64, BS))),
-        ),
-        (
-            "scan, reads",
-            Box::new(move |i| Op::Read(i as u64 % capacity)),
-        ),
-        (
-            "scan, writes",
-            Box::new(move |i| Op::Write(i as u64 % capacity, block_data(0, i as u64, BS))),
-        ),
-        ("random", Box::new(move |i| random[i].clone())),
-    ]
-}
-
 /// Every block written, then `n` single-op accesses of `w`, each recorded.
 async fn record(cfg: CuriousConfig, w: &dyn Fn(usize) -> Op, n: usize) -> Vec<Vec<TraceEvent>> {
     let rec = Arc::new(Recording::new(MemoryStore::new()));
@@ -190,7 +149,7 @@ async fn partitions_and_pairs_of_partitions_are_uniform_whatever_the_workload() 
     let geo = geometry(&config(capacity, partitions, 1.0, 0));
     let p = partitions as usize;
     let mut shape = None;
-    for (name, w) in workloads(capacity) {
+    for (name, w) in workloads(capacity, BS, 20_000, 9) {
         let accesses = record(config(capacity, partitions, 1.0, 3), w.as_ref(), n).await;
         let mut single = vec![0u64; p];
         let mut pairs = vec![0u64; p * p];
@@ -244,7 +203,7 @@ async fn background_evictions_do_not_depend_on_the_workload() {
     let (capacity, partitions, n) = (256u64, 8u32, 1200usize);
     let geo = geometry(&config(capacity, partitions, 1.25, 0));
     let mut counts = Vec::new();
-    for (name, w) in workloads(capacity) {
+    for (name, w) in workloads(capacity, BS, 20_000, 9) {
         let accesses = record(config(capacity, partitions, 1.25, 4), w.as_ref(), n).await;
         let mut per = vec![0u64; partitions as usize];
         let mut paths = 0usize;
@@ -334,7 +293,7 @@ impl<S: BlockStore> BlockStore for SlowPartition<S> {
 async fn a_slow_partition_delays_every_request_alike() {
     let (capacity, partitions) = (128u64, 8u32);
     let mut sequences = Vec::new();
-    for (name, w) in workloads(capacity).into_iter().take(3) {
+    for (name, w) in workloads(capacity, BS, 20_000, 9).into_iter().take(3) {
         let rec = Arc::new(Recording::new(SlowPartition {
             inner: MemoryStore::new(),
             prefix: "vol0/c/3/".into(),

@@ -62,10 +62,7 @@ impl ObliviStoreSettings {
 
     /// The partitions of a volume of `shape`.
     pub fn partitions(&self, shape: &Shape) -> u32 {
-        match self.oblivistore_partitions {
-            0 => ((shape.capacity as f64).sqrt().ceil() as u64).clamp(1, 1 << 16) as u32,
-            n => n,
-        }
+        oram_partition::partitions_for(self.oblivistore_partitions, shape.capacity)
     }
 
     /// The engine configuration for a volume of `shape`.
@@ -96,15 +93,12 @@ impl EngineSettings for ObliviStoreSettings {
     }
 
     fn validate(&self, shape: &Shape) -> std::result::Result<(), String> {
-        if self.oblivistore_partitions > 1 << 16 {
-            return Err("oblivistore_partitions must be at most 65536".into());
-        }
-        if u64::from(self.partitions(shape)) > shape.capacity {
-            return Err("oblivistore_partitions must not exceed the capacity in blocks".into());
-        }
-        if !(1.0..=2.0).contains(&self.oblivistore_eviction_rate) {
-            return Err("oblivistore_eviction_rate must be 1.0 to 2.0".into());
-        }
+        oram_partition::validate_partitioning(
+            "oblivistore",
+            self.oblivistore_partitions,
+            shape.capacity,
+            self.oblivistore_eviction_rate,
+        )?;
         let cfg = self.config(shape);
         let top = cfg.geometry().level_bytes(cfg.geometry().top);
         if cfg.shuffle_bytes < top {

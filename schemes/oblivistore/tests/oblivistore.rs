@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, Recording, TraceEvent, Verb};
 use oram_engine::conformance::{
-    block_data, chi_square, chi_square_critical_001, fill, test_sealer, Model,
+    block_data, chi_square, chi_square_critical_001, fill, shape_of, test_sealer, workloads, Model,
 };
 use oram_engine::{Op, Oram, OramError, Parts};
 use oram_oblivistore::{oblivistore, Geometry, Hierarchy, HierarchyConfig, ObliviStoreConfig};
@@ -49,13 +49,8 @@ fn partition_level(key: &str) -> (u32, u32) {
     (it.next().unwrap().parse().unwrap(), level)
 }
 
-/// What an access shows apart from keys and offsets: its requests' verbs and
-/// sizes.
-fn shape_of(access: &[TraceEvent]) -> Vec<(Verb, u64)> {
-    let mut v: Vec<(Verb, u64)> = access.iter().map(|e| (e.verb, e.size)).collect();
-    v.sort_unstable_by_key(|&(verb, size)| (format!("{verb:?}"), size));
-    v
-}
+/// How often each request shape (verbs, sizes, range lengths) was seen.
+type Histogram = BTreeMap<Vec<(Verb, u64, u64)>, u64>;
 
 /// Two-sample chi-square of two histograms of equal totals, bins with fewer
 /// than 10 observations in all pooled; returns the statistic and its degrees of
@@ -82,40 +77,6 @@ fn two_sample_chi_square<K: Ord + Clone>(a: &BTreeMap<K, u64>, b: &BTreeMap<K, u
         .map(|&(x, y)| (x as f64 - y as f64).powi(2) / (x + y) as f64)
         .sum();
     (c, bins.len().saturating_sub(1).max(1) as u64)
-}
-
-type Workload = (&'static str, Box<dyn Fn(usize) -> Op>);
-
-fn workloads(capacity: u64) -> Vec<Workload> {
-    let random: Vec<Op> = {
-        let mut rng = ChaCha8Rng::seed_from_u64(9);
-        (0..20_000)
-            .map(|i| {
-                let b = rng.gen_range(0..capacity);
-                if rng.gen_bool(0.5) {
-                    Op::Read(b)
-                } else {
-                    Op::Write(b, block_data(b, i, BS))
-                }
-            })
-            .collect()
-    };
-    vec![
-        ("one block, reads", Box::new(|_| Op::Read(5))),
-        (
-            "one block, writes",
-            Box::new(|i| Op::Write(5, block_data(5, i as u64, BS))),
-        ),
-        (
-            "scan, reads",
-            Box::new(move |i| Op::Read(i as u64 % capacity)),
-        ),
-        (
-            "scan, writes",
-            Box::new(move |i| Op::Write(i as u64 % capacity, block_data(0, i as u64, BS))),
-        ),
-        ("random", Box::new(move |i| random[i].clone())),
-    ]
 }
 
 /// Every block written, then `n` single-op accesses of `w`, each recorded.
@@ -150,8 +111,8 @@ async fn what_the_server_sees_does_not_depend_on_the_workload() {
     let slot = geo.slot_len() as u64;
     let p = partitions as usize;
     for rate in [1.0, 1.25] {
-        let mut shapes: Option<BTreeMap<Vec<(Verb, u64)>, u64>> = None;
-        for (name, w) in workloads(capacity) {
+        let mut shapes: Option<Histogram> = None;
+        for (name, w) in workloads(capacity, BS, 20_000, 9) {
             let accesses = record(config(capacity, partitions, rate, 3), w.as_ref(), n).await;
             let mut single = vec![0u64; p];
             let mut pairs = vec![0u64; p * p];
@@ -197,7 +158,7 @@ async fn what_the_server_sees_does_not_depend_on_the_workload() {
             // The shape of an access depends on its partitions' eviction
             // counters: compared in distribution with the first workload's
             // (two-sample chi-square over the shapes seen, rare ones pooled).
-            let mut hist: BTreeMap<Vec<(Verb, u64)>, u64> = BTreeMap::new();
+            let mut hist: Histogram = BTreeMap::new();
             for a in &accesses {
                 *hist.entry(shape_of(a)).or_default() += 1;
             }

@@ -444,6 +444,46 @@ pub fn chi_square_critical_001(df: u64) -> f64 {
     df * (1.0 - t + z * t.sqrt()).powi(3)
 }
 
+/// A named workload: the op of the `i`-th access.
+pub type Workload = (&'static str, Box<dyn Fn(usize) -> Op>);
+
+/// The five workloads the trace checks compare, over blocks `0..capacity` of
+/// `block_size` bytes: one block read over and over, the same written, a scan
+/// read, a scan written, and `accesses` uniformly random reads and writes (from
+/// `seed`).
+pub fn workloads(capacity: u64, block_size: usize, accesses: usize, seed: u64) -> Vec<Workload> {
+    let (cap, bs) = (capacity, block_size);
+    let random: Vec<Op> = {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..accesses)
+            .map(|i| {
+                let b = rng.gen_range(0..cap);
+                if rng.gen_bool(0.5) {
+                    Op::Read(b)
+                } else {
+                    Op::Write(b, block_data(b, i as u64, bs))
+                }
+            })
+            .collect()
+    };
+    vec![
+        ("same block, reads", Box::new(|_| Op::Read(5))),
+        (
+            "same block, writes",
+            Box::new(move |i| Op::Write(5, block_data(5, i as u64, bs))),
+        ),
+        (
+            "sequential scan",
+            Box::new(move |i| Op::Read(i as u64 % cap)),
+        ),
+        (
+            "sequential writes",
+            Box::new(move |i| Op::Write(i as u64 % cap, block_data(0, i as u64, bs))),
+        ),
+        ("uniform random", Box::new(move |i| random[i].clone())),
+    ]
+}
+
 /// What the provider sees of an access without keys: per request, verb, size
 /// and range length, sorted.
 pub fn shape_of(access: &[TraceEvent]) -> Vec<(Verb, u64, u64)> {

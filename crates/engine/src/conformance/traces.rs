@@ -12,41 +12,6 @@ use super::*;
 
 const ACCESSES: usize = 2000;
 
-type Workload = (&'static str, Box<dyn Fn(usize) -> Op>);
-
-fn workloads(p: &Params) -> Vec<Workload> {
-    let (cap, bs) = (p.capacity, p.block_size);
-    let random: Vec<Op> = {
-        let mut rng = ChaCha8Rng::seed_from_u64(5);
-        (0..ACCESSES)
-            .map(|i| {
-                let b = rng.gen_range(0..cap);
-                if rng.gen_bool(0.5) {
-                    Op::Read(b)
-                } else {
-                    Op::Write(b, block_data(b, i as u64, bs))
-                }
-            })
-            .collect()
-    };
-    vec![
-        ("same block, reads", Box::new(|_| Op::Read(5))),
-        (
-            "same block, writes",
-            Box::new(move |i| Op::Write(5, block_data(5, i as u64, bs))),
-        ),
-        (
-            "sequential scan",
-            Box::new(move |i| Op::Read(i as u64 % cap)),
-        ),
-        (
-            "sequential writes",
-            Box::new(move |i| Op::Write(i as u64 % cap, block_data(0, i as u64, bs))),
-        ),
-        ("uniform random", Box::new(move |i| random[i].clone())),
-    ]
-}
-
 /// Formats, fills every block, then records the workload one access at a time
 /// (each flushed, so the order of requests is stable). In the middle, one
 /// access's first request fails; the access is then tried again, as a client
@@ -203,7 +168,7 @@ pub fn traces_do_not_depend_on_the_workload(s: Arc<dyn Subject>) {
     };
     runtime().block_on(async {
         let mut traces = Vec::new();
-        for (name, w) in workloads(&p) {
+        for (name, w) in workloads(p.capacity, p.block_size, ACCESSES, 5) {
             traces.push((name, record(s.as_ref(), &p, &*w).await));
         }
         let v = judge(s.as_ref(), &p, &traces);
