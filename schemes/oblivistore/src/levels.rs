@@ -105,10 +105,11 @@ impl Geometry {
     }
 
     /// An upper bound of the bytes one partition's trusted state takes in a
-    /// snapshot: its positions, every level's layout, version and dummy counter.
+    /// snapshot: its positions, every level's layout, version and dummy
+    /// counter, and the partition's secret.
     pub fn state_bound(&self) -> u64 {
         let row = oram_engine::snapshot_row;
-        let positions = self.reals(self.top) * row(8, 8);
+        let positions = self.reals(self.top) * row(8, 8) + row(1, 32);
         let levels: u64 = (0..=self.top)
             .map(|l| row(2, 8 + 12 * self.slots(l)) + row(2, 4) + row(8, 48))
             .sum();
