@@ -14,7 +14,8 @@ use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey, Recording, TraceEvent, Verb};
 use oram_curious::{Curious, CuriousConfig};
 use oram_engine::conformance::{
-    block_data, chi_square, chi_square_critical_001, fill, shape_of, test_sealer, workloads, Model,
+    block_data, chi_square, chi_square_critical_001, fill, shape_of, test_sealer,
+    trace_of_each_access, workloads, Model,
 };
 use oram_engine::{Op, Oram, Parts, Shape};
 use oram_path::{Geometry, PathConfig, PathOram, TreeConfig};
@@ -125,15 +126,7 @@ async fn record(cfg: CuriousConfig, w: &dyn Fn(usize) -> Op, n: usize) -> Vec<Ve
     // Every bucket stored: every GET finds an object of full size.
     e.format(&|_, _| {}).await.unwrap();
     fill(&e, &mut Model::new(), 0..cfg.capacity, 1).await;
-    rec.take_trace();
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        e.access(vec![w(i)]).await.unwrap();
-        // A round of reads is answered before its writes: they land by the flush.
-        e.flush().await.unwrap();
-        out.push(rec.take_trace());
-    }
-    out
+    trace_of_each_access(&e, &rec, w, n).await
 }
 
 /// With ν = 1 every access is one path of one partition: its requests are the

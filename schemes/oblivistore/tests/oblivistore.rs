@@ -10,7 +10,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, Recording, TraceEvent, Verb};
 use oram_engine::conformance::{
-    block_data, chi_square, chi_square_critical_001, fill, shape_of, test_sealer, workloads, Model,
+    block_data, chi_square, chi_square_critical_001, fill, shape_of, test_sealer,
+    trace_of_each_access, workloads, Model,
 };
 use oram_engine::{Op, Oram, OramError, Parts};
 use oram_oblivistore::{oblivistore, Geometry, Hierarchy, HierarchyConfig, ObliviStoreConfig};
@@ -84,16 +85,7 @@ async fn record(cfg: ObliviStoreConfig, w: &dyn Fn(usize) -> Op, n: usize) -> Ve
     let rec = Arc::new(Recording::new(MemoryStore::new()));
     let e = engine(cfg.clone(), rec.clone());
     fill(&e, &mut Model::new(), 0..cfg.framework.capacity, 1).await;
-    rec.take_trace();
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        e.access(vec![w(i)]).await.unwrap();
-        // A round of reads is answered before its last level lands: it has
-        // landed by the flush.
-        e.flush().await.unwrap();
-        out.push(rec.take_trace());
-    }
-    out
+    trace_of_each_access(&e, &rec, w, n).await
 }
 
 /// Per access of one op: the partitions evicted into (one PUT per partition

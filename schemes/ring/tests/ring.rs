@@ -21,7 +21,7 @@ use std::sync::Arc;
 use oram_blockstore::{Accounting, BlockStore, Recording, TraceEvent, Verb};
 use oram_engine::conformance::{
     block_data, chi_square, chi_square_critical_001, model_and_read_back, test_sealer,
-    trace_of_one_batch,
+    trace_of_each_access, trace_of_one_batch,
 };
 use oram_engine::{Op, Oram, OramError};
 use oram_ring::{
@@ -246,13 +246,7 @@ async fn observe(name: &'static str, w: &dyn Fn(usize) -> Op) -> (Observed, Ring
         oram.flush().await.unwrap();
     }
     let before = oram.scheme().ring_stats();
-    rec.take_trace();
-    let mut accesses = Vec::with_capacity(OACC);
-    for i in 0..OACC {
-        oram.access(vec![w(i)]).await.unwrap();
-        oram.flush().await.unwrap();
-        accesses.push(rec.take_trace());
-    }
+    let accesses = trace_of_each_access(&oram, &rec, w, OACC).await;
     let after = oram.scheme().ring_stats();
     let diff = |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(x, y)| x - y).collect::<Vec<_>>();
     let o = Observed {

@@ -405,6 +405,25 @@ pub async fn trace_of_one_batch<S>(
     rec.take_trace()
 }
 
+/// Makes `n` accesses of one op each, `w(i)` the `i`-th, through `engine`, each
+/// flushed (a round of reads may be answered before its writes land), and
+/// returns what `rec` saw of each (its trace is emptied first).
+pub async fn trace_of_each_access<S>(
+    engine: &dyn Oram,
+    rec: &oram_blockstore::Recording<S>,
+    w: &dyn Fn(usize) -> Op,
+    n: usize,
+) -> Vec<Vec<TraceEvent>> {
+    rec.take_trace();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        engine.access(vec![w(i)]).await.expect("access");
+        engine.flush().await.expect("flush");
+        out.push(rec.take_trace());
+    }
+    out
+}
+
 /// The position a backend key names: the number in its last path segment
 /// before any `.<slot>` (`vol0/n/17.1` → 17).
 pub fn key_position(key: &str) -> Option<u64> {
