@@ -29,12 +29,6 @@ use rand::{Rng, SeedableRng};
 /// The engines the battery runs over (one line per engine; a new engine last,
 /// so that the others keep their seeds).
 const ENGINES: &[&str] = &["path", "ring", "curious", "direct", "oblivistore"];
-/// Engines of `ENGINES` with a known failure under the battery: each would be
-/// left out of the battery with the reason, until the engine is fixed. None now
-/// (ObliviStore's late-PUT failure — a repeated access reshuffled a level under
-/// the same identity — was fixed by making the permutation a function of the
-/// level's identity; `more_seeds_of_the_battery` checks it over many seeds).
-const KNOWN_FAILING: &[(&str, &str)] = &[];
 /// Client operations per engine and fault run.
 const OPS: usize = 160;
 const KEYS: usize = 12;
@@ -359,12 +353,6 @@ fn summary(lines: &[String], append: bool) {
 async fn every_engine_survives_the_fault_battery() {
     let mut lines = Vec::new();
     for (i, &kind) in ENGINES.iter().enumerate() {
-        if let Some((_, why)) = KNOWN_FAILING.iter().find(|(k, _)| *k == kind) {
-            let line = format!("fault battery {kind}: not run here, known failure ({why})");
-            println!("{line}");
-            lines.push(line);
-            continue;
-        }
         lines.push(battery(i, kind).await);
     }
     summary(&lines, false);
