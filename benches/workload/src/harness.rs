@@ -15,6 +15,8 @@ use crate::api::Endpoint;
 pub struct Proc {
     name: String,
     child: Option<Child>,
+    /// Where its stdout and stderr go.
+    log: PathBuf,
 }
 
 impl Proc {
@@ -31,7 +33,15 @@ impl Proc {
         Ok(Self {
             name: name.to_string(),
             child: Some(child),
+            log: log.to_path_buf(),
         })
+    }
+
+    /// The last `n` lines of its log (what it said before exiting).
+    fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
     /// Its PID.
@@ -60,7 +70,11 @@ impl Proc {
                 return if st.success() {
                     Ok(())
                 } else {
-                    Err(format!("{} exited with {st}", self.name))
+                    Err(format!(
+                        "{} exited with {st}; the end of its log:\n{}",
+                        self.name,
+                        self.log_tail(15)
+                    ))
                 };
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -90,26 +104,17 @@ pub fn free_port() -> Result<u16, String> {
 }
 
 /// Waits until 127.0.0.1:`port` accepts connections.
-pub fn wait_port(port: u16, timeout: Duration, proc: &mut Proc, log: &Path) -> Result<(), String> {
+pub fn wait_port(port: u16, timeout: Duration, proc: &mut Proc) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return Ok(());
         }
         if proc.exited() {
-            let tail = std::fs::read_to_string(log).unwrap_or_default();
-            let tail: String = tail
-                .lines()
-                .rev()
-                .take(15)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join("\n");
             return Err(format!(
-                "{} exited before listening on {port}:\n{tail}",
-                proc.name
+                "{} exited before listening on {port}:\n{}",
+                proc.name,
+                proc.log_tail(15)
             ));
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -186,7 +191,7 @@ impl Lab {
             .arg(link.mbit.to_string());
         let log = dir.join("relay.log");
         let mut r = Proc::spawn("oram-linkshape", cmd, &log)?;
-        wait_port(relay_port, Duration::from_secs(30), &mut r, &log)?;
+        wait_port(relay_port, Duration::from_secs(30), &mut r)?;
         lab._relay = Some(r);
         lab.shaper = Some((linkshape.to_path_buf(), link));
         lab.root.url = format!("http://127.0.0.1:{relay_port}");
@@ -215,7 +220,7 @@ impl Lab {
             .env("MINIO_BROWSER", "off");
         let log = dir.join("minio.log");
         let mut m = Proc::spawn("minio", cmd, &log)?;
-        wait_port(minio_port, Duration::from_secs(60), &mut m, &log)?;
+        wait_port(minio_port, Duration::from_secs(60), &mut m)?;
         Ok(Self {
             dir: dir.to_path_buf(),
             minio: m,
@@ -254,7 +259,7 @@ impl Lab {
             .arg(link.mbit.to_string());
         let log = self.dir.join(format!("relay-{name}.log"));
         let mut r = Proc::spawn("oram-linkshape", cmd, &log)?;
-        wait_port(relay_port, Duration::from_secs(30), &mut r, &log)?;
+        wait_port(relay_port, Duration::from_secs(30), &mut r)?;
         Ok((r, relay_port))
     }
 
@@ -288,6 +293,11 @@ pub struct EngineParams {
     pub max_inflight_writebacks: u64,
     /// More `[engine]` lines (TOML), e.g. CURIOUS's `curious_sub`.
     pub extra: String,
+    /// Run `oram-proxy format` after `init`, before serving (outside the
+    /// measurement): every bucket the engine may read is written once, so reads
+    /// find full objects as on a volume in steady use rather than the 404s of
+    /// never-written buckets.
+    pub format: bool,
 }
 
 /// Where a proxy keeps its volume.
@@ -363,16 +373,16 @@ impl ProxyRun {
         } else {
             ProxyBackend::LabS3
         };
-        let mut p = Self::start_with(lab, proxy, name, &engine, backend, swift)?;
+        let mut p = Self::start_with(lab, proxy, name, &engine, backend, swift, e.format)?;
         if private {
             p.shape_front(lab)?;
         }
         Ok(p)
     }
 
-    /// Initialises a volume and starts serving it: `engine` is the body of the
-    /// `[engine]` section (fields left out take the proxy's defaults), `backend`
-    /// where the volume lives.
+    /// Initialises a volume (formats it with `format`) and starts serving it:
+    /// `engine` is the body of the `[engine]` section (fields left out take the
+    /// proxy's defaults), `backend` where the volume lives.
     pub fn start_with(
         lab: &Lab,
         proxy: &Path,
@@ -380,6 +390,7 @@ impl ProxyRun {
         engine: &str,
         backend: ProxyBackend,
         swift: bool,
+        format: bool,
     ) -> Result<Self, String> {
         let data_dir = lab.dir.join(format!("proxy-{name}"));
         let _ = std::fs::remove_dir_all(&data_dir);
@@ -458,6 +469,22 @@ impl ProxyRun {
                 String::from_utf8_lossy(&init.stderr).trim()
             ));
         }
+        if format {
+            let f = Command::new(proxy)
+                .arg("format")
+                .arg("--config")
+                .arg(&cfg_path)
+                .env("ORAM_PROXY_MASTER_KEY", &key)
+                .env_remove("ORAM_PROXY_PASSPHRASE")
+                .output()
+                .map_err(|e| format!("oram-proxy format: {e}"))?;
+            if !f.status.success() {
+                return Err(format!(
+                    "oram-proxy format ({name}): {}",
+                    String::from_utf8_lossy(&f.stderr).trim()
+                ));
+            }
+        }
         let mut cmd = Command::new(proxy);
         cmd.arg("serve")
             .arg("--config")
@@ -467,10 +494,10 @@ impl ProxyRun {
             .env("RUST_LOG", "warn");
         let log = data_dir.join("proxy.log");
         let mut p = Proc::spawn(&format!("oram-proxy ({name})"), cmd, &log)?;
-        wait_port(s3_port, Duration::from_secs(120), &mut p, &log)?;
-        wait_port(metrics_port, Duration::from_secs(10), &mut p, &log)?;
+        wait_port(s3_port, Duration::from_secs(120), &mut p)?;
+        wait_port(metrics_port, Duration::from_secs(10), &mut p)?;
         if swift {
-            wait_port(swift_port, Duration::from_secs(10), &mut p, &log)?;
+            wait_port(swift_port, Duration::from_secs(10), &mut p)?;
         }
         Ok(Self {
             proc: p,

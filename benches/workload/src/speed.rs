@@ -1755,7 +1755,7 @@ pub async fn run(args: SpeedArgs) -> Result<bool, String> {
             ProxyBackend::LabS3Defaults
         };
         let run_name = format!("speed-{}-{backend}", engine.replace(':', "-"));
-        let mut p = match ProxyRun::start_with(&lab, &proxy, &run_name, &toml, pb, false) {
+        let mut p = match ProxyRun::start_with(&lab, &proxy, &run_name, &toml, pb, false, false) {
             Ok(p) => p,
             Err(e) => {
                 problems.push(format!("{name}: proxy did not start: {e}"));

@@ -641,6 +641,21 @@ mod tests {
         assert_eq!(c.ignored, vec!["tree_cache_mib".to_string()]);
     }
 
+    /// CURIOUS pads its checkpoints for its partitions' stashes together: a
+    /// 5 GiB volume of 1 MiB blocks (72 partitions, each sub-ORAM's stash bound
+    /// 89) was padded to 7.3 GB when each partition counted at its bound.
+    #[test]
+    fn curious_checkpoints_count_the_partitions_stashes_together() {
+        let c = parse("kind = 'curious'\nblock_size = 1048576\ncapacity_blocks = 5120").unwrap();
+        assert_eq!(c.fixed("vol0")["partitions"], "72");
+        let bound = c.state_bound("vol0");
+        // The eviction cache at its bound (8 per partition: 576 blocks), one
+        // partition's stash at 89 blocks and 2 more per partition, and a little.
+        let blocks = 576 + 89 + 2 * 72;
+        assert!(bound >= blocks << 20, "{bound}");
+        assert!(bound < (blocks + 16) << 20, "{bound}");
+    }
+
     #[test]
     fn rounds_are_sized_in_bytes() {
         // At the defaults every engine takes max_batch ops: nothing changes for

@@ -38,4 +38,6 @@
 mod settings;
 
 pub use oram_partition::{BuildSub, Partitioned as Curious, PartitionedConfig as CuriousConfig};
-pub use settings::{CuriousSettings, SubFactory, SubSpec};
+pub use settings::{
+    sub_stash_allowance, CuriousSettings, SubFactory, SubSpec, SUB_STASH_PER_PARTITION,
+};

@@ -340,6 +340,9 @@ async fn the_eviction_cache_stays_small_over_100k_accesses() {
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     let mut model: BTreeMap<u64, Bytes> = BTreeMap::new();
     let zeros = Bytes::from(vec![0u8; BS]);
+    // The partitions' stashes together, after every round (what a checkpoint
+    // taken then would hold).
+    let mut stashes_max = 0;
     for round in 0..100_000 / 16 {
         let ops: Vec<Op> = (0..16)
             .map(|i| {
@@ -361,13 +364,23 @@ async fn the_eviction_cache_stays_small_over_100k_accesses() {
                 _ => unreachable!(),
             }
         }
+        let now = e.stats().extra("partition_stash_blocks").unwrap();
+        stashes_max = stashes_max.max(now);
     }
     let s = e.stats();
     let mean = s.stash_mean();
     let part_max = s.extra("partition_stash_max_blocks").unwrap();
     eprintln!(
-        "eviction cache over {} rounds: max {} blocks, mean {mean:.1}; largest partition stash {part_max}",
+        "eviction cache over {} rounds: max {} blocks, mean {mean:.1}; largest partition stash \
+         {part_max}; all partitions' stashes together at most {stashes_max}",
         s.rounds, s.stash_max
+    );
+    // What a checkpoint is padded for (the state bound): one partition at its
+    // stash bound (89) plus a little per partition.
+    let allowance = oram_curious::sub_stash_allowance(89, partitions);
+    assert!(
+        stashes_max <= allowance - 89,
+        "the partitions' stashes held {stashes_max} blocks together (padding allows {allowance})"
     );
     // A partition receives about 1/P of the blocks and is evicted into ν/P of the
     // accesses: its queue is that of a server busy 1/ν = 80 % of the time (mean
