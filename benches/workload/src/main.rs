@@ -168,6 +168,10 @@ struct Args {
     /// ORAM. ObliviStore and `direct` have nothing to format.
     #[arg(long)]
     format: bool,
+    /// Redraw the charts of an earlier report directory from its results.csv
+    /// (nothing is run).
+    #[arg(long, value_name = "DIR")]
+    replot: Option<PathBuf>,
     /// Memory for the tree-top cache of ORAM engines, MiB (--oram-size auto only).
     #[arg(long, default_value_t = 128)]
     cache_mib: u64,
@@ -616,6 +620,9 @@ fn machine() -> String {
 }
 
 async fn run(args: Args) -> Result<bool, String> {
+    if let Some(dir) = &args.replot {
+        return replot(dir);
+    }
     let workloads = load_workloads(&args)?;
     let opts = RunOptions {
         seed: args.seed,
@@ -895,6 +902,27 @@ fn model_text(models: &[String]) -> String {
 }
 
 /// The engine sizing of a run, in words.
+/// Redraws `<dir>/<workload>.png` for every workload of `<dir>/results.csv`.
+fn replot(dir: &Path) -> Result<bool, String> {
+    let path = dir.join("results.csv");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let rows = report::rows_from_csv(&text)?;
+    let font = report::load_font();
+    let mut names: Vec<&str> = rows.iter().map(|r| r.workload.as_str()).collect();
+    names.dedup();
+    for w in names {
+        if rows
+            .iter()
+            .any(|r| r.workload == w && r.config != "baseline")
+        {
+            let file = dir.join(format!("{w}.png"));
+            report::chart(&rows, w, &file, font)?;
+            println!("chart: {}", file.display());
+        }
+    }
+    Ok(true)
+}
+
 fn sizing_text(args: &Args) -> String {
     let volumes = if args.format {
         "volumes formatted after init (`--format`: every bucket written once, reads find full objects)"

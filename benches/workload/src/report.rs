@@ -434,6 +434,87 @@ fn x(v: f64) -> String {
     }
 }
 
+/// The rows of a `results.csv` written by [`csv`], with what the charts need
+/// (client and backend traffic, response times, runtimes; the rest default).
+pub fn rows_from_csv(text: &str) -> Result<Vec<Row>, String> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or("empty results.csv")?
+        .split(',')
+        .collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or(format!("results.csv has no column {name}"))
+    };
+    let idx = [
+        "workload",
+        "config",
+        "block_size",
+        "client_bytes_up",
+        "client_bytes_down",
+        "backend_get",
+        "backend_put",
+        "backend_delete",
+        "backend_list",
+        "backend_bytes_down",
+        "backend_bytes_up",
+        "avg_read_ms",
+        "avg_write_ms",
+        "avg_rw_ms",
+        "runtime_s",
+        "main_runtime_s",
+    ]
+    .map(col);
+    let mut idx_ok = [0usize; 16];
+    for (i, r) in idx.into_iter().enumerate() {
+        idx_ok[i] = r?;
+    }
+    let mut rows = Vec::new();
+    for (n, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(',').collect();
+        let field = |k: usize| {
+            f.get(idx_ok[k])
+                .copied()
+                .ok_or(format!("results.csv line {}: too few fields", n + 2))
+        };
+        let int = |k: usize| -> Result<u64, String> {
+            field(k)?
+                .parse()
+                .map_err(|e| format!("results.csv line {}: {e}", n + 2))
+        };
+        let real = |k: usize| -> Result<f64, String> {
+            field(k)?
+                .parse()
+                .map_err(|e| format!("results.csv line {}: {e}", n + 2))
+        };
+        rows.push(Row {
+            workload: field(0)?.to_string(),
+            config: field(1)?.to_string(),
+            block_size: int(2)?,
+            client_up: int(3)?,
+            client_down: int(4)?,
+            backend: Backend {
+                get: int(5)?,
+                put: int(6)?,
+                delete: int(7)?,
+                list: int(8)?,
+                bytes_down: int(9)?,
+                bytes_up: int(10)?,
+            },
+            read_ms: real(11)?,
+            write_ms: real(12)?,
+            rw_ms: real(13)?,
+            runtime_s: real(14)?,
+            main_runtime_s: real(15)?,
+            ..Row::default()
+        });
+    }
+    Ok(rows)
+}
+
 /// The CSV of every row (one line per workload × configuration × block size).
 pub fn csv(rows: &[Row]) -> String {
     let mut s = String::from(
@@ -638,13 +719,14 @@ pub fn chart(rows: &[Row], workload: &str, path: &Path, with_text: bool) -> Resu
     if cmp.is_empty() {
         return Err(format!("{workload}: nothing to chart"));
     }
-    let metrics: [(&str, RGBColor); 4] = [
+    let metrics: [(&str, RGBColor); 5] = [
         ("bandwidth overhead", RGBColor(31, 119, 180)),
         ("cost multiplier (AWS S3)", RGBColor(255, 127, 14)),
         ("relative response time", RGBColor(44, 160, 44)),
-        ("slowdown", RGBColor(214, 39, 40)),
+        ("slowdown (workflow)", RGBColor(214, 39, 40)),
+        ("slowdown (main stages)", RGBColor(148, 103, 189)),
     ];
-    let values: Vec<[f64; 4]> = cmp
+    let values: Vec<[f64; 5]> = cmp
         .iter()
         .map(|c| {
             [
@@ -652,6 +734,7 @@ pub fn chart(rows: &[Row], workload: &str, path: &Path, with_text: bool) -> Resu
                 c.cost_multiplier(&PROVIDERS[0]),
                 c.relative_response(),
                 c.slowdown(),
+                c.main_slowdown(),
             ]
         })
         .collect();
@@ -698,10 +781,10 @@ pub fn chart(rows: &[Row], workload: &str, path: &Path, with_text: bool) -> Resu
             if !v.is_finite() || *v <= 0.0 {
                 continue;
             }
-            let x0 = i as f64 + 0.1 + 0.2 * k as f64;
+            let x0 = i as f64 + 0.075 + 0.17 * k as f64;
             chart
                 .draw_series(std::iter::once(Rectangle::new(
-                    [(x0, ymin), (x0 + 0.18, *v)],
+                    [(x0, ymin), (x0 + 0.15, *v)],
                     metrics[k].1.filled(),
                 )))
                 .map_err(|e| err(&e))?;
@@ -740,15 +823,24 @@ pub fn chart(rows: &[Row], workload: &str, path: &Path, with_text: bool) -> Resu
             .position(SeriesLabelPosition::UpperLeft)
             .draw()
             .map_err(|e| err(&e))?;
+        // Two lines under each group, centred: the engine, then the model and block.
         for (i, c) in cmp.iter().enumerate() {
             let (px, py) = chart.backend_coord(&(i as f64 + 0.5, ymin));
-            let label = format!("{} {}", c.row.config, human(c.row.block_size));
-            root.draw(&Text::new(
-                label,
-                (px - 40, py + 12),
-                ("sans-serif", 18).into_font(),
-            ))
-            .map_err(|e| err(&e))?;
+            let (engine, model) = c.row.config.split_once('@').unwrap_or((&c.row.config, ""));
+            let second = if model.is_empty() {
+                human(c.row.block_size)
+            } else {
+                format!("{model} {}", human(c.row.block_size))
+            };
+            for (line, text) in [engine.to_string(), second].into_iter().enumerate() {
+                let half = (text.chars().count() * 4) as i32;
+                root.draw(&Text::new(
+                    text,
+                    (px - half, py + 8 + 18 * line as i32),
+                    ("sans-serif", 15).into_font(),
+                ))
+                .map_err(|e| err(&e))?;
+            }
         }
     }
     root.present().map_err(|e| err(&e))?;
@@ -865,5 +957,50 @@ mod tests {
             csv.lines().next().unwrap().split(',').count(),
             csv.lines().nth(1).unwrap().split(',').count()
         );
+    }
+
+    /// `--replot` reads back what `csv` wrote: the chart's inputs survive, and a
+    /// file without a needed column is refused.
+    #[test]
+    fn results_csv_reads_back() {
+        let base = row(
+            "baseline",
+            100,
+            Backend {
+                get: 1,
+                put: 1,
+                bytes_down: 100,
+                bytes_up: 100,
+                ..Backend::default()
+            },
+        );
+        let mut p = row(
+            "path",
+            100,
+            Backend {
+                get: 7,
+                put: 5,
+                delete: 0,
+                list: 1,
+                bytes_down: 9_000,
+                bytes_up: 12_000,
+            },
+        );
+        p.runtime_s = 6.5;
+        p.main_runtime_s = 4.25;
+        p.rw_ms = 31.5;
+        let rows = rows_from_csv(&csv(&[base.clone(), p.clone()])).unwrap();
+        assert_eq!(rows.len(), 2);
+        let q = &rows[1];
+        assert_eq!(
+            (q.workload.as_str(), q.config.as_str(), q.block_size),
+            ("T", "path", 4096)
+        );
+        assert_eq!(q.backend, p.backend);
+        assert_eq!((q.client_up, q.client_down), (p.client_up, p.client_down));
+        assert_eq!((q.runtime_s, q.main_runtime_s, q.rw_ms), (6.5, 4.25, 31.5));
+        let c = &compare(&rows)[1];
+        assert_eq!(c.main_slowdown(), 4.25);
+        assert!(rows_from_csv("workload,config\nT,path\n").is_err());
     }
 }
