@@ -836,19 +836,7 @@ async fn run(args: Args) -> Result<bool, String> {
     let _ = std::fs::remove_dir_all(&work);
 
     problems.extend(report::consistency_problems(&rows));
-    let mut charts = Vec::new();
-    let mut names: Vec<&str> = rows.iter().map(|r| r.workload.as_str()).collect();
-    names.dedup();
-    for w in names {
-        if rows
-            .iter()
-            .any(|r| r.workload == w && r.config != "baseline")
-        {
-            let file = format!("{w}.png");
-            report::chart(&rows, w, &args.out.join(&file), charts_font)?;
-            charts.push((w.to_string(), file));
-        }
-    }
+    let charts = draw_charts(&rows, &args.out, charts_font)?;
     let header = format!(
         "Mode: {}, proxies driven through {}. Seed {}. Link: {} ms RTT, {} Mbit/s per direction (oram-linkshape), the same for \
          every configuration. Baseline: client → link → MinIO. {}; engine sizing: {}, one round ≤ {} MiB. \
@@ -907,7 +895,16 @@ fn replot(dir: &Path) -> Result<bool, String> {
     let path = dir.join("results.csv");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let rows = report::rows_from_csv(&text)?;
-    let font = report::load_font();
+    for (_, file) in draw_charts(&rows, dir, report::load_font())? {
+        println!("chart: {}", dir.join(file).display());
+    }
+    Ok(true)
+}
+
+/// Draws `<dir>/<workload>.png` for every workload with a configuration besides
+/// the baseline; returns (workload, file name) of each.
+fn draw_charts(rows: &[Row], dir: &Path, font: bool) -> Result<Vec<(String, String)>, String> {
+    let mut charts = Vec::new();
     let mut names: Vec<&str> = rows.iter().map(|r| r.workload.as_str()).collect();
     names.dedup();
     for w in names {
@@ -915,12 +912,12 @@ fn replot(dir: &Path) -> Result<bool, String> {
             .iter()
             .any(|r| r.workload == w && r.config != "baseline")
         {
-            let file = dir.join(format!("{w}.png"));
-            report::chart(&rows, w, &file, font)?;
-            println!("chart: {}", file.display());
+            let file = format!("{w}.png");
+            report::chart(rows, w, &dir.join(&file), font)?;
+            charts.push((w.to_string(), file));
         }
     }
-    Ok(true)
+    Ok(charts)
 }
 
 fn sizing_text(args: &Args) -> String {
