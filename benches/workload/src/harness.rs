@@ -455,33 +455,25 @@ impl ProxyRun {
             crate::dist::stable_hash(&[name.as_bytes(), b"k3"]),
             crate::dist::stable_hash(&[name.as_bytes(), b"k4"]),
         );
-        let init = Command::new(proxy)
-            .arg("init")
-            .arg("--config")
-            .arg(&cfg_path)
-            .env("ORAM_PROXY_MASTER_KEY", &key)
-            .env_remove("ORAM_PROXY_PASSPHRASE")
-            .output()
-            .map_err(|e| format!("oram-proxy init: {e}"))?;
-        if !init.status.success() {
-            return Err(format!(
-                "oram-proxy init ({name}): {}",
-                String::from_utf8_lossy(&init.stderr).trim()
-            ));
-        }
-        if format {
-            let f = Command::new(proxy)
-                .arg("format")
+        // `init`, then with `format` every bucket written once: to completion.
+        let verbs: &[&str] = if format {
+            &["init", "format"]
+        } else {
+            &["init"]
+        };
+        for verb in verbs {
+            let out = Command::new(proxy)
+                .arg(verb)
                 .arg("--config")
                 .arg(&cfg_path)
                 .env("ORAM_PROXY_MASTER_KEY", &key)
                 .env_remove("ORAM_PROXY_PASSPHRASE")
                 .output()
-                .map_err(|e| format!("oram-proxy format: {e}"))?;
-            if !f.status.success() {
+                .map_err(|e| format!("oram-proxy {verb}: {e}"))?;
+            if !out.status.success() {
                 return Err(format!(
-                    "oram-proxy format ({name}): {}",
-                    String::from_utf8_lossy(&f.stderr).trim()
+                    "oram-proxy {verb} ({name}): {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
                 ));
             }
         }
