@@ -751,7 +751,9 @@ pub fn chart(rows: &[Row], workload: &str, path: &Path, with_text: bool) -> Resu
     let ymin = finite.fold(1.0f64, f64::min).min(1.0) / 2.0;
     let n = cmp.len() as f64;
     let err = |e: &dyn std::fmt::Display| format!("chart {}: {e}", path.display());
-    let root = BitMapBackend::new(path, (1280, 640)).into_drawing_area();
+    // About 128 pixels per configuration, so that the labels do not overlap.
+    let width = (cmp.len() as u32 * 128 + 140).max(1280);
+    let root = BitMapBackend::new(path, (width, 640)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut b = ChartBuilder::on(&root);
     b.margin(20)
