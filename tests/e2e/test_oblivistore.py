@@ -6,9 +6,8 @@ partitions are taken from the volume), and `oram-proxy fsck` finds every partiti
 and the map of partitions consistent."""
 
 import random
-import subprocess
 
-from conftest import BIN, Proxy, read_back_both, write_mixed
+from conftest import Proxy, fsck_clean, read_back_both, write_mixed
 
 SIZES = [0, 1, 4095, 4096, 4097, 100_000, 1_500_000]
 PARTITIONS = 48  # not the default (⌈√4096⌉ = 64): the key reaches the engine
@@ -47,9 +46,7 @@ def test_oblivistore_serves_s3_and_swift_byte_exactly_across_kill_and_restart(tm
         code = again.stop()
     assert code == 0, again.logs()
     assert "oblivistore" in again.logs(), again.logs()
-    r = subprocess.run([BIN, "fsck", "--data-dir", str(work / "data"), *args],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
+    fsck_clean(again, *args)
 
 
 def test_every_partition_rebuilds_its_top_level_and_survives_kill(tmp_path):
@@ -95,6 +92,4 @@ def test_every_partition_rebuilds_its_top_level_and_survives_kill(tmp_path):
     finally:
         code = again.stop()
     assert code == 0, again.logs()
-    r = subprocess.run([BIN, "fsck", "--data-dir", str(work / "data"), *args],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
+    fsck_clean(again, *args)

@@ -255,6 +255,30 @@ async fn the_eviction_cache_stays_small() {
     assert_eq!(rep.written_blocks.len(), model.len());
 }
 
+/// One hierarchical partition on `store` (prefix `vol0/o/0`, 100 block ids), its
+/// permutations seeded with `seed`, shuffle and landing buffers of `permits`.
+fn one_partition(
+    geometry: Geometry,
+    seed: u8,
+    permits: usize,
+    store: Arc<dyn BlockStore>,
+) -> Hierarchy {
+    Hierarchy::new(
+        HierarchyConfig {
+            geometry,
+            id_limit: 100,
+            prefix: "vol0/o/0".into(),
+            rng_seed: Some([seed; 32]),
+        },
+        store,
+        test_sealer(),
+        Box::new(MemState::new()),
+        Arc::new(Semaphore::new(permits)),
+        Arc::new(Semaphore::new(permits)),
+    )
+    .unwrap()
+}
+
 /// A partition asked to hold more blocks than its top level refuses the
 /// eviction before any request, changes nothing, and still serves what it holds.
 #[tokio::test]
@@ -264,20 +288,7 @@ async fn a_partition_that_would_overflow_fails_and_loses_nothing() {
         top: 1,
         block_size: BS,
     };
-    let h = Hierarchy::new(
-        HierarchyConfig {
-            geometry,
-            id_limit: 100,
-            prefix: "vol0/o/0".into(),
-            rng_seed: Some([1; 32]),
-        },
-        store.clone(),
-        test_sealer(),
-        Box::new(MemState::new()),
-        Arc::new(Semaphore::new(64)),
-        Arc::new(Semaphore::new(64)),
-    )
-    .unwrap();
+    let h = one_partition(geometry, 1, 64, store.clone());
     // Levels 0 and 1 hold three blocks between shuffles; the top level (1)
     // holds two: the eviction that would shuffle three into it is refused.
     for b in 0..3 {
@@ -365,23 +376,11 @@ async fn bandwidth_per_access_is_the_analytical_figure() {
 async fn a_late_put_of_a_failed_attempt_leaves_the_level_readable() {
     let mem = Arc::new(MemoryStore::new());
     let store: Arc<dyn BlockStore> = mem.clone();
-    let h = Hierarchy::new(
-        HierarchyConfig {
-            geometry: Geometry {
-                top: 4,
-                block_size: BS,
-            },
-            id_limit: 100,
-            prefix: "vol0/o/0".into(),
-            rng_seed: Some([2; 32]),
-        },
-        store.clone(),
-        test_sealer(),
-        Box::new(MemState::new()),
-        Arc::new(Semaphore::new(1024)),
-        Arc::new(Semaphore::new(1024)),
-    )
-    .unwrap();
+    let geometry = Geometry {
+        top: 4,
+        block_size: BS,
+    };
+    let h = one_partition(geometry, 2, 1024, store.clone());
     for b in 0..5 {
         h.access(vec![Op::Dummy, Op::Insert(b, block_data(b, 1, BS))])
             .await

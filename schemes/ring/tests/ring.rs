@@ -21,7 +21,7 @@ use std::sync::Arc;
 use oram_blockstore::{Accounting, BlockStore, Recording, TraceEvent, Verb};
 use oram_engine::conformance::{
     block_data, chi_square, chi_square_critical_001, model_and_read_back, test_sealer,
-    trace_of_each_access, trace_of_one_batch,
+    trace_of_each_access, trace_of_one_batch, workloads,
 };
 use oram_engine::{Op, Oram, OramError};
 use oram_ring::{
@@ -177,37 +177,6 @@ const OCAP: u64 = 256;
 const OBS: usize = 32;
 const OACC: usize = 3000;
 
-type Workload = (&'static str, Box<dyn Fn(usize) -> Op>);
-
-fn workloads() -> Vec<Workload> {
-    let random: Vec<Op> = {
-        let mut rng = ChaCha8Rng::seed_from_u64(5);
-        (0..OACC)
-            .map(|i| {
-                let b = rng.gen_range(0..OCAP);
-                if rng.gen_bool(0.5) {
-                    Op::Read(b)
-                } else {
-                    Op::Write(b, block_data(b, i as u64, OBS))
-                }
-            })
-            .collect()
-    };
-    vec![
-        ("same block, reads", Box::new(|_| Op::Read(5))),
-        (
-            "same block, writes",
-            Box::new(|i| Op::Write(5, block_data(5, i as u64, OBS))),
-        ),
-        ("sequential scan", Box::new(|i| Op::Read(i as u64 % OCAP))),
-        (
-            "sequential writes",
-            Box::new(|i| Op::Write(i as u64 % OCAP, block_data(0, i as u64, OBS))),
-        ),
-        ("uniform random", Box::new(move |i| random[i].clone())),
-    ]
-}
-
 fn node_of(e: &TraceEvent) -> u64 {
     e.key
         .rsplit('/')
@@ -262,7 +231,7 @@ async fn observe(name: &'static str, w: &dyn Fn(usize) -> Op) -> (Observed, Ring
 async fn ring_oram_traces_do_not_depend_on_the_workload() {
     let mut seen = Vec::new();
     let mut engine = None;
-    for (name, w) in workloads() {
+    for (name, w) in workloads(OCAP, OBS, OACC, 5) {
         let (o, e) = observe(name, &*w).await;
         seen.push(o);
         engine = Some(e);
