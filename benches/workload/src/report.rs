@@ -449,7 +449,7 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Row>, String> {
             .position(|h| *h == name)
             .ok_or(format!("results.csv has no column {name}"))
     };
-    let idx = [
+    let idx: Vec<usize> = [
         "workload",
         "config",
         "block_size",
@@ -467,16 +467,14 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Row>, String> {
         "runtime_s",
         "main_runtime_s",
     ]
-    .map(col);
-    let mut idx_ok = [0usize; 16];
-    for (i, r) in idx.into_iter().enumerate() {
-        idx_ok[i] = r?;
-    }
+    .into_iter()
+    .map(col)
+    .collect::<Result<_, _>>()?;
     let mut rows = Vec::new();
     for (n, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let f: Vec<&str> = line.split(',').collect();
         let field = |k: usize| {
-            f.get(idx_ok[k])
+            f.get(idx[k])
                 .copied()
                 .ok_or(format!("results.csv line {}: too few fields", n + 2))
         };
