@@ -219,9 +219,10 @@ impl VolumeParams {
         let now = crate::volume::checkpoint_size(cfg);
         if now != self.checkpoint_bytes {
             out.push(format!(
-                "checkpoints are now padded to {now} bytes instead of {} (stash_bound, max_batch, \
-                 round_mib or state.checkpoint_index_bytes changed since the volume was created): the \
-                 backend sees the new size",
+                "checkpoints are now padded to {now} bytes instead of {}: a setting that sizes \
+                 the trusted state changed since the volume was created (stash_bound, max_batch, \
+                 round_mib, the engine's cache or partitions, state.checkpoint_index_bytes), or this \
+                 version of oram-proxy bounds that state differently; the backend sees the new size",
                 self.checkpoint_bytes
             ));
         }
