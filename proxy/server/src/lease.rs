@@ -563,6 +563,10 @@ mod tests {
             .unwrap();
         assert_eq!(la.generation(), 1);
         la.check().unwrap();
+        assert_eq!(
+            crate::metrics::health(Some(&la)),
+            (http::StatusCode::OK, "ok\n".to_string())
+        );
         // B sees A renewing: refused.
         let err = Lease::acquire(store.clone(), "vol0", b.path(), d)
             .await
@@ -581,6 +585,10 @@ mod tests {
         // The old incarnation is fenced at its next renewal.
         let _ = la.renew(false).await;
         assert!(matches!(la.check(), Err(StoreError::Fenced(_))));
+        // Its /health says so (a monitor must not count it as serving).
+        let (status, body) = crate::metrics::health(Some(&la));
+        assert_eq!(status, http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("another proxy took over"), "{body}");
         let fenced = LeasedStore::new(store.clone(), la.clone());
         let k = ObjKey::new("vol0/n/1").unwrap();
         assert!(matches!(
@@ -683,6 +691,10 @@ mod tests {
             }
             l.lock().valid_until = Instant::now();
             assert!(l.check().is_err());
+            assert_eq!(
+                crate::metrics::health(Some(&l)).0,
+                http::StatusCode::SERVICE_UNAVAILABLE
+            );
             leased
                 .put_many(vec![(k.clone(), Bytes::from_static(b"x"))])
                 .await

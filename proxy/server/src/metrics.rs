@@ -7,7 +7,8 @@
 //! (`metrics.token_file`, or the systemd credential `metrics-token`). On any other
 //! address a token is required (generated into `<data_dir>/metrics.token` when
 //! none is configured) and, when TLS is configured, the endpoint speaks HTTPS.
-//! `/health` and the dashboard's static page never need the token; `/metrics` and
+//! `/health` (200 `ok`, or 503 while the backend lease is lost or lapsed and
+//! writes are refused) and the dashboard's static page never need the token; `/metrics` and
 //! the dashboard's data do (`Authorization: Bearer <token>`).
 //!
 //! What it reveals is what an operator needs: request and byte counts towards the
@@ -616,7 +617,10 @@ async fn handle(
         return r;
     }
     match path.as_str() {
-        "/health" => respond(StatusCode::OK, "text/plain", "ok\n"),
+        "/health" => {
+            let (status, body) = health(ep.vol.lease.as_deref());
+            respond(status, "text/plain", body)
+        }
         "/metrics" => {
             let ep2 = ep.clone();
             match tokio::task::spawn_blocking(move || render(&ep2)).await {
@@ -638,6 +642,17 @@ async fn handle(
             "text/plain",
             "not found: GET /metrics, /health or /dashboard\n",
         ),
+    }
+}
+
+/// `GET /health`: 200 `ok` while this proxy may write; 503 with the reason
+/// once its backend lease is lost (another proxy took the volume over) or
+/// lapsed (renewals failed): writes are then refused and only reads pass, so a
+/// load balancer or monitor must not count it as serving.
+pub(crate) fn health(lease: Option<&crate::lease::Lease>) -> (http::StatusCode, String) {
+    match lease.map(|l| l.check()) {
+        None | Some(Ok(())) => (http::StatusCode::OK, "ok\n".into()),
+        Some(Err(e)) => (http::StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
     }
 }
 
