@@ -516,12 +516,21 @@ impl Oram for Partitioned {
         };
         let mut sub_stash = 0;
         let mut sub_stash_max = 0;
+        // The partitions' own counters (ObliviStore's shuffles and slots, Ring's
+        // evictions), summed over every partition by name, in first-seen order.
+        let mut sub_counters: Vec<Stat> = Vec::new();
         for sub in &self.inner.subs {
             let st = sub.stats();
             s.pending_writebacks += st.pending_writebacks;
             s.writeback_retries += st.writeback_retries;
             sub_stash += st.stash_len;
             sub_stash_max = sub_stash_max.max(st.stash_max);
+            for x in st.extra.into_iter().filter(|x| x.kind == StatKind::Counter) {
+                match sub_counters.iter_mut().find(|c| c.name == x.name) {
+                    Some(c) => c.value += x.value,
+                    None => sub_counters.push(x),
+                }
+            }
         }
         let stat = |name, help, kind, value| Stat {
             name,
@@ -573,6 +582,10 @@ impl Oram for Partitioned {
                 sub_stash_max,
             ),
         ];
+        // A partition's counter named like one of the framework's (a tree
+        // engine's `rounds_repeated_total`) stays out: one name, one meaning.
+        sub_counters.retain(|c| !s.extra.iter().any(|x| x.name == c.name));
+        s.extra.extend(sub_counters);
         s
     }
 

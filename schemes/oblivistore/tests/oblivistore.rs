@@ -337,6 +337,9 @@ async fn bandwidth_per_access_is_the_analytical_figure() {
             e.access(ops).await.unwrap();
         }
         rec.take_trace();
+        let counted = |name| e.stats().extra(name).unwrap();
+        let (read_before, written_before) =
+            (counted("slots_read_total"), counted("slots_written_total"));
         let n = (6.0 * cycle * f64::from(partitions) / rate) as usize;
         for _ in 0..n / 8 {
             let ops: Vec<Op> = (0..8)
@@ -351,6 +354,18 @@ async fn bandwidth_per_access_is_the_analytical_figure() {
             .filter(|e| matches!(e.verb, Verb::GetRange | Verb::Put))
             .map(|e| e.size)
             .sum();
+        // The partitions' counters, summed in the engine's statistics (what
+        // /metrics shows), are the slots the server saw read and written.
+        let size = |v: Verb| -> u64 { trace.iter().filter(|t| t.verb == v).map(|t| t.size).sum() };
+        let slot = geo.slot_len() as u64;
+        assert_eq!(
+            (counted("slots_read_total") - read_before) * slot,
+            size(Verb::GetRange)
+        );
+        assert_eq!(
+            (counted("slots_written_total") - written_before) * slot,
+            size(Verb::Put)
+        );
         let measured = bytes as f64 / (n / 8 * 8) as f64;
         let per = geo.expected_per_access();
         let analytical = rate * (per.read_slots + per.written_slots) * geo.slot_len() as f64;
