@@ -235,7 +235,6 @@ def read_back_both(proxy, bucket, expected):
 
 def fsck_clean(proxy, *flags):
     """`oram-proxy fsck` on the stopped `proxy`'s data directory finds nothing wrong."""
-    import subprocess
     r = subprocess.run([BIN, "fsck", "--data-dir", str(proxy.data_dir), *flags],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr

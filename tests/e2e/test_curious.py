@@ -4,7 +4,6 @@ sub-ORAMs (a ternary Path ORAM tree, Z = 5; Ring ORAM): objects written through 
 then again after kill -9 and a restart on the same data directory, and `oram-proxy
 fsck` finds every partition and the map of partitions consistent."""
 
-
 import pytest
 
 from conftest import Proxy, fsck_clean, read_back_both, write_mixed

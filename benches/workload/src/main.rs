@@ -889,7 +889,6 @@ fn model_text(models: &[String]) -> String {
         .join("; ")
 }
 
-/// The engine sizing of a run, in words.
 /// Redraws `<dir>/<workload>.png` for every workload of `<dir>/results.csv`.
 fn replot(dir: &Path) -> Result<bool, String> {
     let path = dir.join("results.csv");
@@ -920,6 +919,7 @@ fn draw_charts(rows: &[Row], dir: &Path, font: bool) -> Result<Vec<(String, Stri
     Ok(charts)
 }
 
+/// The engine sizing of a run, in words.
 fn sizing_text(args: &Args) -> String {
     let volumes = if args.format {
         "volumes formatted after init (`--format`: every bucket written once, reads find full objects)"

@@ -478,16 +478,8 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Row>, String> {
                 .copied()
                 .ok_or(format!("results.csv line {}: too few fields", n + 2))
         };
-        let int = |k: usize| -> Result<u64, String> {
-            field(k)?
-                .parse()
-                .map_err(|e| format!("results.csv line {}: {e}", n + 2))
-        };
-        let real = |k: usize| -> Result<f64, String> {
-            field(k)?
-                .parse()
-                .map_err(|e| format!("results.csv line {}: {e}", n + 2))
-        };
+        let int = |k: usize| -> Result<u64, String> { number(field(k)?, n + 2) };
+        let real = |k: usize| -> Result<f64, String> { number(field(k)?, n + 2) };
         rows.push(Row {
             workload: field(0)?.to_string(),
             config: field(1)?.to_string(),
@@ -511,6 +503,15 @@ pub fn rows_from_csv(text: &str) -> Result<Vec<Row>, String> {
         });
     }
     Ok(rows)
+}
+
+/// A number in `results.csv` line `line`.
+fn number<T: std::str::FromStr>(text: &str, line: usize) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    text.parse()
+        .map_err(|e| format!("results.csv line {line}: {e}"))
 }
 
 /// The CSV of every row (one line per workload × configuration × block size).

@@ -351,14 +351,10 @@ async fn bandwidth_per_access_is_the_analytical_figure() {
         }
         e.flush().await.unwrap();
         let trace = rec.take_trace();
-        let bytes: u64 = trace
-            .iter()
-            .filter(|e| matches!(e.verb, Verb::GetRange | Verb::Put))
-            .map(|e| e.size)
-            .sum();
+        let size = |v: Verb| -> u64 { trace.iter().filter(|t| t.verb == v).map(|t| t.size).sum() };
+        let bytes = size(Verb::GetRange) + size(Verb::Put);
         // The partitions' counters, summed in the engine's statistics (what
         // /metrics shows), are the slots the server saw read and written.
-        let size = |v: Verb| -> u64 { trace.iter().filter(|t| t.verb == v).map(|t| t.size).sum() };
         let slot = geo.slot_len() as u64;
         assert_eq!(
             (counted("slots_read_total") - read_before) * slot,
