@@ -13,7 +13,7 @@ for crate in oram-blockstore oram-seal oram-state oram-statedb oram-engine oram-
         status=1
     fi
 done
-# No engine imports another (schemes/tree and crates/partition are shared cores,
+# No engine imports another (engines/tree and engines/partition are shared cores,
 # not engines), in normal or test builds: each one is a peer that only the binary
 # wires in. CURIOUS's own tests run it over its sub-ORAMs (Path and Ring): its
 # test build may use them, its normal build uses none. The partition framework

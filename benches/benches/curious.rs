@@ -20,7 +20,7 @@
 //! * Path: `2 · U · bucket`, `U` the uncached levels;
 //! * Ring: per level `l` (with `2^l` buckets), one slot online (less the
 //!   reshuffled and evicted ones' share) plus `2·(1 + ρ_l)/A` whole buckets,
-//!   `ρ_l` the expected early reshuffles (as schemes/ring's
+//!   `ρ_l` the expected early reshuffles (as engines/ring's
 //!   `bandwidth_per_access_matches_the_analytical_model`);
 //! * ObliviStore: `ν ×` (slots read + slots written) per partition access ×
 //!   the sealed slot (`8 + B + 45`), averaged over a partition's eviction counter

@@ -1,11 +1,11 @@
 //! The Git workload (`oram-workload --git`; seed 000, §4.3.2, tables 5.6–5.8):
 //! push a generated repository for the first time, clone it, push a new commit,
 //! pull it — git with git-remote-s3 through S3, each step timed by
-//! `benches/git/gitwl.py`, which also checks every clone byte for byte (git fsck,
+//! `tools/workload/git/gitwl.py`, which also checks every clone byte for byte (git fsck,
 //! HEAD, tree, objects). Configurations: the baseline (client → link → MinIO),
 //! then per cloud model, block size and engine a proxy, as in the A–E runs. The
 //! thesis also ran it through Swift with Dulwich's Swift back-end; that back-end
-//! does not serve a push on Python 3 in any release (benches/git/dulwich_swift.py).
+//! does not serve a push on Python 3 in any release (tools/workload/git/dulwich_swift.py).
 //!
 //! The orchestration stays here (MinIO, the relays of both models, the proxies,
 //! their sizing and local-state figures are the runner's); the git steps are a
@@ -46,8 +46,8 @@ pub struct GitRow {
 pub const STEPS: [&str; 4] = ["push (first)", "clone", "push (new commit)", "pull"];
 
 fn gitwl_script() -> PathBuf {
-    // benches/workload/src/git.rs → benches/git/gitwl.py
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../git/gitwl.py")
+    // tools/workload/src/git.rs → tools/workload/git/gitwl.py
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("git/gitwl.py")
 }
 
 async fn create_bucket(ep: &Endpoint, bucket: &str) -> Result<(), String> {
