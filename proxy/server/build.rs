@@ -1,5 +1,6 @@
-//! Records the build for `oram-proxy --version` and `/metrics`: the git commit
-//! (with `-dirty` when the work tree had changes), the profile and the target.
+//! Records the build for `oram-proxy --version` and `/metrics` (see
+//! `src/build_info.rs`): the git commit (with `-dirty` when the work tree had
+//! changes), the profile and the target.
 
 use std::process::Command;
 

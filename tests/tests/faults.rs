@@ -23,7 +23,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use oram_blockstore::faults::{FaultCounts, FaultPlan, FaultStore};
 use oram_blockstore::{BlockStore, Recording, Verb};
-use oram_proxy::{Config, Engine, UserConfig};
+use oram_proxy::{Config, UserConfig, VolumeHooks};
 use rand::{Rng, SeedableRng};
 
 /// The engines the battery runs over (one line per engine; a new engine last,
@@ -112,13 +112,15 @@ async fn run(
     cfg.engine.insecure_direct = true;
     cfg.engine.capacity_blocks = 2048;
     cfg.engine.block_size = 1024;
-    match &mut cfg.engine.kind {
-        Engine::Path(s) => s.cached_levels = Some(3),
-        Engine::Ring(s) => s.cached_levels = Some(3),
-        Engine::Curious(s) => s.cached_levels = Some(1),
-        // ObliviStore keeps no tree: its levels are all on the backend.
-        Engine::ObliviStore(_) | Engine::Direct(_) => {}
+    let k = &mut cfg.engine.kind;
+    if let Some(s) = k.get_mut::<oram_path::PathSettings>() {
+        s.cached_levels = Some(3);
+    } else if let Some(s) = k.get_mut::<oram_ring::RingSettings>() {
+        s.cached_levels = Some(3);
+    } else if let Some(s) = k.get_mut::<oram_curious::CuriousSettings>() {
+        s.cached_levels = Some(1);
     }
+    // ObliviStore and direct keep no tree: their blocks are all on the backend.
     // Objects (< 20 000 bytes) fit one batch of 32 blocks: a GET fetches them
     // before it answers. A larger object's later batches can still fail mid-body
     // (the connection is cut; never a wrong byte): SECURITY.md says so.
@@ -152,16 +154,21 @@ async fn run(
     type Wrapped = (Arc<FaultStore<Arc<dyn BlockStore>>>, Arc<Rec>);
     let slot: Arc<Mutex<Option<Wrapped>>> = Arc::default();
     let hook_slot = slot.clone();
-    cfg.hooks.wrap_store = Some(Arc::new(move |inner: Arc<dyn BlockStore>| {
-        let f = Arc::new(FaultStore::new(Arc::new(inner), plan.clone()));
-        // Faults start once the volume is open (a start that fails is not the
-        // battery's subject; `start` refuses to serve a backend it cannot open).
-        f.set_enabled(false);
-        let rec = Arc::new(Recording::new(f.clone()));
-        *hook_slot.lock().unwrap() = Some((f, rec.clone()));
-        rec as Arc<dyn BlockStore>
-    }));
-    let server = oram_proxy::start(&cfg, None).await.expect("proxy starts");
+    let hooks = VolumeHooks {
+        wrap_backend: Some(Arc::new(move |inner: Arc<dyn BlockStore>| {
+            let f = Arc::new(FaultStore::new(Arc::new(inner), plan.clone()));
+            // Faults start once the volume is open (a start that fails is not the
+            // battery's subject; `start` refuses to serve a backend it cannot open).
+            f.set_enabled(false);
+            let rec = Arc::new(Recording::new(f.clone()));
+            *hook_slot.lock().unwrap() = Some((f, rec.clone()));
+            rec as Arc<dyn BlockStore>
+        })),
+        ..VolumeHooks::default()
+    };
+    let server = oram_proxy::start_with_hooks(&cfg, None, hooks)
+        .await
+        .expect("proxy starts");
     let (fault, rec) = slot.lock().unwrap().clone().expect("the hook ran");
     let c = client(&format!("http://{}", server.s3_addr()));
     c.create_bucket().bucket("battery").send().await.unwrap();

@@ -15,7 +15,7 @@ fn config(dir: &std::path::Path) -> Config {
         ..Config::default()
     };
     cfg.s3.listen = "127.0.0.1:0".into();
-    cfg.engine.kind = Engine::Ring(oram_ring::RingSettings {
+    cfg.engine.kind = Engine::new(oram_ring::RingSettings {
         ring_preset: "small".into(),
         cached_levels: Some(3),
         ..Default::default()
@@ -107,7 +107,7 @@ async fn the_proxy_serves_s3_on_ring_oram_across_restart_fsck_and_recovery() {
     assert!(rep.is_clean(), "{rep:?}");
     // Other Ring parameters are refused with a message naming them.
     let mut other = cfg.clone();
-    other.engine.kind = Engine::Ring(oram_ring::RingSettings {
+    other.engine.kind = Engine::new(oram_ring::RingSettings {
         ring_preset: "large".into(),
         cached_levels: Some(3),
         ..Default::default()

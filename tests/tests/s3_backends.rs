@@ -60,7 +60,7 @@ fn proxy_config(minio: &Minio, dir: &std::path::Path) -> Config {
     };
     cfg.s3.listen = "127.0.0.1:0".into();
     cfg.engine.capacity_blocks = 4096;
-    cfg.engine.kind = oram_proxy::Engine::Path(oram_path::PathSettings {
+    cfg.engine.kind = oram_proxy::Engine::new(oram_path::PathSettings {
         cached_levels: Some(3),
         ..Default::default()
     });
@@ -194,9 +194,9 @@ async fn proxy_over_minio_round_trip_leaks_no_names_or_plaintext() {
     );
     assert_eq!(
         meta["p/vol0/meta/checkpoint"] as u64,
-        oram_proxy::meta_auth::HEAD_LEN as u64
+        oram_volume::header::HEAD_LEN as u64
             + oram_seal::OVERHEAD as u64
-            + oram_proxy::volume::checkpoint_size(&cfg),
+            + oram_volume::checkpoint_size(&cfg.volume()),
     );
 }
 

@@ -500,8 +500,8 @@ fn s3_exchange(rig: &S3Rig, raw: Vec<u8>) -> Vec<u8> {
             let front = front.clone();
             async move {
                 // As the binary: refused on the head alone, before s3s reads the body.
-                if let Some(r) = oram_proxy::guard::s3_refusal(&req) {
-                    return oram_proxy::guard::s3_refusal_response(&r);
+                if let Some(r) = oram_server::guard::s3_refusal(&req) {
+                    return oram_server::guard::s3_refusal_response(&r);
                 }
                 match front.call(req.map(s3s::Body::from)).await {
                     Ok(r) => r,

@@ -13,16 +13,16 @@ use oram_objects::records::{
 };
 use oram_objects::{alloc::Run, LayerConfig, ListParams, ObjectLayer};
 use oram_path::{PathConfig, PathOram, TreeConfig};
-use oram_proxy::datadir::VolumeParams;
-use oram_proxy::keys::Kdf;
-use oram_proxy::meta_auth::{
-    checkpoint_object, header_is_authentic, open_checkpoint, parse_prefix, sign_header, MAGIC_V1,
-};
-use oram_proxy::Config;
 use oram_seal::{MasterKey, ObjectIdentity, ObjectKind, VolumeId};
 use oram_state::{KvMap, MemState, Space};
 use oram_statedb::Db;
 use oram_store_memory::MemoryStore;
+use oram_volume::header::{
+    checkpoint_object, header_is_authentic, open_checkpoint, parse_prefix, sign_header, MAGIC_V1,
+};
+use oram_volume::key::Kdf;
+use oram_volume::VolumeConfig;
+use oram_volume::VolumeParams;
 
 use super::codecs::sealer;
 use super::runtime;
@@ -66,8 +66,8 @@ pub fn volume_header(data: &[u8]) -> bool {
     let Ok(p) = VolumeParams::from_toml(text, "fuzz") else {
         return false;
     };
-    let mut cfg = Config::default();
-    if p.adopt_into(&mut cfg).is_err() {
+    let mut cfg = VolumeConfig::default();
+    if p.adopt_into(&mut cfg.engine).is_err() {
         return false;
     }
     if let Some(kdf) = &p.kdf {
@@ -80,7 +80,7 @@ pub fn volume_header(data: &[u8]) -> bool {
 
 /// Seeds of [`volume_header`]: signed headers with and without a passphrase KDF.
 pub fn volume_header_seeds() -> Vec<Vec<u8>> {
-    let cfg = Config::default();
+    let cfg = VolumeConfig::default();
     let plain = VolumeParams::new(&cfg, &VolumeId([1; 16]), "file", "ab".repeat(16), None);
     let kdf = Kdf {
         salt: "cd".repeat(16),
@@ -102,7 +102,7 @@ pub fn volume_header_seeds() -> Vec<Vec<u8>> {
 /// Inputs of [`volume_header`] that must fail without a panic: the header that
 /// overflowed Path's round size (a huge `z`, adopted before the MAC check).
 pub fn volume_header_extra() -> Vec<Vec<u8>> {
-    let cfg = Config::default();
+    let cfg = VolumeConfig::default();
     let p = VolumeParams::new(&cfg, &VolumeId([2; 16]), "file", "ef".repeat(16), None);
     let text = sign_header(&header_key(), &p).to_toml();
     let huge = text.replacen("[fixed]\n", "[fixed]\nz = \"20202020202020204\"\n", 1);
@@ -117,7 +117,7 @@ pub fn volume_header_extra() -> Vec<Vec<u8>> {
 /// The lease object as a start reads it (`lease::inspect`: parse, wait, next
 /// generation), and the deadline it computes from the wait.
 pub fn lease(data: &[u8]) -> bool {
-    let f = oram_proxy::lease::inspect(
+    let f = oram_volume::lease::inspect(
         data,
         "0123456789abcdef0123456789abcdef",
         Duration::from_secs(30),

@@ -106,6 +106,16 @@ pub struct TapShared {
 }
 
 impl TapShared {
+    /// An empty window and zero counters, the clock starting now.
+    pub fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            events: Mutex::new(Ring::new(BACKEND_WINDOW)),
+            errors: Default::default(),
+            latency: Default::default(),
+        }
+    }
+
     /// Failed requests of `v` (a failed batch counts each of its items).
     pub fn errors(&self, v: Verb) -> u64 {
         self.errors[verb_index(v)].load(Ordering::Relaxed)
@@ -159,6 +169,12 @@ impl TapShared {
     }
 }
 
+impl Default for TapShared {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The recording wrapper (see the module doc).
 pub struct Tap<S> {
     inner: S,
@@ -167,19 +183,19 @@ pub struct Tap<S> {
 
 impl<S> Tap<S> {
     /// Wraps `inner` with an empty window.
+    #[cfg(test)]
     pub fn new(inner: S) -> Self {
-        Self {
-            inner,
-            shared: Arc::new(TapShared {
-                started: Instant::now(),
-                events: Mutex::new(Ring::new(BACKEND_WINDOW)),
-                errors: Default::default(),
-                latency: Default::default(),
-            }),
-        }
+        Self::with_shared(inner, Arc::new(TapShared::new()))
+    }
+
+    /// Wraps `inner`, recording into `shared` (made before the store it
+    /// observes).
+    pub fn with_shared(inner: S, shared: Arc<TapShared>) -> Self {
+        Self { inner, shared }
     }
 
     /// The window and counters.
+    #[cfg(test)]
     pub fn shared(&self) -> Arc<TapShared> {
         self.shared.clone()
     }

@@ -1,0 +1,24 @@
+//! `oram-proxy compact`: shrinks `state.redb` while the proxy is stopped.
+
+use crate::args::{configure, ServeArgs};
+use crate::error::CliError;
+use crate::util::spinner;
+
+/// `oram-proxy compact`.
+pub fn run(args: ServeArgs) -> Result<(), CliError> {
+    let (cfg, _) = configure(args)?;
+    let spinner = spinner("compacting state.redb");
+    let r = oram_volume::compact(&cfg.volume(), |pass| {
+        spinner.set_message(format!("pass {}", pass + 1))
+    });
+    spinner.finish_and_clear();
+    let c = r.map_err(|e| e.to_string())?;
+    println!(
+        "compacted {}: {} -> {} bytes ({} passes)",
+        oram_volume::datadir::state_path(&cfg.data_dir).display(),
+        c.before,
+        c.after,
+        c.passes
+    );
+    Ok(())
+}

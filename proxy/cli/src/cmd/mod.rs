@@ -1,0 +1,9 @@
+//! One module per command of the binary; each has a `run` taking its flags.
+
+pub mod compact;
+pub mod format;
+pub mod fsck;
+pub mod init;
+pub mod recover;
+pub mod serve;
+pub mod stats;

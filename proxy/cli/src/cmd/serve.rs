@@ -1,0 +1,202 @@
+//! `oram-proxy serve`: the proxy in the foreground, with systemd's notification
+//! protocol, SIGHUP reloads, and a graceful stop on SIGTERM or SIGINT.
+
+use std::time::Duration;
+
+use oram_proxy::config::Config;
+use oram_proxy::notify::Notifier;
+use oram_proxy::Server;
+use oram_volume::BackendKind;
+
+use crate::args::{configure, ServeArgs};
+use crate::error::CliError;
+use crate::util::{logging, runtime, utc};
+
+/// Seconds in-flight requests get to finish at a stop (the unit's TimeoutStopSec
+/// leaves room for this, the final write-back and the checkpoint).
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// `oram-proxy serve`.
+pub fn run(args: ServeArgs) -> Result<(), CliError> {
+    let (cfg, root) = configure(args)?;
+    logging("info");
+    let notify = Notifier::from_env();
+    runtime()?.block_on(async move {
+        // Signal handlers first: a SIGTERM while the volume opens (recovery can take a
+        // while) is kept and acted on as soon as the server runs, not fatal mid-start.
+        let signals = Signals::install().map_err(|e| format!("signal handlers: {e}"))?;
+        notify.status("opening the volume");
+        // The watchdog runs from the start: recovery may take a while.
+        let _watchdog = notify.spawn_watchdog();
+        let server = match oram_proxy::start(&cfg, root).await {
+            Ok(s) => s,
+            Err(e) => {
+                notify.status(&format!("start failed: {e}"));
+                return Err(e.to_string());
+            }
+        };
+        banner(&cfg, &server);
+        notify.ready(&format!(
+            "serving S3 on {}{}",
+            server.s3_addr(),
+            if server.tls_info().is_some() {
+                " (TLS)"
+            } else {
+                ""
+            }
+        ));
+        serve_signals(signals, &server, &notify).await;
+        tracing::info!("shutting down: finishing in-flight requests");
+        notify.stopping("finishing in-flight requests, writing back, checkpointing");
+        server
+            .shutdown(STOP_GRACE)
+            .await
+            .map_err(|e| format!("final write-back or checkpoint failed: {e}"))?;
+        tracing::info!("stopped");
+        Ok::<(), String>(())
+    })?;
+    Ok(())
+}
+
+/// The signals `serve` acts on, registered before the volume opens so that none
+/// delivered during start-up takes the default (fatal) action.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
+/// Waits for SIGTERM or SIGINT; reloads the TLS certificate on SIGHUP meanwhile.
+async fn serve_signals(mut signals: Signals, server: &Server, notify: &Notifier) {
+    loop {
+        tokio::select! {
+            _ = signals.int.recv() => return,
+            _ = signals.term.recv() => return,
+            _ = signals.hup.recv() => {
+                notify.reloading();
+                match server.reload() {
+                    Ok(Some(c)) => tracing::info!(
+                        cert = %c.cert_file.display(),
+                        not_after = %utc(c.not_after),
+                        sha256 = %c.fingerprint,
+                        "SIGHUP: TLS certificate reloaded"
+                    ),
+                    Ok(None) => tracing::info!("SIGHUP: nothing to reload (TLS is off)"),
+                    Err(e) => tracing::error!("SIGHUP: reload failed, still serving the old certificate: {e}"),
+                }
+                notify.ready("serving (reloaded)");
+            }
+        }
+    }
+}
+
+fn banner(cfg: &Config, server: &Server) {
+    let info = &server.info;
+    let u = server.layer().usage();
+    let tls = server.tls_info();
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("oram-proxy {} serving S3", oram_server::build_info::VERSION);
+    println!("  endpoint:   {scheme}://{}", server.s3_addr());
+    println!("  region:     {}", cfg.s3.region);
+    if let Some(c) = &tls {
+        println!(
+            "  tls:        {} (valid until {}, SHA-256 {})",
+            c.cert_file.display(),
+            utc(c.not_after),
+            c.fingerprint
+        );
+        let ca = oram_server::tls::default_dir(&cfg.data_dir).join("ca.pem");
+        if ca.exists() {
+            println!(
+                "  clients:    verify with the CA certificate {}",
+                ca.display()
+            );
+        }
+    }
+    if let Some(m) = server.metrics_addr() {
+        let ms = if tls.is_some() && !m.ip().is_loopback() {
+            "https"
+        } else {
+            "http"
+        };
+        println!("  metrics:    {ms}://{m}/metrics (and /health)");
+        if cfg.metrics.dashboard {
+            println!("  dashboard:  {ms}://{m}/dashboard");
+        }
+        if let Some(t) = server.metrics_token_file() {
+            println!(
+                "  token:      {} (Authorization: Bearer <token>; dashboard: /dashboard#token=<token>)",
+                t.display()
+            );
+        }
+    }
+    if let Some(a) = server.swift_addr() {
+        println!("  swift auth: {scheme}://{a}/auth/v1.0 (X-Auth-User: <access key>:<access key>, X-Auth-Key: <secret key>)");
+    }
+    println!(
+        "  engine:     {} ({} blocks of {} bytes = {} MiB)",
+        cfg.engine.kind.name(),
+        u.capacity_blocks,
+        u.block_size,
+        (u.capacity_blocks * u.block_size as u64) >> 20
+    );
+    if !cfg.engine.kind.settings().oblivious() {
+        let name = cfg.engine.kind.name();
+        println!("  WARNING:    the {name} engine is NOT oblivious: the storage provider sees");
+        println!("              which blocks are read and written (--insecure-direct).");
+        tracing::warn!(
+            "engine {name}: NOT oblivious; the storage provider sees which blocks are read and written"
+        );
+    }
+    println!("  volume id:  {}", server.volume().params.volume_id);
+    println!("  data dir:   {}", cfg.data_dir.display());
+    let b = &cfg.backend;
+    match b.kind {
+        BackendKind::Fs => {
+            println!("  backend:    file://{}", cfg.store_path().display())
+        }
+        BackendKind::S3 => println!(
+            "  backend:    s3://{}/{} at {} ({})",
+            b.bucket,
+            b.key_prefix,
+            b.endpoint.as_deref().unwrap_or("AWS S3"),
+            b.region
+        ),
+    }
+    if info.new_key {
+        println!("  master key: created {}", cfg.key_file().display());
+    }
+    if info.created {
+        println!("  volume:     created");
+    } else {
+        println!("  volume:     {} objects", info.objects);
+    }
+    if info.resent_writebacks > 0 {
+        println!(
+            "  recovered:  resent {} write-backs journaled before an unclean stop",
+            info.resent_writebacks
+        );
+    }
+    let first = &info.users[0];
+    println!("  access key: {}", first.access_key);
+    if info.generated_credentials {
+        println!("  secret key: {}", first.secret_key);
+        println!(
+            "  (shown once; kept in {})",
+            oram_volume::users::credentials_path(&cfg.data_dir).display()
+        );
+    } else {
+        println!("  secret key: (not shown)");
+    }
+}

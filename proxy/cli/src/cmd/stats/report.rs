@@ -1,0 +1,315 @@
+//! What `stats` prints: a live proxy's metrics summarised, or what a stopped
+//! proxy's data directory knows.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use oram_proxy::config::Config;
+use oram_volume::{datadir, VolumeError};
+
+/// Milliseconds since the Unix epoch now.
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+/// Samples of a Prometheus text: `name{labels}` (as written) → value.
+pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A byte count in B, KiB, MiB, GiB or TiB.
+fn mib(b: f64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b.max(0.0);
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", units[i])
+    }
+}
+
+/// A duration in words, e.g. `2 h 5 min`.
+pub fn human_secs(s: f64) -> String {
+    let s = s.max(0.0) as u64;
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min {} s", s / 60, s % 60),
+        7200..=172_799 => format!("{} h {} min", s / 3600, s / 60 % 60),
+        _ => format!("{} d {} h", s / 86_400, s / 3600 % 24),
+    }
+}
+
+/// The summary lines of a live proxy's metrics.
+pub fn live_report(m: &BTreeMap<String, f64>) -> Vec<(&'static str, String)> {
+    let g = |k: &str| m.get(k).copied().unwrap_or(0.0);
+    let sum = |prefix: &str| -> f64 {
+        m.iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let engine = m
+        .keys()
+        .find_map(|k| {
+            k.strip_prefix("oram_engine_info{engine=\"")
+                .and_then(|r| r.split('"').next())
+        })
+        .unwrap_or("?")
+        .to_string();
+    let total = g("oram_capacity_blocks{kind=\"total\"}");
+    let used = g("oram_capacity_blocks{kind=\"used\"}");
+    let bs = g("oram_block_size_bytes");
+    let lease = m
+        .iter()
+        .find(|(k, v)| k.starts_with("oram_lease_state{") && **v == 1.0)
+        .and_then(|(k, _)| k.split('"').nth(1))
+        .unwrap_or("?")
+        .to_string();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    let mut out = vec![
+        ("uptime", human_secs(now - g("oram_start_time_seconds"))),
+        (
+            "engine",
+            format!(
+                "{engine}, {} blocks of {} bytes ({})",
+                total,
+                bs,
+                mib(total * bs)
+            ),
+        ),
+        (
+            "capacity used",
+            format!(
+                "{used} blocks ({}, {:.1}%)",
+                mib(used * bs),
+                100.0 * used / total.max(1.0)
+            ),
+        ),
+        (
+            "objects",
+            format!(
+                "{} in {} buckets",
+                g("oram_objects{kind=\"objects\"}"),
+                g("oram_objects{kind=\"buckets\"}")
+            ),
+        ),
+        (
+            "stash",
+            if g("oram_engine_stash_bound_blocks") > 0.0 {
+                format!(
+                    "{} blocks now, max {}, mean {:.1} (bound {})",
+                    g("oram_engine_stash_blocks"),
+                    g("oram_engine_stash_max_blocks"),
+                    g("oram_engine_stash_mean_blocks"),
+                    g("oram_engine_stash_bound_blocks")
+                )
+            } else {
+                "none (no ORAM)".into()
+            },
+        ),
+        (
+            "backlog",
+            format!(
+                "{} write-backs pending, {} journaled buckets, {} retries",
+                g("oram_engine_pending_writebacks"),
+                g("oram_journal_entries"),
+                g("oram_engine_writeback_retries_total")
+            ),
+        ),
+        (
+            "checkpoint",
+            format!(
+                "{} ago (every {}), {} failures",
+                human_secs(g("oram_checkpoint_age_seconds")),
+                match g("oram_checkpoint_interval_seconds") {
+                    0.0 => "shutdown only".to_string(),
+                    s => human_secs(s),
+                },
+                g("oram_checkpoint_failures_total")
+            ),
+        ),
+        ("state.redb", mib(g("oram_state_file_bytes"))),
+        (
+            "backend",
+            format!(
+                "{} requests, {} moved, {} errors",
+                sum("oram_backend_requests_total{"),
+                mib(sum("oram_backend_bytes_total{")),
+                sum("oram_backend_errors_total{")
+            ),
+        ),
+        (
+            "clients",
+            format!(
+                "{} requests, {} in and out; bandwidth overhead {:.1}x",
+                sum("oram_client_requests_total{"),
+                mib(sum("oram_client_bytes_total{")),
+                g("oram_bandwidth_overhead_ratio")
+            ),
+        ),
+        ("lease", lease),
+    ];
+    if g("oram_tls_enabled") == 1.0 {
+        let left = g("oram_tls_certificate_expiry_timestamp_seconds") - now;
+        out.push((
+            "tls",
+            format!("certificate expires in {}", human_secs(left)),
+        ));
+    }
+    out
+}
+
+/// What the data directory says with no proxy running (takes the directory's
+/// lock, so it fails while a proxy serves it).
+pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, VolumeError> {
+    let dir = &cfg.data_dir;
+    if !datadir::has_volume(dir) {
+        return Err(VolumeError::Params(format!(
+            "{} holds no volume",
+            dir.display()
+        )));
+    }
+    let _lock = datadir::lock(dir)?;
+    let p = datadir::read_volume(dir)?;
+    let state = datadir::state_path(dir);
+    let file_bytes = std::fs::metadata(&state).map(|m| m.len()).unwrap_or(0);
+    let mut out = vec![(
+        "engine",
+        format!(
+            "{}, {} blocks of {} bytes ({})",
+            p.engine,
+            p.capacity_blocks,
+            p.block_size,
+            mib((p.capacity_blocks * p.block_size as u64) as f64)
+        ),
+    )];
+    if !state.exists() {
+        out.push((
+            "state.redb",
+            "absent (the volume never stored anything)".into(),
+        ));
+        return Ok(out);
+    }
+    let db = oram_statedb::Db::open(&state, p.volume_id()?.0)?;
+    let sizes = db.table_sizes()?;
+    let entries = |n: &str| sizes.iter().find(|t| t.name == n).map_or(0, |t| t.entries);
+    let (journal, journal_bytes) = db.journal_size()?;
+    out.push((
+        "blocks written",
+        format!(
+            "{} of {} have a position (blocks ever written; `stats` on a running proxy shows the blocks in use)",
+            entries("positions"),
+            p.capacity_blocks
+        ),
+    ));
+    out.push(("stash", format!("{} blocks", entries("stash"))));
+    out.push((
+        "backlog",
+        format!("{journal} journaled buckets ({journal_bytes} bytes), resent at the next start"),
+    ));
+    let epoch = db.epoch();
+    out.push((
+        "checkpoint",
+        match oram_volume::last_checkpoint_ms(&db) {
+            Some(ms) => {
+                let now = unix_ms();
+                format!(
+                    "epoch {}, taken {} ago",
+                    epoch.saturating_sub(1),
+                    human_secs(now.saturating_sub(ms) as f64 / 1e3)
+                )
+            }
+            None if epoch == 0 => "none yet".into(),
+            None => {
+                format!("epoch {epoch}: the last one did not complete (the next start takes one)")
+            }
+        },
+    ));
+    // The bytes the state really holds (what an outsource ratio counts), beside
+    // the file, whose free pages are reused but not returned until `compact`.
+    let live = db.live_bytes()?;
+    let live_total: u64 = live.iter().map(|t| t.stored + t.metadata).sum();
+    let parts: Vec<String> = live
+        .iter()
+        .filter(|t| t.stored + t.metadata > 0)
+        .map(|t| format!("{} {}", t.name, t.stored + t.metadata))
+        .collect();
+    out.push((
+        "live state",
+        format!(
+            "{live_total} bytes in the tables ({}; keys, values and tree pages)",
+            parts.join(", ")
+        ),
+    ));
+    out.push(("state.redb", mib(file_bytes as f64)));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_text_parses_and_summarises() {
+        let text = "# HELP x y\n# TYPE x gauge\noram_engine_info{engine=\"ring\"} 1\n\
+                    oram_capacity_blocks{kind=\"total\"} 100\noram_capacity_blocks{kind=\"used\"} 25\n\
+                    oram_block_size_bytes 4096\noram_lease_state{state=\"none\"} 1\n\
+                    oram_lease_state{state=\"held\"} 0\noram_engine_stash_bound_blocks 80\n\
+                    oram_engine_stash_blocks 3\noram_backend_requests_total{verb=\"get\"} 7\n\
+                    oram_backend_requests_total{verb=\"put\"} 5\n";
+        let m = parse_metrics(text);
+        assert_eq!(m["oram_capacity_blocks{kind=\"used\"}"], 25.0);
+        let r: BTreeMap<_, _> = live_report(&m).into_iter().collect();
+        assert!(
+            r["engine"].starts_with("ring, 100 blocks of 4096 bytes"),
+            "{}",
+            r["engine"]
+        );
+        assert!(
+            r["capacity used"].contains("25.0%"),
+            "{}",
+            r["capacity used"]
+        );
+        assert!(
+            r["capacity used"].contains("(100.0 KiB, "),
+            "{}",
+            r["capacity used"]
+        );
+        assert!(r["stash"].starts_with("3 blocks now"), "{}", r["stash"]);
+        assert!(r["backend"].starts_with("12 requests"), "{}", r["backend"]);
+        assert_eq!(r["lease"], "none");
+    }
+
+    #[test]
+    fn sizes_read_well() {
+        assert_eq!(mib(0.0), "0 B");
+        assert_eq!(mib(1023.0), "1023 B");
+        assert_eq!(mib(1536.0), "1.5 KiB");
+        assert_eq!(mib((5u64 << 30) as f64), "5.0 GiB");
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(human_secs(5.0), "5 s");
+        assert_eq!(human_secs(600.0), "10 min 0 s");
+        assert_eq!(human_secs(7300.0), "2 h 1 min");
+        assert_eq!(human_secs(200_000.0), "2 d 7 h");
+    }
+}

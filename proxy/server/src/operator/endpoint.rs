@@ -1,0 +1,155 @@
+//! What the operator endpoint serves from ([`Endpoint`]), and the bearer token
+//! that guards `/metrics` and the dashboard's data.
+//!
+//! Access: on a loopback address no token is needed unless one is configured
+//! (`metrics.token_file`, or the systemd credential `metrics-token`). On any other
+//! address a token is required, generated into `<data_dir>/metrics.token` when
+//! none is configured.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use oram_volume::fsutil::{check_private, io, write_private};
+use oram_volume::{Volume, VolumeConfig};
+use sha2::{Digest, Sha256};
+use zeroize::Zeroizing;
+
+use crate::config::MetricsConfig;
+use crate::tap::TapShared;
+use crate::telemetry::Telemetry;
+use crate::tls::is_loopback;
+use crate::ServeError;
+
+/// What `/metrics` states about the configuration (fixed while serving).
+#[derive(Debug, Clone)]
+pub struct EngineInfo {
+    /// Engine name.
+    pub engine: String,
+    /// Whether the engine hides which blocks are read and written.
+    pub oblivious: bool,
+    /// The stash bound (0: the engine has no stash).
+    pub stash_bound: u64,
+    /// Seconds between checkpoints (0: at shutdown only).
+    pub checkpoint_interval_secs: u64,
+}
+
+impl EngineInfo {
+    /// From the volume's configuration.
+    pub fn new(cfg: &VolumeConfig) -> Self {
+        let e = &cfg.engine;
+        Self {
+            engine: e.kind.name().to_string(),
+            oblivious: e.kind.settings().oblivious(),
+            stash_bound: e.kind.settings().stash_bound(&e.shape(&cfg.backend.prefix)),
+            checkpoint_interval_secs: cfg.state.checkpoint_interval_secs,
+        }
+    }
+}
+
+/// The bearer token that guards `/metrics` and the dashboard's data.
+pub struct Token(Zeroizing<String>);
+
+impl Token {
+    /// Reads a token file (mode 0600; surrounding whitespace ignored).
+    pub fn read(path: &Path) -> Result<Self, ServeError> {
+        check_private(path).map_err(|e| ServeError::Config(format!("metrics token: {e}")))?;
+        let text = Zeroizing::new(std::fs::read_to_string(path).map_err(io(path))?);
+        let t = text.trim();
+        if t.len() < 16 {
+            return Err(ServeError::Config(format!(
+                "metrics token {}: shorter than 16 characters",
+                path.display()
+            )));
+        }
+        Ok(Self(Zeroizing::new(t.to_string())))
+    }
+
+    /// Whether `given` is the token (compared in constant time, via digests).
+    pub fn matches(&self, given: &str) -> bool {
+        let a = Sha256::digest(self.0.as_bytes());
+        let b = Sha256::digest(given.as_bytes());
+        a.iter()
+            .zip(b.iter())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+    }
+}
+
+/// Where the token comes from: the configured file, or (for a non-loopback
+/// listener without one) `<data_dir>/metrics.token`, generated on first use.
+/// Returns the token and its file, or `None` when no token is needed.
+pub fn token(
+    cfg: &MetricsConfig,
+    data_dir: &Path,
+    addr: &SocketAddr,
+) -> Result<Option<(Token, PathBuf)>, ServeError> {
+    if let Some(p) = &cfg.token_file {
+        return Ok(Some((Token::read(p)?, p.clone())));
+    }
+    if is_loopback(addr) {
+        return Ok(None);
+    }
+    let p = data_dir.join("metrics.token");
+    if !p.exists() {
+        use rand::RngCore;
+        let mut b = [0u8; 24];
+        rand::thread_rng().fill_bytes(&mut b);
+        write_private(&p, &format!("{}\n", hex::encode(b)))?;
+    }
+    Ok(Some((Token::read(&p)?, p)))
+}
+
+/// Everything the endpoint serves from.
+pub struct Endpoint {
+    /// The volume (backend counters, engine, index, state database).
+    pub vol: Arc<Volume>,
+    /// The recent backend requests, errors and latencies (the tap).
+    pub tap: Arc<TapShared>,
+    /// Client-side measurements.
+    pub tel: Arc<Telemetry>,
+    /// Configuration facts.
+    pub info: EngineInfo,
+    /// The required token, if any.
+    pub token: Option<Token>,
+    /// Whether the dashboard is served.
+    pub dashboard: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_exactly() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t");
+        write_private(&p, "  0123456789abcdef0123\n").unwrap();
+        let t = Token::read(&p).unwrap();
+        assert!(t.matches("0123456789abcdef0123"));
+        assert!(!t.matches("0123456789abcdef012"));
+        assert!(!t.matches(""));
+        let short = d.path().join("s");
+        write_private(&short, "abc").unwrap();
+        assert!(Token::read(&short).is_err());
+    }
+
+    #[test]
+    fn a_token_is_generated_only_beyond_loopback() {
+        let d = tempfile::tempdir().unwrap();
+        let mut cfg = MetricsConfig::default();
+        let lo: SocketAddr = "127.0.0.1:9100".parse().unwrap();
+        assert!(token(&cfg, d.path(), &lo).unwrap().is_none());
+        let any: SocketAddr = "0.0.0.0:9100".parse().unwrap();
+        let (t1, p) = token(&cfg, d.path(), &any).unwrap().unwrap();
+        assert_eq!(p, d.path().join("metrics.token"));
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(t1.matches(text.trim()));
+        // Kept across starts.
+        let (t2, _) = token(&cfg, d.path(), &any).unwrap().unwrap();
+        assert!(t2.matches(text.trim()));
+        // A configured token applies on loopback too.
+        cfg.token_file = Some(p.clone());
+        assert!(token(&cfg, d.path(), &lo).unwrap().is_some());
+    }
+}

@@ -1,0 +1,173 @@
+//! The operator endpoint (`[metrics] listen`): `GET /metrics` in the Prometheus
+//! text format ([`metrics`]), `GET /health` ([`respond`]), and the dashboard
+//! ([`dashboard`]), served from an [`Endpoint`] behind its token.
+//!
+//! `/health` (200 `ok`, or 503 while the backend lease is lost or lapsed and
+//! writes are refused) and the dashboard's static page never need the token;
+//! `/metrics` and the dashboard's data do (`Authorization: Bearer <token>`). On a
+//! non-loopback address the endpoint speaks HTTPS when TLS is configured.
+//!
+//! What it reveals is what an operator needs: request and byte counts towards the
+//! backend (which the storage server sees anyway), engine internals (stash size,
+//! accesses) and client request counts and latencies by operation (which the
+//! storage server does not see), and through the dashboard the recent backend
+//! requests and the client requests (object names only as keyed digests unless
+//! `metrics.dashboard_object_names`).
+
+mod dashboard;
+mod endpoint;
+mod metrics;
+mod respond;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+pub use endpoint::{token, Endpoint, EngineInfo};
+pub use metrics::render;
+
+use respond::{health, respond};
+
+use crate::limits::GuardedIo;
+use crate::tasks::Shutdown;
+use crate::tls::{Stream, Tls};
+use crate::ServeError;
+
+/// Connections the endpoint serves at once; more wait in the listen backlog.
+const MAX_CONNECTIONS: usize = 16;
+
+/// Whether the request carries the token (when one is required).
+fn authorized(ep: &Endpoint, req: &http::Request<hyper::body::Incoming>) -> bool {
+    let Some(token) = &ep.token else {
+        return true;
+    };
+    req.headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| token.matches(t.trim()))
+}
+
+async fn handle(
+    ep: Arc<Endpoint>,
+    req: http::Request<hyper::body::Incoming>,
+) -> http::Response<s3s::Body> {
+    use http::StatusCode;
+    let path = req.uri().path().to_string();
+    if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
+        return respond(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "only GET and HEAD\n",
+        );
+    }
+    let needs_token = matches!(path.as_str(), "/metrics" | "/dashboard/data");
+    if needs_token && !authorized(&ep, &req) {
+        let mut r = respond(
+            StatusCode::UNAUTHORIZED,
+            "text/plain",
+            "401: send Authorization: Bearer <metrics token>\n",
+        );
+        r.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Bearer realm=\"oram-proxy\""),
+        );
+        return r;
+    }
+    match path.as_str() {
+        "/health" => {
+            let (status, body) = health(ep.vol.lease.as_deref());
+            respond(status, "text/plain", body)
+        }
+        "/metrics" => {
+            let ep2 = ep.clone();
+            match tokio::task::spawn_blocking(move || render(&ep2)).await {
+                Ok(text) => respond(StatusCode::OK, "text/plain; version=0.0.4", text),
+                Err(_) => respond(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    "rendering failed\n",
+                ),
+            }
+        }
+        p if ep.dashboard && p.starts_with("/dashboard") => {
+            dashboard::route(&ep, p, req.uri().query())
+                .await
+                .unwrap_or_else(|| respond(StatusCode::NOT_FOUND, "text/plain", "not found\n"))
+        }
+        _ => respond(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found: GET /metrics, /health or /dashboard\n",
+        ),
+    }
+}
+
+/// Serves the endpoint on `listener` (over TLS when `tls` is given) until `stop`
+/// fires. HTTP/1.1 only; at most [`MAX_CONNECTIONS`] connections at once, each
+/// with 10 s to send its request headers (also the idle keep-alive time) and 10 s
+/// for a stalled response.
+pub async fn serve(
+    listener: TcpListener,
+    ep: Arc<Endpoint>,
+    tls: Option<Arc<Tls>>,
+    mut stop: Shutdown,
+) {
+    let mut http = ConnBuilder::new(TokioExecutor::new()).http1_only();
+    http.http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10));
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            p = connections.clone().acquire_owned() => p.expect("semaphore open"),
+            _ = stop.wait() => return,
+        };
+        let socket = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tracing::warn!("metrics accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.wait() => return,
+        };
+        let ep = ep.clone();
+        let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            let ep = ep.clone();
+            async move { Ok::<_, std::convert::Infallible>(handle(ep, req).await) }
+        });
+        let io = GuardedIo::new(Stream::new(socket, tls.as_deref()), Duration::from_secs(10));
+        let conn = http.serve_connection(TokioIo::new(io), svc).into_owned();
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+}
+
+/// Binds the metrics address (an empty one means no endpoint).
+pub async fn bind(listen: &str) -> Result<Option<(TcpListener, SocketAddr)>, ServeError> {
+    if listen.is_empty() {
+        return Ok(None);
+    }
+    let l = TcpListener::bind(listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: listen.to_string(),
+            source,
+        })?;
+    let addr = l.local_addr().map_err(|source| ServeError::Bind {
+        addr: listen.to_string(),
+        source,
+    })?;
+    Ok(Some((l, addr)))
+}

@@ -1,0 +1,220 @@
+//! Checkpoints of the trusted state on the backend.
+//!
+//! `<prefix>/meta/checkpoint`: `ORAMCKP2 ‖ epoch (u64 BE) ‖ sealed head ‖
+//! sealed(snapshot)`: the whole state database, padded to a size fixed by the
+//! volume's parameters ([`crate::params::checkpoint_size`]) and sealed as
+//! (`Meta`, position 0, version = epoch); the head authenticates the epoch and
+//! the size (see [`crate::header`]).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use oram_blockstore::ObjKey;
+use oram_engine::OramError;
+use oram_seal::{ObjectIdentity, ObjectKind};
+use oram_statedb::Db;
+
+use crate::header::{checkpoint_object, open_checkpoint, parse_prefix, Prefix, HEAD_LEN};
+use crate::volume::Volume;
+use crate::VolumeError;
+
+pub(crate) fn checkpoint_key(prefix: &str) -> ObjKey {
+    ObjKey::new(format!("{prefix}/meta/checkpoint")).expect("prefix validated")
+}
+
+/// What a checkpoint wrote.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckpointInfo {
+    /// Its epoch.
+    pub epoch: u64,
+    /// Bytes uploaded.
+    pub bytes: u64,
+    /// Bytes of state in it (before padding).
+    pub state_bytes: u64,
+}
+
+impl Volume {
+    /// Writes a checkpoint: quiesces the engine, snapshots the state database, pads
+    /// it to the fixed size, seals and uploads it, and starts a new epoch (so the
+    /// objects it refers to stay untouched until the next checkpoint).
+    ///
+    /// Observed by the storage server: one PUT of `<prefix>/meta/checkpoint`, always
+    /// of the same size, with accesses paused meanwhile.
+    pub async fn checkpoint(&self) -> Result<CheckpointInfo, VolumeError> {
+        let quiet = self.engine.quiesce().await?;
+        let epoch = self.db.epoch();
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
+        self.db
+            .set_meta("checkpoint_ms", &now_ms.to_be_bytes())
+            .await
+            .map_err(OramError::State)?;
+        // Where the shipped log stands, read before the snapshot: at most the
+        // snapshot's own position (commits of the object index may still run).
+        let log_end = self.db.log_end()?;
+        // Reading the whole database: off the async workers.
+        let db = self.db.clone();
+        let mut snap = tokio::task::spawn_blocking(move || db.snapshot())
+            .await
+            .map_err(|e| VolumeError::Config(format!("state snapshot: {e}")))??;
+        let state_bytes = snap.len() as u64;
+        let mut size = self.checkpoint_size;
+        while size < state_bytes {
+            size *= 2;
+        }
+        if size != self.checkpoint_size {
+            tracing::warn!(
+                state_bytes,
+                padded = size,
+                "the trusted state outgrew the checkpoint size: the checkpoint is larger, \
+                 which shows the backend that the index grew (raise state.checkpoint_index_bytes)"
+            );
+        }
+        snap.resize(size as usize, 0);
+        let sealed = self
+            .sealer
+            .seal(&ObjectIdentity::plain(ObjectKind::Meta, 0, epoch), &snap)
+            .map_err(OramError::Seal)?;
+        drop(snap);
+        let obj = checkpoint_object(&self.sealer, epoch, size, &sealed)?;
+        drop(sealed);
+        let bytes = obj.len() as u64;
+        let obj = bytes::Bytes::from(obj);
+        // The epoch moves first: once the upload may have landed, writes must
+        // already avoid the slots it refers to. A start that finds the backend's
+        // checkpoint behind the local epoch takes a new one before serving.
+        self.db.set_epoch(epoch + 1).await?;
+        let mut delay = Duration::from_millis(200);
+        let mut attempt = 1;
+        loop {
+            match self
+                .store
+                .put_many(vec![(checkpoint_key(&self.prefix), obj.clone())])
+                .await
+            {
+                Ok(()) => {
+                    // Not needed for consistency (a start compares epochs): lets a
+                    // start tell a roll-back from an interrupted checkpoint.
+                    self.db
+                        .set_meta("checkpoint_uploaded", &epoch.to_be_bytes())
+                        .await
+                        .map_err(OramError::State)?;
+                    if let Some(s) = &self.shipper {
+                        // Records the checkpoint covers; one that stays is
+                        // deleted after the next checkpoint.
+                        match s.prune(log_end).await {
+                            Ok(n) => tracing::debug!(records = n, "shipped log pruned"),
+                            Err(e) => tracing::warn!("shipped log: pruning failed: {e}"),
+                        }
+                    }
+                    break;
+                }
+                Err(e) if attempt >= 5 => {
+                    tracing::error!(
+                        "checkpoint upload failed ({e}); until one succeeds, `recover` may be \
+                         unable to use the previous checkpoint"
+                    );
+                    return Err(e.into());
+                }
+                Err(_) => {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                    attempt += 1;
+                }
+            }
+        }
+        drop(quiet);
+        Ok(CheckpointInfo {
+            epoch,
+            bytes,
+            state_bytes,
+        })
+    }
+
+    /// The epoch of the checkpoint on the backend, if any, authenticated: reads and
+    /// opens the checkpoint's sealed head (a checkpoint of the earlier format is
+    /// downloaded and opened whole).
+    pub async fn backend_checkpoint_epoch(&self) -> Result<Option<u64>, VolumeError> {
+        let key = checkpoint_key(&self.prefix);
+        let Some(head) = self.store.get_range(&key, 0..HEAD_LEN as u64).await? else {
+            return Ok(None);
+        };
+        match parse_prefix(&self.sealer, &head)? {
+            Prefix::V2(h) => Ok(Some(h.epoch)),
+            Prefix::V1(_) => {
+                let bound = oram_blockstore::SizeBound::AtMost(
+                    self.checkpoint_size
+                        .saturating_mul(8)
+                        .saturating_add(1 << 20),
+                );
+                let obj = self
+                    .store
+                    .get_many_bounded(std::slice::from_ref(&key), bound)
+                    .await?
+                    .into_iter()
+                    .next()
+                    .flatten()
+                    .ok_or_else(|| {
+                        VolumeError::Integrity("the backend checkpoint vanished".into())
+                    })?;
+                Ok(Some(open_checkpoint(&self.sealer, &obj)?.0))
+            }
+        }
+    }
+
+    /// Compares the backend's checkpoint with the local epoch. Normally the backend
+    /// holds checkpoint `epoch - 1`. After a crash in the middle of a checkpoint it
+    /// holds `epoch - 2` (or none at epoch 1): then a new one is taken now, before
+    /// anything is written in the new epoch — unless the upload is recorded as
+    /// landed. Anything else means the backend was
+    /// rolled back (or is written by another proxy): an integrity error. Returns
+    /// whether a checkpoint was taken.
+    pub async fn repair_checkpoint(&self) -> Result<bool, VolumeError> {
+        let local = self.db.epoch();
+        let backend = self.backend_checkpoint_epoch().await?;
+        let behind = match backend {
+            None => local,
+            Some(e) => local.wrapping_sub(e + 1),
+        };
+        // Whether the upload of checkpoint `local - 1` is known to have landed: then
+        // a backend one checkpoint behind was rolled back, not interrupted.
+        let landed = self
+            .db
+            .meta("checkpoint_uploaded")?
+            .and_then(|b| b.try_into().ok().map(u64::from_be_bytes))
+            .is_some_and(|e| e + 1 == local);
+        match behind {
+            0 => Ok(false),
+            1 if !landed => {
+                tracing::warn!(
+                    local_epoch = local,
+                    backend_epoch = ?backend,
+                    "the last checkpoint did not complete: taking one now"
+                );
+                self.checkpoint().await?;
+                Ok(true)
+            }
+            _ => Err(VolumeError::Integrity(format!(
+                "the backend's checkpoint is {} but this data directory is at epoch {local}: \
+                 the backend was rolled back, or another proxy writes to it",
+                backend.map_or("missing".to_string(), |e| format!("at epoch {e}"))
+            ))),
+        }
+    }
+}
+
+/// When the newest checkpoint known to be on the backend was taken (ms since the
+/// Unix epoch): the last checkpoint, if its upload is recorded as landed.
+pub fn last_checkpoint_ms(db: &Db) -> Option<u64> {
+    let u64_meta = |name: &str| {
+        db.meta(name)
+            .ok()
+            .flatten()
+            .and_then(|b| b.try_into().ok().map(u64::from_be_bytes))
+    };
+    let uploaded = u64_meta("checkpoint_uploaded")?;
+    (uploaded + 1 == db.epoch())
+        .then(|| u64_meta("checkpoint_ms"))
+        .flatten()
+}

@@ -1,0 +1,263 @@
+//! The sections of the configuration a volume is made of — `data_dir`,
+//! `[engine]` (see [`crate::engines`]), `[backend]`, `[state]` and `[key]` — and
+//! [`VolumeConfig`], which bundles them. The binary composes these with the
+//! server's sections into the configuration file; every field is documented in
+//! `oram-proxy example-config`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engines::EngineConfig;
+
+/// What a volume is opened, created or recovered with.
+#[derive(Clone, Debug, Default)]
+pub struct VolumeConfig {
+    /// Directory for key, credentials, volume parameters and the fs back-end.
+    pub data_dir: PathBuf,
+    /// `[engine]`.
+    pub engine: EngineConfig,
+    /// `[backend]`.
+    pub backend: BackendConfig,
+    /// `[state]`.
+    pub state: StateConfig,
+    /// `[key]`.
+    pub key: KeyConfig,
+}
+
+impl VolumeConfig {
+    /// The key file: `key.key_file`, or `<data_dir>/master.key`.
+    pub fn key_file(&self) -> PathBuf {
+        self.key.key_file(&self.data_dir)
+    }
+
+    /// The fs back-end's directory.
+    pub fn store_path(&self) -> PathBuf {
+        self.backend.store_path(&self.data_dir)
+    }
+
+    /// Checks values that parse but cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        self.engine.validate()?;
+        self.state.validate()?;
+        self.backend.validate()
+    }
+}
+
+/// `[state]`
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    /// Seconds between checkpoints to the backend (0: at shutdown only).
+    pub checkpoint_interval_secs: u64,
+    /// Object-index bytes a checkpoint has room for (0: 64 per block).
+    pub checkpoint_index_bytes: u64,
+    /// MiB of memory the state database may cache (at least 1; default 256,
+    /// [`oram_statedb::DEFAULT_CACHE_BYTES`]).
+    pub cache_mib: u64,
+    /// Milliseconds between two records of the shipped log (0, the default: no
+    /// log; the recovery point is the last checkpoint). See `logship`.
+    pub log_interval_ms: u64,
+    /// KiB per record of the shipped log (every record has this size).
+    pub log_record_kib: u64,
+}
+
+impl StateConfig {
+    /// How the log is shipped, if it is.
+    pub fn log_settings(&self) -> Option<crate::logship::LogSettings> {
+        (self.log_interval_ms > 0).then(|| crate::logship::LogSettings {
+            record_bytes: (self.log_record_kib as usize) << 10,
+            interval: std::time::Duration::from_millis(self.log_interval_ms),
+        })
+    }
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            checkpoint_interval_secs: 300,
+            checkpoint_index_bytes: 0,
+            cache_mib: 256,
+            log_interval_ms: 0,
+            log_record_kib: 1024,
+        }
+    }
+}
+
+impl StateConfig {
+    /// Checks values that parse but cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.log_interval_ms > 0 {
+            if !(10..=60_000).contains(&self.log_interval_ms) {
+                return Err("state.log_interval_ms must be 0 (no log) or 10 to 60000".into());
+            }
+            let most = (crate::logship::MAX_RECORD_BYTES >> 10) as u64;
+            if !(64..=most).contains(&self.log_record_kib) {
+                return Err(format!("state.log_record_kib must be 64 to {most}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `[key]`
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KeyConfig {
+    /// File holding the passphrase (mode 0600).
+    pub passphrase_file: Option<PathBuf>,
+    /// The key file; default `<data_dir>/master.key`.
+    pub key_file: Option<PathBuf>,
+}
+
+impl KeyConfig {
+    /// The key file: `key_file`, or `<data_dir>/master.key`.
+    pub fn key_file(&self, data_dir: &Path) -> PathBuf {
+        self.key_file
+            .clone()
+            .unwrap_or_else(|| data_dir.join("master.key"))
+    }
+}
+
+/// Which back-end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// A local directory.
+    Fs,
+    /// An S3-compatible service.
+    S3,
+}
+
+/// `[backend]`
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackendConfig {
+    /// Back-end kind.
+    pub kind: BackendKind,
+    /// Key prefix of the volume.
+    pub prefix: String,
+    /// fs: directory (default `<data_dir>/store`).
+    pub path: Option<PathBuf>,
+    /// fs: fsync writes.
+    pub fsync: bool,
+    /// s3: bucket.
+    pub bucket: String,
+    /// s3: key prefix inside the bucket.
+    pub key_prefix: String,
+    /// s3: endpoint URL (`None`: AWS).
+    pub endpoint: Option<String>,
+    /// s3: region.
+    pub region: String,
+    /// s3: path-style addressing (`None`: on when an endpoint is set).
+    pub path_style: Option<bool>,
+    /// s3: access key (`None`: the standard AWS chain).
+    pub access_key: Option<String>,
+    /// s3: secret key.
+    pub secret_key: Option<String>,
+    /// s3: requests in flight.
+    pub max_in_flight: usize,
+    /// s3: attempt timeout in seconds.
+    pub attempt_timeout_secs: u64,
+    /// s3: attempts per request.
+    pub max_attempts: u32,
+    /// s3: conditional PUTs (`If-Match` / `If-None-Match: *`).
+    pub conditional_writes: bool,
+    /// Seconds of the backend lease; 0: no lease.
+    pub lease_secs: u64,
+}
+
+impl fmt::Debug for BackendConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendConfig")
+            .field("kind", &self.kind)
+            .field("prefix", &self.prefix)
+            .field("path", &self.path)
+            .field("bucket", &self.bucket)
+            .field("key_prefix", &self.key_prefix)
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key", &self.access_key)
+            .field(
+                "secret_key",
+                &self.secret_key.as_ref().map(|_| "<redacted>"),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        Self {
+            kind: BackendKind::Fs,
+            prefix: "vol0".into(),
+            path: None,
+            fsync: true,
+            bucket: String::new(),
+            key_prefix: String::new(),
+            endpoint: None,
+            region: "us-east-1".into(),
+            path_style: None,
+            access_key: None,
+            secret_key: None,
+            max_in_flight: 32,
+            attempt_timeout_secs: 30,
+            max_attempts: 4,
+            conditional_writes: true,
+            lease_secs: 30,
+        }
+    }
+}
+
+impl BackendConfig {
+    /// Applies a `--backend` URL: `file:///path` or `s3://bucket[/prefix]`.
+    pub fn set_url(&mut self, url: &str) -> Result<(), String> {
+        if let Some(path) = url.strip_prefix("file://") {
+            if path.is_empty() {
+                return Err(format!("--backend {url:?}: file:// needs a path"));
+            }
+            self.kind = BackendKind::Fs;
+            self.path = Some(PathBuf::from(path));
+            Ok(())
+        } else if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(format!("--backend {url:?}: s3:// needs a bucket"));
+            }
+            self.kind = BackendKind::S3;
+            self.bucket = bucket.to_string();
+            self.key_prefix = prefix.trim_matches('/').to_string();
+            Ok(())
+        } else {
+            Err(format!(
+                "--backend {url:?}: expected file:///path or s3://bucket/prefix"
+            ))
+        }
+    }
+}
+
+impl BackendConfig {
+    /// The fs back-end's directory: `path`, or `<data_dir>/store`.
+    pub fn store_path(&self, data_dir: &Path) -> PathBuf {
+        self.path.clone().unwrap_or_else(|| data_dir.join("store"))
+    }
+
+    /// Checks values that parse but cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.kind == BackendKind::S3 {
+            if self.bucket.is_empty() {
+                return Err("backend.bucket is required with the s3 back-end".into());
+            }
+            if self.access_key.is_some() != self.secret_key.is_some() {
+                return Err("backend.access_key and backend.secret_key go together".into());
+            }
+            if self.max_in_flight == 0 || self.max_attempts == 0 {
+                return Err(
+                    "backend.max_in_flight and backend.max_attempts must be positive".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+}

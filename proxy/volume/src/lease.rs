@@ -1,0 +1,717 @@
+//! The backend lease: one proxy at a time writes a volume's backend prefix.
+//!
+//! `<prefix>/meta/lease` names the holder (a random id kept in
+//! `<data_dir>/lease.id`), a generation (incremented at every take-over) and a
+//! renewal counter. It is only ever written with conditional PUTs
+//! ([`BlockStore::put_if`]: `If-None-Match: *` to create it, `If-Match` on the ETag
+//! last seen to renew or take it over), so two proxies can never both believe
+//! they wrote the last version.
+//!
+//! * **Acquire** (every start, `init`, `fsck`, `recover`): no lease → create it.
+//!   Ours (the same data directory, after a crash: the directory lock rules out a
+//!   second process there) or released → take it over at once. Another holder's →
+//!   watch it for the lease duration `D`: if it changes (the holder renews), refuse
+//!   to start; if it stays unchanged for `D` on our clock, take it over.
+//! * **Renew** every `D/4`; the holder considers itself valid for `2D/3` after it
+//!   *sent* the last successful renewal. A contender waits a full `D` after its
+//!   first unchanged observation, which comes after that renewal landed, so the
+//!   holder's validity ends at least `D/3` before any take-over (clocks need only
+//!   run at roughly the same rate).
+//! * **Fencing**: every PUT and DELETE of the volume goes through [`LeasedStore`],
+//!   which refuses it (`StoreError::Fenced`, a 503 to clients) once the lease is
+//!   lost (a renewal found another holder's version) or expired (not renewed in
+//!   time); reads pass. A proxy that lost its lease stays fenced until restarted.
+//! * **Release** at a graceful stop, so the next holder need not wait.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use oram_blockstore::{BlockStore, ObjKey, ObjTag, PutCondition, SizeBound, StoreError};
+use rand::RngCore;
+
+use crate::config::BackendConfig;
+use crate::VolumeError;
+
+type StoreResult<T> = Result<T, StoreError>;
+
+/// The lease object's contents.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Record {
+    holder: String,
+    generation: u64,
+    renewals: u64,
+    lease_secs: u64,
+    #[serde(default)]
+    released: bool,
+}
+
+impl Record {
+    fn bytes(&self) -> Bytes {
+        toml::to_string(self)
+            .expect("serialises")
+            .into_bytes()
+            .into()
+    }
+
+    fn parse(b: &[u8]) -> Option<Self> {
+        toml::from_str(std::str::from_utf8(b).ok()?).ok()
+    }
+}
+
+/// The longest lease a record found on the backend is waited on for: the record is
+/// the provider's to change, and a start must neither wait for years nor overflow
+/// its deadline on a huge `lease_secs`.
+pub const MAX_FOUND_LEASE_SECS: u64 = 86_400;
+
+/// What a start makes of the lease record it found on the backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// The record is this data directory's or released: it is taken over at once.
+    pub ours_or_free: bool,
+    /// The holder, for messages (`unreadable` for a record that does not parse).
+    pub who: String,
+    /// How long to watch the record unchanged before taking it over: the longer of
+    /// the record's lease (at most [`MAX_FOUND_LEASE_SECS`]) and `duration`.
+    pub wait: Duration,
+    /// The generation of the record that takes it over.
+    pub generation: u64,
+}
+
+/// Reads the lease object `b` found on the backend (any bytes) for the holder
+/// `holder` whose own lease is `duration`.
+pub fn inspect(b: &[u8], holder: &str, duration: Duration) -> Found {
+    let old = Record::parse(b);
+    Found {
+        ours_or_free: old
+            .as_ref()
+            .is_some_and(|r| r.holder == holder || r.released),
+        who: old.as_ref().map_or_else(
+            || "unreadable".to_string(),
+            |r| format!("holder {}, generation {}", r.holder, r.generation),
+        ),
+        wait: old
+            .as_ref()
+            .map_or(duration, |r| {
+                Duration::from_secs(r.lease_secs.min(MAX_FOUND_LEASE_SECS))
+            })
+            .max(duration),
+        // TOML integers stop at i64::MAX: this does not overflow.
+        generation: old.as_ref().map_or(0, |r| r.generation) + 1,
+    }
+}
+
+struct Held {
+    record: Record,
+    tag: ObjTag,
+    /// Until when this proxy may write without a renewal.
+    valid_until: Instant,
+}
+
+/// A held lease (see the module documentation).
+pub struct Lease {
+    store: Arc<dyn BlockStore>,
+    key: ObjKey,
+    duration: Duration,
+    /// The record and tag last written and the validity; guards only these.
+    held: Mutex<Held>,
+    lost: AtomicBool,
+    /// Serialises the renewals a refused write starts (see [`Lease::ensure`]);
+    /// guards nothing else.
+    renewing: tokio::sync::Mutex<()>,
+}
+
+fn lease_key(prefix: &str) -> ObjKey {
+    ObjKey::new(format!("{prefix}/meta/lease")).expect("prefix validated")
+}
+
+/// `keys` without the lease object (which exists before anything else is written).
+pub fn without_lease(keys: Vec<ObjKey>) -> Vec<ObjKey> {
+    keys.into_iter()
+        .filter(|k| !k.as_str().ends_with("/meta/lease"))
+        .collect()
+}
+
+/// This data directory's holder id (`<dir>/lease.id`, created on first use).
+fn holder_id(dir: &Path) -> Result<String, VolumeError> {
+    let path = dir.join("lease.id");
+    match std::fs::read_to_string(&path) {
+        Ok(s) if s.trim().len() == 32 => Ok(s.trim().to_string()),
+        Ok(_) | Err(_) if path.exists() => Err(VolumeError::Params(format!(
+            "{} is unreadable or malformed",
+            path.display()
+        ))),
+        _ => {
+            let mut id = [0u8; 16];
+            rand::thread_rng().fill_bytes(&mut id);
+            let id = hex::encode(id);
+            crate::fsutil::write_private(&path, &format!("{id}\n"))?;
+            Ok(id)
+        }
+    }
+}
+
+impl Lease {
+    /// Acquires the lease of `prefix` for the data directory `dir` (see the module
+    /// documentation); starts its renewal task.
+    pub async fn acquire(
+        store: Arc<dyn BlockStore>,
+        prefix: &str,
+        dir: &Path,
+        duration: Duration,
+    ) -> Result<Arc<Self>, VolumeError> {
+        let holder = holder_id(dir)?;
+        let key = lease_key(prefix);
+        let bound = SizeBound::AtMost(4096);
+        let unsupported = |e: StoreError| match e {
+            StoreError::Unsupported(_) => VolumeError::Config(format!(
+                "the backend does not support conditional writes, which the lease needs: \
+                 set [backend] lease_secs = 0 (and conditional_writes = false) to run without \
+                 one ({e})"
+            )),
+            e => VolumeError::Store(e),
+        };
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            if attempts > 5 {
+                return Err(VolumeError::Integrity(
+                    "the backend lease keeps changing under us: another proxy is starting on \
+                     this prefix"
+                        .into(),
+                ));
+            }
+            let current = store.get_tagged(&key, bound).await.map_err(unsupported)?;
+            let (record, cond) = match current {
+                None => (
+                    Record {
+                        holder: holder.clone(),
+                        generation: 1,
+                        renewals: 0,
+                        lease_secs: duration.as_secs(),
+                        released: false,
+                    },
+                    PutCondition::IfAbsent,
+                ),
+                Some((b, tag)) => {
+                    let Found {
+                        ours_or_free,
+                        who,
+                        wait,
+                        generation,
+                    } = inspect(&b, &holder, duration);
+                    if !ours_or_free {
+                        tracing::warn!(
+                            "the backend lease is held by another proxy ({who}): waiting up to \
+                             {}s for it to expire",
+                            wait.as_secs()
+                        );
+                        let deadline = Instant::now() + wait + Duration::from_secs(1);
+                        while Instant::now() < deadline {
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            let now = store.get_tagged(&key, bound).await.map_err(unsupported)?;
+                            if now.as_ref().map(|(_, t)| t) != Some(&tag) {
+                                return Err(VolumeError::Params(format!(
+                                    "another oram-proxy holds the backend lease of prefix \
+                                     {prefix:?} ({who}) and renews it: two proxies must not \
+                                     write one volume. Stop the other one first."
+                                )));
+                            }
+                        }
+                    }
+                    (
+                        Record {
+                            holder: holder.clone(),
+                            generation,
+                            renewals: 0,
+                            lease_secs: duration.as_secs(),
+                            released: false,
+                        },
+                        PutCondition::IfMatch(tag),
+                    )
+                }
+            };
+            let sent = Instant::now();
+            match store.put_if(&key, record.bytes(), cond).await {
+                Ok(tag) => {
+                    tracing::info!(generation = record.generation, "backend lease acquired");
+                    let lease = Arc::new(Self {
+                        store: store.clone(),
+                        key,
+                        duration,
+                        held: Mutex::new(Held {
+                            record,
+                            tag,
+                            valid_until: sent + duration * 2 / 3,
+                        }),
+                        lost: AtomicBool::new(false),
+                        renewing: tokio::sync::Mutex::new(()),
+                    });
+                    tokio::spawn(renew_loop(Arc::downgrade(&lease)));
+                    return Ok(lease);
+                }
+                Err(StoreError::PreconditionFailed { .. }) => continue,
+                Err(e) => return Err(unsupported(e)),
+            }
+        }
+    }
+
+    /// `Ok` while this proxy may write: the lease is held and was renewed in time.
+    pub fn check(&self) -> StoreResult<()> {
+        if self.lost.load(Ordering::SeqCst) {
+            return Err(StoreError::Fenced(
+                "another proxy took over this volume's backend lease; this one stopped \
+                 writing (restart it once the other one is stopped)"
+                    .into(),
+            ));
+        }
+        let valid_until = self.lock().valid_until;
+        if Instant::now() >= valid_until {
+            return Err(StoreError::Fenced(
+                "the backend lease could not be renewed in time; writes are refused until \
+                 it is"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// As [`Lease::check`], but an expired lease (not a lost one) is renewed first:
+    /// writes resume as soon as the backend answers again, not at the renewal
+    /// task's next tick. One renewal (two if the first found one of our own late
+    /// renewals and adopted it); concurrent callers share it.
+    pub async fn ensure(&self) -> StoreResult<()> {
+        if self.check().is_ok() || self.lost.load(Ordering::SeqCst) {
+            return self.check();
+        }
+        let _one = self.renewing.lock().await;
+        for _ in 0..2 {
+            if self.check().is_ok() || self.lost.load(Ordering::SeqCst) {
+                break;
+            }
+            let before = self.lock().tag.clone();
+            match self.renew(false).await {
+                Ok(()) => break,
+                // Adopted our own late renewal: its tag is the one to renew on.
+                Err(StoreError::Unavailable(_)) if self.lock().tag != before => continue,
+                Err(_) => break,
+            }
+        }
+        self.check()
+    }
+
+    /// The lease's generation (incremented at every take-over).
+    pub fn generation(&self) -> u64 {
+        self.lock().record.generation
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One renewal (or, with `release`, the release): a conditional PUT on the tag
+    /// last written.
+    async fn renew(&self, release: bool) -> StoreResult<()> {
+        if self.lost.load(Ordering::SeqCst) {
+            return Err(StoreError::Fenced("lease lost".into()));
+        }
+        let (mut record, tag) = {
+            let h = self.lock();
+            (h.record.clone(), h.tag.clone())
+        };
+        record.renewals += 1;
+        record.released = release;
+        let sent = Instant::now();
+        match self
+            .store
+            .put_if(&self.key, record.bytes(), PutCondition::IfMatch(tag))
+            .await
+        {
+            Ok(tag) => {
+                let mut h = self.lock();
+                h.record = record;
+                h.tag = tag;
+                h.valid_until = if release {
+                    sent
+                } else {
+                    sent + self.duration * 2 / 3
+                };
+                Ok(())
+            }
+            Err(StoreError::PreconditionFailed { key }) => {
+                // An earlier renewal that failed on our side (a timeout, or the SDK's
+                // own retry of this PUT) may have landed: then the object is still
+                // ours, only its tag moved. Only a record with another holder or
+                // generation means a take-over.
+                match self.adopt_own_version(&record).await {
+                    Ok(true) => Err(StoreError::Unavailable(format!(
+                        "{key}: an earlier renewal landed late; retrying on its version"
+                    ))),
+                    Ok(false) => {
+                        self.lost.store(true, Ordering::SeqCst);
+                        tracing::error!(
+                            "the backend lease ({key}) was taken over by another proxy: this \
+                             proxy stops writing now"
+                        );
+                        Err(StoreError::Fenced("lease lost".into()))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// After a refused renewal: reads the lease object and, if it still names this
+    /// holder and generation (one of our own renewals landed after we stopped
+    /// waiting for it), takes its tag as the one to renew on. The validity is not
+    /// extended: only the next successful renewal does that. `Ok(false)`: another
+    /// proxy's record (or none) is there.
+    async fn adopt_own_version(&self, ours: &Record) -> StoreResult<bool> {
+        let Some((b, tag)) = self
+            .store
+            .get_tagged(&self.key, SizeBound::AtMost(4096))
+            .await?
+        else {
+            return Ok(false);
+        };
+        match Record::parse(&b) {
+            Some(r)
+                if r.holder == ours.holder && r.generation == ours.generation && !r.released =>
+            {
+                let mut h = self.lock();
+                h.record = r;
+                h.tag = tag;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Gives the lease up (graceful stop): the next proxy need not wait.
+    pub async fn release(&self) {
+        if let Err(e) = self.renew(true).await {
+            tracing::warn!("could not release the backend lease: {e}");
+        }
+    }
+}
+
+async fn renew_loop(lease: Weak<Lease>) {
+    let mut failing = false;
+    loop {
+        let every = match lease.upgrade() {
+            // After a failed renewal (backend down), retry every second so that
+            // writes resume as soon as the backend is back.
+            Some(_) if failing => Duration::from_secs(1),
+            Some(l) => l.duration / 4,
+            None => return,
+        };
+        tokio::time::sleep(every).await;
+        let Some(l) = lease.upgrade() else { return };
+        if l.lost.load(Ordering::SeqCst) || l.lock().record.released {
+            return;
+        }
+        match l.renew(false).await {
+            Ok(()) => failing = false,
+            Err(StoreError::Fenced(_)) => return,
+            Err(e) => {
+                failing = true;
+                tracing::warn!("backend lease renewal failed (retrying): {e}");
+            }
+        }
+    }
+}
+
+/// A store whose writes need the lease (see [`Lease::check`]); reads pass.
+pub struct LeasedStore {
+    inner: Arc<dyn BlockStore>,
+    lease: Arc<Lease>,
+}
+
+impl LeasedStore {
+    /// Fences `inner`'s writes with `lease`.
+    pub fn new(inner: Arc<dyn BlockStore>, lease: Arc<Lease>) -> Self {
+        Self { inner, lease }
+    }
+}
+
+#[async_trait]
+impl BlockStore for LeasedStore {
+    async fn get_many(&self, keys: &[ObjKey]) -> StoreResult<Vec<Option<Bytes>>> {
+        self.inner.get_many(keys).await
+    }
+    async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> StoreResult<Option<Bytes>> {
+        self.inner.get_range(key, range).await
+    }
+    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> StoreResult<()> {
+        self.lease.ensure().await?;
+        self.inner.put_many(items).await
+    }
+    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> StoreResult<()> {
+        self.lease.ensure().await?;
+        self.inner.put_many_redoable(items).await
+    }
+    async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
+        self.lease.ensure().await?;
+        self.inner.delete_many(keys).await
+    }
+    async fn list(&self, prefix: &str) -> StoreResult<Vec<ObjKey>> {
+        self.inner.list(prefix).await
+    }
+    async fn get_many_bounded(
+        &self,
+        keys: &[ObjKey],
+        bound: SizeBound,
+    ) -> StoreResult<Vec<Option<Bytes>>> {
+        self.inner.get_many_bounded(keys, bound).await
+    }
+    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> StoreResult<Vec<ObjKey>> {
+        self.inner.list_bounded(prefix, max_keys).await
+    }
+    async fn get_tagged(
+        &self,
+        key: &ObjKey,
+        bound: SizeBound,
+    ) -> StoreResult<Option<(Bytes, ObjTag)>> {
+        self.inner.get_tagged(key, bound).await
+    }
+    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> StoreResult<ObjTag> {
+        self.lease.ensure().await?;
+        self.inner.put_if(key, data, cond).await
+    }
+}
+
+/// Whether a proxy holding `lease` (`None`: no lease is used) may write now:
+/// the error says why not (the lease was lost to another proxy, or lapsed).
+/// What `/health` answers.
+pub fn writable(lease: Option<&Lease>) -> StoreResult<()> {
+    lease.map_or(Ok(()), Lease::check)
+}
+
+/// Acquires the lease of `backend`'s prefix for the data directory `data_dir`
+/// (unless `[backend] lease_secs = 0`) and wraps `store` so that its writes are
+/// fenced by it.
+pub async fn guard(
+    backend: &BackendConfig,
+    data_dir: &Path,
+    store: Arc<dyn BlockStore>,
+) -> Result<(Arc<dyn BlockStore>, Option<Arc<Lease>>), VolumeError> {
+    if backend.lease_secs == 0 {
+        return Ok((store, None));
+    }
+    let lease = Lease::acquire(
+        store.clone(),
+        &backend.prefix,
+        data_dir,
+        Duration::from_secs(backend.lease_secs),
+    )
+    .await?;
+    Ok((
+        Arc::new(LeasedStore::new(store, lease.clone())),
+        Some(lease),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_found_record_with_huge_fields_is_bounded() {
+        // Found while writing the lease fuzz target: a foreign record with a huge
+        // `lease_secs` (up to TOML's largest integer) made the start's deadline
+        // (`now + wait + 1 s`) overflow: a panic at start that the provider could
+        // cause at will.
+        let huge = Record {
+            holder: "someone-else".into(),
+            generation: i64::MAX as u64,
+            renewals: i64::MAX as u64,
+            lease_secs: i64::MAX as u64,
+            released: false,
+        };
+        let d = Duration::from_secs(30);
+        let f = inspect(&huge.bytes(), "us", d);
+        let _deadline = Instant::now() + f.wait + Duration::from_secs(1);
+        assert!(!f.ours_or_free);
+        assert_eq!(f.wait, Duration::from_secs(MAX_FOUND_LEASE_SECS));
+        assert_eq!(f.generation, i64::MAX as u64 + 1);
+        // Ordinary records keep their meaning.
+        let short = Record {
+            lease_secs: 5,
+            generation: 4,
+            ..huge.clone()
+        };
+        let f = inspect(&short.bytes(), "us", d);
+        assert_eq!((f.wait, f.generation), (d, 5));
+        let ours = Record {
+            holder: "us".into(),
+            ..short
+        };
+        assert!(inspect(&ours.bytes(), "us", d).ours_or_free);
+        let junk = inspect(b"\xff not toml", "us", d);
+        assert_eq!(
+            (junk.who.as_str(), junk.wait, junk.generation),
+            ("unreadable", d, 1)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_second_holder_is_refused_and_the_first_is_fenced_after_a_take_over() {
+        let store: Arc<dyn BlockStore> = Arc::new(
+            oram_store_fs::FsStore::open(tempfile::tempdir().unwrap().keep().join("store"))
+                .unwrap(),
+        );
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let d = Duration::from_secs(2);
+        let la = Lease::acquire(store.clone(), "vol0", a.path(), d)
+            .await
+            .unwrap();
+        assert_eq!(la.generation(), 1);
+        la.check().unwrap();
+        assert!(writable(Some(&la)).is_ok());
+        // B sees A renewing: refused.
+        let err = Lease::acquire(store.clone(), "vol0", b.path(), d)
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("another oram-proxy holds the backend lease"),
+            "{err}"
+        );
+        // A restart of A (same data directory) takes its own lease over at once.
+        let la2 = Lease::acquire(store.clone(), "vol0", a.path(), d)
+            .await
+            .unwrap();
+        assert_eq!(la2.generation(), 2);
+        // The old incarnation is fenced at its next renewal.
+        let _ = la.renew(false).await;
+        assert!(matches!(la.check(), Err(StoreError::Fenced(_))));
+        // Its /health says so (a monitor must not count it as serving).
+        let body = writable(Some(&la)).unwrap_err().to_string();
+        assert!(body.contains("another proxy took over"), "{body}");
+        let fenced = LeasedStore::new(store.clone(), la.clone());
+        let k = ObjKey::new("vol0/n/1").unwrap();
+        assert!(matches!(
+            fenced.put_many(vec![(k, Bytes::from_static(b"x"))]).await,
+            Err(StoreError::Fenced(_))
+        ));
+        // A released lease is free for anyone.
+        la2.release().await;
+        let lb = Lease::acquire(store.clone(), "vol0", b.path(), d)
+            .await
+            .unwrap();
+        assert_eq!(lb.generation(), 3);
+    }
+
+    /// A store whose next conditional PUT lands but is reported as failed: the
+    /// renewal that times out on our side and is applied later. A wrapper, because
+    /// no real back-end fails this way on demand (the MinIO relay test in
+    /// tests/tests/s3_backends.rs covers late PUTs of data, not of the lease).
+    struct LandsButFails {
+        inner: Arc<dyn BlockStore>,
+        fail_next: AtomicBool,
+    }
+
+    #[async_trait]
+    impl BlockStore for LandsButFails {
+        async fn get_many(&self, keys: &[ObjKey]) -> StoreResult<Vec<Option<Bytes>>> {
+            self.inner.get_many(keys).await
+        }
+        async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> StoreResult<Option<Bytes>> {
+            self.inner.get_range(key, range).await
+        }
+        async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> StoreResult<()> {
+            self.inner.put_many(items).await
+        }
+        async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
+            self.inner.delete_many(keys).await
+        }
+        async fn list(&self, prefix: &str) -> StoreResult<Vec<ObjKey>> {
+            self.inner.list(prefix).await
+        }
+        async fn get_tagged(
+            &self,
+            key: &ObjKey,
+            bound: SizeBound,
+        ) -> StoreResult<Option<(Bytes, ObjTag)>> {
+            self.inner.get_tagged(key, bound).await
+        }
+        async fn put_if(
+            &self,
+            key: &ObjKey,
+            data: Bytes,
+            cond: PutCondition,
+        ) -> StoreResult<ObjTag> {
+            let tag = self.inner.put_if(key, data, cond).await?;
+            if self.fail_next.swap(false, Ordering::SeqCst) {
+                return Err(StoreError::Unavailable("timed out (but landed)".into()));
+            }
+            Ok(tag)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_landed_after_failing_does_not_lose_the_lease() {
+        let inner: Arc<dyn BlockStore> = Arc::new(
+            oram_store_fs::FsStore::open(tempfile::tempdir().unwrap().keep().join("store"))
+                .unwrap(),
+        );
+        let store = Arc::new(LandsButFails {
+            inner: inner.clone(),
+            fail_next: AtomicBool::new(false),
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let d = Duration::from_secs(60);
+        let l = Lease::acquire(store.clone(), "vol0", dir.path(), d)
+            .await
+            .unwrap();
+        store.fail_next.store(true, Ordering::SeqCst);
+        assert!(matches!(
+            l.renew(false).await,
+            Err(StoreError::Unavailable(_))
+        ));
+        // The next renewal is refused (the tag moved), finds its own record there
+        // and adopts it; the one after succeeds. Never lost.
+        let first = l.renew(false).await;
+        assert!(
+            matches!(first, Err(StoreError::Unavailable(_))),
+            "{first:?}"
+        );
+        l.renew(false).await.unwrap();
+        l.check().unwrap();
+        assert!(!l.lost.load(Ordering::SeqCst));
+        // Expired (as after a backend outage): the next write renews it first and
+        // goes through, also when that renewal meets one of our own late ones.
+        let leased = LeasedStore::new(store.clone(), l.clone());
+        let k = ObjKey::new("vol0/n/1").unwrap();
+        for late in [false, true] {
+            if late {
+                store.fail_next.store(true, Ordering::SeqCst);
+                let _ = l.renew(false).await;
+            }
+            l.lock().valid_until = Instant::now();
+            assert!(l.check().is_err());
+            assert!(writable(Some(&l)).is_err());
+            leased
+                .put_many(vec![(k.clone(), Bytes::from_static(b"x"))])
+                .await
+                .unwrap();
+            l.check().unwrap();
+        }
+        // A take-over by another data directory is still recognised as one.
+        let other = tempfile::tempdir().unwrap();
+        l.release().await;
+        let taker = Lease::acquire(inner.clone(), "vol0", other.path(), d)
+            .await
+            .unwrap();
+        assert_eq!(taker.generation(), 2);
+        let _ = l.renew(false).await;
+        assert!(matches!(l.check(), Err(StoreError::Fenced(_))));
+    }
+}

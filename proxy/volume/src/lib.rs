@@ -1,0 +1,49 @@
+//! A volume's life cycle, without HTTP: the data directory and its lock, the
+//! master key, the volume's parameters and its authenticated header on the
+//! backend, the engine registry, opening a volume (backend → lease → sealing →
+//! engine → object layer), checkpoints of the trusted state, recovery from the
+//! backend alone, the backend lease, the shipped log, expiry, and the offline
+//! commands (`init`, `fsck`, `recover`, `compact`, `format`).
+//!
+//! This is the only crate that names concrete engines and back-ends (the
+//! registry, [`engines::ENGINES`], and [`backend`]); the server above it sees a
+//! [`Volume`] and the engine through [`oram_engine`]'s traits.
+//!
+//! Map:
+//! - configuration: [`config`] (the volume's sections), [`engines`] (`[engine]`
+//!   and the registry), [`users`];
+//! - on the local disk: [`datadir`] (mode, lock, `volume.toml`, `state.redb`),
+//!   [`key`] (the master key's sources), [`params`] (what a volume was created
+//!   with), [`fsutil`] (secret files);
+//! - on the backend: [`header`] (the volume header and checkpoint heads),
+//!   [`checkpoint`], [`lease`], [`logship`];
+//! - life cycle: [`Volume::open`], [`recover()`], [`maintenance`], [`expiry`].
+
+pub mod backend;
+pub mod checkpoint;
+pub mod config;
+pub mod datadir;
+pub mod engines;
+mod error;
+pub mod expiry;
+pub mod fsutil;
+pub mod header;
+pub mod key;
+pub mod lease;
+pub mod logship;
+pub mod maintenance;
+pub mod params;
+mod recover;
+pub mod users;
+mod volume;
+
+pub use backend::{StoreHook, VolumeHooks};
+pub use checkpoint::{last_checkpoint_ms, CheckpointInfo};
+pub use config::{BackendConfig, BackendKind, KeyConfig, StateConfig, VolumeConfig};
+pub use engines::{Engine, EngineConfig};
+pub use error::VolumeError;
+pub use maintenance::{compact, format, fsck, init, FormatDone};
+pub use params::{checkpoint_size, VolumeParams};
+pub use recover::{recover, Recovered};
+pub use users::UserConfig;
+pub use volume::{Volume, ENGINE_SPACE};

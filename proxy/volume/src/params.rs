@@ -1,0 +1,381 @@
+//! The parameters a volume was created with (`<data_dir>/volume.toml`, and the
+//! backend's volume header, see [`crate::header`]), and the fixed size of its
+//! checkpoints.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use oram_seal::VolumeId;
+use serde::{Deserialize, Serialize};
+
+use crate::config::VolumeConfig;
+use crate::engines::EngineConfig;
+use crate::fsutil::unhex;
+use crate::key::Kdf;
+use crate::VolumeError;
+
+/// Version of the data directory layout (2: durable state database, key check;
+/// 3: sealed objects bind space and generation, intent records, the engine's
+/// data-placing parameters recorded).
+pub const FORMAT: u32 = 3;
+
+/// What an operator can do with a data directory of an older format.
+const OLDER_FORMAT_ADVICE: &str = "keep serving it with the oram-proxy release that \
+created it, or move its objects: start this release on a new data directory and backend \
+prefix, and copy the buckets across through the two proxies' S3 APIs (for example \
+`rclone sync old:bucket new:bucket`); see README.md, \"Upgrading\"";
+
+/// The fixed size of a checkpoint's plaintext for this configuration: the
+/// engine's own bound on its trusted state (its crate computes it), the
+/// configured object-index budget, and 64 KiB for everything else.
+pub fn checkpoint_size(cfg: &VolumeConfig) -> u64 {
+    let index = match cfg.state.checkpoint_index_bytes {
+        0 => cfg.engine.capacity_blocks * 64,
+        n => n,
+    };
+    64 * 1024 + cfg.engine.state_bound(&cfg.backend.prefix) + index
+}
+
+/// The parameters a volume was created with; they cannot change afterwards.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeParams {
+    /// Data directory format.
+    pub format: u32,
+    /// Random id bound into every sealed object.
+    pub volume_id: String,
+    /// Engine kind.
+    pub engine: String,
+    /// Bytes per block.
+    pub block_size: usize,
+    /// Logical blocks.
+    pub capacity_blocks: u64,
+    /// Backend key prefix.
+    pub prefix: String,
+    /// Size of a checkpoint's plaintext when the volume was created (informative:
+    /// a start with parameters that change it warns, since the provider sees it).
+    pub checkpoint_bytes: u64,
+    /// Where the key came from when the volume was created (`file`, `env`,
+    /// `passphrase`); informative.
+    pub key_source: String,
+    /// Public check value of the master key (see `keys`).
+    pub key_check: String,
+    /// The engine's parameters that decide where data lives (its crate names
+    /// them: Z, S, A, leaves, cached levels, ...); a start with other values is
+    /// refused.
+    pub fixed: BTreeMap<String, String>,
+    /// Argon2id parameters, when the key is derived from a passphrase.
+    pub kdf: Option<Kdf>,
+    /// The backend header's MAC under the master key (see `meta_auth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+}
+
+impl VolumeParams {
+    /// The parameters of a new volume.
+    pub fn new(
+        c: &VolumeConfig,
+        volume_id: &VolumeId,
+        key_source: &str,
+        key_check: String,
+        kdf: Option<Kdf>,
+    ) -> Self {
+        Self {
+            format: FORMAT,
+            volume_id: hex::encode(volume_id.0),
+            engine: c.engine.kind.name().to_string(),
+            block_size: c.engine.block_size,
+            capacity_blocks: c.engine.capacity_blocks,
+            prefix: c.backend.prefix.clone(),
+            checkpoint_bytes: checkpoint_size(c),
+            key_source: key_source.into(),
+            key_check,
+            fixed: c.engine.fixed(&c.backend.prefix),
+            kdf,
+            mac: None,
+        }
+    }
+
+    /// The parameters as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("parameters serialise")
+    }
+
+    /// Parses parameters written by [`VolumeParams::to_toml`]; refuses another format.
+    pub fn from_toml(text: &str, whence: &str) -> Result<Self, VolumeError> {
+        #[derive(Deserialize)]
+        struct Format {
+            format: u32,
+        }
+        let f: Format =
+            toml::from_str(text).map_err(|e| VolumeError::Params(format!("{whence}: {e}")))?;
+        if f.format != FORMAT {
+            let advice = match f.format {
+                1 => "format 1 kept its state in memory: nothing in it survived a restart; move \
+                      the directory away"
+                    .to_string(),
+                f if f < FORMAT => format!(
+                    "it was created by an older oram-proxy, whose objects this release cannot \
+                     open; {OLDER_FORMAT_ADVICE}"
+                ),
+                _ => "it was created by a newer oram-proxy; use that release".to_string(),
+            };
+            return Err(VolumeError::Params(format!(
+                "{whence} has format {}, this build reads format {FORMAT}: {advice}",
+                f.format
+            )));
+        }
+        toml::from_str(text).map_err(|e| VolumeError::Params(format!("{whence}: {e}")))
+    }
+
+    /// Refuses a configuration that differs from these parameters.
+    pub fn check_config(&self, cfg: &VolumeConfig, dir: &Path) -> Result<(), VolumeError> {
+        let want = Self::new(cfg, &self.volume_id()?, "", String::new(), None);
+        let p = self;
+        let mut diffs = Vec::new();
+        if p.engine != want.engine {
+            diffs.push(format!("engine {} (configured: {})", p.engine, want.engine));
+        }
+        if p.block_size != want.block_size {
+            diffs.push(format!(
+                "block_size {} (configured: {})",
+                p.block_size, want.block_size
+            ));
+        }
+        if p.capacity_blocks != want.capacity_blocks {
+            diffs.push(format!(
+                "capacity_blocks {} (configured: {})",
+                p.capacity_blocks, want.capacity_blocks
+            ));
+        }
+        for name in p
+            .fixed
+            .keys()
+            .chain(want.fixed.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            let (had, now) = (p.fixed.get(name), want.fixed.get(name));
+            if had != now {
+                diffs.push(format!(
+                    "{name} {} (configured: {})",
+                    had.map_or("unset", |v| v.as_str()),
+                    now.map_or("unset", |v| v.as_str())
+                ));
+            }
+        }
+        if p.prefix != want.prefix {
+            diffs.push(format!("prefix {} (configured: {})", p.prefix, want.prefix));
+        }
+        if !diffs.is_empty() {
+            return Err(VolumeError::Params(format!(
+                "data directory {} was created with other parameters: {}. These decide where \
+                 the data lives (on the backend or in the local state, in which object): set \
+                 them back to the recorded values; to change them, copy the data to a new \
+                 volume",
+                dir.display(),
+                diffs.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// What a start with `cfg` should warn about: parameters that may change but
+    /// change what the provider sees (the checkpoint's size), and configuration
+    /// keys ignored.
+    pub fn notices(&self, cfg: &VolumeConfig) -> Vec<String> {
+        let mut out = Vec::new();
+        let now = checkpoint_size(cfg);
+        if now != self.checkpoint_bytes {
+            out.push(format!(
+                "checkpoints are now padded to {now} bytes instead of {}: a setting that sizes \
+                 the trusted state changed since the volume was created (stash_bound, max_batch, \
+                 round_mib, the engine's cache or partitions, state.checkpoint_index_bytes), or this \
+                 version of oram-proxy bounds that state differently; the backend sees the new size",
+                self.checkpoint_bytes
+            ));
+        }
+        for k in &cfg.engine.ignored {
+            out.push(format!(
+                "[engine] {k} does not apply to engine {:?}: ignored",
+                cfg.engine.kind.name()
+            ));
+        }
+        out
+    }
+
+    /// Takes these parameters for every `[engine]` key `cfg` does not name (see
+    /// [`EngineConfig::adopt`]): a volume keeps its shape when defaults change,
+    /// and a configuration needs to name only what it wants to differ.
+    pub fn adopt_into(&self, engine: &mut EngineConfig) -> Result<(), VolumeError> {
+        engine
+            .adopt(
+                &self.engine,
+                self.block_size,
+                self.capacity_blocks,
+                &self.fixed,
+                &self.prefix,
+            )
+            .map_err(|e| VolumeError::Params(format!("volume.toml: {e}")))
+    }
+
+    /// The volume id.
+    pub fn volume_id(&self) -> Result<VolumeId, VolumeError> {
+        unhex::<16>(&self.volume_id)
+            .map(|b| VolumeId(*b))
+            .ok_or_else(|| VolumeError::Params("volume.toml: bad volume_id".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use oram_path::PathSettings;
+
+    use super::*;
+    use crate::datadir::{adopt_recorded, load_volume, save_volume};
+
+    #[test]
+    fn volume_parameters_are_fixed() {
+        let d = tempfile::tempdir().unwrap();
+        let mut cfg = VolumeConfig::default();
+        let p = VolumeParams::new(&cfg, &VolumeId::random(), "file", "ab".repeat(16), None);
+        save_volume(d.path(), &p).unwrap();
+        assert_eq!(load_volume(d.path(), &cfg).unwrap(), p);
+        cfg.engine.block_size = 8192;
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
+        assert!(err.contains("block_size 16384 (configured: 8192)"), "{err}");
+        let old = "format = 1\nvolume_id = \"00\"\n";
+        let err = VolumeParams::from_toml(old, "x").unwrap_err().to_string();
+        assert!(err.contains("format 1"), "{err}");
+        let old = "format = 2\nvolume_id = \"00\"\n";
+        let err = VolumeParams::from_toml(old, "x").unwrap_err().to_string();
+        assert!(
+            err.contains("older oram-proxy") && err.contains("rclone"),
+            "{err}"
+        );
+    }
+
+    /// The tree-top cache keeps buckets in the local state instead of the
+    /// backend: a start with another depth would look for them in the wrong
+    /// place (and read blocks as missing). Refused, naming the parameter.
+    #[test]
+    fn a_changed_cache_depth_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let mut cfg = VolumeConfig::default();
+        let p = VolumeParams::new(&cfg, &VolumeId::random(), "file", "ab".repeat(16), None);
+        // The default: 16 KiB blocks, 1 GiB, a 16 MiB tree-top cache = 8 levels.
+        assert_eq!(p.fixed.get("cached_levels").map(String::as_str), Some("8"));
+        save_volume(d.path(), &p).unwrap();
+        let s = cfg.engine.kind.get_mut::<PathSettings>().expect("path");
+        s.cached_levels = Some(12);
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
+        assert!(err.contains("cached_levels 8 (configured: 12)"), "{err}");
+        // So is another cache budget that gives another depth, unless the
+        // configuration leaves the depth to the volume (below).
+        let s = cfg.engine.kind.get_mut::<PathSettings>().expect("path");
+        (s.cached_levels, s.tree_cache_mib) = (None, 64);
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
+        assert!(err.contains("cached_levels 8 (configured: 10)"), "{err}");
+        // A parameter that only changes the checkpoint's size is a warning.
+        let mut cfg = VolumeConfig::default();
+        let s = cfg.engine.kind.get_mut::<PathSettings>().expect("path");
+        s.stash_bound = 200;
+        assert!(load_volume(d.path(), &cfg).is_ok());
+        assert!(p.notices(&cfg)[0].contains("padded"));
+        // Ring ORAM records its own parameters.
+        let mut cfg = VolumeConfig::default();
+        cfg.engine.set_kind("ring").unwrap();
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
+        assert!(
+            err.contains("engine path (configured: ring)") && err.contains("s unset"),
+            "{err}"
+        );
+    }
+
+    /// A volume created with other values than today's defaults starts with a
+    /// configuration that names none of them; named values must still match.
+    #[test]
+    fn unnamed_parameters_are_taken_from_the_volume() {
+        let d = tempfile::tempdir().unwrap();
+        let at = |dir: &Path| VolumeConfig {
+            data_dir: dir.to_path_buf(),
+            ..VolumeConfig::default()
+        };
+        let mut made = at(d.path());
+        made.engine.block_size = 4096;
+        made.engine.capacity_blocks = 4096;
+        let s = made.engine.kind.get_mut::<PathSettings>().expect("path");
+        s.cached_levels = Some(6);
+        let p = VolumeParams::new(&made, &VolumeId::random(), "file", "ab".repeat(16), None);
+        save_volume(d.path(), &p).unwrap();
+        let mut cfg = at(d.path());
+        assert!(load_volume(d.path(), &cfg).is_err(), "defaults differ");
+        adopt_recorded(&cfg.data_dir, &mut cfg.engine).unwrap();
+        assert_eq!(load_volume(d.path(), &cfg).unwrap(), p);
+        assert_eq!(cfg.engine.block_size, 4096);
+        let taken = cfg.engine.adopted.join(", ");
+        assert!(
+            taken.contains("block_size 4096 (default: 16384)")
+                && taken.contains("cached_levels 6 (default: 8)"),
+            "{taken}"
+        );
+        // A named value is not replaced: the start is refused, naming it.
+        let mut cfg = VolumeConfig {
+            engine: toml::from_str("block_size = 16384").unwrap(),
+            ..at(d.path())
+        };
+        adopt_recorded(&cfg.data_dir, &mut cfg.engine).unwrap();
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
+        assert!(err.contains("block_size 4096 (configured: 16384)"), "{err}");
+        // A volume made with 4 KiB blocks and the old default depth (10 levels)
+        // starts with today's defaults and keeps its depth: the cache budget only
+        // sizes a new volume's cache.
+        let old = tempfile::tempdir().unwrap();
+        let mut made = at(old.path());
+        (made.engine.block_size, made.engine.capacity_blocks) = (4096, 262_144);
+        if let Some(s) = made.engine.kind.get_mut::<PathSettings>() {
+            s.cached_levels = Some(10);
+        }
+        let p = VolumeParams::new(&made, &VolumeId::random(), "file", "ab".repeat(16), None);
+        save_volume(old.path(), &p).unwrap();
+        let mut cfg = VolumeConfig {
+            engine: toml::from_str("tree_cache_mib = 1").unwrap(),
+            ..at(old.path())
+        };
+        adopt_recorded(&cfg.data_dir, &mut cfg.engine).unwrap();
+        assert_eq!(load_volume(old.path(), &cfg).unwrap(), p);
+        assert_eq!(cfg.engine.fixed("vol0")["cached_levels"], "10");
+        // A directory without a volume keeps the configuration as it is.
+        let empty = tempfile::tempdir().unwrap();
+        let mut cfg = at(empty.path());
+        adopt_recorded(&cfg.data_dir, &mut cfg.engine).unwrap();
+        assert_eq!(cfg.engine, VolumeConfig::default().engine);
+    }
+
+    /// An ObliviStore volume records its partitions: a configuration that names
+    /// nothing takes the engine and them; other named partitions are refused.
+    #[test]
+    fn an_oblivistore_volume_keeps_its_partitions() {
+        let d = tempfile::tempdir().unwrap();
+        let at = |dir: &Path, engine: &str| VolumeConfig {
+            data_dir: dir.to_path_buf(),
+            engine: toml::from_str(engine).unwrap(),
+            ..VolumeConfig::default()
+        };
+        let made = at(
+            d.path(),
+            "kind = 'oblivistore'\noblivistore_partitions = 16\ncapacity_blocks = 4096",
+        );
+        let p = VolumeParams::new(&made, &VolumeId::random(), "file", "ab".repeat(16), None);
+        assert_eq!(p.engine, "oblivistore");
+        assert_eq!(p.fixed.get("partitions").map(String::as_str), Some("16"));
+        save_volume(d.path(), &p).unwrap();
+        let mut cfg = at(d.path(), "");
+        adopt_recorded(&cfg.data_dir, &mut cfg.engine).unwrap();
+        assert_eq!(load_volume(d.path(), &cfg).unwrap(), p);
+        assert_eq!(cfg.engine.kind.name(), "oblivistore");
+        let mut cfg = at(d.path(), "kind = 'oblivistore'\noblivistore_partitions = 8");
+        adopt_recorded(&cfg.data_dir, &mut cfg.engine).unwrap();
+        let err = load_volume(d.path(), &cfg).unwrap_err().to_string();
+        assert!(err.contains("partitions 16 (configured: 8)"), "{err}");
+    }
+}

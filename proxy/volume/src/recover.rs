@@ -1,0 +1,192 @@
+//! `oram-proxy recover`: a data directory rebuilt from the backend alone, given
+//! the key.
+
+use oram_seal::Sealer;
+use oram_statedb::Db;
+
+use crate::backend::{open_store, VolumeHooks};
+use crate::checkpoint::checkpoint_key;
+use crate::config::VolumeConfig;
+use crate::datadir;
+use crate::fsutil::{hex_secret, write_private};
+use crate::header::{
+    header_is_authentic, open_checkpoint, parse_prefix, read_header, Prefix, HEAD_LEN,
+};
+use crate::key::KeySource;
+use crate::lease;
+use crate::logship::read_log;
+use crate::params::checkpoint_size;
+use crate::volume::Volume;
+use crate::VolumeError;
+
+/// What `recover` did.
+#[derive(Debug)]
+pub struct Recovered {
+    /// Epoch of the checkpoint used.
+    pub epoch: u64,
+    /// When it was taken (ms since the Unix epoch).
+    pub taken_ms: u64,
+    /// Buckets and objects in the restored index.
+    pub buckets: u64,
+    /// Objects in the restored index.
+    pub objects: u64,
+    /// Backend objects written after the checkpoint (and its log), removed.
+    pub swept: u64,
+    /// Commits replayed from the shipped log after the checkpoint.
+    pub replayed: u64,
+    /// Records of the shipped log read.
+    pub log_records: u64,
+    /// The volume recovered.
+    pub volume_id: String,
+}
+
+/// `oram-proxy recover [--volume-id ID]`: rebuilds an empty data directory from
+/// the backend's volume header and latest checkpoint (and the shipped log after
+/// it), given the key (any [`KeySource`]; a key file is copied into the data
+/// directory), under the directory's lock. A backend whose (authenticated)
+/// header names another volume than `expect` is refused. Objects written after
+/// the last checkpoint and log record are lost, and the backend objects they
+/// left are deleted. Tells `progress` each step as it begins.
+pub async fn recover(
+    cfg: &VolumeConfig,
+    hooks: &VolumeHooks,
+    expect: Option<&str>,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<Recovered, VolumeError> {
+    datadir::ensure_dir(&cfg.data_dir)?;
+    let _lock = datadir::lock(&cfg.data_dir)?;
+    let dir = &cfg.data_dir;
+    if datadir::has_volume(dir) || datadir::state_path(dir).exists() {
+        return Err(VolumeError::Params(format!(
+            "{} already holds a volume: recover into an empty data directory",
+            dir.display()
+        )));
+    }
+    progress("reading the volume header");
+    let store = open_store(cfg, hooks).await?;
+    let prefix = &cfg.backend.prefix;
+    // Before any write (the sweep): the old proxy, if alive, must have stopped.
+    let (store, lease) = lease::guard(&cfg.backend, dir, store).await?;
+    let params = read_header(store.as_ref(), prefix)
+        .await?
+        .ok_or_else(|| VolumeError::Params(format!("no volume at backend prefix {prefix:?}")))?;
+    // The header's parameters fill what the configuration does not name (they
+    // are authenticated below, before anything is restored).
+    let mut adopted = cfg.clone();
+    params.adopt_into(&mut adopted.engine)?;
+    let cfg = &adopted;
+    params.check_config(cfg, dir)?;
+    if let Some(want) = expect {
+        if !params.volume_id.eq_ignore_ascii_case(want.trim()) {
+            return Err(VolumeError::Params(format!(
+                "the backend prefix {prefix:?} holds volume {}, not {want}",
+                params.volume_id
+            )));
+        }
+    }
+    // Read from the untrusted backend: bounded before any derivation.
+    if let Some(kdf) = &params.kdf {
+        kdf.check_bounds()?;
+    }
+    let source = KeySource::resolve(&cfg.key, dir)?;
+    let key = match &source {
+        // The key file of the lost machine, wherever the operator kept it.
+        KeySource::File(path) if !path.starts_with(dir) => {
+            let key = source.load(params.kdf.as_ref(), &params.key_check)?;
+            let own = dir.join("master.key");
+            write_private(
+                &own,
+                &zeroize::Zeroizing::new(format!("{}\n", *hex_secret(key.expose_bytes()))),
+            )?;
+            key
+        }
+        _ => source.load(params.kdf.as_ref(), &params.key_check)?,
+    };
+    if !header_is_authentic(&key, &params) {
+        return Err(VolumeError::Integrity(format!(
+            "the volume header at {prefix}/meta/volume does not authenticate under this key \
+             (no MAC, or a wrong one): it was tampered with, or was written by a version \
+             without header MACs (start that version's data directory once with this \
+             version, or recover with it)"
+        )));
+    }
+    let volume_id = params.volume_id()?;
+    progress("downloading the latest checkpoint");
+    let sealer = Sealer::new(&key, volume_id);
+    let ckpt = checkpoint_key(prefix);
+    let no_checkpoint = || {
+        VolumeError::Params(
+            "the backend holds no checkpoint of this volume yet: nothing to recover from".into(),
+        )
+    };
+    // The authenticated head names the exact size: nothing more is downloaded.
+    let head = store
+        .get_range(&ckpt, 0..HEAD_LEN as u64)
+        .await?
+        .ok_or_else(no_checkpoint)?;
+    let bound = match parse_prefix(&sealer, &head)? {
+        Prefix::V2(h) => oram_blockstore::SizeBound::Exact(h.total),
+        Prefix::V1(_) => oram_blockstore::SizeBound::AtMost(
+            checkpoint_size(cfg)
+                .saturating_mul(8)
+                .saturating_add(1 << 20),
+        ),
+    };
+    let obj = store
+        .get_many_bounded(std::slice::from_ref(&ckpt), bound)
+        .await?
+        .into_iter()
+        .next()
+        .flatten()
+        .ok_or_else(no_checkpoint)?;
+    progress("opening and restoring the checkpoint");
+    let (epoch, snap) = open_checkpoint(&sealer, &obj)?;
+    drop(obj);
+    let snap = zeroize::Zeroizing::new(snap);
+    // The shipped log after the checkpoint, if the volume ships one: whatever was
+    // acknowledged after the checkpoint is in it.
+    let (log_generation, log_from) = oram_statedb::snapshot_position(&snap)?;
+    progress("reading the shipped log after the checkpoint");
+    let log = read_log(store.as_ref(), &sealer, prefix, log_generation, log_from).await?;
+    if log.gap {
+        tracing::warn!("the shipped log has a gap (a missing record): replaying up to it only");
+    }
+    let (groups, _) = oram_statedb::decode_groups(&log.stream)?;
+    drop(log.stream);
+    let replayed = groups.len() as u64;
+    // A restore draws a new generation: objects the lost timeline wrote after
+    // this checkpoint (and its log) never open as current, even where versions
+    // repeat. It writes the whole database: off the async workers.
+    let path = datadir::state_path(dir);
+    let db = tokio::task::spawn_blocking(move || {
+        Db::restore_replaying(&path, volume_id.0, &snap, &groups)
+    })
+    .await
+    .map_err(|e| VolumeError::Config(format!("state restore: {e}")))??;
+    let taken_ms = db
+        .meta("checkpoint_ms")?
+        .and_then(|b| b.try_into().ok().map(u64::from_be_bytes))
+        .unwrap_or(0);
+    // The checkpoint is complete: writes from now on go to a new epoch (the log
+    // replayed may have moved it already).
+    if db.epoch() < epoch + 1 {
+        db.set_epoch(epoch + 1).await?;
+    }
+    drop(db);
+    datadir::save_volume(dir, &params)?;
+    progress("opening the volume");
+    let vol = Volume::assemble(cfg, hooks, params, key, store, lease, false, false).await?;
+    progress("removing backend objects written after the checkpoint");
+    let swept = vol.engine.sweep().await?;
+    let usage = vol.layer.index_counts();
+    Ok(Recovered {
+        epoch,
+        taken_ms,
+        buckets: usage.0,
+        objects: usage.1,
+        swept,
+        replayed,
+        log_records: log.records,
+        volume_id: vol.params.volume_id.clone(),
+    })
+}

@@ -1,0 +1,249 @@
+//! A volume opened for use: the backend, the key, the state database, the engine
+//! and the object layer, wired together.
+//!
+//! Backend objects of a volume besides the engine's own: the volume header
+//! `<prefix>/meta/volume` ([`crate::header`]), the checkpoints
+//! `<prefix>/meta/checkpoint` ([`crate::checkpoint`]), the lease
+//! `<prefix>/meta/lease` ([`crate::lease`]) and the shipped log
+//! `<prefix>/log/...` ([`crate::logship`]).
+
+use std::sync::Arc;
+
+use oram_blockstore::{Accounting, BlockStore};
+use oram_engine::{Oram, Parts};
+use oram_objects::{LayerConfig, ObjectLayer};
+use oram_seal::{MasterKey, Sealer, VolumeId};
+use oram_state::{Space, TrustedState};
+use oram_statedb::Db;
+
+use crate::backend::{open_store, VolumeHooks};
+use crate::config::VolumeConfig;
+use crate::datadir;
+use crate::header::{ensure_header, header_key, read_header, sign_header, write_header};
+use crate::key::{check_value, KeySource};
+use crate::lease::{self, without_lease, Lease};
+use crate::logship::{self, Shipper};
+use crate::params::{checkpoint_size, VolumeParams};
+use crate::VolumeError;
+
+/// An opened volume.
+pub struct Volume {
+    /// Its parameters.
+    pub params: VolumeParams,
+    /// The backend (counted by `backend_counters`).
+    pub store: Arc<dyn BlockStore>,
+    /// Requests and bytes sent to the backend since the volume was opened (the
+    /// volume header check at open excluded).
+    pub backend_counters: Arc<Accounting<Arc<dyn BlockStore>>>,
+    /// The data directory.
+    pub data_dir: std::path::PathBuf,
+    /// The state database.
+    pub db: Arc<Db>,
+    /// The engine.
+    pub engine: Arc<dyn Oram>,
+    /// The object layer over it.
+    pub layer: ObjectLayer,
+    /// Whether this call created the volume.
+    pub created: bool,
+    /// Whether this call created a key file.
+    pub new_key: bool,
+    /// Write-backs journaled by an earlier run (a crash) and resent now.
+    pub resent: usize,
+    /// The backend lease this volume holds (`None`: `[backend] lease_secs = 0`).
+    pub lease: Option<Arc<Lease>>,
+    /// The shipper of the state log (`None`: `[state] log_interval_ms = 0`).
+    pub shipper: Option<Shipper>,
+    pub(crate) sealer: Arc<Sealer>,
+    pub(crate) checkpoint_size: u64,
+    pub(crate) prefix: String,
+}
+
+/// The engine space of a volume's one engine in its state database.
+pub const ENGINE_SPACE: Space = Space(0);
+
+impl Volume {
+    /// Opens the volume of `cfg.data_dir`, creating it (key, parameters, backend
+    /// header) if the directory holds none. The caller holds the directory lock.
+    ///
+    /// A new volume needs an empty backend prefix: a prefix holding another volume
+    /// is refused with a pointer to `oram-proxy recover`. Write-backs journaled
+    /// before a crash are resent before this returns.
+    pub async fn open(cfg: &VolumeConfig, hooks: &VolumeHooks) -> Result<Self, VolumeError> {
+        let dir = &cfg.data_dir;
+        let existed = datadir::has_volume(dir);
+        let store = open_store(cfg, hooks).await?;
+        // Before any write: one proxy per backend prefix.
+        let (store, lease) = lease::guard(&cfg.backend, dir, store).await?;
+        let source = KeySource::resolve(&cfg.key, dir)?;
+        let (params, key, new_key) = if existed {
+            let params = datadir::load_volume(dir, cfg)?;
+            if !cfg.engine.adopted.is_empty() {
+                tracing::info!(
+                    "taken from volume.toml (the configuration does not name them): {}",
+                    cfg.engine.adopted.join(", ")
+                );
+            }
+            let state = datadir::state_path(dir);
+            // Missing state is fine only for a volume that never stored anything (a
+            // first start that stopped before creating it).
+            if !state.exists() {
+                let stored = without_lease(store.list(&format!("{}/", params.prefix)).await?);
+                if stored.iter().any(|k| *k != header_key(&params.prefix)) {
+                    return Err(VolumeError::Params(format!(
+                        "{} is missing: without it the volume cannot be read. Restore it \
+                         from a backup, or rebuild a new data directory with `oram-proxy \
+                         recover`",
+                        state.display()
+                    )));
+                }
+            }
+            let key = source.load(params.kdf.as_ref(), &params.key_check)?;
+            let signed = sign_header(&key, &params);
+            ensure_header(store.as_ref(), &signed).await?;
+            (params, key, false)
+        } else {
+            let prefix = &cfg.backend.prefix;
+            if let Some(h) = read_header(store.as_ref(), prefix).await? {
+                return Err(VolumeError::Params(format!(
+                    "the backend prefix {prefix:?} already holds volume {}: run `oram-proxy \
+                     recover` to rebuild this data directory from it, or choose another \
+                     [backend] prefix",
+                    h.volume_id
+                )));
+            }
+            if !without_lease(store.list(&format!("{prefix}/")).await?).is_empty() {
+                return Err(VolumeError::Params(format!(
+                    "the backend prefix {prefix:?} holds objects but no volume: refusing to \
+                     mix a new volume into it"
+                )));
+            }
+            let (key, kdf, new_key) = source.create()?;
+            let params = VolumeParams::new(
+                cfg,
+                &VolumeId::random(),
+                source.kind(),
+                check_value(&key),
+                kdf,
+            );
+            datadir::save_volume(dir, &params)?;
+            // The prefix was just found empty: no need to look again.
+            write_header(store.as_ref(), &sign_header(&key, &params)).await?;
+            (params, key, new_key)
+        };
+        for n in params.notices(cfg) {
+            tracing::warn!("{n}");
+        }
+        Self::assemble(cfg, hooks, params, key, store, lease, !existed, new_key).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn assemble(
+        cfg: &VolumeConfig,
+        hooks: &VolumeHooks,
+        params: VolumeParams,
+        key: MasterKey,
+        store: Arc<dyn BlockStore>,
+        lease: Option<Arc<Lease>>,
+        created: bool,
+        new_key: bool,
+    ) -> Result<Self, VolumeError> {
+        let volume_id = params.volume_id()?;
+        let sealer = Arc::new(Sealer::new(&key, volume_id));
+        drop(key);
+        // Observers (the server's tap) see what the engine and checkpoints send,
+        // above the lease; the counters count it from here on.
+        let store = match &hooks.observe {
+            Some(observe) => observe(store),
+            None => store,
+        };
+        let backend_counters = Arc::new(Accounting::new(store));
+        let store: Arc<dyn BlockStore> = backend_counters.clone();
+        let path = datadir::state_path(&cfg.data_dir);
+        // Opening may create the file and fsync: off the async workers.
+        let cache = usize::try_from(
+            cfg.state
+                .cache_mib
+                .clamp(1, 1 << 30)
+                .saturating_mul(1 << 20),
+        )
+        .unwrap_or(usize::MAX);
+        let db =
+            tokio::task::spawn_blocking(move || Db::open_with_cache(&path, volume_id.0, cache))
+                .await
+                .map_err(|e| VolumeError::Config(format!("state database: {e}")))??;
+        // Before anything commits: from here on every commit is shipped too.
+        let shipper = match cfg.state.log_settings() {
+            Some(settings) => Some(
+                logship::start(
+                    store.clone(),
+                    sealer.clone(),
+                    cfg.backend.prefix.clone(),
+                    db.generation(),
+                    db.ship_log()?,
+                    settings,
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let state = db.state(ENGINE_SPACE)?;
+        let resent = state.pending().len();
+        let interrupted = !state.intents().is_empty();
+        let engine = cfg.engine.build(
+            &cfg.backend.prefix,
+            Parts {
+                store: store.clone(),
+                sealer: sealer.clone(),
+                state: Box::new(state),
+            },
+        )?;
+        if resent > 0 {
+            tracing::warn!(
+                buckets = resent,
+                "resending write-backs journaled before an unclean stop"
+            );
+        }
+        if interrupted {
+            tracing::warn!(
+                "a round was interrupted by an unclean stop: it is repeated, as the same \
+                 access, before anything else"
+            );
+        }
+        engine.flush().await?;
+        let layer = ObjectLayer::new(
+            engine.clone(),
+            Box::new(db.kv()?),
+            LayerConfig {
+                batch_blocks: cfg.engine.round_ops(),
+                ..LayerConfig::default()
+            },
+        )?;
+        let vol = Self {
+            params,
+            store,
+            backend_counters,
+            data_dir: cfg.data_dir.clone(),
+            db,
+            engine,
+            layer,
+            created,
+            new_key,
+            resent,
+            lease,
+            shipper,
+            sealer,
+            checkpoint_size: checkpoint_size(cfg),
+            prefix: cfg.backend.prefix.clone(),
+        };
+        if vol.shipper.is_some() && !vol.repair_checkpoint().await? {
+            // Before any new round writes: the log shipped from here on continues
+            // this checkpoint. A commit of an earlier run whose record never
+            // landed (an unclean stop) is in it; without it the log would have a
+            // gap, and a round of this run could overwrite an object the state
+            // before the gap refers to. (The roll-back check comes first.)
+            let c = vol.checkpoint().await?;
+            tracing::info!(epoch = c.epoch, "shipped log: checkpoint taken at start");
+        }
+        Ok(vol)
+    }
+}
