@@ -204,6 +204,12 @@ cargo test --workspace --all-targets --locked --no-run
 # and rebuild their dependencies: minutes on two cores).
 cargo build --workspace --all-targets --locked
 
+# The documentation, where detail lives once: a broken intra-doc link (or any
+# other rustdoc warning) fails the run. Its own check build of every crate runs
+# while the test dependencies still install.
+step "cargo doc (rustdoc warnings, broken intra-doc links among them, are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+
 step "waiting for the test dependencies"
 deps_rc=0
 wait "$deps_pid" || deps_rc=$?

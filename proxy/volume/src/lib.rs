@@ -9,19 +9,20 @@
 //! registry, [`engines::ENGINES`], and [`backend`]); the server above it sees a
 //! [`Volume`] and the engine through [`oram_engine`]'s traits.
 //!
-//! Map:
-//! - configuration: [`config`] (the volume's sections), [`engines`] (`[engine]`
+//! Map (modules other crates use are public; the rest is re-exported here):
+//! - configuration: [`VolumeConfig`] and its sections, [`engines`] (`[engine]`
 //!   and the registry), [`users`];
 //! - on the local disk: [`datadir`] (mode, lock, `volume.toml`, `state.redb`),
-//!   [`key`] (the master key's sources), [`params`] (what a volume was created
-//!   with), [`fsutil`] (secret files);
+//!   [`key`] (the master key's sources), [`VolumeParams`] (what a volume was
+//!   created with), [`fsutil`] (secret files);
 //! - on the backend: [`header`] (the volume header and checkpoint heads),
-//!   [`checkpoint`], [`lease`], [`logship`];
-//! - life cycle: [`Volume::open`], [`recover()`], [`maintenance`], [`expiry`].
+//!   [`Volume::checkpoint`], [`lease`], the shipped log ([`Shipper`]);
+//! - life cycle: [`Volume::open`], [`recover()`], [`init()`], [`fsck()`],
+//!   [`compact()`], [`format()`], [`expiry`].
 
-pub mod backend;
-pub mod checkpoint;
-pub mod config;
+mod backend;
+mod checkpoint;
+mod config;
 pub mod datadir;
 pub mod engines;
 mod error;
@@ -30,9 +31,9 @@ pub mod fsutil;
 pub mod header;
 pub mod key;
 pub mod lease;
-pub mod logship;
-pub mod maintenance;
-pub mod params;
+mod logship;
+mod maintenance;
+mod params;
 mod recover;
 pub mod users;
 mod volume;
@@ -40,6 +41,7 @@ mod volume;
 pub use backend::{StoreHook, VolumeHooks};
 pub use checkpoint::{last_checkpoint_ms, CheckpointInfo};
 pub use config::{BackendConfig, BackendKind, KeyConfig, StateConfig, VolumeConfig};
+pub use logship::{LogSettings, ShipStats, Shipper};
 pub use engines::{Engine, EngineConfig};
 pub use error::VolumeError;
 pub use maintenance::{compact, format, fsck, init, FormatDone};

@@ -24,7 +24,7 @@ pub fn run(args: InitArgs) -> Result<(), CliError> {
     }
     if args.tls_self_signed {
         let names = if args.tls_names.is_empty() {
-            tls::default_names(&cfg.server())
+            tls::default_names(&[&cfg.s3.listen, &cfg.swift.listen])
         } else {
             args.tls_names
         };

@@ -9,7 +9,6 @@ use oram_volume::fsutil::{io, write_private};
 
 use super::cert::{fingerprint, not_after};
 use super::CertInfo;
-use crate::config::ServerConfig;
 use crate::ServeError;
 
 /// Validity of a certificate made by `init --tls-self-signed`.
@@ -32,8 +31,8 @@ pub struct SelfSigned {
 
 /// The names a self-signed certificate covers by default: `localhost`, the
 /// loopback addresses, this machine's host name, and the non-wildcard IP
-/// addresses the listeners bind.
-pub fn default_names(cfg: &ServerConfig) -> Vec<String> {
+/// addresses of `listens` (the listeners' addresses).
+pub fn default_names(listens: &[&str]) -> Vec<String> {
     let mut names = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),
@@ -45,7 +44,7 @@ pub fn default_names(cfg: &ServerConfig) -> Vec<String> {
             names.push(h.to_string());
         }
     }
-    for l in [&cfg.s3.listen, &cfg.swift.listen] {
+    for l in listens {
         if let Ok(a) = l.parse::<SocketAddr>() {
             let ip = a.ip();
             if !ip.is_unspecified() && !ip.is_loopback() {
