@@ -142,6 +142,7 @@ impl OramS3 {
 
 #[async_trait::async_trait]
 impl S3 for OramS3 {
+    // Buckets (`buckets`).
     async fn list_buckets(
         &self,
         req: S3Request<ListBucketsInput>,
@@ -184,6 +185,7 @@ impl S3 for OramS3 {
         buckets::get_bucket_versioning(self, req).await
     }
 
+    // ACLs (`acl`).
     async fn get_bucket_acl(
         &self,
         req: S3Request<GetBucketAclInput>,
@@ -212,6 +214,7 @@ impl S3 for OramS3 {
         acl::put_object_acl(self, req).await
     }
 
+    // Objects (`objects`).
     async fn put_object(
         &self,
         req: S3Request<PutObjectInput>,
@@ -254,6 +257,7 @@ impl S3 for OramS3 {
         objects::copy_object(self, req).await
     }
 
+    // Listings (`listing`).
     async fn list_objects(
         &self,
         req: S3Request<ListObjectsInput>,
@@ -275,6 +279,7 @@ impl S3 for OramS3 {
         listing::list_object_versions(self, req).await
     }
 
+    // Multipart uploads (`multipart`).
     async fn create_multipart_upload(
         &self,
         req: S3Request<CreateMultipartUploadInput>,
