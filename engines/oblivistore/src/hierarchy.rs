@@ -1,8 +1,7 @@
-//! One hierarchical partition, as ObliviStore uses it: the partition ORAM of
-//! Stefanov, Shi and Song ("Towards Practical Oblivious RAM", NDSS 2012), as §2.2
-//! of Stefanov and Shi, "Multi-Cloud Oblivious Storage" (CCS 2013) sums it up:
-//! levels `0..=top`, level `ℓ` filled or empty, a filled
-//! level one backend object `<prefix>/<ℓ>/<slot>` of `2^(ℓ+1)` sealed slots.
+//! One hierarchical partition, as ObliviStore uses it (the partition ORAM of
+//! "Towards Practical Oblivious RAM", summed up in §2.2 of "Multi-Cloud Oblivious
+//! Storage"; see the crate doc): levels `0..=top`, level `ℓ` filled or empty, a
+//! filled level one backend object `<prefix>/<ℓ>/<slot>` of `2^(ℓ+1)` sealed slots.
 //!
 //! It serves its framework's sub-accesses only: a batch is a sequence of
 //! accesses (`Take` or `Dummy`), each followed by at most one `Insert`. Each
