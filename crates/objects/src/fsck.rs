@@ -5,7 +5,7 @@ use md5::{Digest, Md5};
 use oram_engine::CheckReport;
 
 use crate::records::{decode, scan_prefix, BucketRecord, ObjectRecord, Segment, UploadRecord};
-use crate::{corrupt, hex, ObjectLayer, OpenObject, Result};
+use crate::{corrupt, ObjectLayer, OpenObject, Result};
 
 /// Which part of the check a progress report is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,13 +73,13 @@ impl Bits {
 /// The ETag a record's segments must produce, from each segment's MD5.
 fn expected_etag(segment_md5s: &[[u8; 16]], multipart: bool) -> String {
     if !multipart {
-        return segment_md5s.first().map(|m| hex(m)).unwrap_or_default();
+        return segment_md5s.first().map(hex::encode).unwrap_or_default();
     }
     let mut all = Md5::new();
     for m in segment_md5s {
         all.update(m);
     }
-    format!("{}-{}", hex(&all.finalize()), segment_md5s.len())
+    format!("{}-{}", hex::encode(all.finalize()), segment_md5s.len())
 }
 
 impl ObjectLayer {

@@ -154,10 +154,6 @@ fn corrupt(what: &str, e: String) -> ObjectError {
     ObjectError::State(StateError::Corrupt(format!("{what}: {e}")))
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Whether `name` is a valid S3 bucket name (3–63 of `a-z0-9.-`, starting and ending
 /// with a letter or digit, no `..`, not an IPv4 address).
 pub fn valid_bucket_name(name: &str) -> bool {

@@ -10,8 +10,8 @@ use crate::alloc::Run;
 use crate::listing::{self, UploadInfo};
 use crate::records::*;
 use crate::{
-    check_key, hex, now_ms, random_id, ByteStream, ObjectError, ObjectLayer, OpenObject,
-    PartOptions, PutMode, Result, MAX_PARTS,
+    check_key, now_ms, random_id, ByteStream, ObjectError, ObjectLayer, OpenObject, PartOptions,
+    PutMode, Result, MAX_PARTS,
 };
 
 /// Completed uploads remembered for a repeated CompleteMultipartUpload (S3 answers
@@ -70,7 +70,7 @@ impl ObjectLayer {
         check_key(key)?;
         let mut id = [0u8; 16];
         rand::thread_rng().fill_bytes(&mut id);
-        let id = hex(&id);
+        let id = hex::encode(id);
         let rec = UploadRecord {
             bucket: bucket.into(),
             key: key.into(),
@@ -126,7 +126,7 @@ impl ObjectLayer {
             .write_body(body, opts.expected_len, opts.expected_md5)
             .await?;
         let part = PartRecord {
-            etag: hex(&md5),
+            etag: hex::encode(md5),
             size: segment.len,
             modified_ms: now_ms(),
             segment,
@@ -233,7 +233,7 @@ impl ObjectLayer {
                 let rec = ObjectRecord {
                     id: random_id(),
                     size: segments.iter().map(|s| s.len).sum(),
-                    etag: format!("{}-{}", hex(&Md5::digest(&md5s)), parts.len()),
+                    etag: format!("{}-{}", hex::encode(Md5::digest(&md5s)), parts.len()),
                     modified_ms: now_ms(),
                     meta: u.meta.clone(),
                     segments,

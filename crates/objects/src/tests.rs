@@ -100,7 +100,7 @@ async fn put_get_range_overwrite_delete() {
             .await
             .unwrap();
         assert_eq!(rec.size, len as u64);
-        assert_eq!(rec.etag, hex(&Md5::digest(&d)));
+        assert_eq!(rec.etag, hex::encode(Md5::digest(&d)));
         let (_, s) = l.get_object("alice", "bkt", "k", None).unwrap();
         assert_eq!(read_all(s).await.unwrap(), d, "len {len}");
         if len > 10 {
@@ -976,7 +976,7 @@ async fn conditional_puts_and_md5_checked_once() {
     ));
     assert_eq!(l.head_object("a", "bkt", "k").unwrap().etag, second.etag);
     let third = put(PutMode::Overwrite, Some(right), 3).await.unwrap();
-    assert_eq!(third.etag, hex(&right));
+    assert_eq!(third.etag, hex::encode(right));
     assert_eq!(l.usage().free_blocks, free - 100u64.div_ceil(BS as u64));
     // Conditional delete.
     assert!(matches!(

@@ -11,8 +11,8 @@ use oram_engine::Op;
 use crate::alloc::{extend_runs, nth_block, Run};
 use crate::records::*;
 use crate::{
-    check_key, corrupt, hex, now_ms, random_id, ByteStream, EtagList, Meta, ObjectError,
-    ObjectLayer, OpenObject, Result, Shared, MAX_PUT_SIZE,
+    check_key, corrupt, now_ms, random_id, ByteStream, EtagList, Meta, ObjectError, ObjectLayer,
+    OpenObject, Result, Shared, MAX_PUT_SIZE,
 };
 
 /// When a PUT may replace what is stored.
@@ -242,7 +242,7 @@ impl ObjectLayer {
         let rec = ObjectRecord {
             id: random_id(),
             size: segment.len,
-            etag: hex(&md5),
+            etag: hex::encode(md5),
             modified_ms: now_ms(),
             meta: opts.meta,
             segments: vec![segment],

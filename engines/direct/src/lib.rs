@@ -2,8 +2,9 @@
 //!
 //! Logical block `b` is the sealed object `<prefix>/b/<b>`, read with one GET and
 //! written with one PUT. It is the baseline every oblivious engine is measured
-//! against ("No ORAM (with blocks)" in the thesis): it has the same sealing,
-//! freshness and block size, and none of the obliviousness.
+//! against ("No ORAM (with blocks)" in Thoresen's master's thesis "Oblivious RAM
+//! in practice", NTNU 2019): it has the same sealing, freshness and block size,
+//! and none of the obliviousness.
 //!
 //! **What the storage server observes:** exactly which blocks are read and which are
 //! written, and when — the access pattern in full. Reads of never-written blocks

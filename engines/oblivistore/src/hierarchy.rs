@@ -1,6 +1,7 @@
-//! One hierarchical partition (the SSS partition ORAM, seed 002 §2.2, as
-//! ObliviStore uses it): levels `0..=top`, level `ℓ` filled or empty, a filled
-//! level one backend object `<prefix>/<ℓ>/<slot>` of `2^(ℓ+1)` sealed slots.
+//! One hierarchical partition, as ObliviStore uses it (the partition ORAM of
+//! "Towards Practical Oblivious RAM", summed up in §2.2 of "Multi-Cloud Oblivious
+//! Storage"; see the crate doc): levels `0..=top`, level `ℓ` filled or empty, a
+//! filled level one backend object `<prefix>/<ℓ>/<slot>` of `2^(ℓ+1)` sealed slots.
 //!
 //! It serves its framework's sub-accesses only: a batch is a sequence of
 //! accesses (`Take` or `Dummy`), each followed by at most one `Insert`. Each

@@ -1,6 +1,8 @@
 //! ObliviStore (Stefanov & Shi, "ObliviStore: High Performance Oblivious Cloud
-//! Storage", IEEE S&P 2013): the partition framework (seed 002 §2.1) over
-//! hierarchical partitions (seed 002 §2.2).
+//! Storage", IEEE S&P 2013): the partition framework of Stefanov, Shi and Song
+//! ("Towards Practical Oblivious RAM", NDSS 2012) over hierarchical partitions,
+//! as §2.1 and §2.2 of Stefanov and Shi, "Multi-Cloud Oblivious Storage" (CCS
+//! 2013) sum them up.
 //!
 //! About `√N` partitions, each a [`Hierarchy`]: levels `0..=top` of `2^ℓ` real
 //! and `2^ℓ` dummy slots, filled or empty as the partition's eviction counter

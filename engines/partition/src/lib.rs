@@ -1,5 +1,7 @@
-//! The partition framework (Stefanov, Shi, Song; seed 002 §2) shared by the
-//! partition-based engines — CURIOUS and ObliviStore: the map and eviction
+//! The partition framework of Stefanov, Shi and Song ("Towards Practical
+//! Oblivious RAM", NDSS 2012; summed up in §2 of Stefanov and Shi, "Multi-Cloud
+//! Oblivious Storage", CCS 2013) shared by the partition-based engines —
+//! CURIOUS and ObliviStore: the map and eviction
 //! cache ([`PartitionMap`]) and the engine that serves rounds over one
 //! sub-engine per partition ([`Partitioned`]).
 //!

@@ -41,7 +41,8 @@ pub struct RingParams {
 pub enum RingPreset {
     /// Small client storage: Z = 4, A = 3, S = 6 ([`analytic_s`] of Z and A).
     Small,
-    /// Large client storage (as in the thesis): Z = 33, A = 48, S = 63.
+    /// Large client storage (as in the master's thesis "Oblivious RAM in
+    /// practice", Thoresen, NTNU 2019): Z = 33, A = 48, S = 63.
     Large,
 }
 

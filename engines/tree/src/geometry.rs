@@ -33,8 +33,10 @@ impl Geometry {
 
     /// The tree of arity `arity` for `capacity` blocks: for 2, [`Geometry::new`];
     /// for more, the shallowest tree whose two lowest levels hold the capacity
-    /// (`z·(k^L + k^(L−1)) ≥ capacity`, the sizing of the CURIOUS paper's and the
-    /// thesis's k-ary tree sub-ORAM). `leaves` overrides the number of leaves.
+    /// (`z·(k^L + k^(L−1)) ≥ capacity`, the sizing of the k-ary tree sub-ORAM of
+    /// CURIOUS, "Practicing Oblivious Access on Cloud Storage", CCS 2015, and of
+    /// the master's thesis "Oblivious RAM in practice", NTNU 2019). `leaves`
+    /// overrides the number of leaves.
     pub fn for_capacity(
         arity: u64,
         capacity: u64,

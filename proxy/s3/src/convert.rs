@@ -9,7 +9,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use oram_objects::{ByteStream, EntityTag, ErrorClass, EtagList, ObjectError, Preconditions};
-use s3s::dto::{ETag, ETagCondition, StreamingBlob, Timestamp, TimestampFormat};
+use s3s::dto::{ETag, ETagCondition, Owner, StreamingBlob, Timestamp, TimestampFormat};
 use s3s::stream::{ByteStream as S3ByteStream, RemainingLength};
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Result, StdError};
 use tokio::sync::mpsc;
@@ -75,6 +75,14 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
             };
             S3Error::with_message(code, e.client_message())
         }
+    }
+}
+
+/// The `Owner` element of an account: its access key as both id and display name.
+pub(crate) fn owner_element(account: &str) -> Owner {
+    Owner {
+        display_name: Some(account.to_string()),
+        id: Some(account.to_string()),
     }
 }
 

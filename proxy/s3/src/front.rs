@@ -76,7 +76,7 @@ impl S3Front {
 fn request_id() -> String {
     let mut b = [0u8; 8];
     rand::thread_rng().fill_bytes(&mut b);
-    b.iter().map(|x| format!("{x:02X}")).collect()
+    hex::encode_upper(b)
 }
 
 /// Puts `id` into the answer's headers and, for an S3 error body without one,
@@ -233,21 +233,17 @@ fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
     m.finalize().into_bytes().to_vec()
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn signature(secret: &str, a: &SigV4, region: &str, amz_date: &str, canonical: &str) -> String {
     let scope = format!("{}/{region}/{}/aws4_request", a.date, a.service);
     let to_sign = format!(
         "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
-        hex(&Sha256::digest(canonical.as_bytes()))
+        hex::encode(Sha256::digest(canonical.as_bytes()))
     );
     let k = hmac(format!("AWS4{secret}").as_bytes(), a.date.as_bytes());
     let k = hmac(&k, region.as_bytes());
     let k = hmac(&k, a.service.as_bytes());
     let k = hmac(&k, b"aws4_request");
-    hex(&hmac(&k, to_sign.as_bytes()))
+    hex::encode(hmac(&k, to_sign.as_bytes()))
 }
 
 /// Constant-time equality of two strings of the same length.

@@ -133,10 +133,7 @@ impl Auth {
         let account = who.account.clone();
         let mut raw = [0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut raw);
-        let token = format!(
-            "AUTH_tk{}",
-            raw.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        );
+        let token = format!("AUTH_tk{}", hex::encode(raw));
         let now = Instant::now();
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         tokens.prune_account(&account, now);

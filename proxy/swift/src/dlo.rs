@@ -9,7 +9,6 @@ use oram_objects::{ByteStream, ListParams, ObjectError};
 use crate::acl::Access;
 use crate::error::{err, obj_err, Res};
 use crate::limits::*;
-use crate::plumbing::hex;
 use crate::util::percent_decode;
 use crate::{Caller, SwiftApi};
 
@@ -53,7 +52,7 @@ impl SwiftApi {
         }
         Ok(Joined {
             size: segs.iter().map(|s| s.1).sum(),
-            etag: hex(&md5.finalize()),
+            etag: hex::encode(md5.finalize()),
             segs: segs
                 .into_iter()
                 .map(|(k, s, _)| Piece {

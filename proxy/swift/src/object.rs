@@ -450,7 +450,7 @@ impl SwiftApi {
         // Several ranges: multipart/byteranges.
         let mut boundary = [0u8; 16];
         rand::thread_rng().fill_bytes(&mut boundary);
-        let boundary = hex(&boundary);
+        let boundary = hex::encode(boundary);
         let ct = rec
             .meta
             .content_type

@@ -29,10 +29,6 @@ pub(crate) fn stream_body(s: ByteStream) -> SwiftBody {
     .boxed_unsync()
 }
 
-pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// Turns a request body into the object layer's stream.
 pub(crate) fn body_stream<B>(body: B) -> ByteStream
 where
@@ -185,7 +181,7 @@ pub(crate) fn check_object_name(name: &str) -> Res<()> {
 pub(crate) fn finish(method: &Method, a: Answer) -> Response<SwiftBody> {
     let mut trans = [0u8; 10];
     rand::thread_rng().fill_bytes(&mut trans);
-    let trans = format!("tx{}", hex(&trans));
+    let trans = format!("tx{}", hex::encode(trans));
     let mut resp = Response::new(if *method == Method::HEAD {
         full(Bytes::new())
     } else {

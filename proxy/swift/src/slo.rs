@@ -27,7 +27,7 @@ use crate::limits::*;
 use crate::listing::{listing_format, Format};
 use crate::meta::{request_delete_at, request_meta};
 use crate::object::split_object_path;
-use crate::plumbing::{body_stream, hex, Answer, Ctx};
+use crate::plumbing::{body_stream, Answer, Ctx};
 use crate::util::*;
 use crate::{Caller, SwiftApi};
 
@@ -260,7 +260,7 @@ impl SwiftApi {
                 None => md5.update(s.hash.as_bytes()),
             }
         }
-        let slo_etag = hex(&md5.finalize());
+        let slo_etag = hex::encode(md5.finalize());
         if let Some(e) = ctx.header("etag") {
             if e.trim().trim_matches('"') != slo_etag {
                 return Err(err(422));

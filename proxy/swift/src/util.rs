@@ -36,27 +36,23 @@ pub fn x_timestamp(ms: i64) -> String {
     format!("{}.{:05}", ms / 1000, (ms % 1000) * 100)
 }
 
-/// Listing form: `2024-01-02T03:04:05.678000` (UTC).
+/// The last millisecond of the year 9999, the last [`time`] represents.
+const LAST_ISO_MS: i64 = 253_402_300_799_999;
+
+/// Listing form: `2024-01-02T03:04:05.678000` (UTC). A time before the epoch is
+/// the epoch; a time past the year 9999 (no clock's) is its last millisecond.
 pub fn iso_date(ms: i64) -> String {
-    let ms = ms.max(0);
-    let secs = ms / 1000;
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let ms = ms.clamp(0, LAST_ISO_MS);
+    let t = time::OffsetDateTime::from_unix_timestamp(ms / 1000)
+        .expect("the years 1970 to 9999 are representable");
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
         (ms % 1000) * 1000
     )
 }
@@ -237,6 +233,71 @@ mod tests {
         assert_eq!(d, "Sun, 06 Nov 1994 08:49:37 GMT");
         assert_eq!(parse_http_date(&d), Some(784_111_777));
         assert_eq!(parse_http_date("yesterday"), None);
+    }
+
+    /// Howard Hinnant's civil-date algorithm: the reference `iso_date` must
+    /// match byte for byte.
+    fn hinnant_iso_date(ms: i64) -> String {
+        let ms = ms.max(0);
+        let secs = ms / 1000;
+        let days = secs / 86_400;
+        let rem = secs % 86_400;
+        // Civil date from days since 1970-01-01.
+        let z = days + 719_468;
+        let era = z / 146_097;
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let d = doy - (153 * mp + 2) / 5 + 1;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 };
+        let y = yoe + era * 400 + i64::from(m <= 2);
+        format!(
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}",
+            rem / 3600,
+            rem % 3600 / 60,
+            rem % 60,
+            (ms % 1000) * 1000
+        )
+    }
+
+    #[test]
+    fn iso_dates_match_the_civil_date_arithmetic() {
+        let day = 86_400_000i64;
+        let edges = [
+            0,
+            999,
+            day - 1,
+            // Leap days: 2000-02-29 (a year divisible by 400), the last
+            // millisecond of 2024-02-29 and the day after; 2100 has none.
+            951_782_400_000,
+            1_709_251_199_123,
+            1_709_251_200_000,
+            4_107_542_399_999,
+            4_107_542_400_000,
+            // The signed 32-bit end (2038), after it, and the unsigned one (2106).
+            2_147_483_647_000,
+            2_147_483_648_000,
+            4_102_444_799_999,
+            4_294_967_296_000,
+            LAST_ISO_MS,
+        ];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let sweep = (0..20_000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % LAST_ISO_MS as u64) as i64
+        });
+        for ms in edges
+            .into_iter()
+            .chain(sweep)
+            .chain((0..3_000).map(|d| d * day - 1))
+        {
+            assert_eq!(iso_date(ms), hinnant_iso_date(ms), "{ms}");
+        }
+        assert_eq!(iso_date(-5), "1970-01-01T00:00:00.000000");
+        assert_eq!(iso_date(LAST_ISO_MS), "9999-12-31T23:59:59.999000");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `oram-linkshape --listen 127.0.0.1:19000 --target 127.0.0.1:9000 --rtt-ms 23.6 --mbit 510`
 //!
 //! Relays TCP from `--listen` to `--target` with the given round-trip time and
-//! per-direction bandwidth cap (the thesis's link by default) until interrupted.
+//! per-direction bandwidth cap (by default the link measured in the master's
+//! thesis "Oblivious RAM in practice", Thoresen, NTNU 2019) until interrupted.
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -24,11 +24,19 @@
 //! backend; bounded write-backs; staged accesses.
 //! Engines that are not oblivious ([`Subject::oblivious`] false) must *fail* the
 //! trace checks: the negative control that shows those checks can fail.
+//!
+//! One file per concern: `model.rs`, `tamper.rs`, `crash.rs` (a durable state),
+//! `traces.rs`, `ahead.rs` (reading ahead), `maintenance.rs`, `backend.rs` (a
+//! failing or hanging backend) and `staged.rs` (staged accesses and inserts).
 
 mod ahead;
-mod checks;
+mod backend;
 mod crash;
 mod faults;
+mod maintenance;
+mod model;
+mod staged;
+mod tamper;
 mod traces;
 
 use std::collections::HashMap;
@@ -36,7 +44,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, Recording, TraceEvent, Verb};
+use oram_blockstore::{BlockStore, ObjKey, Recording, TraceEvent, Verb};
 use oram_seal::{MasterKey, Sealer, VolumeId};
 use oram_state::{MemState, TrustedState};
 use oram_store_memory::MemoryStore;
@@ -44,9 +52,13 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 pub use ahead::*;
-pub use checks::*;
+pub use backend::*;
 pub use crash::*;
 pub use faults::{FaultStore, Seen};
+pub use maintenance::*;
+pub use model::*;
+pub use staged::*;
+pub use tamper::*;
 pub use traces::*;
 
 use crate::{Op, Oram, Parts};
@@ -566,6 +578,21 @@ pub fn recorded_engine(
     let rec = Arc::new(Recording::new(faults.clone()));
     let e = s.build(p, rec.clone(), test_sealer(), Box::new(MemState::new()));
     (faults, rec, e)
+}
+
+/// `s`'s engine for `p` over `store`, its trusted state in memory.
+fn mem_engine(s: &dyn Subject, p: &Params, store: Arc<dyn BlockStore>) -> Arc<dyn Oram> {
+    s.build(p, store, test_sealer(), Box::new(MemState::new()))
+}
+
+/// Every object stored under `prefix`, with its contents, in key order.
+async fn snapshot(store: &MemoryStore, prefix: &str) -> Vec<(ObjKey, Bytes)> {
+    let keys = store.list(prefix).await.unwrap();
+    let vals = store.get_many(&keys).await.unwrap();
+    keys.into_iter()
+        .zip(vals)
+        .map(|(k, v)| (k, v.expect("listed")))
+        .collect()
 }
 
 /// Fetch requests sorted by verb, key and range start.

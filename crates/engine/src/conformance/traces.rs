@@ -285,8 +285,8 @@ pub fn a_failed_read_is_repeated_as_the_same_access(s: Arc<dyn Subject>) {
                 same_path += 1;
             }
         }
-        // Reading the same buckets again is what a failure used to cause every
-        // time; now it is chance (both leaves again).
+        // The access's own round, after the repeat, reads the failed paths again
+        // only by chance (both leaves drawn again), never because of the failure.
         assert!(
             same_path <= TRIALS / 4,
             "{same_path} of {TRIALS} retries read the failed paths again"

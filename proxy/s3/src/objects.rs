@@ -1,0 +1,367 @@
+//! Object operations: PutObject, GetObject, HeadObject, DeleteObject,
+//! DeleteObjects and CopyObject, with what GET and HEAD share (the part or range
+//! read, the response metadata).
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use oram_objects::{ObjectRecord, PutMode, PutOptions};
+use s3s::dto::*;
+use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+
+use crate::acl::{check_canned, SetsAcl};
+use crate::convert::{
+    decode_md5, etag_list, map_err, preconditions, prefetch, streaming_blob, timestamp,
+};
+use crate::request::{
+    body_stream, check_conditions, check_len, copy_source, object_meta, owner, EXPIRES,
+};
+use crate::OramS3;
+
+pub(crate) async fn put_object(
+    s3: &OramS3,
+    req: S3Request<PutObjectInput>,
+) -> S3Result<S3Response<PutObjectOutput>> {
+    let owner = owner(&req)?;
+    let input = req.input;
+    let len = check_len(input.content_length)?;
+    input.check_acl(&owner)?;
+    // If-None-Match: * makes the PUT create-only, If-Match replace-only; both
+    // are checked again atomically when the upload commits.
+    let mode = match (&input.if_match, &input.if_none_match) {
+        (Some(_), Some(_)) => {
+            return Err(s3_error!(
+                NotImplemented,
+                "If-Match and If-None-Match together are not supported on PUT"
+            ))
+        }
+        (Some(c), None) => PutMode::IfMatch(etag_list(c)),
+        (None, Some(c)) if c.is_any() => PutMode::Create,
+        (None, Some(_)) => {
+            return Err(s3_error!(
+                NotImplemented,
+                "If-None-Match on PUT supports only *"
+            ))
+        }
+        (None, None) => PutMode::Overwrite,
+    };
+    let expected_md5 = input.content_md5.as_deref().map(decode_md5).transpose()?;
+    let opts = PutOptions {
+        meta: object_meta!(input),
+        expected_len: len,
+        expected_md5,
+        mode,
+        delete_at: 0,
+    };
+    let body = body_stream(input.body);
+    let rec = s3
+        .layer
+        .put_object(&owner, &input.bucket, &input.key, body, opts)
+        .await
+        .map_err(|e| s3.map_err(e))?;
+    Ok(S3Response::new(PutObjectOutput {
+        e_tag: Some(ETag::Strong(rec.etag)),
+        ..Default::default()
+    }))
+}
+
+pub(crate) async fn get_object(
+    s3: &OramS3,
+    req: S3Request<GetObjectInput>,
+) -> S3Result<S3Response<GetObjectOutput>> {
+    let owner = owner(&req)?;
+    let input = req.input;
+    // One version throughout: conditions and range are checked against the record
+    // whose (pinned) blocks are then read.
+    let obj = s3
+        .layer
+        .open_object(&owner, &input.bucket, &input.key)
+        .map_err(|e| s3.map_err(e))?;
+    let rec = obj.record().clone();
+    check_conditions(
+        &rec,
+        &preconditions(
+            input.if_match.as_ref(),
+            input.if_none_match.as_ref(),
+            input.if_modified_since.as_ref(),
+            input.if_unmodified_since.as_ref(),
+        ),
+        true,
+    )?;
+    let (range, parts_count) = selection(&rec, input.range.as_ref(), input.part_number)?;
+    let stream = s3
+        .layer
+        .read(obj, range.clone())
+        .map_err(|e| s3.map_err(e))?;
+    let stream = prefetch(stream).await.map_err(|e| s3.map_err(e))?;
+    let (len, content_range) = match &range {
+        Some(r) => (
+            r.end - r.start,
+            Some(format!("bytes {}-{}/{}", r.start, r.end - 1, rec.size)),
+        ),
+        None => (rec.size, None),
+    };
+    let mut out = object_output(&rec);
+    out.body = Some(streaming_blob(stream, len));
+    out.content_length = Some(len as i64);
+    out.content_range = content_range;
+    out.parts_count = parts_count;
+    Ok(S3Response::new(out))
+}
+
+pub(crate) async fn head_object(
+    s3: &OramS3,
+    req: S3Request<HeadObjectInput>,
+) -> S3Result<S3Response<HeadObjectOutput>> {
+    let owner = owner(&req)?;
+    let input = req.input;
+    let rec = s3
+        .layer
+        .head_object(&owner, &input.bucket, &input.key)
+        .map_err(|e| s3.map_err(e))?;
+    check_conditions(
+        &rec,
+        &preconditions(
+            input.if_match.as_ref(),
+            input.if_none_match.as_ref(),
+            input.if_modified_since.as_ref(),
+            input.if_unmodified_since.as_ref(),
+        ),
+        true,
+    )?;
+    let (range, parts_count) = selection(&rec, input.range.as_ref(), input.part_number)?;
+    let (len, content_range) = match range {
+        Some(r) => (
+            r.end - r.start,
+            Some(format!("bytes {}-{}/{}", r.start, r.end - 1, rec.size)),
+        ),
+        None => (rec.size, None),
+    };
+    let g = object_output(&rec);
+    Ok(S3Response::new(HeadObjectOutput {
+        accept_ranges: g.accept_ranges,
+        cache_control: g.cache_control,
+        content_disposition: g.content_disposition,
+        content_encoding: g.content_encoding,
+        content_language: g.content_language,
+        content_length: Some(len as i64),
+        content_range,
+        content_type: g.content_type,
+        e_tag: g.e_tag,
+        last_modified: g.last_modified,
+        metadata: g.metadata,
+        expires: g.expires,
+        parts_count,
+        ..Default::default()
+    }))
+}
+
+pub(crate) async fn delete_object(
+    s3: &OramS3,
+    req: S3Request<DeleteObjectInput>,
+) -> S3Result<S3Response<DeleteObjectOutput>> {
+    let owner = owner(&req)?;
+    let input = req.input;
+    let if_match = input.if_match.as_ref().map(etag_list);
+    s3.layer
+        .delete_object(&owner, &input.bucket, &input.key, if_match.as_ref())
+        .await
+        .map_err(|e| s3.map_err(e))?;
+    Ok(S3Response::new(DeleteObjectOutput::default()))
+}
+
+pub(crate) async fn delete_objects(
+    s3: &OramS3,
+    req: S3Request<DeleteObjectsInput>,
+) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    let owner = owner(&req)?;
+    let input = req.input;
+    s3.layer
+        .head_bucket(&owner, &input.bucket)
+        .map_err(|e| s3.map_err(e))?;
+    if input.delete.objects.len() > 1000 {
+        return Err(s3_error!(
+            MalformedXML,
+            "at most 1000 keys per DeleteObjects"
+        ));
+    }
+    let quiet = input.delete.quiet.unwrap_or(false);
+    let mut deleted = Vec::new();
+    let mut errors = Vec::new();
+    for o in input.delete.objects {
+        match s3
+            .layer
+            .delete_object(&owner, &input.bucket, &o.key, None)
+            .await
+        {
+            Ok(_) => {
+                if !quiet {
+                    deleted.push(DeletedObject {
+                        key: Some(o.key),
+                        ..Default::default()
+                    });
+                }
+            }
+            Err(e) => {
+                let e = map_err(e);
+                errors.push(Error {
+                    code: Some(e.code().as_str().to_string()),
+                    key: Some(o.key),
+                    message: e.message().map(str::to_string),
+                    version_id: None,
+                });
+            }
+        }
+    }
+    Ok(S3Response::new(DeleteObjectsOutput {
+        deleted: Some(deleted),
+        errors: (!errors.is_empty()).then_some(errors),
+        ..Default::default()
+    }))
+}
+
+pub(crate) async fn copy_object(
+    s3: &OramS3,
+    req: S3Request<CopyObjectInput>,
+) -> S3Result<S3Response<CopyObjectOutput>> {
+    let owner = owner(&req)?;
+    let input = req.input;
+    check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
+    let (sb, sk) = copy_source(&input.copy_source)?;
+    let src = s3
+        .layer
+        .open_object(&owner, &sb, &sk)
+        .map_err(|e| s3.map_err(e))?;
+    check_conditions(
+        src.record(),
+        &preconditions(
+            input.copy_source_if_match.as_ref(),
+            input.copy_source_if_none_match.as_ref(),
+            input.copy_source_if_modified_since.as_ref(),
+            input.copy_source_if_unmodified_since.as_ref(),
+        ),
+        false,
+    )?;
+    let replace = input
+        .metadata_directive
+        .as_ref()
+        .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+    if sb == input.bucket && sk == input.key && !replace {
+        return Err(s3_error!(
+            InvalidRequest,
+            "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
+        ));
+    }
+    let meta = replace.then(|| object_meta!(input));
+    let rec = s3
+        .layer
+        .copy_object(
+            &owner,
+            src,
+            (&sb, &sk),
+            (&input.bucket, &input.key),
+            meta,
+            0,
+        )
+        .await
+        .map_err(|e| s3.map_err(e))?;
+    Ok(S3Response::new(CopyObjectOutput {
+        copy_object_result: Some(CopyObjectResult {
+            e_tag: Some(ETag::Strong(rec.etag)),
+            last_modified: Some(timestamp(rec.modified_ms)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }))
+}
+
+/// What a GET or HEAD reads: its `Range` or `partNumber` (not both) as a byte
+/// range (`None`: the whole object), and the object's part count when a part was
+/// asked for.
+fn selection(
+    rec: &ObjectRecord,
+    range: Option<&s3s::dto::Range>,
+    part_number: Option<i32>,
+) -> S3Result<(Option<Range<u64>>, Option<i32>)> {
+    match (range, part_number) {
+        (Some(_), Some(_)) => Err(s3_error!(
+            InvalidRequest,
+            "Cannot specify both Range header and partNumber query parameter"
+        )),
+        (Some(r), None) => Ok((Some(parse_range_header(r, rec.size)?), None)),
+        (None, None) => Ok((None, None)),
+        (None, Some(n)) => {
+            let bad = || {
+                let mut e = S3Error::with_message(
+                    S3ErrorCode::Custom("InvalidPartNumber".into()),
+                    "The requested partnumber is not satisfiable",
+                );
+                e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
+                e
+            };
+            let parts = multipart_parts(rec);
+            if n < 1 || n as usize > parts.max(1) {
+                return Err(bad());
+            }
+            if parts == 0 {
+                // Not a multipart object: part 1 is all of it.
+                return Ok((None, None));
+            }
+            let start: u64 = rec.segments[..n as usize - 1].iter().map(|s| s.len).sum();
+            let len = rec.segments[n as usize - 1].len;
+            Ok((Some(start..start + len), Some(parts as i32)))
+        }
+    }
+}
+
+/// The number of parts of a completed multipart upload (its ETag ends in `-N`
+/// and it has one segment per part); 0 for any other object.
+fn multipart_parts(rec: &ObjectRecord) -> usize {
+    match rec
+        .etag
+        .rsplit_once('-')
+        .and_then(|(_, n)| n.parse::<usize>().ok())
+    {
+        Some(n) if n == rec.segments.len() => n,
+        _ => 0,
+    }
+}
+
+/// The byte range a Range header asks for; an empty result (any range of an empty
+/// object) is unsatisfiable too.
+fn parse_range_header(r: &s3s::dto::Range, size: u64) -> S3Result<Range<u64>> {
+    match r.check(size) {
+        Ok(range) if range.start < range.end => Ok(range),
+        _ => Err(s3_error!(
+            InvalidRange,
+            "The requested range is not satisfiable (object size {size})"
+        )),
+    }
+}
+
+/// Common metadata of GET and HEAD responses.
+fn object_output(rec: &ObjectRecord) -> GetObjectOutput {
+    GetObjectOutput {
+        accept_ranges: Some("bytes".into()),
+        cache_control: rec.meta.cache_control.clone(),
+        content_disposition: rec.meta.content_disposition.clone(),
+        content_encoding: rec.meta.content_encoding.clone(),
+        content_language: rec.meta.content_language.clone(),
+        content_type: rec.meta.content_type.clone(),
+        e_tag: Some(ETag::Strong(rec.etag.clone())),
+        last_modified: Some(timestamp(rec.modified_ms)),
+        expires: rec
+            .meta
+            .extra
+            .get(EXPIRES)
+            .and_then(|d| Timestamp::parse(TimestampFormat::HttpDate, d.trim()).ok()),
+        metadata: (!rec.meta.user.is_empty()).then(|| {
+            rec.meta
+                .user
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<HashMap<_, _>>()
+        }),
+        ..Default::default()
+    }
+}

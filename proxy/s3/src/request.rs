@@ -1,0 +1,122 @@
+//! What the handlers read from a request: its account, its body and length, its
+//! conditions against an object, its copy source, and the client metadata of an
+//! upload.
+
+use futures::StreamExt;
+use oram_objects::{ByteStream, Dialect, ObjectError, ObjectRecord, Preconditions, Validators};
+use s3s::dto::{CopySource, StreamingBlob};
+use s3s::{s3_error, S3Request, S3Result};
+
+use crate::convert::{http_date, map_err, timestamp};
+
+/// The client metadata of a PutObject, CopyObject (REPLACE) or
+/// CreateMultipartUpload input (the same fields in three types).
+/// `Content-Encoding` loses `aws-chunked` (the transfer framing of a streaming
+/// upload, not the object's encoding) as S3 does; `Expires` is kept as an HTTP
+/// date (the same attribute Swift's `Expires` sets).
+macro_rules! object_meta {
+    ($input:expr) => {
+        ::oram_objects::ObjectMeta {
+            content_type: $input.content_type,
+            content_encoding: $input
+                .content_encoding
+                .and_then(|e| $crate::request::content_encoding(&e)),
+            content_disposition: $input.content_disposition,
+            content_language: $input.content_language,
+            cache_control: $input.cache_control,
+            user: $input
+                .metadata
+                .map(|m| m.into_iter().collect())
+                .unwrap_or_default(),
+            extra: $input
+                .expires
+                .as_ref()
+                .and_then($crate::convert::http_date)
+                .map(|d| ($crate::request::EXPIRES.to_string(), d))
+                .into_iter()
+                .collect(),
+        }
+    };
+}
+pub(crate) use object_meta;
+
+/// The name of the `Expires` attribute in `ObjectMeta::extra`.
+pub(crate) const EXPIRES: &str = "expires";
+
+/// A `Content-Encoding` value without `aws-chunked` (`None` if nothing is left).
+pub(crate) fn content_encoding(v: &str) -> Option<String> {
+    let kept: Vec<&str> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("aws-chunked"))
+        .collect();
+    (!kept.is_empty()).then(|| kept.join(", "))
+}
+
+/// The account of a request: its access key. Anonymous requests never get here
+/// (s3s refuses them when auth is set), but refuse them again to be sure.
+pub(crate) fn owner<T>(req: &S3Request<T>) -> S3Result<String> {
+    req.credentials
+        .as_ref()
+        .map(|c| c.access_key.clone())
+        .ok_or_else(|| s3_error!(AccessDenied, "anonymous access is not allowed"))
+}
+
+/// The request body as the object layer reads it (none: empty).
+pub(crate) fn body_stream(blob: Option<StreamingBlob>) -> ByteStream {
+    match blob {
+        None => Box::pin(futures::stream::empty()),
+        Some(b) => Box::pin(b.map(|r| r.map_err(|e| ObjectError::Body(e.to_string())))),
+    }
+}
+
+/// The declared Content-Length of an upload: not negative, at most the largest
+/// object (`None`: not declared).
+pub(crate) fn check_len(len: Option<i64>) -> S3Result<Option<u64>> {
+    match len {
+        Some(n) if n < 0 => Err(s3_error!(InvalidArgument, "negative Content-Length")),
+        Some(n) if n as u64 > oram_objects::MAX_PUT_SIZE => Err(s3_error!(
+            EntityTooLarge,
+            "Your proposed upload exceeds the maximum allowed object size of 5 GiB."
+        )),
+        Some(n) => Ok(Some(n as u64)),
+        None => Ok(None),
+    }
+}
+
+/// Applies the request's conditions to `rec` (RFC 7232, S3's reading).
+/// `reading`: GET/HEAD answer 304 where the precondition is "not modified".
+/// A 304 or 412 carries the object's ETag and Last-Modified, as S3 sends them.
+pub(crate) fn check_conditions(
+    rec: &ObjectRecord,
+    conditions: &Preconditions,
+    reading: bool,
+) -> S3Result<()> {
+    conditions
+        .evaluate(Some(Validators::of(rec)), reading, Dialect::S3)
+        .map_err(|e| {
+            let mut err = map_err(e);
+            let mut h = http::HeaderMap::new();
+            if let Ok(v) = http::HeaderValue::from_str(&format!("\"{}\"", rec.etag)) {
+                h.insert(http::header::ETAG, v);
+            }
+            if let Some(v) = http_date(&timestamp(rec.modified_ms))
+                .and_then(|d| http::HeaderValue::from_str(&d).ok())
+            {
+                h.insert(http::header::LAST_MODIFIED, v);
+            }
+            err.set_headers(h);
+            err
+        })
+}
+
+/// The bucket and key of an `x-amz-copy-source` (an access point is refused).
+pub(crate) fn copy_source(src: &CopySource) -> S3Result<(String, String)> {
+    match src {
+        CopySource::Bucket { bucket, key, .. } => Ok((bucket.to_string(), key.to_string())),
+        _ => Err(s3_error!(
+            NotImplemented,
+            "only bucket/key copy sources are supported"
+        )),
+    }
+}
