@@ -5,8 +5,6 @@ use http::header::HeaderName;
 use http::StatusCode;
 use oram_objects::{ErrorClass, ObjectError};
 
-use crate::plumbing::Answer;
-
 /// An error answer: status and body text.
 #[derive(Debug)]
 pub(crate) struct SwiftError {
@@ -79,19 +77,6 @@ pub(crate) fn obj_err(e: ObjectError) -> SwiftError {
             ErrorClass::ClientBody => 499,
             class => class.status(),
         }),
-    }
-}
-
-/// The answer for an error.
-pub(crate) fn error_answer(e: SwiftError) -> Answer {
-    let mut a = Answer::new(e.status.as_u16());
-    for (n, v) in e.headers {
-        a = a.header(n.as_str(), v);
-    }
-    if e.body.is_empty() {
-        a
-    } else {
-        a.text("text/html; charset=UTF-8", e.body)
     }
 }
 

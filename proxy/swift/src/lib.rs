@@ -44,8 +44,8 @@ use oram_objects::ObjectLayer;
 
 use acl::{denied, Access, Identity};
 pub use auth::SwiftUser;
-use error::{err, err_msg, error_answer, Res, SwiftError};
-use plumbing::{check_container_name, check_object_name, finish, Answer, Ctx};
+use error::{err, err_msg, Res, SwiftError};
+use plumbing::{check_container_name, check_object_name, error_answer, finish, Answer, Ctx};
 use util::*;
 
 /// The response body type of the Swift service.

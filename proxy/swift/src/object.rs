@@ -513,13 +513,6 @@ fn account_of(caller: &Caller, value: &str) -> Res<String> {
         .ok_or_else(|| caller.denied())
 }
 
-/// Splits `container/object` (an optional leading `/`).
-pub(crate) fn split_object_path(p: &str) -> Option<(String, String)> {
-    let p = p.strip_prefix('/').unwrap_or(p);
-    let (c, o) = p.split_once('/')?;
-    (!c.is_empty() && !o.is_empty()).then(|| (c.to_string(), o.to_string()))
-}
-
 /// Drops what makes an object a large object (a copy of its joined content is
 /// a plain object).
 fn strip_large(meta: &mut ObjectMeta) {

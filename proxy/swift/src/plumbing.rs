@@ -10,7 +10,7 @@ use hyper::body::Frame;
 use oram_objects::{ByteStream, ObjectError};
 use rand::RngCore;
 
-use crate::error::{err_msg, Res};
+use crate::error::{err_msg, Res, SwiftError};
 use crate::limits::*;
 use crate::util::http_now;
 use crate::SwiftBody;
@@ -205,4 +205,17 @@ pub(crate) fn finish(method: &Method, a: Answer) -> Response<SwiftBody> {
         h.insert(header::DATE, v);
     }
     resp
+}
+
+/// The answer for an error.
+pub(crate) fn error_answer(e: SwiftError) -> Answer {
+    let mut a = Answer::new(e.status.as_u16());
+    for (n, v) in e.headers {
+        a = a.header(n.as_str(), v);
+    }
+    if e.body.is_empty() {
+        a
+    } else {
+        a.text("text/html; charset=UTF-8", e.body)
+    }
 }

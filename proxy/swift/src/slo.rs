@@ -26,7 +26,6 @@ use crate::error::{err, err_msg, obj_err, Res};
 use crate::limits::*;
 use crate::listing::{listing_format, Format};
 use crate::meta::{request_delete_at, request_meta};
-use crate::object::split_object_path;
 use crate::plumbing::{body_stream, Answer, Ctx};
 use crate::util::*;
 use crate::{Caller, SwiftApi};

@@ -1,7 +1,7 @@
 use super::*;
 use crate::dlo::split_manifest;
 use crate::listing::{filter_names, Entry, ListQuery};
-use crate::object::split_object_path;
+use crate::util::split_object_path;
 use http::HeaderMap;
 use http_body_util::BodyExt;
 use md5::Digest;

@@ -219,6 +219,13 @@ pub fn guess_content_type(name: &str) -> &'static str {
     }
 }
 
+/// Splits `container/object` (an optional leading `/`).
+pub(crate) fn split_object_path(p: &str) -> Option<(String, String)> {
+    let p = p.strip_prefix('/').unwrap_or(p);
+    let (c, o) = p.split_once('/')?;
+    (!c.is_empty() && !o.is_empty()).then(|| (c.to_string(), o.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
