@@ -1,7 +1,7 @@
 //! Path ORAM (Stefanov et al.), built for a high-latency object store, as a
 //! scheme of the shared tree core (`oram-tree`).
 //!
-//! The tree lives on a [`oram_blockstore::BlockStore`] as one sealed object per
+//! The tree lives on a block store (`oram_blockstore::BlockStore`) as one sealed object per
 //! bucket, `<prefix>/n/<node>` (or `<prefix>/n/<node>.<slot>`, see
 //! [`oram_state::NodeVersion`]); the position map, the stash, bucket versions and
 //! the top `cached_levels` levels of the tree live in the trusted state.

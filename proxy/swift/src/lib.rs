@@ -4,7 +4,7 @@
 //!   `X-Auth-User: <account>:<user>` and `X-Auth-Key` answers `X-Auth-Token` and
 //!   `X-Storage-Url: http://<host>/v1/AUTH_<account>`. Tokens expire; a missing
 //!   token makes a request anonymous, an unknown or expired one is 401.
-//! - **Authorization** (tempauth's rules, [`acl`]): an account's admin users own
+//! - **Authorization** (tempauth's rules, module `acl`): an account's admin users own
 //!   it; anyone else (another account, a non-admin user, an anonymous caller)
 //!   reaches a container only by its ACLs: `X-Container-Read` for listings and
 //!   object reads (`account`, `account:user`, `.r:<referrer>`, `.rlistings`),
@@ -17,7 +17,7 @@
 //!   object PUT/GET/HEAD/POST/DELETE/COPY (and PUT with `X-Copy-From`, also across
 //!   accounts), listings in plain text, JSON and XML, Range (single and
 //!   multipart/byteranges), conditional requests, dynamic large objects
-//!   (`X-Object-Manifest`), static large objects (`multipart-manifest=put`, [`slo`]),
+//!   (`X-Object-Manifest`), static large objects (`multipart-manifest=put`, module `slo`),
 //!   bulk delete and `GET /info`.
 
 mod account;

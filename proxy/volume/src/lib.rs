@@ -6,7 +6,7 @@
 //! commands (`init`, `fsck`, `recover`, `compact`, `format`).
 //!
 //! This is the only crate that names concrete engines and back-ends (the
-//! registry, [`engines::ENGINES`], and [`backend`]); the server above it sees a
+//! registry, [`engines::ENGINES`], and the back-end opener); the server above it sees a
 //! [`Volume`] and the engine through [`oram_engine`]'s traits.
 //!
 //! Map (modules other crates use are public; the rest is re-exported here):

@@ -21,7 +21,7 @@ pub struct EngineConfig {
     pub max_batch: usize,
     /// Most MiB of blocks one round reads from the backend (and writes back):
     /// rounds take fewer than `max_batch` ops where the engine's per-op cost
-    /// ([`EngineSettings::round_bytes_per_op`]) says so. Bounds the memory a round
+    /// ([`oram_engine::EngineSettings::round_bytes_per_op`]) says so. Bounds the memory a round
     /// holds whatever the block size.
     pub round_mib: u64,
     /// The engine and its settings (`kind` in the TOML).
