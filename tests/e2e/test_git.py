@@ -7,7 +7,7 @@ of objects.
 
 The same through the Swift API (Dulwich's Swift back-end, as the thesis did) is not
 tested: no release of dulwich serves a push with it on Python 3 (see
-benches/git/dulwich_swift.py and benches/RESULTS.md).
+tools/workload/git/dulwich_swift.py and benches/RESULTS.md).
 """
 
 import os
@@ -20,7 +20,7 @@ import pytest
 
 from conftest import ACCESS, SECRET, Proxy
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benches" / "git"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools" / "workload" / "git"))
 import gitwl  # noqa: E402
 
 # git-remote-s3 is a git remote helper: an executable `git-remote-s3` on PATH (the

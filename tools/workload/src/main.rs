@@ -144,7 +144,7 @@ struct Args {
     model: Vec<String>,
     /// The Git workload (seed 000, §4.3.2) instead of A–E: push a generated
     /// repository, clone it, push a commit, pull it, with git and git-remote-s3
-    /// through S3 (benches/git/gitwl.py).
+    /// through S3 (tools/workload/git/gitwl.py).
     #[arg(long)]
     git: bool,
     /// Python with git-remote-s3 installed beside it (--git; default: python3
