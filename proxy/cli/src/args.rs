@@ -31,10 +31,11 @@ fn version_text() -> &'static str {
 /// `--engine`'s help: the engines of the registry.
 fn engine_help() -> String {
     let kinds: Vec<&str> = oram_volume::engines::kinds().collect();
+    let (last, rest) = kinds.split_last().expect("the registry is not empty");
     format!(
-        "Engine: {} (overrides `engine.kind`, with that engine's default settings unless \
-         the configuration file chose the same engine; direct needs --insecure-direct)",
-        kinds.join(", ")
+        "Engine: {} or {last} (overrides `engine.kind`, with that engine's default settings \
+         unless the configuration file chose the same engine; direct needs --insecure-direct)",
+        rest.join(", ")
     )
 }
 
