@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use oram_curious::{CuriousSettings, SubFactory, SubSpec};
 use oram_direct::DirectSettings;
-use oram_engine::{EngineSettings, Oram, Parts, Shape};
+use oram_engine::{EngineModel, EngineSettings, Oram, Parts, Shape};
 use oram_oblivistore::ObliviStoreSettings;
 use oram_path::PathSettings;
 use oram_ring::RingSettings;
@@ -411,6 +411,12 @@ impl EngineConfig {
         self.kind.settings().state_bound(&self.shape(prefix))
     }
 
+    /// What the engine's configuration implies at the volume's shape: layout,
+    /// backend bytes per op, local state, round size (`oram-proxy describe`).
+    pub fn model(&self, prefix: &str) -> EngineModel {
+        self.kind.settings().model(&self.shape(prefix))
+    }
+
     /// Builds the engine.
     pub fn build(&self, prefix: &str, parts: Parts) -> oram_engine::Result<Arc<dyn Oram>> {
         self.kind.settings().build(&self.shape(prefix), parts)
@@ -699,6 +705,13 @@ mod tests {
             let want = ((4u64 << 20) / per_op).clamp(1, 64) as usize;
             assert_eq!(c.round_ops(), want, "{kind}");
             assert_eq!(c.shape("p").max_batch, want);
+            // The model (`describe`) says the same.
+            let m = c.model("p");
+            assert_eq!(
+                (m.ops_per_round, m.round_bytes_per_op),
+                (want as u64, per_op)
+            );
+            assert_eq!((m.kind.as_str(), m.state_bound), (kind, c.state_bound("p")));
             c.round_mib = 1;
             c.block_size = 1 << 20;
             assert_eq!(c.round_ops(), 1, "{kind}: at least one op");

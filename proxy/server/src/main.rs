@@ -65,8 +65,21 @@ enum Command {
     /// Safe on a volume holding data; a second run writes nothing. The direct
     /// engine has nothing to format.
     Format(ServeArgs),
+    /// Print the engine's model at the configuration: its layout, the backend
+    /// bytes one op moves, its local state and round size (for an existing data
+    /// directory, with the parameters it was created with).
+    Describe(DescribeArgs),
     /// Print a documented configuration file with every default.
     ExampleConfig,
+}
+
+#[derive(clap::Args)]
+struct DescribeArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// Print the model as JSON (the fields of `oram_engine::EngineModel`).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -182,6 +195,13 @@ fn main() -> ExitCode {
             print!("{}", example());
             ExitCode::SUCCESS
         }
+        Command::Describe(args) => match describe(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("oram-proxy describe: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Stats(args) => match stats(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -233,6 +253,39 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// `describe`: the engine's model at the configuration, as `serve` would run it.
+fn describe(args: DescribeArgs) -> Result<(), String> {
+    let (cfg, _) = configure(args.serve)?;
+    cfg.engine.validate()?;
+    let m = cfg.engine.model(&cfg.backend.prefix);
+    if args.json {
+        let text = serde_json::to_string_pretty(&m).map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        println!(
+            "engine {} ({}), {} blocks of {} bytes\nbackend bytes per client byte: {:.2} \
+             ({:.1} blocks per block accessed; {})\nobjects of {} bytes; trusted state at most \
+             {} bytes, tree-top cache {} bytes; {} ops per round",
+            m.kind,
+            if m.oblivious {
+                "oblivious"
+            } else {
+                "not oblivious"
+            },
+            m.capacity,
+            m.block_size,
+            m.overhead,
+            m.overhead_blocks(),
+            m.assumes,
+            m.object_bytes,
+            m.state_bound,
+            m.cache_bytes,
+            m.ops_per_round
+        );
+    }
+    Ok(())
 }
 
 /// The configuration from the file (or defaults), the flags and the environment.
