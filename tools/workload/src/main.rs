@@ -168,8 +168,8 @@ struct Args {
     /// the measurement): every bucket a Path or Ring engine (CURIOUS's too) may
     /// read is written once, so that reads find full objects as on a volume in
     /// steady use, not the 404s of buckets never written. Needs the engine's
-    /// whole backend footprint on the storage: 4–8× the ORAM's size for Path
-    /// ORAM. ObliviStore and `direct` have nothing to format.
+    /// whole backend footprint on the storage: several times the ORAM's size
+    /// for the tree engines. ObliviStore and `direct` have nothing to format.
     #[arg(long)]
     format: bool,
     /// Redraw the charts of an earlier report directory from its results.csv

@@ -6,6 +6,7 @@ use crate::exec::{ReqKind, RunLog};
 
 mod chart;
 mod csv;
+/// Number formats of both reports.
 pub mod fmt;
 
 pub use chart::{draw_charts, load_font, replot};

@@ -27,6 +27,7 @@ pub struct Target {
     pub pid: u32,
 }
 
+/// An S3 error with `what` and every source in its chain, in one line.
 pub fn s3_err<E: std::error::Error + 'static>(
     what: &str,
     e: aws_sdk_s3::error::SdkError<E>,
