@@ -12,11 +12,13 @@
 //! other engines' ([`StagedAccess::commit_all`]).
 //!
 //! [`EngineSettings`] is what each engine crate's configuration implements, so that
-//! the binary builds engines without knowing their internals; the `conformance`
+//! the binary builds engines without knowing their internals, and its
+//! [`EngineModel`] says what an engine's configuration implies; the `conformance`
 //! feature brings the test suite every engine runs ([`conformance`]).
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod model;
 mod settings;
 mod staged;
 
@@ -26,6 +28,7 @@ use oram_blockstore::StoreError;
 use oram_seal::SealError;
 use oram_state::StateError;
 
+pub use model::{EngineModel, HierarchyLayout, Layout, PartitionLayout, Traffic, TreeLayout};
 pub use settings::{adopt_value, recorded_value, snapshot_row, EngineSettings, Parts, Shape};
 pub use staged::StagedAccess;
 

@@ -10,7 +10,7 @@ use oram_blockstore::BlockStore;
 use oram_seal::Sealer;
 use oram_state::TrustedState;
 
-use crate::{Oram, Result};
+use crate::{EngineModel, Oram, Result};
 
 /// What every engine of a volume is given: its size and its backend prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,6 +90,11 @@ pub trait EngineSettings: Debug + Send + Sync {
         let _ = shape;
         0
     }
+
+    /// The engine's sizing and analytical cost at `shape`, from the engine's own
+    /// formulas: layout, expected backend bytes per op, local state, round size
+    /// (for benchmarks and `oram-proxy describe`; nothing the engine runs on).
+    fn model(&self, shape: &Shape) -> EngineModel;
 
     /// Builds the engine. Write-backs journaled in the state by an earlier run are
     /// queued to be resent (by the first flush or access).

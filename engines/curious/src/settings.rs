@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use oram_engine::{
-    adopt_value, recorded_value, snapshot_row, EngineSettings, Oram, OramError, Parts, Result,
-    Shape,
+    adopt_value, recorded_value, snapshot_row, EngineModel, EngineSettings, Layout, Oram,
+    OramError, PartitionLayout, Parts, Result, Shape,
 };
 use serde::{Deserialize, Serialize};
 
@@ -309,6 +309,66 @@ impl EngineSettings for CuriousSettings {
     /// The eviction cache's bound.
     fn stash_bound(&self, shape: &Shape) -> u64 {
         self.config(shape).cache_bound as u64
+    }
+
+    /// ν sub-ORAM accesses per op (one, and a background eviction with
+    /// probability ν − 1; an evicted block rides on an access as an insert and
+    /// moves nothing of its own), each what the sub-ORAM's model says.
+    fn model(&self, shape: &Shape) -> EngineModel {
+        let cfg = self.config(shape);
+        let sub_shape = self.sub_shape(shape);
+        let nu = cfg.eviction_rate;
+        let partitions = u64::from(cfg.partitions);
+        let sub = self.sub(shape).map(|s| s.model(&sub_shape));
+        let (layout, read_op, write_op, object_bytes, sub_base, sub_cache, assumes) = match sub {
+            Ok(m) => (
+                m.layout,
+                m.read_op.scaled(nu),
+                m.write_op.scaled(nu),
+                m.object_bytes,
+                m.state_base_bytes,
+                m.cache_bytes,
+                m.assumes,
+            ),
+            // Validated settings always have a sub-ORAM.
+            Err(e) => (
+                Layout::Blocks,
+                Default::default(),
+                Default::default(),
+                0,
+                0,
+                0,
+                e,
+            ),
+        };
+        let bs = shape.block_size as u64;
+        EngineModel {
+            kind: self.kind().into(),
+            oblivious: self.oblivious(),
+            capacity: shape.capacity,
+            block_size: bs,
+            layout: Layout::Partitions(PartitionLayout {
+                partitions,
+                eviction_rate: nu,
+                sub_capacity: sub_shape.capacity,
+                sub_kind: self.curious_sub.clone(),
+                sub: Box::new(layout),
+            }),
+            object_bytes,
+            read_op,
+            write_op,
+            overhead: EngineModel::overhead_of(&read_op, &write_op, bs),
+            assumes: format!(
+                "ν = {nu} partition accesses per op, each a {} sub-ORAM's: {assumes}",
+                self.curious_sub
+            ),
+            state_bound: self.state_bound(shape),
+            state_base_bytes: shape.capacity * snapshot_row(8, 8) + partitions * sub_base,
+            cache_bytes: partitions * sub_cache,
+            stash_bound: EngineSettings::stash_bound(self, shape),
+            round_bytes_per_op: self.round_bytes_per_op(shape),
+            ops_per_round: shape.max_batch as u64,
+        }
     }
 
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {

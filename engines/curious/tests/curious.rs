@@ -12,13 +12,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey, Recording, TraceEvent, Verb};
-use oram_curious::{Curious, CuriousConfig};
+use oram_curious::{Curious, CuriousConfig, CuriousSettings, SubSpec};
 use oram_engine::conformance::{
     block_data, chi_square, chi_square_critical_001, fill, shape_of, test_sealer,
     trace_of_each_access, workloads, Model,
 };
-use oram_engine::{Op, Oram, Parts, Shape};
-use oram_path::{Geometry, PathConfig, PathOram, TreeConfig};
+use oram_engine::{EngineSettings, Op, Oram, Parts, Shape};
+use oram_path::{Geometry, PathConfig, PathOram, PathSettings, TreeConfig};
 use oram_state::MemState;
 use oram_store_memory::MemoryStore;
 use rand::{Rng, SeedableRng};
@@ -426,6 +426,33 @@ async fn bandwidth_per_access_is_the_analytical_figure() {
         let analytical = rate * 2.0 * uncached as f64 * object as f64;
         let measured = bytes as f64 / n as f64;
         eprintln!("ν = {rate}: {measured:.0} bytes per access, analytical {analytical:.0}");
+        // The engine's model (what `oram-proxy describe` reports) is that figure.
+        let settings = CuriousSettings {
+            curious_partitions: partitions,
+            curious_eviction_rate: rate,
+            cached_levels: Some(1),
+            ..CuriousSettings::default()
+        }
+        .with_subs(Arc::new(|spec: &SubSpec| {
+            let s = PathSettings {
+                z: spec.z,
+                arity: spec.arity,
+                cached_levels: spec.cached_levels,
+                ..PathSettings::default()
+            };
+            Ok(Box::new(s) as Box<dyn EngineSettings>)
+        }));
+        let shape = Shape {
+            capacity,
+            block_size: BS,
+            max_batch: 16,
+            prefix: "vol0".into(),
+            id_limit: None,
+        };
+        assert_eq!(settings.sub_shape(&shape).capacity, cfg.sub_capacity());
+        let model = settings.model(&shape);
+        assert!((model.read_op.bytes() / analytical - 1.0).abs() < 1e-9);
+        assert_eq!(model.object_bytes, object);
         assert!(
             (measured / analytical - 1.0).abs() < 0.10,
             "ν = {rate}: {measured:.0} bytes per access, analytical {analytical:.0}"

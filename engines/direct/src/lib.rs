@@ -25,8 +25,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, ObjKey, SizeBound};
 use oram_engine::{
-    open_error, snapshot_row, validate_op, CheckReport, EngineSettings, EngineStats, Formatted, Op,
-    Oram, OramError, Parts, Quiesced, Result, Shape, StagedAccess,
+    open_error, snapshot_row, validate_op, CheckReport, EngineModel, EngineSettings, EngineStats,
+    Formatted, Layout, Op, Oram, OramError, Parts, Quiesced, Result, Shape, StagedAccess, Traffic,
 };
 use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
 use oram_state::{NodeVersion, TrustedState};
@@ -89,6 +89,41 @@ impl EngineSettings for DirectSettings {
     fn round_bytes_per_op(&self, shape: &Shape) -> u64 {
         shape.block_size as u64
     }
+    /// A read GETs the block's sealed object, a write PUTs it.
+    fn model(&self, shape: &Shape) -> EngineModel {
+        let bs = shape.block_size as u64;
+        let object = Sealer::sealed_len(shape.block_size) as u64;
+        let read_op = Traffic {
+            read_bytes: object as f64,
+            written_bytes: 0.0,
+            blocks: 1.0,
+        };
+        let write_op = Traffic {
+            read_bytes: 0.0,
+            written_bytes: object as f64,
+            blocks: 1.0,
+        };
+        EngineModel {
+            kind: self.kind().into(),
+            oblivious: self.oblivious(),
+            capacity: shape.capacity,
+            block_size: bs,
+            layout: Layout::Blocks,
+            object_bytes: object,
+            read_op,
+            write_op,
+            overhead: EngineModel::overhead_of(&read_op, &write_op, bs),
+            assumes: "one GET of a block written before per read, one PUT per whole-block write"
+                .into(),
+            state_bound: self.state_bound(shape),
+            state_base_bytes: self.state_bound(shape),
+            cache_bytes: 0,
+            stash_bound: EngineSettings::stash_bound(self, shape),
+            round_bytes_per_op: self.round_bytes_per_op(shape),
+            ops_per_round: shape.max_batch as u64,
+        }
+    }
+
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
         let cfg = DirectConfig {
             capacity: shape.capacity,
@@ -480,5 +515,29 @@ impl Oram for DirectEngine {
     async fn format(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<Formatted> {
         progress(0, 0);
         Ok(Formatted::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_is_one_sealed_block_per_op() {
+        let shape = Shape {
+            capacity: 8,
+            block_size: 4096,
+            max_batch: 64,
+            prefix: "vol0".into(),
+            id_limit: None,
+        };
+        let m = DirectSettings::default().model(&shape);
+        // The objects the engine writes (`object_bound`): the sealed block.
+        assert_eq!(m.object_bytes, 4096 + oram_seal::OVERHEAD as u64);
+        assert_eq!((m.read_op.written_bytes, m.write_op.read_bytes), (0.0, 0.0));
+        assert_eq!(m.read_op.read_bytes, m.object_bytes as f64);
+        assert_eq!(m.overhead_blocks(), 1.0);
+        assert!((m.overhead - 4141.0 / 4096.0).abs() < 1e-12);
+        assert!(!m.oblivious && m.layout == Layout::Blocks);
     }
 }

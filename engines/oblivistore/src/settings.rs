@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use oram_engine::{adopt_value, snapshot_row, EngineSettings, Oram, Parts, Result, Shape};
+use oram_engine::{
+    adopt_value, snapshot_row, EngineModel, EngineSettings, HierarchyLayout, Layout, Oram,
+    PartitionLayout, Parts, Result, Shape, Traffic,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{oblivistore, ObliviStoreConfig};
@@ -63,6 +66,14 @@ impl ObliviStoreSettings {
     /// The partitions of a volume of `shape`.
     pub fn partitions(&self, shape: &Shape) -> u32 {
         oram_partition::partitions_for(self.oblivistore_partitions, shape.capacity)
+    }
+
+    /// The trusted state's bound without the eviction cache: the position map
+    /// and every partition's state.
+    fn state_base(&self, shape: &Shape) -> u64 {
+        let cfg = self.config(shape);
+        let positions = shape.capacity * snapshot_row(8, 8);
+        positions + u64::from(cfg.framework.partitions) * cfg.geometry().state_bound()
     }
 
     /// The engine configuration for a volume of `shape`.
@@ -145,10 +156,59 @@ impl EngineSettings for ObliviStoreSettings {
 
     fn state_bound(&self, shape: &Shape) -> u64 {
         let cfg = self.config(shape);
-        let g = cfg.geometry();
-        let positions = shape.capacity * snapshot_row(8, 8);
         let cache = cfg.framework.cache_bound as u64 * snapshot_row(8, shape.block_size as u64);
-        positions + cache + u64::from(cfg.framework.partitions) * g.state_bound()
+        self.state_base(shape) + cache
+    }
+
+    /// ν partition accesses per op, each reading a slot of every filled level
+    /// and its eviction's shuffle reads and writing the level it builds
+    /// ([`crate::Geometry::expected_per_access`]: the steady state, once a
+    /// partition's top level is filled — a young volume moves less). Reads are
+    /// single slots (ranged GETs), writes whole levels.
+    fn model(&self, shape: &Shape) -> EngineModel {
+        let cfg = self.config(shape);
+        let g = cfg.geometry();
+        let per = g.expected_per_access();
+        let nu = cfg.framework.eviction_rate;
+        let slot = g.slot_len() as u64;
+        let op = Traffic {
+            read_bytes: nu * per.read_slots * slot as f64,
+            written_bytes: nu * per.written_slots * slot as f64,
+            blocks: nu * (per.read_slots + per.written_slots),
+        };
+        let bs = shape.block_size as u64;
+        EngineModel {
+            kind: self.kind().into(),
+            oblivious: self.oblivious(),
+            capacity: shape.capacity,
+            block_size: bs,
+            layout: Layout::Partitions(PartitionLayout {
+                partitions: u64::from(cfg.framework.partitions),
+                eviction_rate: nu,
+                sub_capacity: cfg.framework.sub_capacity(),
+                sub_kind: "levels".into(),
+                sub: Box::new(Layout::Hierarchy(HierarchyLayout {
+                    top_level: g.top,
+                    slot_bytes: slot,
+                })),
+            }),
+            object_bytes: slot,
+            read_op: op,
+            write_op: op,
+            overhead: EngineModel::overhead_of(&op, &op, bs),
+            assumes: format!(
+                "ν = {nu} partition accesses per op, each {:.2} slots read and {:.2} written on \
+                 average over a cycle of the eviction counter once the top level (level {}) \
+                 is filled",
+                per.read_slots, per.written_slots, g.top
+            ),
+            state_bound: self.state_bound(shape),
+            state_base_bytes: self.state_base(shape),
+            cache_bytes: 0,
+            stash_bound: EngineSettings::stash_bound(self, shape),
+            round_bytes_per_op: self.round_bytes_per_op(shape),
+            ops_per_round: shape.max_batch as u64,
+        }
     }
 
     /// The eviction cache's bound.
@@ -162,5 +222,48 @@ impl EngineSettings for ObliviStoreSettings {
             parts,
             &shape.prefix,
         )?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_is_the_hierarchys_expected_access() {
+        // 4096 blocks: 64 partitions of 64 + 80 + 4 blocks, levels 0..=8.
+        let shape = Shape {
+            capacity: 4096,
+            block_size: 4096,
+            max_batch: 64,
+            prefix: "vol0".into(),
+            id_limit: None,
+        };
+        let s = ObliviStoreSettings::default();
+        let m = s.model(&shape);
+        let p = m.partitions().unwrap();
+        assert_eq!((p.partitions, p.sub_capacity), (64, 148));
+        assert_eq!(m.hierarchy().unwrap().top_level, 8);
+        // The figure the bandwidth test measures (tests/oblivistore.rs):
+        // ν × (slots read + written) × the sealed slot.
+        let g = s.config(&shape).geometry();
+        let per = g.expected_per_access();
+        let slot = (8 + 4096 + oram_seal::OVERHEAD) as f64;
+        assert_eq!(m.object_bytes as f64, slot);
+        let want = 1.25 * (per.read_slots + per.written_slots) * slot;
+        assert!((m.read_op.bytes() - want).abs() < 1e-6);
+        assert_eq!(
+            m.overhead_blocks(),
+            1.25 * (per.read_slots + per.written_slots)
+        );
+        // Levels 0 and 1 from {1} filled: 3 slots read and 3 written per access.
+        let small = crate::Geometry {
+            top: 1,
+            block_size: 4096,
+        }
+        .expected_per_access();
+        assert_eq!((small.read_slots, small.written_slots), (3.0, 3.0));
+        assert_eq!(m.state_bound, s.state_bound(&shape));
+        assert_eq!(m.round_bytes_per_op, s.round_bytes_per_op(&shape));
     }
 }

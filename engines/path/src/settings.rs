@@ -4,11 +4,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use oram_engine::{
-    adopt_value, recorded_value, snapshot_row, EngineSettings, Oram, Parts, Result, Shape,
+    adopt_value, recorded_value, snapshot_row, EngineModel, EngineSettings, Layout, Oram, Parts,
+    Result, Shape, Traffic, TreeLayout,
 };
+use oram_seal::Sealer;
 use serde::{Deserialize, Serialize};
 
-use crate::{Geometry, PathConfig, PathOram, TreeConfig};
+use crate::{bucket, Geometry, PathConfig, PathOram, TreeConfig};
 
 /// Path ORAM's settings in `[engine]` (with `kind = "path"`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +100,16 @@ stash_bound = 89
         }
     }
 
+    /// The trusted state's bound without the stash and the tree-top cache: the
+    /// position map, a version per bucket and the intent record (a varint, ≤ 10
+    /// bytes, per block and per draw, two draws per op).
+    fn state_base(&self, shape: &Shape) -> u64 {
+        let positions = shape.capacity * snapshot_row(8, 8);
+        let nodes = self.geometry(shape).node_count() * snapshot_row(8, 24);
+        let intent = snapshot_row(0, 32 + 30 * shape.max_batch as u64);
+        positions + nodes + intent
+    }
+
     fn geometry(&self, shape: &Shape) -> Geometry {
         Geometry::for_capacity(self.arity, shape.capacity, self.z, shape.block_size, None)
     }
@@ -159,15 +171,10 @@ impl EngineSettings for PathSettings {
 
     fn state_bound(&self, shape: &Shape) -> u64 {
         let geo = self.geometry(shape);
-        let (cap, bs, z) = (shape.capacity, shape.block_size as u64, self.z as u64);
-        let positions = cap * snapshot_row(8, 8);
-        let nodes = geo.node_count() * snapshot_row(8, 24);
+        let (bs, z) = (shape.block_size as u64, self.z as u64);
         let stash = self.stash_bound as u64 * snapshot_row(8, bs);
         let local = geo.nodes_above(self.cached_levels(shape)) * snapshot_row(8, z * (12 + bs));
-        // The intent record: a varint (≤ 10 bytes) per block and per draw, two
-        // draws per op.
-        let intent = snapshot_row(0, 32 + 30 * shape.max_batch as u64);
-        positions + nodes + stash + local + intent
+        self.state_base(shape) + stash + local
     }
 
     fn stash_bound(&self, _: &Shape) -> u64 {
@@ -182,6 +189,54 @@ impl EngineSettings for PathSettings {
         uncached
             .saturating_mul(self.z as u64)
             .saturating_mul(shape.block_size as u64)
+    }
+
+    /// Every access, read or write, reads the bucket of each uncached level of
+    /// one path and writes them all back.
+    fn model(&self, shape: &Shape) -> EngineModel {
+        let geo = self.geometry(shape);
+        let levels = geo.leaf_level + 1;
+        let cached = self.cached_levels(shape).min(levels);
+        let uncached = f64::from(levels - cached);
+        let bucket_bytes = Sealer::sealed_len(bucket::bucket_bytes(&geo)) as u64;
+        let z = self.z as u64;
+        let op = Traffic {
+            read_bytes: uncached * bucket_bytes as f64,
+            written_bytes: uncached * bucket_bytes as f64,
+            blocks: 2.0 * z as f64 * uncached,
+        };
+        let bs = shape.block_size as u64;
+        EngineModel {
+            kind: self.kind().into(),
+            oblivious: self.oblivious(),
+            capacity: shape.capacity,
+            block_size: bs,
+            layout: Layout::Tree(TreeLayout {
+                arity: geo.arity,
+                levels,
+                cached_levels: cached,
+                leaves: geo.leaves,
+                z,
+                s: 0,
+                a: 0,
+                bucket_bytes,
+            }),
+            object_bytes: bucket_bytes,
+            read_op: op,
+            write_op: op,
+            overhead: EngineModel::overhead_of(&op, &op, bs),
+            assumes: format!(
+                "every access reads and rewrites the {} uncached buckets (Z = {z}) of one \
+                 path; a round's paths that share buckets move less",
+                levels - cached
+            ),
+            state_bound: self.state_bound(shape),
+            state_base_bytes: self.state_base(shape),
+            cache_bytes: geo.nodes_above(cached) * z * bs,
+            stash_bound: self.stash_bound as u64,
+            round_bytes_per_op: self.round_bytes_per_op(shape),
+            ops_per_round: shape.max_batch as u64,
+        }
     }
 
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {
@@ -218,5 +273,49 @@ mod tests {
         // An ordinary Z: a multiple of Z blocks, far from saturating.
         let normal = PathSettings::default().round_bytes_per_op(&shape);
         assert!(normal > 0 && normal < 1 << 30 && normal % (4 * 16_384) == 0);
+    }
+
+    fn shape(capacity: u64, block_size: usize) -> Shape {
+        Shape {
+            capacity,
+            block_size,
+            max_batch: 64,
+            prefix: "vol0".into(),
+            id_limit: None,
+        }
+    }
+
+    #[test]
+    fn the_model_is_two_z_blocks_per_uncached_level() {
+        // 262 144 blocks of 4 KiB, 10 cached levels: 2^17 leaves, 18 levels, 8
+        // on the backend; 2·Z·U = 64 blocks; a bucket is Z slots of id and
+        // block, sealed (the objects the engine writes: `object_bound`).
+        let s = PathSettings {
+            cached_levels: Some(10),
+            ..PathSettings::default()
+        };
+        let m = s.model(&shape(262_144, 4096));
+        let t = m.tree().unwrap();
+        assert_eq!((t.leaves, t.levels, t.cached_levels), (131_072, 18, 10));
+        assert_eq!(t.uncached_levels(), 8);
+        assert_eq!(m.object_bytes, 4 * (8 + 4096) + oram_seal::OVERHEAD as u64);
+        assert_eq!(m.overhead_blocks(), 64.0);
+        assert_eq!(m.read_op, m.write_op);
+        let want = 2.0 * 8.0 * m.object_bytes as f64 / 4096.0;
+        assert!((m.overhead - want).abs() < 1e-9);
+        assert_eq!(m.round_bytes_per_op, 8 * 4 * 4096);
+        assert_eq!(m.state_bound, s.state_bound(&shape(262_144, 4096)));
+        assert_eq!(m.cache_bytes, 1023 * 4 * 4096);
+        // The leaves are `Geometry::new`'s: a power of two ≥ ⌈capacity / 2⌉.
+        for (cap, leaves) in [(2048, 1024), (2049, 2048), (1, 1)] {
+            assert_eq!(s.model(&shape(cap, 4096)).tree().unwrap().leaves, leaves);
+        }
+        // Everything cached: nothing on the backend.
+        let all = PathSettings {
+            cached_levels: Some(30),
+            ..PathSettings::default()
+        };
+        let m = all.model(&shape(2048, 4096));
+        assert_eq!((m.overhead, m.tree().unwrap().cached_levels), (0.0, 11));
     }
 }

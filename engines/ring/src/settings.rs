@@ -6,12 +6,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use oram_engine::{
-    adopt_value, recorded_value, snapshot_row, EngineSettings, Oram, OramError, Parts, Result,
-    Shape,
+    adopt_value, recorded_value, snapshot_row, EngineModel, EngineSettings, Layout as ModelLayout,
+    Oram, OramError, Parts, Result, Shape, Traffic, TreeLayout,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{EvictRead, Layout, RingConfig, RingOram, RingParams, RingPreset, TreeConfig};
+use crate::{
+    paper_bandwidth, EvictRead, Layout, RingConfig, RingOram, RingParams, RingPreset, TreeConfig,
+};
 
 /// Ring ORAM's settings in `[engine]` (with `kind = "ring"`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,6 +168,27 @@ impl RingSettings {
         Ok(self.levels_of(&geo))
     }
 
+    /// The trusted state's bound without the stash and the tree-top cache: the
+    /// position map, every bucket's version, slot map and read state, the
+    /// engine's counters, and the intent record (two leaf draws per op and a
+    /// dummy choice per bucket of every read path and, reading by slots, per
+    /// eviction slot, ≤ 10 bytes each).
+    fn state_base(&self, shape: &Shape, lay: &Layout) -> u64 {
+        let geo = lay.geo;
+        let slots = lay.slots() as u64;
+        let buckets = geo.node_count();
+        let positions = shape.capacity * snapshot_row(8, 8);
+        let nodes = buckets * snapshot_row(8, 24);
+        let meta = buckets * (snapshot_row(9, 8 * slots) + snapshot_row(9, 4 + slots.div_ceil(8)))
+            + snapshot_row(1, 16);
+        let path = u64::from(geo.leaf_level) + 1;
+        let intent = snapshot_row(
+            0,
+            32 + shape.max_batch as u64 * (30 + 10 * path) + 10 * slots * path,
+        );
+        positions + nodes + meta + intent
+    }
+
     fn levels_of(&self, geo: &oram_tree::Geometry) -> u32 {
         match (self.cached_levels, self.tree_cache_bytes) {
             (None, Some(bytes)) => geo.levels_within(bytes),
@@ -223,27 +246,13 @@ impl EngineSettings for RingSettings {
         let Ok(lay) = self.layout(shape) else {
             return 0;
         };
-        let (cap, bs) = (shape.capacity, shape.block_size as u64);
+        let bs = shape.block_size as u64;
         let geo = lay.geo;
-        let slots = lay.slots() as u64;
-        let buckets = geo.node_count();
-        let positions = cap * snapshot_row(8, 8);
-        let nodes = buckets * snapshot_row(8, 24);
         let bound = self.stash_bound(shape.max_batch).unwrap_or(0) as u64;
         let stash = bound * snapshot_row(8, bs);
-        // Per bucket: its slot map and read state; and the engine's counters.
-        let meta = buckets * (snapshot_row(9, 8 * slots) + snapshot_row(9, 4 + slots.div_ceil(8)))
-            + snapshot_row(1, 16);
         let cached = geo.cached_levels(self.cached_levels, self.tree_cache_mib);
         let local = geo.nodes_above(cached) * snapshot_row(8, lay.params.z as u64 * (12 + bs));
-        // The intent record: two leaf draws per op and a dummy choice per bucket
-        // of every read path and (reading by slots) per eviction slot, ≤ 10 bytes each.
-        let path = u64::from(geo.leaf_level) + 1;
-        let intent = snapshot_row(
-            0,
-            32 + shape.max_batch as u64 * (30 + 10 * path) + 10 * slots * path,
-        );
-        positions + nodes + stash + meta + local + intent
+        self.state_base(shape, &lay) + stash + local
     }
 
     fn stash_bound(&self, shape: &Shape) -> u64 {
@@ -275,6 +284,79 @@ impl EngineSettings for RingSettings {
                 .saturating_mul(bs)
                 .div_ceil(a),
         )
+    }
+
+    /// Per access, over the uncached levels ([`Layout::expected_per_access`],
+    /// the figure the bandwidth test measures): a ranged GET of one slot per
+    /// bucket of the read path, and every A accesses an EvictPath that reads
+    /// each bucket of a path (whole, or Z slots with `ring_evict_read =
+    /// "slots"`) and writes it whole; early reshuffles the same.
+    fn model(&self, shape: &Shape) -> EngineModel {
+        let bs = shape.block_size as u64;
+        let lay = match self.layout(shape) {
+            Ok(lay) => lay,
+            // Validated settings always have parameters.
+            Err(_) => Layout {
+                geo: oram_tree::Geometry::new(shape.capacity, 1, shape.block_size, None),
+                params: RingParams { z: 1, s: 1, a: 1 },
+                block_size: shape.block_size,
+            },
+        };
+        let (geo, p) = (lay.geo, lay.params);
+        let levels = geo.leaf_level + 1;
+        let cached = self.levels_of(&geo).min(levels);
+        let (ranged, whole) = lay.expected_per_access(cached);
+        let (slot, bucket) = (lay.slot_sealed() as f64, lay.object_len() as f64);
+        let (z, slots) = (p.z as f64, lay.slots() as f64);
+        let slots_read = self.evict_read().unwrap_or(EvictRead::Whole) == EvictRead::Slots;
+        let (evict_read_bytes, evict_read_blocks) = if slots_read {
+            (z * slot, z)
+        } else {
+            (bucket, slots)
+        };
+        let op = Traffic {
+            read_bytes: ranged * slot + whole * evict_read_bytes,
+            written_bytes: whole * bucket,
+            blocks: ranged + whole * (evict_read_blocks + slots),
+        };
+        let paper = paper_bandwidth(p, levels - cached);
+        let cache_bytes = geo.nodes_above(cached) * p.z as u64 * bs;
+        EngineModel {
+            kind: self.kind().into(),
+            oblivious: self.oblivious(),
+            capacity: shape.capacity,
+            block_size: bs,
+            layout: ModelLayout::Tree(TreeLayout {
+                arity: geo.arity,
+                levels,
+                cached_levels: cached,
+                leaves: geo.leaves,
+                z: p.z as u64,
+                s: p.s as u64,
+                a: p.a as u64,
+                bucket_bytes: bucket as u64,
+            }),
+            object_bytes: bucket as u64,
+            read_op: op,
+            write_op: op,
+            overhead: EngineModel::overhead_of(&op, &op, bs),
+            assumes: format!(
+                "{} uncached levels; per level l early reshuffles E[floor(R/S)] for R ~ \
+                 Bin(A*2^l - 1, 2^-l) reads between two evictions of a bucket (the paper's \
+                 Poisson(A) approximation: {:.4}, {:.2} blocks per access); evictions read \
+                 buckets {}",
+                levels - cached,
+                paper.reshuffles_per_period,
+                paper.overall_blocks,
+                if slots_read { "as Z slots" } else { "whole" }
+            ),
+            state_bound: self.state_bound(shape),
+            state_base_bytes: self.state_base(shape, &lay),
+            cache_bytes,
+            stash_bound: EngineSettings::stash_bound(self, shape),
+            round_bytes_per_op: self.round_bytes_per_op(shape),
+            ops_per_round: shape.max_batch as u64,
+        }
     }
 
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>> {

@@ -23,9 +23,10 @@ use oram_engine::conformance::{
     block_data, chi_square, chi_square_critical_001, model_and_read_back, test_sealer,
     trace_of_each_access, trace_of_one_batch, workloads,
 };
-use oram_engine::{Op, Oram, OramError};
+use oram_engine::{EngineSettings, Op, Oram, OramError, Shape};
 use oram_ring::{
-    paper_bandwidth, EvictRead, RingConfig, RingOram, RingParams, RingPreset, TreeConfig,
+    paper_bandwidth, EvictRead, RingConfig, RingOram, RingParams, RingPreset, RingSettings,
+    TreeConfig,
 };
 use oram_state::MemState;
 use oram_store_fs::FsStore;
@@ -663,6 +664,24 @@ async fn bandwidth_per_access_matches_the_analytical_model() {
         close(m.online_bytes, m.expect_online_bytes, "online bytes");
         close(m.requests, m.expect_requests, "requests");
         close(m.bytes, m.expect_bytes, "bytes");
+        // The engine's model (what `oram-proxy describe` reports) is that figure.
+        let settings = RingSettings {
+            ring_preset: preset.name().into(),
+            ring_evict_read: evict_read.name().into(),
+            cached_levels: Some(cached),
+            ..RingSettings::default()
+        };
+        let shape = Shape {
+            capacity: cap,
+            block_size: bs,
+            max_batch: 1,
+            prefix: "vol0".into(),
+            id_limit: None,
+        };
+        let model = settings.model(&shape);
+        assert!((model.read_op.bytes() - m.expect_bytes).abs() / m.expect_bytes < 1e-9);
+        assert_eq!(model.tree().unwrap().uncached_levels(), levels);
+        close(model.read_op.bytes(), m.bytes, "the model's bytes");
         // Our layout reads whole buckets where the paper reads Z slots: the
         // overall cost is the paper's plus S slots per eviction read, no more.
         let ours_blocks = m.bytes / slot;

@@ -76,8 +76,21 @@ pub enum Command {
     /// Safe on a volume holding data; a second run writes nothing. The direct
     /// engine has nothing to format.
     Format(ServeArgs),
+    /// Print the engine's model at the configuration: its layout, the backend
+    /// bytes one op moves, its local state and round size (for an existing data
+    /// directory, with the parameters it was created with).
+    Describe(DescribeArgs),
     /// Print a documented configuration file with every default.
     ExampleConfig,
+}
+
+#[derive(clap::Args)]
+pub struct DescribeArgs {
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// Print the model as JSON (the fields of `oram_engine::EngineModel`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args)]

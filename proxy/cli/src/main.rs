@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         Command::Stats(a) => (Some("stats"), cmd::stats::run(a)),
         Command::Compact(a) => (Some("compact"), cmd::compact::run(a)),
         Command::Format(a) => (Some("format"), cmd::format::run(a)),
+        Command::Describe(a) => (Some("describe"), cmd::describe::run(a)),
         Command::ExampleConfig => {
             print!("{}", oram_proxy::example::example());
             (None, Ok(()))

@@ -1,4 +1,5 @@
-"""The Git workload of the thesis (seed 000, section 4.3.2; tables 5.6-5.8): push a
+"""The Git workload of the thesis ("Oblivious RAM in practice", Thoresen,
+NTNU 2019: section 4.3.2; tables 5.6-5.8): push a
 repository for the first time, clone it, push a new commit, pull it, each step
 timed, through an S3 endpoint with git-remote-s3 (`s3://bucket/prefix` remotes) or
 through a git:// server (Dulwich's Swift back-end, see dulwich_swift.py).

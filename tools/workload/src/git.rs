@@ -1,6 +1,6 @@
-//! The Git workload (`oram-workload --git`; seed 000, §4.3.2, tables 5.6–5.8):
-//! push a generated repository for the first time, clone it, push a new commit,
-//! pull it — git with git-remote-s3 through S3, each step timed by
+//! The Git workload (`oram-workload --git`; the thesis "Oblivious RAM in
+//! practice" (Thoresen, NTNU 2019), §4.3.2, tables 5.6–5.8): push a generated
+//! repository for the first time, clone it, push a new commit, pull it — git with git-remote-s3 through S3, each step timed by
 //! `tools/workload/git/gitwl.py`, which also checks every clone byte for byte (git fsck,
 //! HEAD, tree, objects). Configurations: the baseline (client → link → MinIO),
 //! then per cloud model, block size and engine a proxy, as in the A–E runs. The
@@ -19,7 +19,8 @@ use std::time::Duration;
 use crate::api::{self, Endpoint};
 use crate::harness::{Lab, ProxyRun};
 use crate::report::{self, Backend, Row, PROVIDERS};
-use crate::{config_name, local_state, size_engine, Args};
+use crate::sizing::{size_engine, sizing_text};
+use crate::{config_name, describe, local_state, Args};
 
 /// The four steps' timings of one configuration.
 #[derive(Clone, Debug, Default)]
@@ -185,7 +186,8 @@ pub async fn run(
                     block_size: bs,
                     ..GitRow::default()
                 };
-                let params = match size_engine(engine, bs, &planned, args) {
+                let describe = |t: &str| describe::of_engine(proxy, t);
+                let params = match size_engine(engine, bs, &planned, args, &describe) {
                     Ok(p) => p,
                     Err(e) => {
                         row.problems.push(e);
@@ -317,7 +319,7 @@ pub fn markdown(args: &Args, rows: &[GitRow]) -> String {
     let mut s = String::from("# Git workload\n\n");
     let _ = writeln!(
         s,
-        "The thesis's Git workload (seed 000, §4.3.2): git with git-remote-s3 through S3, a generated \
+        "The Git workload of the thesis \"Oblivious RAM in practice\" (§4.3.2): git with git-remote-s3 through S3, a generated \
          repository (seed {}, {} commits, about {} MiB packed). Link: {} ms RTT, {} Mbit/s. Baseline: \
          client → link → MinIO. {}. Engine sizing: {}. Every clone and pull was checked byte for byte \
          (git fsck --full --strict, HEAD, tree, objects). Command: `{}`.\n",
@@ -327,7 +329,7 @@ pub fn markdown(args: &Args, rows: &[GitRow]) -> String {
         args.rtt_ms,
         args.mbit,
         crate::model_text(&args.model),
-        crate::sizing_text(args),
+        sizing_text(args),
         std::env::args().collect::<Vec<_>>().join(" ")
     );
     let _ = writeln!(

@@ -614,12 +614,6 @@ impl ProxyRun {
         std::fs::metadata(self.data_dir.join("data").join("state.redb")).map_or(0, |m| m.len())
     }
 
-    /// The volume's `volume.toml` (the parameters the engine fixed).
-    pub fn volume_toml(&self) -> Result<String, String> {
-        let p = self.data_dir.join("data").join("volume.toml");
-        std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
-    }
-
     /// Deletes the proxy's data directory (after it stopped; logs are kept).
     pub fn remove_data(&self) {
         let _ = std::fs::remove_dir_all(self.data_dir.join("data"));

@@ -10,11 +10,13 @@
 
 mod api;
 mod cosbench;
+mod describe;
 mod dist;
 mod exec;
 mod git;
 mod harness;
 mod report;
+mod sizing;
 mod speed;
 
 use std::path::{Path, PathBuf};
@@ -27,8 +29,9 @@ use api::{Api, Endpoint};
 use cosbench::{OpKind, Selector, WorkKind, Workload};
 use dist::FileSet;
 use exec::RunOptions;
-use harness::{EngineParams, Lab, Link, ProxyRun};
+use harness::{Lab, Link, ProxyRun};
 use report::{Backend, Row};
+use sizing::{size_engine, sizing_text};
 
 /// The appendix A workload files, as given.
 pub const BUILTIN: [(&str, &str); 5] = [
@@ -135,14 +138,15 @@ struct Args {
     /// room to spare. The tree-top cache gets what the rest leaves of it.
     #[arg(long)]
     local_mib: Option<u64>,
-    /// Cloud model (seed 000, §1.1): `public` — client and proxy on one side,
+    /// Cloud model (the thesis "Oblivious RAM in practice", Thoresen, NTNU
+    /// 2019, §1.1): `public` — client and proxy on one side,
     /// the shaped link between the proxy and the storage; `private` — the shaped
     /// link between the client and the proxy, the proxy on the storage's own
     /// port (a trusted VM in the provider's region). The baseline is always
     /// client → link → storage. Comma-separated for both.
     #[arg(long, value_delimiter = ',', default_value = "public", value_parser = ["public", "private"])]
     model: Vec<String>,
-    /// The Git workload (seed 000, §4.3.2) instead of A–E: push a generated
+    /// The Git workload (the thesis's §4.3.2) instead of A–E: push a generated
     /// repository, clone it, push a commit, pull it, with git and git-remote-s3
     /// through S3 (tools/workload/git/gitwl.py).
     #[arg(long)]
@@ -164,8 +168,8 @@ struct Args {
     /// the measurement): every bucket a Path or Ring engine (CURIOUS's too) may
     /// read is written once, so that reads find full objects as on a volume in
     /// steady use, not the 404s of buckets never written. Needs the engine's
-    /// whole backend footprint on the storage: 4–8× the ORAM's size for Path
-    /// ORAM. ObliviStore and `direct` have nothing to format.
+    /// whole backend footprint on the storage: several times the ORAM's size
+    /// for the tree engines. ObliviStore and `direct` have nothing to format.
     #[arg(long)]
     format: bool,
     /// Redraw the charts of an earlier report directory from its results.csv
@@ -339,155 +343,6 @@ fn planned_total(wl: &Workload, opts: &RunOptions) -> u64 {
         .sum()
 }
 
-/// The default local budget for an ORAM of `oram_bytes`: ÷ 64, at least 1 MiB.
-fn default_local_mib(oram_bytes: u64) -> u64 {
-    ((oram_bytes / 64) >> 20).max(1)
-}
-
-/// Bytes of the local budget the tree-top cache may not use: the position map
-/// and the node versions (about 64 bytes per block in state.redb when every block
-/// has been written), a stash of 16 blocks, and 1 MiB for the object index and
-/// the rest.
-fn reserved_local_bytes(capacity: u64, bs: u64) -> u64 {
-    capacity * 64 + 16 * bs + (1 << 20)
-}
-
-/// CURIOUS's partitions and the levels of each one's tree at the engine's
-/// defaults: P = ⌈√capacity⌉ partitions sized for the mean load plus ten
-/// deviations, each a ternary Path ORAM with Z = 5.
-fn curious_tree(capacity: u64) -> (u64, u32) {
-    let p = (capacity as f64).sqrt().ceil().max(1.0) as u64;
-    let mean = capacity.div_ceil(p);
-    let sub = mean + (10.0 * (mean as f64).sqrt()).ceil() as u64 + 4;
-    let (k, z) = (3u64, 5u64);
-    let (mut n, mut levels) = (1u64, 1u32);
-    while z * (n + if n == 1 { 0 } else { n / k }) < sub {
-        n *= k;
-        levels += 1;
-    }
-    (p, levels)
-}
-
-/// Backend blocks one CURIOUS op moves, roughly (ν = 1.25, no tree-top cache).
-fn curious_blocks_per_op(capacity: u64) -> u64 {
-    let (_, levels) = curious_tree(capacity);
-    (2 * 5 * u64::from(levels) * 5).div_ceil(4)
-}
-
-/// ObliviStore's partitions and the top level of each one's hierarchy at the
-/// engine's defaults: P = ⌈√capacity⌉ partitions sized for the mean load plus
-/// ten deviations (the partition framework's), levels `0..=top` with `2^top`
-/// at least that.
-fn oblivistore_levels(capacity: u64) -> (u64, u32) {
-    let p = ((capacity as f64).sqrt().ceil() as u64).clamp(1, 1 << 16);
-    let mean = capacity.div_ceil(p);
-    let sub = (mean + (10.0 * (mean as f64).sqrt()).ceil() as u64 + 4).min(capacity);
-    (p, sub.max(1).next_power_of_two().trailing_zeros())
-}
-
-/// Backend blocks one ObliviStore op reads, on average (ν = 1.25 partition
-/// accesses, each a slot per filled level and its eviction's shuffle reads).
-fn oblivistore_blocks_per_op(capacity: u64) -> u64 {
-    let (_, top) = oblivistore_levels(capacity);
-    (1.25 * speed::hierarchy_slots(top).0).ceil() as u64
-}
-
-/// Engine parameters for a workload. `kind` is an engine, or `curious:<sub>`
-/// (CURIOUS with that sub-ORAM). A fixed ORAM size: that capacity, the tree-top
-/// cache from what the local budget leaves (the engine computes its levels;
-/// CURIOUS's in cached levels of all its partitions together, the leaf level
-/// always on the back-end); an error if the workload may write more than the ORAM
-/// holds. `auto`: capacity for everything the workload may write (×1.3), the
-/// tree-top cache within --cache-mib. The round size within --round-mib either way.
-/// ObliviStore has no tree-top cache: its local state is the position map and
-/// the eviction cache (the engine's default bound).
-fn size_engine(kind: &str, bs: u64, objects: &[u64], args: &Args) -> Result<EngineParams, String> {
-    let blocks: u64 = objects.iter().map(|s| s.div_ceil(bs).max(1)).sum();
-    let (capacity, cache, tree_cache_mib) = match args.oram_size {
-        OramSize::Auto => ((blocks * 13).div_ceil(10) + 16, args.cache_mib << 20, None),
-        OramSize::Fixed(size) => {
-            let capacity = size / bs;
-            if capacity < blocks + 16 {
-                return Err(format!(
-                    "an ORAM of {} holds {capacity} blocks of {}; the workload may write {blocks} \
-                     (raise --oram-size)",
-                    report::human(size),
-                    report::human(bs)
-                ));
-            }
-            let local = args.local_mib.unwrap_or(default_local_mib(size)) << 20;
-            let cache = local.saturating_sub(reserved_local_bytes(capacity, bs));
-            (capacity, cache, Some(cache >> 20))
-        }
-    };
-    let z = 4u64;
-    let leaves = capacity.div_ceil(2).next_power_of_two();
-    let levels = leaves.trailing_zeros() + 1;
-    let mut cached = 0u32;
-    while cached + 1 < levels && ((1u64 << (cached + 1)) - 1) * z * bs <= cache {
-        cached += 1;
-    }
-    let (engine, sub) = match kind.split_once(':') {
-        Some((e, s)) => (e, Some(s)),
-        None => (kind, None),
-    };
-    let curious = engine == "curious";
-    let oblivistore = engine == "oblivistore";
-    let per_access = if engine == "direct" {
-        bs
-    } else if curious {
-        curious_blocks_per_op(capacity) * bs
-    } else if oblivistore {
-        oblivistore_blocks_per_op(capacity) * bs
-    } else {
-        z * u64::from(levels - cached) * bs
-    };
-    let max_batch = ((args.round_mib << 20) / per_access).clamp(1, 64);
-    let mut extra = String::new();
-    let mut cached_levels = if tree_cache_mib.is_some() {
-        None
-    } else {
-        Some(cached)
-    };
-    let mut tree_cache_mib = tree_cache_mib;
-    if curious {
-        // As for the others, the leaf level stays on the back-end: the cache
-        // budget covers the top levels of all P partitions (ternary, Z = 5).
-        let (p, sub_levels) = curious_tree(capacity);
-        let mut c = 0u32;
-        while c + 1 < sub_levels && p * (3u64.pow(c + 1) - 1) / 2 * 5 * bs <= cache {
-            c += 1;
-        }
-        cached_levels = Some(c);
-        tree_cache_mib = None;
-        if let Some(sub) = sub {
-            extra.push_str(&format!("curious_sub = {sub:?}\n"));
-        }
-    }
-    if oblivistore {
-        // Nothing cached: every level of every partition is on the back-end.
-        cached_levels = None;
-        tree_cache_mib = None;
-    }
-    Ok(EngineParams {
-        kind: engine.to_string(),
-        block_size: bs,
-        capacity_blocks: capacity,
-        // A fixed size: the engine fits the levels to the MiB (it knows its
-        // bucket size: Ring ORAM's buckets hold Z + S slots).
-        cached_levels,
-        tree_cache_mib,
-        extra,
-        format: args.format,
-        max_batch,
-        max_inflight_writebacks: if per_access * max_batch >= 64 << 20 {
-            2
-        } else {
-            4
-        },
-    })
-}
-
 /// One run of the plan: a workload, and an engine, block size and cloud model
 /// (none for the baseline).
 type Planned = (String, Workload, Option<(String, u64, bool)>);
@@ -621,7 +476,7 @@ fn machine() -> String {
 
 async fn run(args: Args) -> Result<bool, String> {
     if let Some(dir) = &args.replot {
-        return replot(dir);
+        return report::replot(dir);
     }
     let workloads = load_workloads(&args)?;
     let opts = RunOptions {
@@ -766,7 +621,9 @@ async fn run(args: Args) -> Result<bool, String> {
                     plan.len(),
                     report::human(*bs)
                 ));
-                let params = match size_engine(engine, *bs, &planned_objects(wl, &opts)?, &args) {
+                let planned = planned_objects(wl, &opts)?;
+                let describe = |t: &str| describe::of_engine(&proxy, t);
+                let params = match size_engine(engine, *bs, &planned, &args, &describe) {
                     Ok(p) => p,
                     Err(e) => {
                         problems.push(format!("{name} / {config} / {}: {e}", report::human(*bs)));
@@ -836,7 +693,7 @@ async fn run(args: Args) -> Result<bool, String> {
     let _ = std::fs::remove_dir_all(&work);
 
     problems.extend(report::consistency_problems(&rows));
-    let charts = draw_charts(&rows, &args.out, charts_font)?;
+    let charts = report::draw_charts(&rows, &args.out, charts_font)?;
     let header = format!(
         "Mode: {}, proxies driven through {}. Seed {}. Link: {} ms RTT, {} Mbit/s per direction (oram-linkshape), the same for \
          every configuration. Baseline: client → link → MinIO. {}; engine sizing: {}, one round ≤ {} MiB. \
@@ -863,13 +720,13 @@ async fn run(args: Args) -> Result<bool, String> {
 }
 
 /// Fills a stopped proxy's local-state figures into `row`: the ORAM's size and
-/// cached levels (volume.toml), the live bytes of state.redb (`oram-proxy
-/// stats`) and its file size.
+/// cached levels (`oram-proxy describe` of its volume), the live bytes of
+/// state.redb (`oram-proxy stats`) and its file size.
 fn local_state(row: &mut Row, p: &ProxyRun, proxy: &Path) -> Result<(), String> {
     row.state_file_bytes = p.state_file_bytes();
-    let terms = speed::Terms::from_volume_toml(&p.volume_toml()?)?;
-    row.oram_bytes = terms.capacity * terms.block_size;
-    row.cached_levels = terms.cached_levels;
+    let model = describe::of_config(proxy, &p.config)?;
+    row.oram_bytes = model.oram_bytes();
+    row.cached_levels = model.tree().map_or(0, |t| t.cached_levels);
     row.state_live_bytes = p.state_live_bytes(proxy)?;
     Ok(())
 }
@@ -887,62 +744,6 @@ fn model_text(models: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// Redraws `<dir>/<workload>.png` for every workload of `<dir>/results.csv`.
-fn replot(dir: &Path) -> Result<bool, String> {
-    let path = dir.join("results.csv");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let rows = report::rows_from_csv(&text)?;
-    for (_, file) in draw_charts(&rows, dir, report::load_font())? {
-        println!("chart: {}", dir.join(file).display());
-    }
-    Ok(true)
-}
-
-/// Draws `<dir>/<workload>.png` for every workload with a configuration besides
-/// the baseline; returns (workload, file name) of each.
-fn draw_charts(rows: &[Row], dir: &Path, font: bool) -> Result<Vec<(String, String)>, String> {
-    let mut charts = Vec::new();
-    let mut names: Vec<&str> = rows.iter().map(|r| r.workload.as_str()).collect();
-    names.dedup();
-    for w in names {
-        if rows
-            .iter()
-            .any(|r| r.workload == w && r.config != "baseline")
-        {
-            let file = format!("{w}.png");
-            report::chart(rows, w, &dir.join(&file), font)?;
-            charts.push((w.to_string(), file));
-        }
-    }
-    Ok(charts)
-}
-
-/// The engine sizing of a run, in words.
-fn sizing_text(args: &Args) -> String {
-    let volumes = if args.format {
-        "volumes formatted after init (`--format`: every bucket written once, reads find full objects)"
-    } else {
-        "volumes fresh (lazily initialised: a read of a bucket never written is a 404, cheaper than \
-         in steady use; `--format` writes them all first)"
-    };
-    let sizing = match args.oram_size {
-        OramSize::Auto => format!(
-            "`--oram-size auto` (the sensitivity study, not the thesis's terms): capacity for everything \
-             the workload may write (×1.3), tree-top cache ≤ {} MiB",
-            args.cache_mib
-        ),
-        OramSize::Fixed(size) => {
-            let local = args.local_mib.unwrap_or(default_local_mib(size));
-            format!(
-                "every ORAM {} (`--oram-size`), local budget {local} MiB (`--local-mib`; the tree-top \
-                 cache gets what the position map, node versions, stash and index leave of it)",
-                report::human(size)
-            )
-        }
-    };
-    format!("{sizing}; {volumes}")
 }
 
 fn write_report(
@@ -967,44 +768,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn engines_are_sized_for_the_workload() {
-        let args = Args::parse_from(["x", "--oram-size", "auto"]);
-        let p = size_engine("path", 64 << 10, &[100, 200_000, 1 << 20], &args).unwrap();
-        // 1 + 4 + 16 blocks, ×1.3, +16.
-        assert_eq!(p.capacity_blocks, 44);
-        assert!(p.max_batch >= 1);
-        assert!(p.cached_levels.unwrap() >= 1 && p.tree_cache_mib.is_none());
-        let big = size_engine("path", 16 << 20, &vec![20_000_000; 110], &args).unwrap();
-        assert!(((1u64 << big.cached_levels.unwrap()) - 1) * 4 * (16 << 20) <= 128 << 20);
-        let c = size_engine("curious:ring", 64 << 10, &[100, 200_000, 1 << 20], &args).unwrap();
-        assert_eq!(c.kind, "curious");
-        assert!(c.extra.contains("curious_sub = \"ring\""));
-        // ObliviStore: no tree-top cache, rounds within --round-mib by its reads.
-        let o = size_engine("oblivistore", 64 << 10, &[100, 200_000, 1 << 20], &args).unwrap();
-        assert_eq!(o.kind, "oblivistore");
-        assert!(o.cached_levels.is_none() && o.tree_cache_mib.is_none());
-        assert!(o.max_batch >= 1 && o.extra.is_empty());
-        // 4096 blocks: 64 partitions of 64 + 80 + 4 blocks, levels 0..=8.
-        assert_eq!(oblivistore_levels(4096), (64, 8));
-        assert_eq!(oblivistore_blocks_per_op(4096), 13);
-        assert_eq!(big.max_batch, 1);
+    fn sizes_parse() {
         assert_eq!(parse_size("64K").unwrap(), 65536);
-        // The default: a 5 GiB ORAM whatever the workload, an 80 MiB budget, the
-        // tree-top cache what the rest leaves.
-        let args = Args::parse_from(["x"]);
-        assert_eq!(args.oram_size, OramSize::Fixed(5 << 30));
-        let p = size_engine("path", 64 << 10, &[100, 200_000, 1 << 20], &args).unwrap();
-        assert_eq!(p.capacity_blocks, 81920);
-        let reserved = reserved_local_bytes(81920, 64 << 10);
-        assert_eq!(p.tree_cache_mib, Some(((80u64 << 20) - reserved) >> 20));
-        assert!(p.cached_levels.is_none());
-        // At most the budget ÷ 64 of the ORAM locally: the outsource ratio is at
-        // least 64 if the state stays within the budget.
-        assert_eq!(default_local_mib(5 << 30), 80);
-        // A workload that does not fit is refused, not resized.
-        let args = Args::parse_from(["x", "--oram-size", "1M"]);
-        assert!(size_engine("path", 64 << 10, &[4 << 20], &args).is_err());
         assert_eq!(parse_oram_size("auto").unwrap(), OramSize::Auto);
+        assert_eq!(parse_oram_size("5G").unwrap(), OramSize::Fixed(5 << 30));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! One module per command of the binary; each has a `run` taking its flags.
 
 pub mod compact;
+pub mod describe;
 pub mod format;
 pub mod fsck;
 pub mod init;

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use oram_engine::{Oram, Parts, Shape};
+use oram_engine::{EngineModel, Oram, Parts, Shape};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::registry::{Engine, ENGINES};
@@ -236,6 +236,12 @@ impl EngineConfig {
     /// An upper bound of the engine's trusted state in a snapshot.
     pub fn state_bound(&self, prefix: &str) -> u64 {
         self.kind.settings().state_bound(&self.shape(prefix))
+    }
+
+    /// What the engine's configuration implies at the volume's shape: layout,
+    /// backend bytes per op, local state, round size (`oram-proxy describe`).
+    pub fn model(&self, prefix: &str) -> EngineModel {
+        self.kind.settings().model(&self.shape(prefix))
     }
 
     /// Builds the engine.

@@ -169,6 +169,13 @@ fn rounds_are_sized_in_bytes() {
         let want = ((4u64 << 20) / per_op).clamp(1, 64) as usize;
         assert_eq!(c.round_ops(), want, "{kind}");
         assert_eq!(c.shape("p").max_batch, want);
+        // The model (`describe`) says the same.
+        let m = c.model("p");
+        assert_eq!(
+            (m.ops_per_round, m.round_bytes_per_op),
+            (want as u64, per_op)
+        );
+        assert_eq!((m.kind.as_str(), m.state_bound), (kind, c.state_bound("p")));
         c.round_mib = 1;
         c.block_size = 1 << 20;
         assert_eq!(c.round_ops(), 1, "{kind}: at least one op");

@@ -1,0 +1,39 @@
+//! `oram-proxy describe [--json]`: the engine's model at the configuration, as
+//! `serve` would run it — what the workload runner and the speed benchmark read
+//! instead of computing an engine's numbers themselves.
+
+use crate::args::{configure, DescribeArgs};
+use crate::error::CliError;
+
+/// `oram-proxy describe`.
+pub fn run(args: DescribeArgs) -> Result<(), CliError> {
+    let (cfg, _) = configure(args.serve)?;
+    cfg.engine.validate()?;
+    let m = cfg.engine.model(&cfg.backend.prefix);
+    if args.json {
+        let text = serde_json::to_string_pretty(&m).map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        println!(
+            "engine {} ({}), {} blocks of {} bytes\nbackend bytes per client byte: {:.2} \
+             ({:.1} blocks per block accessed; {})\nobjects of {} bytes; trusted state at most \
+             {} bytes, tree-top cache {} bytes; {} ops per round",
+            m.kind,
+            if m.oblivious {
+                "oblivious"
+            } else {
+                "not oblivious"
+            },
+            m.capacity,
+            m.block_size,
+            m.overhead,
+            m.overhead_blocks(),
+            m.assumes,
+            m.object_bytes,
+            m.state_bound,
+            m.cache_bytes,
+            m.ops_per_round
+        );
+    }
+    Ok(())
+}
