@@ -57,6 +57,10 @@
 //! A = 48, within 0.02 % of the 63 used by the master's thesis "Oblivious RAM in
 //! practice"). Z, S, A, the leaves and the cached levels are fixed when the
 //! volume is created.
+//! The cached levels are local buckets of Z real blocks (no dummies, no read
+//! counts) that take part in evictions like backend buckets. A never-written
+//! bucket reads as absent until its first rewrite; [`oram_engine::Oram::format`]
+//! writes every one up front (all dummies, with their metadata).
 //!
 //! **Bandwidth** per access over `l` uncached levels: online, `l` ranged GETs of
 //! one sealed slot and no metadata traffic; overall, per level, `(1 + ρ)/A`
