@@ -334,7 +334,7 @@ impl Shared {
     /// undo): when it returns an error it has changed nothing in the index (it may
     /// free blocks it owns). Between the change and its durability other requests
     /// already see it; if the commit fails the layer refuses every later write and
-    /// the process must restart (see ARCHITECTURE.md, "Object layer").
+    /// the process must restart (see the crate docs, "The commit window").
     async fn commit<T>(&self, change: impl FnOnce(&mut Meta) -> Result<T>) -> Result<T> {
         let (out, durable) = {
             let mut m = self.lock();
