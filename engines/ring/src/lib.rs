@@ -19,8 +19,10 @@
 //! 3. **plan reads**: a bucket on an eviction path, or one whose reads would reach
 //!    S this round (an **early reshuffle**), is fetched whole; any other bucket
 //!    gets one ranged GET of one slot per read path through it — the slot of the
-//!    wanted block where it is, a uniformly random unread dummy elsewhere; all
-//!    requests go out concurrently (one round trip);
+//!    wanted block where it is, a uniformly random unread dummy elsewhere (at
+//!    least `S − count > r` unread dummies are left); merging a reshuffle's read
+//!    with the online read saves a round trip, and all requests go out
+//!    concurrently (one round trip);
 //! 4. **open and check** every part against its version and the metadata, and
 //!    that every stored block the ops name is found;
 //! 5. **serve** the ops from the stash;
