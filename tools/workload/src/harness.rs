@@ -10,8 +10,9 @@
 //! storage URL follows the Host header, so it names the relay). The runner reads
 //! the proxy's `/metrics` before and after a workload (after write-backs have
 //! drained), `/proc/<pid>/stat` (CPU) and `/proc/<pid>/status` (peak and final
-//! RSS), and once the proxy stopped its `volume.toml` and `oram-proxy stats`
-//! (offline: the live bytes of `state.redb`'s tables). Once measured, a
+//! RSS), and once the proxy stopped `oram-proxy describe` of its volume (the
+//! cached levels) and `oram-proxy stats` (offline: the live bytes of
+//! `state.redb`'s tables). Once measured, a
 //! configuration's backend bucket and data directory are deleted (a full run
 //! writes tens of GB).
 
