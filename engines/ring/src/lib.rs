@@ -67,13 +67,17 @@
 //! **Bandwidth** per access over `l` uncached levels: online, `l` ranged GETs of
 //! one sealed slot and no metadata traffic; overall, per level, `(1 + ρ)/A`
 //! whole-bucket GETs and PUTs, `ρ` the expected early reshuffles per eviction
-//! period ([`layout::PaperBandwidth`]). The paper reads Z slots to evict a bucket;
-//! by default (`ring_evict_read = "whole"`) the engine reads the whole object, one
-//! request instead of Z, since requests cost more than bytes on S3 — so its
-//! overall bytes are the paper's plus `S·l/A·(1 + ρ)` slots. `"slots"` reads Z
-//! slots with Z ranged GETs, as the paper does. `tests/ring.rs` checks the
-//! measured requests and bytes per access against this model (within 8 %), and
-//! `benches/benches/ring_oram.rs` prints them beside the paper's and Path ORAM's.
+//! period — per level in the engine's model
+//! ([`layout::Layout::expected_per_access`], what
+//! [`oram_engine::EngineSettings::model`] reports), by the paper's Poisson
+//! approximation in [`layout::PaperBandwidth`]. The paper reads Z slots to evict
+//! a bucket; by default (`ring_evict_read = "whole"`) the engine reads the whole
+//! object, one request instead of Z, since requests cost more than bytes on S3 —
+//! so its overall bytes are the paper's plus `S·l/A·(1 + ρ)` slots. `"slots"`
+//! reads Z slots with Z ranged GETs, as the paper does. `tests/ring.rs` checks
+//! the measured requests and bytes per access against the model (within 8 %),
+//! and `benches/benches/ring_oram.rs` prints them beside the paper's and Path
+//! ORAM's.
 
 pub mod layout;
 mod round;
