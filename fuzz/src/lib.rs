@@ -29,12 +29,12 @@
 //! | `bucket::decode_bucket` (oram-path) | backend bucket plaintext | `path_bucket` |
 //! | `Meta::decode`, `decode_header`, `decode_slot` (oram-ring) | backend header/slot plaintext; slot maps in `state.redb` | `ring_layout` |
 //! | `Db::restore` / `parse_snapshot`, `Db::state`, `Db::kv`, `Db::meta` (oram-statedb) | checkpoint plaintext | `snapshot` |
-//! | `meta_auth::parse_prefix`, `open_checkpoint` (oram-proxy) | backend `meta/checkpoint` | `checkpoint` |
-//! | `VolumeParams::from_toml`, `adopt_into`, `Kdf::check_bounds`, `volume_id`, `header_is_authentic` (oram-proxy) | backend `meta/volume` (read by `recover` before the key is known) | `volume_header` |
-//! | `lease::inspect` (the lease record's TOML and what a start computes from it) (oram-proxy) | backend `meta/lease` | `lease` |
+//! | `header::parse_prefix`, `header::open_checkpoint` (oram-volume) | backend `meta/checkpoint` | `checkpoint` |
+//! | `VolumeParams::from_toml`, `adopt_into`, `Kdf::check_bounds`, `volume_id`, `header_is_authentic` (oram-volume) | backend `meta/volume` (read by `recover` before the key is known) | `volume_header` |
+//! | `lease::inspect` (the lease record's TOML and what a start computes from it) (oram-volume) | backend `meta/lease` | `lease` |
 //! | `records::decode` of object, bucket, upload and account records; `ObjectLayer::new`'s allocation check; listing, head, read (oram-objects) | `state.redb`, checkpoint (the index) | `index` |
 //! | hyper's HTTP/1.1 parser; the Swift router, `parse_query`, `percent_decode`, `parse_range`, `parse_http_date`, ACLs, bulk delete, SLO manifests, DLO, COPY (oram-swift) | clients | `swift` |
-//! | the binary's `guard::s3_refusal`; s3s (SigV4 header and presigned, SigV2, XML bodies, aws-chunked); `S3Front`'s legacy-region re-signing, range, copy-source, MD5 and token parsing (oram-s3) | clients | `s3` |
+//! | the server's `guard::s3_refusal` (oram-server); s3s (SigV4 header and presigned, SigV2, XML bodies, aws-chunked); `S3Front`'s legacy-region re-signing, range, copy-source, MD5 and token parsing (oram-s3) | clients | `s3` |
 //!
 //! Not covered: the TOML configuration file and the key file (the operator's, not
 //! the provider's), redb's own file format (a `state.redb` is trusted local

@@ -23,6 +23,31 @@
 //!   the layer refuses every further write ([`ObjectError::IndexFailed`]) until the
 //!   process restarts.
 //!
+//! An object record ([`records`]) holds size, ETag, metadata, last-modified, a
+//! random version id and a list of **segments**, each a byte length and the runs
+//! of blocks holding it. A single PUT makes one segment; a completed multipart
+//! upload makes one segment per part, so completion moves no data even when
+//! parts are not block-aligned. A range read maps offsets to (segment, block,
+//! offset) and fetches only those blocks. Blocks come from a first-fit
+//! allocator, rebuilt from the index at every start, so a crash mid-upload
+//! leaves no visible object and no leaked block.
+//!
+//! **The commit window.** Between a change and its durability other requests
+//! already see it (a GET may read the new object, a listing may show it, another
+//! writer may replace it again); the writer itself has no answer yet. If the
+//! commit then fails, the layer keeps serving reads from memory and refuses
+//! writes; the restart reloads the last durable index, so a change seen during
+//! the failed window disappears, as if the crash had happened just before it.
+//! Nothing acknowledged is lost. Blocks of a replaced or deleted version are
+//! freed only after its commit resolved, so a failed commit never frees blocks
+//! the durable index still uses.
+//!
+//! **Multipart**: a part number uploaded twice keeps the upload that finished
+//! last; a completion that lists a part number twice uses its last entry;
+//! completing an upload again, with the same parts, while the object it made is
+//! current answers that object again, as S3 does (remembered in memory for the
+//! last 1024 completions).
+//!
 //! Files: `error.rs` (errors and their classes), `precondition.rs` (RFC 7232),
 //! `bucket.rs` (buckets, containers, accounts), `write.rs` (PUT, copy, delete),
 //! `read.rs` (pins and streaming reads), `multipart.rs`, `listing.rs`, `fsck.rs`.
@@ -309,7 +334,7 @@ impl Shared {
     /// undo): when it returns an error it has changed nothing in the index (it may
     /// free blocks it owns). Between the change and its durability other requests
     /// already see it; if the commit fails the layer refuses every later write and
-    /// the process must restart (see ARCHITECTURE.md, "Object layer").
+    /// the process must restart (see the crate docs, "The commit window").
     async fn commit<T>(&self, change: impl FnOnce(&mut Meta) -> Result<T>) -> Result<T> {
         let (out, durable) = {
             let mut m = self.lock();

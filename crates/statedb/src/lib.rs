@@ -20,6 +20,20 @@
 //! on the backend) and [`Db::restore`] rebuilds a database from one, in a new
 //! **generation**: writes after a restore are sealed with it, so objects of the
 //! lost timeline (written after the checkpoint) never open as current.
+//!
+//! The file is `<data_dir>/state.redb` (mode 0600, format [`FORMAT`]). Its
+//! tables are `meta` (format, volume id, epoch, generation, checkpoint
+//! bookkeeping), `positions`, `nodes`, `stash`, `local`, `keymeta`, `pending`
+//! (the journal) and `intent`, all keyed by `space (u32 BE) ‖ key`, and `kv`
+//! (the object index); see [`oram_state::Table`]. The committer writes at most
+//! 4096 queued change sets per transaction. [`Db::open`] and [`Db::restore`]
+//! write once on the caller's thread before the committer starts (the volume
+//! calls them on the blocking pool). A snapshot is `ORAMSNP2` and every table
+//! read in one read transaction; a snapshot of state format 1 is refused. The
+//! generation is a random non-zero 64-bit value, drawn when the database is
+//! created and again by every restore, stamped into each
+//! [`oram_state::NodeVersion`] written. For operators, `maint` gives table sizes
+//! and the journal's size (for `/metrics`) and compacts a closed database.
 
 mod committer;
 mod log;

@@ -17,6 +17,14 @@
 //! so that the objects a checkpoint refers to stay intact until the next one. A
 //! taken block ([`Op::Take`]) keeps its version (so no version is ever reused) and
 //! is marked absent in the trusted state.
+//!
+//! A batch reads the blocks it needs with one `get_many` (a written block whose
+//! object is missing is an integrity error), commits the new versions with the
+//! journal, then writes the final value of every written block with one
+//! `put_many` before it answers. It keeps no intent record: it is not oblivious,
+//! so a repeated read reveals nothing its trace does not already show. A staged
+//! access ([`oram_engine::Oram::access_staged`]) returns the batch uncommitted;
+//! its PUTs follow the parent's commit.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

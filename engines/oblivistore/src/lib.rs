@@ -41,6 +41,42 @@
 //! (a dummy read of its partition), never skipped; the shuffle buffer is a
 //! semaphore whose permits per shuffle are the size of the level built — a
 //! public quantity — so waiting for it reveals nothing.
+//!
+//! **One object per level, read by ranged GETs**, rather than one object per
+//! slot: a level is always written whole, so an eviction is one PUT instead of
+//! `2^(j+1)`; reads are ranged GETs either way. On S3 a request costs more than
+//! its bytes, and on the fs back-end one file per slot would cost a file create,
+//! an fsync and a rename per slot. (The two were not measured side by side.)
+//!
+//! **A level's permutation** comes from ChaCha20 keyed by a per-partition secret
+//! in the trusted state, one stream per level version and generation: a round
+//! repeated after a failure rebuilds the level exactly as before, so a PUT of the
+//! failed attempt that lands late leaves a level the state describes (the fault
+//! battery found that case with fresh random permutations).
+//!
+//! **Background evictions read.** The framework's background eviction is a dummy
+//! access — a read, then the eviction — so it also reads one slot per filled
+//! level: about ν − 1 of an access's reads more than the paper's write-only
+//! eviction (a few per cent of the bytes at ν = 1.25), in exchange for the bound
+//! that every read is followed by an eviction into the same partition, which
+//! makes a level's dummies suffice without early shuffles (`levels.rs` tests it).
+//!
+//! **Memory.** The eviction cache is the framework's (bounded; above the bound an
+//! access fails with a stash overflow, nothing lost). The shuffle buffer is a
+//! semaphore over all partitions, counted in slots; sealing runs on the blocking
+//! pool. A built level waiting for its round's commit holds permits of a second
+//! budget as large, taken without waiting (a wait there could be for the round's
+//! own commit); when that budget is spent the level lands before the sub-access
+//! returns. A partition asked to shuffle more real blocks into its top level
+//! than it holds fails the access with a configuration error before any request
+//! (nothing changes; the round stays to be repeated).
+//!
+//! **Concurrency.** The partitions of a round run concurrently; within a
+//! partition a round's sub-accesses run in order (the next read may hit the level
+//! the previous eviction built); rounds run one after the other, so a slow
+//! partition delays everyone alike. `check` reads every filled level whole and
+//! opens every slot; `sweep` keeps each level's current slot and the last
+//! checkpoint's.
 
 mod hierarchy;
 mod levels;

@@ -29,6 +29,34 @@
 //! CURIOUS code, which let a request for a block in transit proceed while one
 //! for another block of a busy partition waited). One slow partition delays the
 //! round it is in, and so every request after it, alike.
+//!
+//! **Failures and crashes.** Before any access goes out, the round's **intent
+//! record** — each partition's sub-ops (inserts by block: their data waits in
+//! the cache) and each named block's next partition — is durable locally. A
+//! round a partition failed is undone in memory (every partition's staged access
+//! dropped; the tree engines keep their rounds to be finished) and **repeated
+//! exactly** before anything else: the same sub-ops to the same partitions, each
+//! sub-engine finishing its interrupted round as those ops, with the same draws,
+//! as reads (the caller had an error). Then the access's own round is drawn
+//! again, up to [`PartitionedConfig::round_attempts`] times in all; sub-engines
+//! make one attempt each, so the framework repeats whole rounds, never one
+//! partition. A crash leaves the intent record, and the next start repeats the
+//! round first. The server sees what a client's retry shows it, for every
+//! partition of the round alike.
+//!
+//! **A round of reads is answered once read.** The partitions' staged accesses
+//! return once read and applied; a round that only reads is answered then, and
+//! its partitions' writes ([`StagedAccess::landing`]) and its one commit follow
+//! while it holds the round lock, so the next round waits for them and the order
+//! of requests is unchanged (if they fail, the next round repeats this one
+//! first). A round that writes is answered once its writes and commit are
+//! durable. Reading ahead, as the tree engines do, is not implemented here.
+//!
+//! **Maintenance.** [`Oram::check`], [`Oram::sweep`], [`Oram::format`] and
+//! [`Oram::quiesce`] run over every partition, one after the other; `check` also
+//! cross-checks the map: every block it places in partition `p` is stored there
+//! and nowhere else, no partition stores a block the map does not place there,
+//! and no cached block is stored in a partition.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

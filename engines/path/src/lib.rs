@@ -1,4 +1,5 @@
-//! Path ORAM (Stefanov et al.), built for a high-latency object store, as a
+//! Path ORAM ("Path ORAM: An Extremely Simple Oblivious RAM Protocol",
+//! Stefanov et al., CCS 2013), built for a high-latency object store, as a
 //! scheme of the shared tree core (`oram-tree`).
 //!
 //! The tree lives on a block store (`oram_blockstore::BlockStore`) as one sealed object per
@@ -26,6 +27,20 @@
 //! formatted ([`oram_engine::Oram::format`]); which buckets were written depends
 //! only on earlier random paths. Freshness: every bucket is sealed with its space,
 //! version and generation, which the trusted state remembers.
+//!
+//! **Shape.** `2^L` leaves, the smallest power of two ≥ capacity / 2
+//! ([`oram_tree::Geometry::new`]), so that Z = 4 leaves room for at least twice
+//! the blocks; the stash test measures the bound at N = 2^14. A bucket
+//! ([`bucket`], `ObjectKind::TreeBucket`) is Z fixed-size slots of an 8-byte block
+//! id and the block, so every bucket has the same size. The tree-top cache is
+//! given in bytes (`tree_cache_mib`, 16 MiB by default):
+//! [`oram_tree::Geometry::levels_within`] turns it into the most whole levels
+//! whose buckets fit, and the volume records that depth as a fixed parameter, so
+//! a later change of the budget or of its default never moves buckets of an
+//! existing volume. The defaults — 16 KiB blocks, 65 536 of them (1 GiB), 8 of 16
+//! levels cached — follow the block-size measurements in `benches/SPEED.md`:
+//! 16 KiB moved large objects 2–3× faster than 4 KiB for 70–100 MiB more memory;
+//! 64 KiB needed 3× more memory again for a smaller further gain.
 
 pub mod bucket;
 mod settings;

@@ -1,6 +1,6 @@
-//! Ring ORAM (Ren et al., "Constants Count", USENIX Security 2015), built for a
-//! high-latency object store, as a scheme of the shared tree core (`oram-tree`),
-//! a peer of Path ORAM.
+//! Ring ORAM (Ren et al., "Constants Count: Practical Improvements to Oblivious
+//! RAM", USENIX Security 2015), built for a high-latency object store, as a
+//! scheme of the shared tree core (`oram-tree`), a peer of Path ORAM.
 //!
 //! Bucket `n` is one backend object, `<prefix>/r/<n>` (or `<prefix>/r/<n>.<slot>`,
 //! see [`oram_state::NodeVersion`]): a sealed header and Z + S separately sealed,
@@ -19,8 +19,10 @@
 //! 3. **plan reads**: a bucket on an eviction path, or one whose reads would reach
 //!    S this round (an **early reshuffle**), is fetched whole; any other bucket
 //!    gets one ranged GET of one slot per read path through it — the slot of the
-//!    wanted block where it is, a uniformly random unread dummy elsewhere; all
-//!    requests go out concurrently (one round trip);
+//!    wanted block where it is, a uniformly random unread dummy elsewhere (at
+//!    least `S − count > r` unread dummies are left); merging a reshuffle's read
+//!    with the online read saves a round trip, and all requests go out
+//!    concurrently (one round trip);
 //! 4. **open and check** every part against its version and the metadata, and
 //!    that every stored block the ops name is found;
 //! 5. **serve** the ops from the stash;
@@ -36,6 +38,46 @@
 //! random paths), all objects of one size. A round the server makes fail is
 //! repeated exactly — the same ranges — then completed. Freshness: every part is
 //! sealed with the bucket's space, version and generation.
+//!
+//! **One object per bucket**, not one per slot: the backend bills and rate-limits
+//! per request, so writing a bucket is one PUT instead of Z + S (96 with the
+//! large preset), fetching it whole for an eviction is one GET, and listings,
+//! [`oram_engine::Oram::sweep`] and [`oram_engine::Oram::check`] see `2^(L+1)`
+//! objects rather than `(Z+S)·2^(L+1)`. Online reads are the same either way: one
+//! ranged GET per bucket, all of one length at slot boundaries.
+//!
+//! **Metadata keys** in the trusted state (per-key metadata, part of snapshots
+//! and checkpoints): `i‖node`, the block id in each slot, written when the bucket
+//! is; `r‖node`, the read flags and read count, changed by every read through
+//! the bucket — so a read rewrites only the small read state. The online read
+//! needs no metadata round trip.
+//!
+//! **Parameters.** The presets ([`layout::RingPreset`]) are the paper's; S follows
+//! its analytical model ([`layout::analytic_s`]: reads of a bucket between two of
+//! its evictions are about Poisson(A), a bucket read S times is reshuffled early,
+//! and S minimises the overall bandwidth — 6 for Z = 4, A = 3; 62 for Z = 33,
+//! A = 48, within 0.02 % of the 63 used by the master's thesis "Oblivious RAM in
+//! practice"). Z, S, A, the leaves and the cached levels are fixed when the
+//! volume is created.
+//! The cached levels are local buckets of Z real blocks (no dummies, no read
+//! counts) that take part in evictions like backend buckets. A never-written
+//! bucket reads as absent until its first rewrite; [`oram_engine::Oram::format`]
+//! writes every one up front (all dummies, with their metadata).
+//!
+//! **Bandwidth** per access over `l` uncached levels: online, `l` ranged GETs of
+//! one sealed slot and no metadata traffic; overall, per level, `(1 + ρ)/A`
+//! whole-bucket GETs and PUTs, `ρ` the expected early reshuffles per eviction
+//! period — per level in the engine's model
+//! ([`layout::Layout::expected_per_access`], what
+//! [`oram_engine::EngineSettings::model`] reports), by the paper's Poisson
+//! approximation in [`layout::PaperBandwidth`]. The paper reads Z slots to evict
+//! a bucket; by default (`ring_evict_read = "whole"`) the engine reads the whole
+//! object, one request instead of Z, since requests cost more than bytes on S3 —
+//! so its overall bytes are the paper's plus `S·l/A·(1 + ρ)` slots. `"slots"`
+//! reads Z slots with Z ranged GETs, as the paper does. `tests/ring.rs` checks
+//! the measured requests and bytes per access against the model (within 8 %),
+//! and `benches/benches/ring_oram.rs` prints them beside the paper's and Path
+//! ORAM's.
 
 pub mod layout;
 mod round;

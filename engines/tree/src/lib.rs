@@ -52,6 +52,45 @@
 //! once the landing round has committed. If that round fails, both are finished
 //! again in order from their records. See `round` for why only a round of reads
 //! is read ahead of.
+//!
+//! # Costs, locks and maintenance
+//!
+//! Writing the buckets before the commit puts a round's writes on its own
+//! critical path (the next round waits for them unless it reads ahead), and a
+//! position may have three backend objects: the live one, the previous one and
+//! the last checkpoint's ([`oram_state::SlotPolicy::BeforeCommit`]). The intent
+//! record carries an attempt counter, committed before a round is finished
+//! again, which raises the versions that attempt writes. A second intent record
+//! (a round reading ahead) fits the checkpoint's allowance for everything but the
+//! engine's tables.
+//!
+//! Locks: the round lock (a tokio mutex over the trusted state and the random
+//! generator) is taken first; a caller that finds a round landing or reading
+//! ahead waits for the engine's notification without it. The write-back
+//! module's and the statistics' std mutexes are held for in-memory work only,
+//! never across an await or I/O. No fsync runs on the engine's side: a commit
+//! hands its changes to the state database's committer thread and awaits a
+//! future. Every access runs its rounds on a task of its own
+//! ([`oram_engine::detached`]), so a caller that goes away never leaves a round
+//! half done.
+//!
+//! Around the rounds: [`Oram::flush`] waits for the rounds in progress (a landing
+//! round and one reading ahead included) and resends a journal an earlier version
+//! left; [`Oram::quiesce`] also commits and keeps the round lock for a
+//! checkpoint; [`Oram::check`] (`check`) reads every uncached bucket, 256 at a
+//! time, and verifies that every block is stored exactly once — on its path, in a
+//! local bucket or in the stash — and every object opens at its version (the
+//! scheme checks its own format); [`Oram::sweep`] deletes the objects the state
+//! does not refer to, holding the round lock; [`Oram::format`] writes every
+//! never-written uncached bucket.
+//!
+//! The stash bound is checked after every round: above it the round still
+//! completes (nothing is lost) but the access fails with
+//! [`OramError::StashOverflow`], and [`TreeEngine::set_stash_bound`] lets an
+//! operator raise it. [`Oram::stats`] counts accesses, rounds, the stash (now,
+//! maximum, mean), the rounds writing their buckets and the write retries; its
+//! `extra` statistics are `rounds_repeated_total` (rounds finished again after a
+//! failure or a crash) and the scheme's own.
 
 mod check;
 mod config;

@@ -22,6 +22,10 @@
 //! writes finished as reads could leave a block it created without a position,
 //! and the round behind it would read another path the second time.)
 //!
+//! What it buys: the next round's intent commit and reads overlap the landing
+//! round's writes and commit — one round trip instead of two per round of reads
+//! on a slow link, and reads that keep the back-end busy while the CPU seals.
+//!
 //! Nothing else touches the trusted state while a round is landing or reading
 //! ahead (`RoundState::landing`, `RoundState::ahead`): a caller that finds either
 //! waits for [`Inner::changed`] without holding the round lock.

@@ -1,6 +1,20 @@
 //! Starting and stopping a server: the data directory's lock and users, TLS,
 //! the listeners (bound before the backend is touched), the volume, and the
 //! tasks that serve it until [`Server::shutdown`].
+//!
+//! [`start()`] takes the data directory's lock (a second proxy on the same
+//! directory is refused before it touches anything; the directory must be mode
+//! 0700), sets up TLS and binds the listeners, opens the volume
+//! ([`oram_volume::Volume::open`]: backend, lease, key, sealing, engine, object
+//! layer), completes an interrupted checkpoint, and starts the tasks: the S3
+//! listener, the Swift and operator listeners when configured, the checkpoint
+//! loop and the expiry purger, all under one stop signal ([`crate::tasks`]). At
+//! most `s3.max_concurrent_requests` requests are served at once; a request's
+//! permit is held by its response body, so a download counts until its last
+//! byte. [`Server::shutdown`] stops the accept loops, lets open connections
+//! finish their current requests (at most its `grace`: 30 s under `oram-proxy
+//! serve`), has the engine finish the round in progress and write back what is
+//! pending, and takes a final checkpoint.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

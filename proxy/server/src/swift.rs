@@ -1,5 +1,8 @@
 //! The Swift listener: its users (the S3 users' accounts, plus `[[swift.users]]`),
-//! the login rate limit, and the handler the accept loop serves.
+//! the login rate limit, and the handler the accept loop serves. It runs on its
+//! own address (`--swift-listen`, off by default) with the S3 listener's accept
+//! loop, connection limits and header timeout, and a concurrency limit of its own
+//! (`swift.max_concurrent_requests`, then 503).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -17,8 +17,55 @@
 //!   object PUT/GET/HEAD/POST/DELETE/COPY (and PUT with `X-Copy-From`, also across
 //!   accounts), listings in plain text, JSON and XML, Range (single and
 //!   multipart/byteranges), conditional requests, dynamic large objects
-//!   (`X-Object-Manifest`), static large objects (`multipart-manifest=put`, module `slo`),
-//!   bulk delete and `GET /info`.
+//!   (`X-Object-Manifest`), static large objects (`multipart-manifest=put`,
+//!   module `slo`), bulk delete and `GET /info`.
+//!
+//! # Mapping onto the object layer
+//!
+//! | Swift | object layer |
+//! |---|---|
+//! | account `AUTH_<a>` | owner `<a>` = the S3 access key (user `<a>:<a>`, key = the secret) |
+//! | container | bucket in the account's own namespace (two accounts may each have `photos`; S3's CreateBucket still refuses a name another account uses; Swift names may be any UTF-8 of 1–256 bytes without `/`, so S3 cannot address every Swift container) |
+//! | `X-Container-Meta-*` | `BucketRecord.meta` |
+//! | `X-Container-Read` / `X-Container-Write` (cleaned as Swift's `clean_acl`) | `BucketRecord.sysmeta` `read` / `write` |
+//! | `X-Account-Meta-*` | `AccountRecord` under `a/<account>` |
+//! | object, `X-Object-Meta-*` | object, `ObjectMeta.user` (the same map as `x-amz-meta-*`) |
+//! | Content-Type / -Encoding / -Disposition / -Language, Cache-Control | the `ObjectMeta` fields S3 uses |
+//! | `X-Object-Manifest`, Expires, X-Robots-Tag | `ObjectMeta.extra` |
+//! | static large object: manifest, `X-Static-Large-Object`, joined size and ETag | the object's data (the JSON manifest); `ObjectMeta.extra` `x-static-large-object`, `x-object-sysmeta-slo-size` / `-etag` (never sent to clients) |
+//! | `X-Delete-At` / `X-Delete-After` | `ObjectRecord.delete_at` and the expiry queue: an expired object reads as absent at once; the volume's expiry task frees its blocks (local state only, no backend request) |
+//!
+//! Counts and bytes of a container (HEAD, account listings) are a scan of its
+//! index entries: linear in its objects, in memory under the layer's lock.
+//!
+//! # Requests
+//!
+//! The path is percent-decoded and must be UTF-8 without NUL (412 otherwise).
+//! Account requests and container changes are the owner's; a COPY or
+//! `X-Copy-From` needs read at the source (checked first, so a missing source is
+//! 404) and write at the destination, possibly in another account
+//! (`Destination-Account`, `X-Copy-From-Account`). `X-Account-Access-Control` is
+//! validated as tempauth does (a JSON object of `admin` / `read-write` /
+//! `read-only` string lists, at most 8 KiB; else 400) and then refused with 400:
+//! account ACLs are not implemented (`/info` says `tempauth.account_acls:
+//! false`). Listings page through the layer's listing (`limit + 1` keys,
+//! `end_marker` cut in memory); `reverse` lists the range in full and reverses
+//! it. A PUT streams its body into the layer; with an `ETag` header the layer
+//! compares it with the MD5 it computes anyway and on a mismatch frees the blocks
+//! and commits nothing (422). GET reads the first chunk before answering, so an
+//! engine error is a 503 rather than a cut body. Several ranges open the object
+//! once per range, each pinned, and go out as multipart/byteranges with an exact
+//! Content-Length. A dynamic large object lists its segments at request time
+//! (`container/prefix`, in name order) and its ETag is the quoted MD5 of their
+//! ETags. A static large object is checked against the index when put (every
+//! mismatch listed in one 400, at most 1000 segments and 8 MiB of manifest,
+//! segments but the last at least 1 byte, nested manifests counted at their
+//! joined size); GET streams the segments (nested manifests expanded, at most 10
+//! deep) and refuses a segment whose ETag changed (409 before the first byte, a
+//! cut body after). COPY and `X-Copy-From` use the layer's copy (metadata merged
+//! unless `X-Fresh-Metadata`); a large object or a `Range` is copied as new plain
+//! data. Errors are Swift's status codes with swob-style HTML bodies; object-layer
+//! errors map by their class.
 
 mod account;
 mod acl;

@@ -23,7 +23,7 @@ pub const FORMAT: u32 = 3;
 const OLDER_FORMAT_ADVICE: &str = "keep serving it with the oram-proxy release that \
 created it, or move its objects: start this release on a new data directory and backend \
 prefix, and copy the buckets across through the two proxies' S3 APIs (for example \
-`rclone sync old:bucket new:bucket`); see README.md, \"Upgrading\"";
+`rclone sync old:bucket new:bucket`); see docs/operating.md, \"Upgrading\"";
 
 /// The fixed size of a checkpoint's plaintext for this configuration: the
 /// engine's own bound on its trusted state (its crate computes it), the

@@ -1,5 +1,16 @@
 //! `oram-proxy recover`: a data directory rebuilt from the backend alone, given
 //! the key.
+//!
+//! Steps: read the volume header `<prefix>/meta/volume` (public parameters, key
+//! check, Argon2id salt) and refuse it if the configuration names other
+//! parameters; derive the key and check it and the header's MAC
+//! ([`crate::header`]); open the checkpoint; rebuild the state database from it
+//! in a new random generation ([`oram_statedb::Db::restore`]), so that objects
+//! of the lost timeline never open as current; with a shipped log, replay the
+//! records after the checkpoint ([`oram_statedb::Db::restore_replaying`]);
+//! advance the epoch; and sweep the objects written after what was restored.
+//! The recovery point is the last checkpoint, or with the shipped log
+//! everything acknowledged.
 
 use oram_seal::Sealer;
 use oram_statedb::Db;

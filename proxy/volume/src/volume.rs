@@ -6,6 +6,21 @@
 //! `<prefix>/meta/checkpoint` ([`crate::checkpoint`]), the lease
 //! `<prefix>/meta/lease` ([`crate::lease`]) and the shipped log
 //! `<prefix>/log/...` ([`crate::logship`]).
+//!
+//! [`Volume::open`] is shared by `serve`, `init`, `fsck` and `format`. For a new
+//! data directory it requires an empty backend prefix, creates the key
+//! ([`crate::key`]), `volume.toml` and the backend header. For an existing one
+//! it takes the backend lease, then checks the parameters, the key (its key
+//! check) and that the backend header names the same volume, rewriting the
+//! header with its MAC if needed. Then it opens `state.redb` on the blocking
+//! pool, loads the engine's space ([`ENGINE_SPACE`]), builds the engine through
+//! the registry, warns if the journal holds write-backs or an interrupted
+//! round's intent record, flushes (resending the journal) and builds the object
+//! layer over the same database's index. Every start then compares the backend's
+//! checkpoint epoch with the local one ([`Volume::repair_checkpoint`]): one
+//! behind is normal, two behind is a crash mid-checkpoint (a new checkpoint is
+//! taken before serving), anything else is a roll-back and refused. With the
+//! shipped log, open takes that checkpoint itself ([`crate::logship`] says why).
 
 use std::sync::Arc;
 

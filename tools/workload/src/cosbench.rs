@@ -10,6 +10,10 @@
 //! as COSBench). `<auth>` and `<storage>` are ignored: the runner's own options
 //! say where to send requests. White space inside config values is removed (the
 //! appendix wraps values across lines).
+//!
+//! Departures from COSBench: `dispose` first lists and deletes what `cleanup`
+//! left (appendix A writes 60 objects and cleans up 50), so runs leave nothing
+//! behind; `division` is ignored (workers share the work).
 
 use std::collections::BTreeMap;
 

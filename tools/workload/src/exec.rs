@@ -1,4 +1,9 @@
 //! Runs a [`Workload`] against one S3 endpoint and records every request.
+//!
+//! Workers share an operation counter, and the random generator of operation
+//! `k` depends only on the seed, the work and `k`: every configuration performs
+//! exactly the same operations on exactly the same bytes, and every read is
+//! checked against them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

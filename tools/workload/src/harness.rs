@@ -1,6 +1,20 @@
 //! The processes of a comparison: MinIO, the link-shaping relay in front of it,
 //! and one oram-proxy per configuration. Everything binds 127.0.0.1 on free ports
 //! and is stopped by PID (on drop too).
+//!
+//! A proxy of a comparison runs on the S3 back-end through the relay, with its
+//! operator endpoint on and checkpoints at shutdown only (with `--format`,
+//! `oram-proxy format` runs between `init` and `serve`). In the private cloud
+//! model the proxy's back-end is MinIO's own port and [`ProxyRun::shape_front`]
+//! puts a relay of the lab's link in front of each of its listeners (the Swift
+//! storage URL follows the Host header, so it names the relay). The runner reads
+//! the proxy's `/metrics` before and after a workload (after write-backs have
+//! drained), `/proc/<pid>/stat` (CPU) and `/proc/<pid>/status` (peak and final
+//! RSS), and once the proxy stopped `oram-proxy describe` of its volume (the
+//! cached levels) and `oram-proxy stats` (offline: the live bytes of
+//! `state.redb`'s tables). Once measured, a
+//! configuration's backend bucket and data directory are deleted (a full run
+//! writes tens of GB).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

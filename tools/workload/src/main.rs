@@ -1,5 +1,6 @@
-//! `oram-workload`: runs the thesis's COSBench workloads A–E (or your own workload
-//! XML) against the no-ORAM baseline (client → link → MinIO) and against
+//! `oram-workload`: runs the COSBench workloads A–E of the master's thesis
+//! "Oblivious RAM in practice" (Thoresen, NTNU 2019; "the thesis" below), or your
+//! own workload XML, against the no-ORAM baseline (client → link → MinIO) and against
 //! oram-proxy with each engine and block size (client → proxy → link → MinIO), all
 //! over the same shaped link, and writes a report: Markdown, CSV and PNG charts.
 //!

@@ -13,6 +13,32 @@
 //! storage server does not see), and through the dashboard the recent backend
 //! requests and the client requests (object names only as keyed digests unless
 //! `metrics.dashboard_object_names`).
+//!
+//! The endpoint is a second hyper listener (at most `MAX_CONNECTIONS`, 16,
+//! connections; 10 s for the request headers); `/metrics` is rendered on the
+//! blocking pool, since it reads table sizes from `state.redb`. Its sources:
+//!
+//! * **Client requests**: the telemetry around the S3 and Swift handlers names
+//!   each request's operation from a fixed set, counts body bytes as they stream,
+//!   and records status and time to the answer's head per (API, operation) —
+//!   status counts and a latency histogram — plus a bounded window of recent
+//!   requests for the dashboard. Answers of the concurrency limit (503 before the
+//!   handler) are not counted.
+//! * **Backend requests**: the volume's store is wrapped in the tap (recent
+//!   requests with verb, position, size, duration and outcome; per-verb errors
+//!   and latency histograms) and that in `oram_blockstore::Accounting` (requests
+//!   and bytes per verb).
+//! * **Engine**: [`oram_engine::EngineStats`] and the configured stash bound. An
+//!   engine's named statistics ([`oram_engine::EngineStats::extra`]) appear as
+//!   `oram_engine_<name>{engine="..."}` with the kind and help text the engine
+//!   gives, so a new engine's statistics need no change here; the partition
+//!   framework adds its own and its partitions' counters summed by name.
+//! * **Volume and state**: index counts, capacity used, `state.redb`'s size,
+//!   entries per table and the write-back journal, the checkpoints' age, the
+//!   lease's state, and TLS (certificate expiry, reloads).
+//!
+//! The list of metrics, for operators, is in `docs/operating.md`; the alert rules
+//! in `deploy/oram-proxy.rules.yml` are unit-tested with `promtool test rules`.
 
 mod dashboard;
 mod endpoint;

@@ -4,14 +4,21 @@
 //!
 //! Established connections keep the certificate they were handshaken with; a reload
 //! swaps the certificate that *new* handshakes get. A reload that fails (missing
-//! file, a key that does not match the certificate) keeps the old certificate and
-//! reports the error.
+//! file, a key that does not match the certificate, a key readable by others)
+//! keeps the old certificate and reports the error. TLS 1.2 and 1.3, ALPN
+//! `http/1.1`. The handshake runs inside the connection's own task on its first
+//! read, bounded by [`HANDSHAKE_TIMEOUT`], so a slow handshake never holds up
+//! accepting. Certificates come from `[tls]`, `--tls-cert`/`--tls-key`, the
+//! systemd credentials `tls-cert`/`tls-key`, or the pair `init --tls-self-signed`
+//! wrote to `<data_dir>/tls/`; plain HTTP on a non-loopback listener is refused
+//! unless `tls.allow_plain_http` says otherwise (then a warning is logged).
 //!
 //! `oram-proxy init --tls-self-signed` makes a private CA and a server certificate
 //! signed by it ([`generate_self_signed`]): clients verify the server against the
 //! CA file (`AWS_CA_BUNDLE`, boto3's `verify=`, `swift --os-cacert`). The CA's key
 //! is never written anywhere: it signs the one certificate and is dropped, so the
-//! CA file can vouch for nothing else.
+//! CA file can vouch for nothing else. It writes `ca.pem` (for clients),
+//! `cert.pem` (the server certificate with the CA appended) and `key.pem` (0600).
 
 mod cert;
 mod self_signed;

@@ -16,6 +16,28 @@
 //! it makes obsolete. The size and timing of the records do not depend on the
 //! requests; when the stream outgrows the rate (record size ÷ interval), commits
 //! wait longer (clients see latency, the server sees the same records).
+//!
+//! A snapshot knows its place in the stream (generation and offset), so
+//! `recover` reads that generation's records in order from there, stops at a
+//! gap, drops a trailing incomplete group (its commits were never answered) and
+//! replays the rest onto the snapshot in one transaction. A landed checkpoint
+//! deletes the records it covers, those of earlier runs and of other
+//! generations.
+//!
+//! * **Why a fixed rate** rather than one record per commit: the object index
+//!   commits on its own (a PUT or DELETE changes it without an ORAM round of its
+//!   own), so a record per commit would show the server when objects are
+//!   written; records of one size at one rate show nothing.
+//! * **Why a checkpoint at every open** with the log on (after the roll-back
+//!   check, before anything new is written): a commit of the previous run may be
+//!   durable locally but not shipped; the log would then have a gap, and a round
+//!   of the new run could overwrite an object the state before the gap refers to.
+//! * **Why a round's intent record does not wait for the log**
+//!   ([`oram_state::Durable::submit_local`]): the round it announces writes only
+//!   slots the state before it does not refer to, and its final commit, after the
+//!   intent in the stream, waits; so the shipped state never refers to an object
+//!   a later write replaced. That shortens a small PUT's wait from three
+//!   intervals to two.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -12,7 +12,7 @@
 //! 3. per configuration: small-object GET and PUT latency (p50, p99), single- and
 //!    multi-stream PUT and GET throughput of large objects (every byte read is
 //!    checked), the serving process's CPU seconds per GiB and peak RSS
-//!    ([`phases`]);
+//!    ([`mod@phases`]);
 //! 4. per engine, the analytical bandwidth overhead at its parameters (the
 //!    engine's own model of the volume, `oram-proxy describe`, as the volume
 //!    fixed them), the limit it implies (raw back-end throughput ÷ overhead) and
