@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, SizeBound};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey, SizeBound};
 use oram_engine::{
     open_error, snapshot_row, validate_op, CheckReport, EngineSettings, EngineStats, Formatted, Op,
     Oram, OramError, Parts, Quiesced, Result, Shape, StagedAccess,

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use oram_blockstore::{Accounting, BlockStore, ObjKey};
+use oram_blockstore::{Accounting, BlockStore, BlockStoreExt, ObjKey};
 use oram_engine::{Oram, OramError, Parts};
 use oram_objects::{LayerConfig, ObjectLayer};
 use oram_seal::{MasterKey, ObjectIdentity, ObjectKind, Sealer, VolumeId};

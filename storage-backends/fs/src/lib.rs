@@ -6,15 +6,16 @@
 //! the write created). A reader therefore sees the old or the new object, never a
 //! partial one, and a crash leaves at most stray temporary files, which
 //! [`FsStore::open`] removes. Writers of different keys never share a temporary file.
-//! The exception is [`BlockStore::put_many_redoable`], for writes the caller can redo
-//! and nobody reads meanwhile (the tree engines' bucket write-backs, which nothing
-//! durable refers to until the round's commit): an object that exists is overwritten
-//! in place (`pwrite`, `fdatasync`) and a missing one is created and written directly
-//! (`O_EXCL`, `fdatasync`, its directory fsynced once per batch), which costs the file
-//! system no temporary file and no rename — an order of magnitude cheaper for small
-//! objects — and may leave a torn or partial object after a crash, which the caller
-//! writes again. Batches run as a few runs of consecutive objects, one blocking task
-//! each, rather than one task per object.
+//! The exception is a redoable write ([`PutMode::Redoable`], `put_many_redoable`),
+//! for writes the caller can redo and nobody reads meanwhile (the tree engines'
+//! bucket write-backs, which nothing durable refers to until the round's commit):
+//! an object that exists is overwritten in place (`pwrite`, `fdatasync`) and a
+//! missing one is created and written directly (`O_EXCL`, `fdatasync`, its
+//! directory fsynced once per batch), which costs the file system no temporary
+//! file and no rename — an order of magnitude cheaper for small objects — and may
+//! leave a torn or partial object after a crash, which the caller writes again.
+//! Batches run as a few runs of consecutive objects, one blocking task each,
+//! rather than one task per object.
 //!
 //! Whoever can write the store directory is untrusted like any provider: the store
 //! never follows a symbolic link below its root. Every file is reached from the
@@ -34,8 +35,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::future::{join_all, try_join_all};
 use oram_blockstore::{
-    check_bounded, clip_range, BlockStore, ObjKey, ObjTag, PutCondition, Result, SizeBound,
-    StoreError,
+    check_bounded, clip_range, BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition,
+    PutMode, PutOpts, Result, SizeBound, StoreError,
 };
 use rand::RngCore;
 use rustix::fs::{AtFlags, Mode, OFlags};
@@ -237,13 +238,13 @@ impl Inner {
         Ok(Some(cur))
     }
 
-    /// Writes `key` in place for [`BlockStore::put_many_redoable`]: a regular file
+    /// Writes `key` in place for a redoable write: a regular file
     /// with a single name is overwritten (`data` at offset 0, the file cut to its
     /// length), a missing one is created (`O_EXCL`) and written directly — no
     /// temporary file, no rename — and either is `fdatasync`ed (when syncing).
     /// `dirs` caches the directories already opened by this batch (by path). Not
     /// atomic: a reader meanwhile, or the file after a crash, may hold part old and
-    /// part new, or part of a new file (see `put_many_redoable`).
+    /// part new, or part of a new file (see [`PutMode::Redoable`](oram_blockstore::PutMode::Redoable)).
     fn write_in_place(
         &self,
         key: &ObjKey,
@@ -395,17 +396,13 @@ impl Inner {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl BlockStore for FsStore {
-    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
-        self.get_many_bounded(keys, SizeBound::AtMost(u64::MAX))
-            .await
-    }
-
-    async fn get_many_bounded(
-        &self,
-        keys: &[ObjKey],
-        bound: SizeBound,
-    ) -> Result<Vec<Option<Bytes>>> {
+    /// Reads in runs of consecutive keys on at most `DEFAULT_PARALLELISM`
+    /// blocking tasks; each file is refused before it is read if its size is
+    /// outside the bound, and never read past it (no bound: any size).
+    async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> Result<Vec<Option<Bytes>>> {
+        let bound = opts.bound.unwrap_or(SizeBound::AtMost(u64::MAX));
         let runs = runs(keys.to_vec(), DEFAULT_PARALLELISM);
         let got: Vec<Option<Bytes>> = try_join_all(runs.into_iter().map(|run| {
             self.blocking(move |inner| {
@@ -440,7 +437,74 @@ impl BlockStore for FsStore {
         .await
     }
 
-    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+    /// [`PutMode::Atomic`]: see `FsStore::put_atomic` (temporary files, renamed
+    /// into place); [`PutMode::Redoable`]: see `FsStore::put_in_place`.
+    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> Result<()> {
+        match opts.mode {
+            PutMode::Atomic => self.put_atomic(items).await,
+            PutMode::Redoable => self.put_in_place(items).await,
+        }
+    }
+
+    async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
+        let keys = keys.to_vec();
+        self.blocking(move |inner| {
+            let mut dirs: std::collections::BTreeMap<String, OwnedFd> = Default::default();
+            for key in keys {
+                let Some(d) = inner.parent(&key, "delete", false)? else {
+                    continue;
+                };
+                let (segs, name) = split_key(&key);
+                match rustix::fs::unlinkat(&d, name, AtFlags::empty()) {
+                    Ok(()) => {
+                        dirs.insert(segs.join("/"), d);
+                    }
+                    Err(rustix::io::Errno::NOENT) => {}
+                    Err(e) => return Err(errno("delete", &key)(e)),
+                }
+            }
+            inner.fsync_dirs(&dirs)
+        })
+        .await
+    }
+
+    /// Walks the tree below the deepest directory the prefix names (see
+    /// `FsStore::list_keys`), failing beyond the bound (no bound: any number).
+    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> Result<Vec<ObjKey>> {
+        self.list_keys(prefix, opts.max_keys.unwrap_or(usize::MAX))
+            .await
+    }
+
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
+        let key = key.clone();
+        self.blocking(move |inner| {
+            let Some(f) = inner.open_file(&key)? else {
+                return Ok(None);
+            };
+            let tag = Inner::tag_of(&f, &key)?;
+            let len = f.metadata().map_err(io_err("get", &key))?.len();
+            bound.check(&key, len)?;
+            let mut buf = Vec::with_capacity(len as usize);
+            f.take(bound.max().saturating_add(1))
+                .read_to_end(&mut buf)
+                .map_err(io_err("get", &key))?;
+            bound.check(&key, buf.len() as u64)?;
+            Ok(Some((Bytes::from(buf), tag)))
+        })
+        .await
+    }
+
+    /// See `FsStore::put_conditional`: a compare-and-swap under a lock, then an
+    /// atomic write.
+    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
+        self.put_conditional(key, data, cond).await
+    }
+}
+
+impl FsStore {
+    /// Stores `items` atomically and durably ([`PutMode::Atomic`](oram_blockstore::PutMode::Atomic)):
+    /// all to temporary files first, then renamed into place in item order.
+    async fn put_atomic(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
         if items.is_empty() {
             return Ok(());
         }
@@ -511,124 +575,15 @@ impl BlockStore for FsStore {
         .await
     }
 
-    /// Every object is written in place (see `Inner::write_in_place`): existing
-    /// files overwritten, missing ones created directly, in runs of consecutive
-    /// items on at most `DEFAULT_PARALLELISM` blocking tasks, then each directory
-    /// that got a new file fsynced once. An object with a second name is replaced
-    /// as [`BlockStore::put_many`] does.
-    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        let results = join_all(runs(items, DEFAULT_PARALLELISM).into_iter().map(|run| {
-            self.blocking(move |inner| {
-                let mut dirs = std::collections::BTreeMap::new();
-                let mut created = std::collections::BTreeSet::new();
-                let mut replace = Vec::new();
-                for (key, data) in run {
-                    match inner.write_in_place(&key, &data, &mut dirs)? {
-                        Placed::Rewritten => {}
-                        Placed::Created(dir) => {
-                            created.insert(dir);
-                        }
-                        Placed::Replace => replace.push((key, data)),
-                    }
-                }
-                dirs.retain(|name, _| created.contains(name));
-                Ok((dirs, replace))
-            })
-        }))
-        .await;
-        let mut created = std::collections::BTreeMap::new();
-        let mut replace = Vec::new();
-        for r in results {
-            let (dirs, rep) = r?;
-            created.extend(dirs);
-            replace.extend(rep);
-        }
-        // Each directory that got a new file is synced once for the whole batch.
-        if !created.is_empty() {
-            self.blocking(move |inner| inner.fsync_dirs(&created))
-                .await?;
-        }
-        self.put_many(replace).await
-    }
-
-    async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
-        let keys = keys.to_vec();
-        self.blocking(move |inner| {
-            let mut dirs: std::collections::BTreeMap<String, OwnedFd> = Default::default();
-            for key in keys {
-                let Some(d) = inner.parent(&key, "delete", false)? else {
-                    continue;
-                };
-                let (segs, name) = split_key(&key);
-                match rustix::fs::unlinkat(&d, name, AtFlags::empty()) {
-                    Ok(()) => {
-                        dirs.insert(segs.join("/"), d);
-                    }
-                    Err(rustix::io::Errno::NOENT) => {}
-                    Err(e) => return Err(errno("delete", &key)(e)),
-                }
-            }
-            inner.fsync_dirs(&dirs)
-        })
-        .await
-    }
-
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
-        self.list_bounded(prefix, usize::MAX).await
-    }
-
-    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
-        // Start the walk at the deepest directory the prefix names in full.
-        let base = prefix.rfind('/').map(|i| &prefix[..i]).unwrap_or("");
-        let base = if base.is_empty() || ObjKey::new(base).is_err() {
-            String::new()
-        } else {
-            base.to_string()
-        };
-        let prefix = prefix.to_string();
-        self.blocking(move |inner| {
-            let mut out = Vec::new();
-            let mut start = inner.root.clone();
-            for seg in base.split('/').filter(|s| !s.is_empty()) {
-                start.push(seg);
-                // Links are not followed: a linked directory lists as nothing.
-                match fs::symlink_metadata(&start) {
-                    Ok(m) if m.is_dir() => {}
-                    _ => return Ok(Vec::new()),
-                }
-            }
-            walk(&start, &base, &prefix, max_keys, &mut out)?;
-            let mut keys: Vec<ObjKey> = out
-                .into_iter()
-                .filter(|k| k.starts_with(&prefix))
-                .filter_map(|k| ObjKey::new(k).ok())
-                .collect();
-            keys.sort();
-            Ok(keys)
-        })
-        .await
-    }
-
-    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
-        let key = key.clone();
-        self.blocking(move |inner| {
-            let Some(f) = inner.open_file(&key)? else {
-                return Ok(None);
-            };
-            let tag = Inner::tag_of(&f, &key)?;
-            let len = f.metadata().map_err(io_err("get", &key))?.len();
-            bound.check(&key, len)?;
-            let mut buf = Vec::with_capacity(len as usize);
-            f.take(bound.max().saturating_add(1))
-                .read_to_end(&mut buf)
-                .map_err(io_err("get", &key))?;
-            bound.check(&key, buf.len() as u64)?;
-            Ok(Some((Bytes::from(buf), tag)))
-        })
-        .await
-    }
-
-    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
+    /// Stores `key` only if `cond` holds on its current tag, serialised within
+    /// this process by a mutex and across processes by a `flock` on
+    /// `<root>/.tmp/.cas`; returns the new file's tag.
+    async fn put_conditional(
+        &self,
+        key: &ObjKey,
+        data: Bytes,
+        cond: PutCondition,
+    ) -> Result<ObjTag> {
         let key = key.clone();
         self.blocking(move |inner| {
             let _local = inner.cas.lock().unwrap_or_else(|e| e.into_inner());
@@ -667,6 +622,84 @@ impl BlockStore for FsStore {
                 .open_file(&key)?
                 .ok_or_else(|| io_err("put", &key)(io::ErrorKind::NotFound.into()))?;
             Inner::tag_of(&f, &key)
+        })
+        .await
+    }
+}
+
+impl FsStore {
+    /// Every object is written in place (see `Inner::write_in_place`): existing
+    /// files overwritten, missing ones created directly, in runs of consecutive
+    /// items on at most `DEFAULT_PARALLELISM` blocking tasks, then each directory
+    /// that got a new file fsynced once. An object with a second name is replaced
+    /// atomically, as `FsStore::put_atomic` does.
+    async fn put_in_place(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+        let results = join_all(runs(items, DEFAULT_PARALLELISM).into_iter().map(|run| {
+            self.blocking(move |inner| {
+                let mut dirs = std::collections::BTreeMap::new();
+                let mut created = std::collections::BTreeSet::new();
+                let mut replace = Vec::new();
+                for (key, data) in run {
+                    match inner.write_in_place(&key, &data, &mut dirs)? {
+                        Placed::Rewritten => {}
+                        Placed::Created(dir) => {
+                            created.insert(dir);
+                        }
+                        Placed::Replace => replace.push((key, data)),
+                    }
+                }
+                dirs.retain(|name, _| created.contains(name));
+                Ok((dirs, replace))
+            })
+        }))
+        .await;
+        let mut created = std::collections::BTreeMap::new();
+        let mut replace = Vec::new();
+        for r in results {
+            let (dirs, rep) = r?;
+            created.extend(dirs);
+            replace.extend(rep);
+        }
+        // Each directory that got a new file is synced once for the whole batch.
+        if !created.is_empty() {
+            self.blocking(move |inner| inner.fsync_dirs(&created))
+                .await?;
+        }
+        self.put_atomic(replace).await
+    }
+}
+
+impl FsStore {
+    /// The keys starting with `prefix`, sorted; [`StoreError::WrongSize`] once
+    /// more than `max_keys` are found.
+    async fn list_keys(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
+        // Start the walk at the deepest directory the prefix names in full.
+        let base = prefix.rfind('/').map(|i| &prefix[..i]).unwrap_or("");
+        let base = if base.is_empty() || ObjKey::new(base).is_err() {
+            String::new()
+        } else {
+            base.to_string()
+        };
+        let prefix = prefix.to_string();
+        self.blocking(move |inner| {
+            let mut out = Vec::new();
+            let mut start = inner.root.clone();
+            for seg in base.split('/').filter(|s| !s.is_empty()) {
+                start.push(seg);
+                // Links are not followed: a linked directory lists as nothing.
+                match fs::symlink_metadata(&start) {
+                    Ok(m) if m.is_dir() => {}
+                    _ => return Ok(Vec::new()),
+                }
+            }
+            walk(&start, &base, &prefix, max_keys, &mut out)?;
+            let mut keys: Vec<ObjKey> = out
+                .into_iter()
+                .filter(|k| k.starts_with(&prefix))
+                .filter_map(|k| ObjKey::new(k).ok())
+                .collect();
+            keys.sort();
+            Ok(keys)
         })
         .await
     }
@@ -712,6 +745,7 @@ fn walk(dir: &Path, rel: &str, prefix: &str, max: usize, out: &mut Vec<String>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use oram_blockstore::BlockStoreExt;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn conformance() {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_state::{MemState, Space, TrustedState};
 use oram_statedb::Db;
 use oram_store_memory::MemoryStore;

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use oram_blockstore::{BlockStore, ObjKey, Recording};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey, Recording};
 use oram_state::{Space, TrustedState};
 use oram_statedb::Db;
 use oram_store_fs::FsStore;
