@@ -215,7 +215,7 @@ pub fn an_interrupted_attempts_objects_never_open_as_current(s: Arc<dyn Subject>
         return;
     }
     runtime().block_on(async {
-        let store = Arc::new(FaultStore::new(MemoryStore::new()));
+        let store = Arc::new(HoldStore::new(MemoryStore::new()));
         let (p, e, mut model) = filled_uncached(s.as_ref(), store.clone()).await;
         let prefix = format!("{}/", p.prefix);
         // Writes until one round writes buckets (Ring ORAM evicts every A
@@ -574,7 +574,7 @@ pub fn format_writes_what_was_never_written_and_only_once(s: Arc<dyn Subject>) {
 pub fn a_failing_backend_fails_cleanly_and_loses_nothing(s: Arc<dyn Subject>) {
     runtime().block_on(async {
         let p = Params::default();
-        let store = Arc::new(FaultStore::new(MemoryStore::new()));
+        let store = Arc::new(HoldStore::new(MemoryStore::new()));
         let e = mem_engine(s.as_ref(), &p, store.clone());
         let mut model = Model::new();
         fill(e.as_ref(), &mut model, 0..32, 1).await;
@@ -619,7 +619,7 @@ pub fn write_backs_are_bounded_and_answers_do_not_wait_for_them(s: Arc<dyn Subje
     }
     runtime().block_on(async {
         let p = Params::default();
-        let store = Arc::new(FaultStore::new(MemoryStore::new()));
+        let store = Arc::new(HoldStore::new(MemoryStore::new()));
         let e = mem_engine(s.as_ref(), &p, store.clone());
         let mut model = Model::new();
         fill(e.as_ref(), &mut model, 0..8, 1).await;
@@ -660,7 +660,7 @@ pub fn write_backs_are_bounded_and_answers_do_not_wait_for_them(s: Arc<dyn Subje
 fn writes_are_answered_after_their_puts(s: Arc<dyn Subject>) {
     runtime().block_on(async {
         let p = Params::default();
-        let store = Arc::new(FaultStore::new(MemoryStore::new()));
+        let store = Arc::new(HoldStore::new(MemoryStore::new()));
         let e = mem_engine(s.as_ref(), &p, store.clone());
         let mut model = Model::new();
         fill(e.as_ref(), &mut model, 0..8, 1).await;

@@ -1,11 +1,13 @@
-//! [`FaultStore`]: a store wrapper that fails or holds chosen requests.
+//! [`HoldStore`]: a store wrapper that holds or fails chosen requests.
 //!
 //! It is a stand-in for failures a real store cannot produce on demand: a
 //! backend answering one chosen GET with an error (as a provider probing the
 //! engine would), PUTs or GETs that hang until released (a crash at a chosen
 //! instant of a round), a backend that is down. Everything it passes through
 //! goes to the real store it wraps, with its options as they came (a bounded
-//! read stays bounded, a redoable write redoable).
+//! read stays bounded, a redoable write redoable). (Not to be confused with
+//! `oram_blockstore::faults::FaultStore`, which injects random transport faults
+//! for the fault battery.)
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,7 +25,7 @@ use tokio::sync::watch;
 pub type Seen = (Verb, String, Option<Range<u64>>);
 
 /// Wraps a store; every fault is off until switched on.
-pub struct FaultStore<S> {
+pub struct HoldStore<S> {
     inner: S,
     puts_open: watch::Sender<bool>,
     gets_open: watch::Sender<bool>,
@@ -37,7 +39,7 @@ pub struct FaultStore<S> {
     held: Mutex<Vec<Seen>>,
 }
 
-impl<S> FaultStore<S> {
+impl<S> HoldStore<S> {
     /// `inner` with no fault.
     pub fn new(inner: S) -> Self {
         Self {
@@ -75,7 +77,7 @@ impl<S> FaultStore<S> {
     }
 
     /// GETs wait while closed; the requests that arrive meanwhile are logged
-    /// ([`FaultStore::held`]).
+    /// ([`HoldStore::held`]).
     pub fn set_gets_open(&self, open: bool) {
         self.gets_open.send_replace(open);
     }
@@ -158,7 +160,7 @@ impl<S> FaultStore<S> {
 /// store is down.
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
-impl<S: BlockStore> BlockStore for FaultStore<S> {
+impl<S: BlockStore> BlockStore for HoldStore<S> {
     async fn get_opts(
         &self,
         keys: &[ObjKey],
