@@ -22,7 +22,7 @@ use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use oram_blockstore::faults::{FaultCounts, FaultPlan, FaultStore};
-use oram_blockstore::{BlockStore, Recording, Verb};
+use oram_blockstore::{BlockStore, BlockStoreExt, Recording, Verb};
 use oram_proxy::{Config, UserConfig, VolumeHooks};
 use rand::{Rng, SeedableRng};
 

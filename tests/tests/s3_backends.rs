@@ -7,7 +7,7 @@ use std::time::Duration;
 use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
-use oram_blockstore::BlockStore;
+use oram_blockstore::BlockStoreExt;
 use oram_path::{PathConfig, TreeConfig};
 use oram_proxy::{BackendKind, Config, UserConfig};
 use oram_tests::servers::{Minio, Moto, MINIO_PASSWORD, MINIO_USER};

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::{BlockStore, ObjKey, ObjTag, PutCondition, Result, SizeBound};
+use crate::{
+    BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, Result, SizeBound,
+};
 
 /// Request and byte counters of one verb.
 #[derive(Debug, Default)]
@@ -130,9 +132,10 @@ impl<S> Accounting<S> {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl<S: BlockStore> BlockStore for Accounting<S> {
-    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
-        let out = self.inner.get_many(keys).await;
+    async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> Result<Vec<Option<Bytes>>> {
+        let out = self.inner.get_opts(keys, opts).await;
         let bytes = out.as_ref().map_or(0, |v| {
             v.iter().flatten().map(|b| b.len() as u64).sum::<u64>()
         });
@@ -149,18 +152,11 @@ impl<S: BlockStore> BlockStore for Accounting<S> {
         out
     }
 
-    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> Result<()> {
         let n = items.len() as u64;
         let bytes = items.iter().map(|(_, v)| v.len() as u64).sum();
         self.put.add(n, bytes);
-        self.inner.put_many(items).await
-    }
-
-    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        let n = items.len() as u64;
-        let bytes = items.iter().map(|(_, v)| v.len() as u64).sum();
-        self.put.add(n, bytes);
-        self.inner.put_many_redoable(items).await
+        self.inner.put_opts(items, opts).await
     }
 
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
@@ -168,27 +164,9 @@ impl<S: BlockStore> BlockStore for Accounting<S> {
         self.inner.delete_many(keys).await
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
+    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> Result<Vec<ObjKey>> {
         self.list.add(1, 0);
-        self.inner.list(prefix).await
-    }
-
-    async fn get_many_bounded(
-        &self,
-        keys: &[ObjKey],
-        bound: SizeBound,
-    ) -> Result<Vec<Option<Bytes>>> {
-        let out = self.inner.get_many_bounded(keys, bound).await;
-        let bytes = out.as_ref().map_or(0, |v| {
-            v.iter().flatten().map(|b| b.len() as u64).sum::<u64>()
-        });
-        self.get.add(keys.len() as u64, bytes);
-        out
-    }
-
-    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
-        self.list.add(1, 0);
-        self.inner.list_bounded(prefix, max_keys).await
+        self.inner.list_opts(prefix, opts).await
     }
 
     async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {

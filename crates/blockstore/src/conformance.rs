@@ -1,12 +1,19 @@
 //! The shared conformance suite: every back-end runs [`run_all`] in its tests.
 //!
 //! Each check works under its own key prefix, so the suite can share one store with
-//! other data; each panics with a message naming the broken rule.
+//! other data; each panics with a message naming the broken rule. The checks of
+//! bounds and write modes call the core with option structs
+//! ([`BlockStore::get_opts`], [`BlockStore::put_opts`], [`BlockStore::list_opts`]);
+//! the others use the [`BlockStoreExt`] conveniences, which are those calls with
+//! the default options.
 
 use bytes::Bytes;
 use futures::future::join_all;
 
-use crate::{BlockStore, ObjKey, PutCondition, SizeBound, StoreError};
+use crate::{
+    BlockStore, BlockStoreExt, GetOpts, ListOpts, ObjKey, PutCondition, PutMode, PutOpts,
+    SizeBound, StoreError,
+};
 
 fn key(prefix: &str, rest: &str) -> ObjKey {
     ObjKey::new(format!("{prefix}/{rest}")).expect("conformance keys are valid")
@@ -34,10 +41,50 @@ pub async fn run_all<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
     atomic_overwrite(store, &format!("{prefix}/at")).await;
     bounded_reads(store, &format!("{prefix}/bd")).await;
     redoable_puts(store, &format!("{prefix}/rd")).await;
+    default_options(store, &format!("{prefix}/op")).await;
 }
 
-/// Reads bounded by the caller: an object of another size is `WrongSize`, a
-/// missing one `None`; listings beyond their bound fail.
+/// The default options are the plain calls: an atomic write, a read and a
+/// listing with no bound from the caller (a multi-MiB object and every key come
+/// back); an atomic write through `put_opts` reads back like any other.
+pub async fn default_options<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
+    let (a, big) = (key(prefix, "a"), key(prefix, "big"));
+    let items = vec![
+        (a.clone(), pattern(11, 10)),
+        (big.clone(), pattern(12, 3 << 20)),
+    ];
+    store
+        .put_opts(
+            items.clone(),
+            PutOpts {
+                mode: PutMode::Atomic,
+            },
+        )
+        .await
+        .unwrap();
+    let got = store
+        .get_opts(&[a.clone(), big.clone()], GetOpts { bound: None })
+        .await
+        .unwrap();
+    assert_eq!(
+        got,
+        items
+            .iter()
+            .map(|(_, v)| Some(v.clone()))
+            .collect::<Vec<_>>(),
+        "an unbounded read"
+    );
+    let listed = store
+        .list_opts(&format!("{prefix}/"), ListOpts::default())
+        .await
+        .unwrap();
+    assert_eq!(listed, vec![a, big], "an unbounded listing");
+}
+
+/// Reads bounded by the caller ([`GetOpts::bound`]): an object of another size is
+/// `WrongSize`, a missing one `None`; listings beyond their bound
+/// ([`ListOpts::max_keys`]) fail. The conveniences `get_many_bounded` and
+/// `list_bounded` agree with the core calls.
 pub async fn bounded_reads<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
     let (a, b, gone) = (key(prefix, "a"), key(prefix, "b"), key(prefix, "gone"));
     store
@@ -48,7 +95,12 @@ pub async fn bounded_reads<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
         .await
         .unwrap();
     let got = store
-        .get_many_bounded(&[a.clone(), gone.clone()], SizeBound::Exact(100))
+        .get_opts(
+            &[a.clone(), gone.clone()],
+            GetOpts {
+                bound: Some(SizeBound::Exact(100)),
+            },
+        )
         .await
         .unwrap();
     assert_eq!(got, vec![Some(pattern(7, 100)), None], "exact bound");
@@ -58,7 +110,7 @@ pub async fn bounded_reads<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
         SizeBound::AtMost(99),
     ] {
         let e = store
-            .get_many_bounded(std::slice::from_ref(&a), bound)
+            .get_opts(std::slice::from_ref(&a), GetOpts::bounded(bound))
             .await;
         assert!(
             matches!(e, Err(StoreError::WrongSize { .. })),
@@ -66,23 +118,53 @@ pub async fn bounded_reads<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
         );
     }
     let e = store
-        .get_many_bounded(&[a.clone(), b.clone()], SizeBound::AtMost(4096))
+        .get_opts(
+            &[a.clone(), b.clone()],
+            GetOpts::bounded(SizeBound::AtMost(4096)),
+        )
         .await;
     assert!(
         matches!(e, Err(StoreError::WrongSize { .. })),
         "a 5000-byte object must not pass at most 4096: {e:?}"
     );
     let got = store
-        .get_many_bounded(std::slice::from_ref(&b), SizeBound::AtMost(5000))
+        .get_opts(
+            std::slice::from_ref(&b),
+            GetOpts::bounded(SizeBound::AtMost(5000)),
+        )
         .await
         .unwrap();
     assert_eq!(got, vec![Some(pattern(8, 5000))]);
-    let listed = store.list_bounded(&format!("{prefix}/"), 2).await.unwrap();
+    let got = store
+        .get_many_bounded(std::slice::from_ref(&b), SizeBound::Exact(5000))
+        .await
+        .unwrap();
+    assert_eq!(got, vec![Some(pattern(8, 5000))], "get_many_bounded");
+    let e = store
+        .get_many_bounded(std::slice::from_ref(&b), SizeBound::Exact(4999))
+        .await;
+    assert!(
+        matches!(e, Err(StoreError::WrongSize { .. })),
+        "get_many_bounded: {e:?}"
+    );
+    let listed = store
+        .list_opts(&format!("{prefix}/"), ListOpts { max_keys: Some(2) })
+        .await
+        .unwrap();
     assert_eq!(listed, vec![a.clone(), b.clone()]);
-    let e = store.list_bounded(&format!("{prefix}/"), 1).await;
+    let e = store
+        .list_opts(&format!("{prefix}/"), ListOpts::at_most(1))
+        .await;
     assert!(
         matches!(e, Err(StoreError::WrongSize { .. })),
         "a listing of 2 keys must not pass a bound of 1: {e:?}"
+    );
+    let listed = store.list_bounded(&format!("{prefix}/"), 2).await.unwrap();
+    assert_eq!(listed, vec![a.clone(), b.clone()], "list_bounded");
+    let e = store.list_bounded(&format!("{prefix}/"), 1).await;
+    assert!(
+        matches!(e, Err(StoreError::WrongSize { .. })),
+        "list_bounded: {e:?}"
     );
 }
 
@@ -184,9 +266,11 @@ pub async fn overwrite_replaces<S: BlockStore + ?Sized>(store: &S, prefix: &str)
     );
 }
 
-/// `put_many_redoable` stores like `put_many` once it returned: new objects
-/// (also under a new directory-like prefix) and replacements, longer and shorter,
-/// read back whole; objects it was not given are untouched.
+/// A redoable write ([`PutMode::Redoable`]) stores like an atomic one once it
+/// returned: new objects (also under a new directory-like prefix) and
+/// replacements, longer and shorter, read back whole; objects it was not given
+/// are untouched. The first write goes through `put_opts`, the replacements
+/// through the convenience `put_many_redoable`.
 pub async fn redoable_puts<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
     let keys: Vec<ObjKey> = (0..6).map(|i| key(prefix, &format!("d/r{i}"))).collect();
     let bystander = key(prefix, "d/other");
@@ -200,7 +284,15 @@ pub async fn redoable_puts<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
         .enumerate()
         .map(|(i, k)| (k.clone(), pattern(i as u8, 4000)))
         .collect();
-    store.put_many_redoable(first.clone()).await.unwrap();
+    store
+        .put_opts(
+            first.clone(),
+            PutOpts {
+                mode: PutMode::Redoable,
+            },
+        )
+        .await
+        .unwrap();
     let got = store.get_many(&keys).await.unwrap();
     assert_eq!(
         got,
@@ -243,6 +335,10 @@ pub async fn redoable_puts<S: BlockStore + ?Sized>(store: &S, prefix: &str) {
         "an object not written changed"
     );
     store.put_many_redoable(Vec::new()).await.unwrap();
+    store
+        .put_opts(Vec::new(), PutOpts::redoable())
+        .await
+        .unwrap();
 }
 
 /// `get_many` answers in the order of its keys, with `None` in the gaps.

@@ -6,6 +6,10 @@
 //!
 //! The trait is batch-first: tree ORAMs move whole paths, and a back-end is expected
 //! to serve the items of one batch concurrently (one round trip, not one per item).
+//! It is a small required core whose calls take option structs ([`GetOpts`],
+//! [`PutOpts`], [`ListOpts`]); the named conveniences callers mostly use
+//! (`get_many`, `put_many`, `list`, and their bounded and redoable variants) are in
+//! [`BlockStoreExt`], which every store has.
 //!
 //! Besides the trait this crate holds the wrappers that observe a store without
 //! changing it ([`Recording`], [`Accounting`]) and the [`conformance`] suite every
@@ -13,13 +17,17 @@
 
 mod accounting;
 pub mod conformance;
+mod ext;
 pub mod faults;
 mod key;
+mod opts;
 mod recording;
 mod size;
 
 pub use accounting::{Accounting, AccountingSnapshot, VerbCounters};
+pub use ext::BlockStoreExt;
 pub use key::{InvalidKey, ObjKey};
+pub use opts::{GetOpts, ListOpts, PutMode, PutOpts};
 pub use recording::{Recording, TraceEvent, Verb};
 pub use size::{check_bounded, ObjTag, PutCondition, SizeBound};
 
@@ -117,50 +125,78 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// hand in sealed bytes only.
 ///
 /// Semantics every back-end must provide (checked by [`conformance`]):
-/// - a `put` is atomic: a concurrent or later `get` sees the whole old object or the
-///   whole new one, never a part;
+/// - a put is atomic ([`PutMode::Atomic`], the default): a concurrent or later
+///   read sees the whole old object or the whole new one, never a part; a
+///   [`PutMode::Redoable`] put may leave an object torn until it is written again;
 /// - a missing object reads as `None`, never as an error;
-/// - `put_many` of distinct keys may run concurrently; when it returns `Ok`, every
-///   item is durable to the degree the back-end promises (fs: fsynced);
-/// - `delete_many` of a missing key succeeds.
+/// - the items of one [`BlockStore::put_opts`] of distinct keys may be stored
+///   concurrently; when it returns `Ok`, every item is durable to the degree the
+///   back-end promises (fs: fsynced);
+/// - a bounded read ([`GetOpts::bound`]) or listing ([`ListOpts::max_keys`])
+///   never collects more than its bound;
+/// - [`BlockStore::delete_many`] of a missing key succeeds.
+///
+/// # Shape: a small core with option structs, conveniences in an extension
+///
+/// The trait is the *required core* only, and none of its methods has a
+/// default; the variants of a call are fields of its option struct
+/// ([`GetOpts`], [`PutOpts`], [`ListOpts`]), as in `object_store`'s
+/// `ObjectStore`. The named conveniences (`get_many`, `get_many_bounded`,
+/// `put_many`, `put_many_redoable`, `list`, `list_bounded`) live in
+/// [`BlockStoreExt`], implemented once for every `BlockStore` (`dyn BlockStore`
+/// and `Arc<dyn BlockStore>` included) and not overridable. Why:
+/// - A variant as a defaulted method is a trap for wrappers: one that does not
+///   override it silently gets the default instead of its inner store's
+///   version (an unbounded read checked afterwards instead of the back-end's
+///   bounded one, an atomic write instead of the in-place one, a refusal of
+///   conditional calls). Without defaults, a wrapper that misses a method does
+///   not compile, and one that forwards the option struct whole forwards every
+///   option, including those added later.
+/// - Each core method is one kind of request the provider sees; the options
+///   change how the back-end serves it (how much it buffers, how it replaces a
+///   file), never which requests it sends: the traces of a call and of its
+///   conveniences are the same.
+/// - The conditional pair ([`BlockStore::get_tagged`], [`BlockStore::put_if`])
+///   stays two methods: they act on one object and answer with its tag, and
+///   `put_if` fails as a whole with [`StoreError::PreconditionFailed`]; as options
+///   of the batched calls they would make every batched answer carry tags, or
+///   its type depend on the options. [`BlockStore::get_range`] takes no options.
+///
+/// **Wrappers** (stores that forward to an inner store) put
+/// `#[deny(clippy::missing_trait_methods)]` on their `impl BlockStore` (the
+/// recipe `object_store` gives), so that a method given a default later still
+/// cannot be missed, and forward each option struct as it came unless changing
+/// it is the wrapper's purpose (then a comment says so).
 #[async_trait]
 pub trait BlockStore: Send + Sync + 'static {
     /// Fetches several objects concurrently; `None` where an object does not exist.
-    /// The result has one entry per key, in the order of `keys`.
+    /// The result has one entry per key, in the order of `keys`. With
+    /// [`GetOpts::bound`], every present object must be within the bound: an
+    /// answer of another size is [`StoreError::WrongSize`], and a back-end that
+    /// streams its answers (S3, fs) stops reading at the bound.
     ///
-    /// Observed: one GET per key, issued together.
-    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>>;
+    /// Observed: one GET per key, issued together (the same with or without a
+    /// bound).
+    async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> Result<Vec<Option<Bytes>>>;
 
     /// Fetches the bytes `range` of one object: `None` if the object does not exist;
     /// the range is clipped to the object's length (a start past the end gives an
-    /// empty result).
+    /// empty result). An empty or reversed range is [`StoreError::InvalidRange`].
     ///
     /// Observed: one ranged GET with the key and the range.
     async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>>;
 
-    /// Stores several objects, replacing existing ones, concurrently. Each object is
-    /// replaced atomically; when the call fails, some items may have been stored and
-    /// others not, so callers must not rely on all-or-nothing batches.
+    /// Stores several objects, replacing existing ones, concurrently. When the
+    /// call fails, some items may have been stored and others not, so callers
+    /// must not rely on all-or-nothing batches. [`PutOpts::mode`] says how each
+    /// object is replaced: atomically ([`PutMode::Atomic`]), or possibly in place
+    /// for writes the caller redoes after a crash ([`PutMode::Redoable`]: torn or
+    /// partial until written again if the call fails; whole and durable when it
+    /// returns `Ok`).
     ///
-    /// Observed: one PUT per item with its key and size, issued together.
-    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()>;
-
-    /// Stores objects that the caller can write again after a crash (it keeps what
-    /// it needs to redo them, and nothing reads them before it has) and that
-    /// nothing reads while the call runs. A back-end may therefore write an object
-    /// in place instead of replacing it atomically: while the call runs, or after a
-    /// crash or failure during it, such an object may be torn (part old, part new)
-    /// or partial until the caller writes it again. When the call returns `Ok`,
-    /// every item is whole and durable as after [`BlockStore::put_many`]. The
-    /// default is `put_many`; wrappers that only observe must forward it, so that
-    /// the back-end's cheaper write is reached (the fs back-end: a `pwrite` and an
-    /// `fdatasync` on the existing or new file instead of a temporary file, an
-    /// fsync and a rename).
-    ///
-    /// Observed: as `put_many` — one PUT per item with its key and size.
-    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        self.put_many(items).await
-    }
+    /// Observed: one PUT per item with its key and size, issued together (the
+    /// same in either mode).
+    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> Result<()>;
 
     /// Deletes several objects; missing ones are ignored.
     ///
@@ -168,96 +204,49 @@ pub trait BlockStore: Send + Sync + 'static {
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()>;
 
     /// Lists the keys that start with `prefix`, sorted. For maintenance (fsck,
-    /// recovery) only, never on the access path.
+    /// recovery, sweeps) only, never on the access path. With
+    /// [`ListOpts::max_keys`], a listing of more keys is
+    /// [`StoreError::WrongSize`] instead of collected.
     ///
-    /// Observed: a listing request for the prefix.
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>>;
-
-    /// As [`BlockStore::get_many`], with every present object within `bound`:
-    /// an answer of another size is [`StoreError::WrongSize`], and a back-end that
-    /// streams its answers (S3, fs) stops reading at the bound, so a hostile
-    /// provider cannot make the proxy buffer more than the caller expects.
-    ///
-    /// The default checks after [`BlockStore::get_many`] (fine for back-ends that
-    /// hold objects in memory already); wrappers must forward it to their inner
-    /// store so that the bound reaches the back-end.
-    ///
-    /// Observed: as `get_many`.
-    async fn get_many_bounded(
-        &self,
-        keys: &[ObjKey],
-        bound: SizeBound,
-    ) -> Result<Vec<Option<Bytes>>> {
-        let got = self.get_many(keys).await?;
-        check_bounded(keys, &got, bound)?;
-        Ok(got)
-    }
-
-    /// As [`BlockStore::list`], failing with [`StoreError::WrongSize`] instead of
-    /// collecting more than `max_keys` keys.
-    ///
-    /// Observed: as `list`.
-    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
-        let keys = self.list(prefix).await?;
-        if keys.len() > max_keys {
-            return Err(StoreError::WrongSize {
-                key: prefix.to_string(),
-                got: format!("{} keys", keys.len()),
-                expected: format!("at most {max_keys} keys"),
-            });
-        }
-        Ok(keys)
-    }
+    /// Observed: a listing request for the prefix (the same with or without a
+    /// bound; a back-end that pages sends page requests until done or over the
+    /// bound).
+    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> Result<Vec<ObjKey>>;
 
     /// Reads one object with its version tag (S3: the ETag), within `bound`.
     /// For the lease and other compare-and-swap objects; never on the access path.
+    /// `None` if the object does not exist. A back-end without conditional
+    /// requests answers [`StoreError::Unsupported`].
     ///
     /// Observed: one GET of the key.
-    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
-        let _ = (key, bound);
-        Err(StoreError::Unsupported("conditional reads (get_tagged)"))
-    }
+    async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>>;
 
     /// Stores one object only if `cond` holds (S3: `If-None-Match: *` or
-    /// `If-Match: <etag>`); returns the new object's tag, or
-    /// [`StoreError::PreconditionFailed`] and changes nothing.
+    /// `If-Match: <etag>`), atomically; returns the new object's tag, or
+    /// [`StoreError::PreconditionFailed`] and changes nothing. A back-end without
+    /// conditional requests answers [`StoreError::Unsupported`].
     ///
     /// Observed: one conditional PUT of the key with its size.
-    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
-        let _ = (key, data, cond);
-        Err(StoreError::Unsupported("conditional writes (put_if)"))
-    }
+    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag>;
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl<S: BlockStore + ?Sized> BlockStore for Arc<S> {
-    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
-        (**self).get_many(keys).await
+    async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> Result<Vec<Option<Bytes>>> {
+        (**self).get_opts(keys, opts).await
     }
     async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>> {
         (**self).get_range(key, range).await
     }
-    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        (**self).put_many(items).await
-    }
-    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        (**self).put_many_redoable(items).await
+    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> Result<()> {
+        (**self).put_opts(items, opts).await
     }
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
         (**self).delete_many(keys).await
     }
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
-        (**self).list(prefix).await
-    }
-    async fn get_many_bounded(
-        &self,
-        keys: &[ObjKey],
-        bound: SizeBound,
-    ) -> Result<Vec<Option<Bytes>>> {
-        (**self).get_many_bounded(keys, bound).await
-    }
-    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
-        (**self).list_bounded(prefix, max_keys).await
+    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> Result<Vec<ObjKey>> {
+        (**self).list_opts(prefix, opts).await
     }
     async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
         (**self).get_tagged(key, bound).await
@@ -290,8 +279,9 @@ pub async fn delete_unreferenced(
     prefix: &str,
     keep: &std::collections::BTreeSet<ObjKey>,
 ) -> Result<u64> {
+    let max_keys = keep.len().saturating_mul(2) + UNREFERENCED_SLACK;
     let dead: Vec<ObjKey> = store
-        .list_bounded(prefix, keep.len().saturating_mul(2) + UNREFERENCED_SLACK)
+        .list_opts(prefix, ListOpts::at_most(max_keys))
         .await?
         .into_iter()
         .filter(|k| !keep.contains(k))
@@ -315,11 +305,12 @@ pub async fn put_many_retrying(
     attempts: u32,
     on_retry: impl Fn(),
 ) -> Result<()> {
-    retrying(store, items, false, attempts, on_retry).await
+    retrying(store, items, PutOpts::default(), attempts, on_retry).await
 }
 
-/// As [`put_many_retrying`] with [`BlockStore::put_many_redoable`]: for writes the
-/// caller journals and nothing reads until they landed.
+/// As [`put_many_retrying`] with [`PutMode::Redoable`]
+/// ([`BlockStoreExt::put_many_redoable`]): for writes the caller journals and
+/// nothing reads until they landed.
 /// Observed: the same PUTs, repeated after each failure.
 pub async fn put_many_redoable_retrying(
     store: &dyn BlockStore,
@@ -327,25 +318,20 @@ pub async fn put_many_redoable_retrying(
     attempts: u32,
     on_retry: impl Fn(),
 ) -> Result<()> {
-    retrying(store, items, true, attempts, on_retry).await
+    retrying(store, items, PutOpts::redoable(), attempts, on_retry).await
 }
 
 async fn retrying(
     store: &dyn BlockStore,
     items: Vec<(ObjKey, Bytes)>,
-    redoable: bool,
+    opts: PutOpts,
     attempts: u32,
     on_retry: impl Fn(),
 ) -> Result<()> {
     let mut delay = std::time::Duration::from_millis(20);
     let mut attempt = 1;
     loop {
-        let out = if redoable {
-            store.put_many_redoable(items.clone()).await
-        } else {
-            store.put_many(items.clone()).await
-        };
-        match out {
+        match store.put_opts(items.clone(), opts).await {
             Ok(()) => return Ok(()),
             Err(e) if attempt >= attempts => return Err(e),
             Err(_) => {

@@ -6,7 +6,9 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::{BlockStore, ObjKey, ObjTag, PutCondition, Result, SizeBound};
+use crate::{
+    BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, Result, SizeBound,
+};
 
 /// The kind of a backend request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,7 +31,8 @@ pub struct TraceEvent {
     /// Position of the request in the trace (0, 1, 2, ...).
     pub seq: u64,
     /// Which call of the wrapped store the request belongs to; requests of one
-    /// `get_many`/`put_many` share it and are issued together.
+    /// `get_opts`/`put_opts` (`get_many`/`put_many`) share it and are issued
+    /// together.
     pub call: u64,
     /// The verb.
     pub verb: Verb,
@@ -130,25 +133,36 @@ fn puts_seen(items: &[(ObjKey, Bytes)]) -> Vec<(Verb, String, Option<Range<u64>>
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl<S: BlockStore> BlockStore for Recording<S> {
-    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
-        let out = self.inner.get_many(keys).await;
+    async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> Result<Vec<Option<Bytes>>> {
+        let out = self.inner.get_opts(keys, opts).await;
         self.record_gets(keys, &out);
         out
     }
 
-    async fn get_many_bounded(
-        &self,
-        keys: &[ObjKey],
-        bound: SizeBound,
-    ) -> Result<Vec<Option<Bytes>>> {
-        let out = self.inner.get_many_bounded(keys, bound).await;
-        self.record_gets(keys, &out);
+    async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>> {
+        let out = self.inner.get_range(key, range.clone()).await;
+        let size = out.as_ref().map_or(0, len_of);
+        self.record([(Verb::GetRange, key.to_string(), Some(range), size)]);
         out
     }
 
-    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
-        let out = self.inner.list_bounded(prefix, max_keys).await;
+    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> Result<()> {
+        let seen = puts_seen(&items);
+        let out = self.inner.put_opts(items, opts).await;
+        self.record(seen);
+        out
+    }
+
+    async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
+        let out = self.inner.delete_many(keys).await;
+        self.record(keys.iter().map(|k| (Verb::Delete, k.to_string(), None, 0)));
+        out
+    }
+
+    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> Result<Vec<ObjKey>> {
+        let out = self.inner.list_opts(prefix, opts).await;
         self.record([(Verb::List, prefix.to_string(), None, 0)]);
         out
     }
@@ -167,39 +181,6 @@ impl<S: BlockStore> BlockStore for Recording<S> {
         let size = data.len() as u64;
         let out = self.inner.put_if(key, data, cond).await;
         self.record([(Verb::Put, key.to_string(), None, size)]);
-        out
-    }
-
-    async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>> {
-        let out = self.inner.get_range(key, range.clone()).await;
-        let size = out.as_ref().map_or(0, len_of);
-        self.record([(Verb::GetRange, key.to_string(), Some(range), size)]);
-        out
-    }
-
-    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        let seen = puts_seen(&items);
-        let out = self.inner.put_many(items).await;
-        self.record(seen);
-        out
-    }
-
-    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        let seen = puts_seen(&items);
-        let out = self.inner.put_many_redoable(items).await;
-        self.record(seen);
-        out
-    }
-
-    async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
-        let out = self.inner.delete_many(keys).await;
-        self.record(keys.iter().map(|k| (Verb::Delete, k.to_string(), None, 0)));
-        out
-    }
-
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
-        let out = self.inner.list(prefix).await;
-        self.record([(Verb::List, prefix.to_string(), None, 0)]);
         out
     }
 }

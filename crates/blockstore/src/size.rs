@@ -4,10 +4,11 @@ use bytes::Bytes;
 
 use crate::{ObjKey, Result, StoreError};
 
-/// How large an object the caller of [`crate::BlockStore::get_many_bounded`]
-/// accepts. The engines know the exact size of every object they wrote (buckets,
-/// slots and blocks are fixed-size), so they ask for [`SizeBound::Exact`]; objects
-/// of variable size (the volume header) use [`SizeBound::AtMost`].
+/// How large an object the caller of a bounded read ([`crate::GetOpts::bound`],
+/// [`crate::BlockStoreExt::get_many_bounded`]) accepts. The engines know the exact
+/// size of every object they wrote (buckets, slots and blocks are fixed-size), so
+/// they ask for [`SizeBound::Exact`]; objects of variable size (the volume header)
+/// use [`SizeBound::AtMost`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SizeBound {
     /// Exactly this many bytes.
@@ -60,7 +61,7 @@ impl std::fmt::Display for SizeBound {
     }
 }
 
-/// Checks every present object of a `get_many` answer against `bound`.
+/// Checks every present object of a `get_opts` (`get_many`) answer against `bound`.
 pub fn check_bounded(keys: &[ObjKey], got: &[Option<Bytes>], bound: SizeBound) -> Result<()> {
     for (k, v) in keys.iter().zip(got) {
         if let Some(v) = v {

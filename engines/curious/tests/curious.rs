@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, Recording, TraceEvent, Verb};
+use oram_blockstore::{
+    BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, Recording, SizeBound,
+    TraceEvent, Verb,
+};
 use oram_curious::{Curious, CuriousConfig, CuriousSettings, SubSpec};
 use oram_engine::conformance::{
     block_data, chi_square, chi_square_critical_001, fill, shape_of, test_sealer,
@@ -251,11 +254,18 @@ impl<S> SlowPartition<S> {
     }
 }
 
+/// Every fetch (`get_opts`, `get_range`, `get_tagged`) of the slow partition
+/// waits; the rest passes through as it came.
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl<S: BlockStore> BlockStore for SlowPartition<S> {
-    async fn get_many(&self, keys: &[ObjKey]) -> oram_blockstore::Result<Vec<Option<Bytes>>> {
+    async fn get_opts(
+        &self,
+        keys: &[ObjKey],
+        opts: GetOpts,
+    ) -> oram_blockstore::Result<Vec<Option<Bytes>>> {
         self.pause(keys).await;
-        self.inner.get_many(keys).await
+        self.inner.get_opts(keys, opts).await
     }
     async fn get_range(
         &self,
@@ -265,14 +275,38 @@ impl<S: BlockStore> BlockStore for SlowPartition<S> {
         self.pause(std::slice::from_ref(key)).await;
         self.inner.get_range(key, range).await
     }
-    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> oram_blockstore::Result<()> {
-        self.inner.put_many(items).await
+    async fn put_opts(
+        &self,
+        items: Vec<(ObjKey, Bytes)>,
+        opts: PutOpts,
+    ) -> oram_blockstore::Result<()> {
+        self.inner.put_opts(items, opts).await
     }
     async fn delete_many(&self, keys: &[ObjKey]) -> oram_blockstore::Result<()> {
         self.inner.delete_many(keys).await
     }
-    async fn list(&self, prefix: &str) -> oram_blockstore::Result<Vec<ObjKey>> {
-        self.inner.list(prefix).await
+    async fn list_opts(
+        &self,
+        prefix: &str,
+        opts: ListOpts,
+    ) -> oram_blockstore::Result<Vec<ObjKey>> {
+        self.inner.list_opts(prefix, opts).await
+    }
+    async fn get_tagged(
+        &self,
+        key: &ObjKey,
+        bound: SizeBound,
+    ) -> oram_blockstore::Result<Option<(Bytes, ObjTag)>> {
+        self.pause(std::slice::from_ref(key)).await;
+        self.inner.get_tagged(key, bound).await
+    }
+    async fn put_if(
+        &self,
+        key: &ObjKey,
+        data: Bytes,
+        cond: PutCondition,
+    ) -> oram_blockstore::Result<ObjTag> {
+        self.inner.put_if(key, data, cond).await
     }
 }
 

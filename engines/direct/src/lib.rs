@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, SizeBound};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey, SizeBound};
 use oram_engine::{
     open_error, snapshot_row, validate_op, CheckReport, EngineModel, EngineSettings, EngineStats,
     Formatted, Layout, Op, Oram, OramError, Parts, Quiesced, Result, Shape, StagedAccess, Traffic,

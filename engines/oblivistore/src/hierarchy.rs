@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::{BufMut, Bytes};
-use oram_blockstore::{BlockStore, ObjKey};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_engine::{
     open_error, validate_op, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result,
     StagedAccess, Stat, StatKind,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, Recording, TraceEvent, Verb};
+use oram_blockstore::{BlockStore, BlockStoreExt, Recording, TraceEvent, Verb};
 use oram_engine::conformance::{
     block_data, chi_square, chi_square_critical_001, fill, shape_of, test_sealer,
     trace_of_each_access, workloads, Model,

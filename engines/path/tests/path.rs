@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use oram_blockstore::{BlockStore, Recording, TraceEvent, Verb};
+use oram_blockstore::{BlockStore, BlockStoreExt, Recording, TraceEvent, Verb};
 use oram_engine::conformance::{block_data, model_and_read_back, test_sealer, trace_of_one_batch};
 use oram_engine::{Op, Oram};
 use oram_path::{PathConfig, PathOram, TreeConfig};

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, SizeBound};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey, SizeBound};
 use oram_engine::{CheckReport, Result};
 use oram_state::{Bucket, NodeVersion, TrustedState};
 

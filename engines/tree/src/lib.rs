@@ -109,7 +109,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_engine::{
     detached, validate_op, CheckReport, EngineStats, Formatted, Op, Oram, OramError, Quiesced,
     Result, StagedAccess, Stat, StatKind,

@@ -36,7 +36,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, SizeBound, StoreError};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey, SizeBound, StoreError};
 use oram_engine::{Op, OramError, Result};
 use oram_state::{SlotPolicy, TrustedState};
 use tokio::sync::OwnedMutexGuard;

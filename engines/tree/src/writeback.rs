@@ -8,7 +8,7 @@
 //!   commit leaves only objects nothing refers to (the round is finished again
 //!   from its intent record, under versions of its own). Nothing reads such an
 //!   object while it is written, so the back-end may overwrite it in place
-//!   ([`BlockStore::put_many_redoable`]); a write is retried with back-off
+//!   ([`BlockStoreExt::put_many_redoable`]); a write is retried with back-off
 //!   (`attempts`).
 //! * Volumes written by earlier versions may still hold journaled write-backs
 //!   (buckets committed before they landed): they are queued as failed at start
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_engine::Result;
 use oram_state::{NodeVersion, PendingWrite, TrustedState};
 

@@ -14,7 +14,9 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, ObjTag, PutCondition, Result, SizeBound, Verb};
+use oram_blockstore::{
+    BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, Result, SizeBound, Verb,
+};
 
 use crate::telemetry::{Histogram, Ring};
 
@@ -222,34 +224,12 @@ impl<S> Tap<S> {
     }
 }
 
-impl<S: BlockStore> Tap<S> {
-    /// Forwards PUTs (`redoable`: [`BlockStore::put_many_redoable`]) and records them.
-    async fn put_seen(&self, items: Vec<(ObjKey, Bytes)>, redoable: bool) -> Result<()> {
-        let t = Instant::now();
-        let seen: Vec<(ObjKey, u64)> = items
-            .iter()
-            .map(|(k, v)| (k.clone(), v.len() as u64))
-            .collect();
-        let out = if redoable {
-            self.inner.put_many_redoable(items).await
-        } else {
-            self.inner.put_many(items).await
-        };
-        self.shared.record(
-            Verb::Put,
-            t,
-            out.is_ok(),
-            seen.iter().map(|(k, n)| (k.as_str(), *n)),
-        );
-        out
-    }
-}
-
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl<S: BlockStore> BlockStore for Tap<S> {
-    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
+    async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> Result<Vec<Option<Bytes>>> {
         let t = Instant::now();
-        let out = self.inner.get_many(keys).await;
+        let out = self.inner.get_opts(keys, opts).await;
         self.record_gets(t, keys, &out);
         out
     }
@@ -267,12 +247,20 @@ impl<S: BlockStore> BlockStore for Tap<S> {
         out
     }
 
-    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        self.put_seen(items, false).await
-    }
-
-    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
-        self.put_seen(items, true).await
+    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> Result<()> {
+        let t = Instant::now();
+        let seen: Vec<(ObjKey, u64)> = items
+            .iter()
+            .map(|(k, v)| (k.clone(), v.len() as u64))
+            .collect();
+        let out = self.inner.put_opts(items, opts).await;
+        self.shared.record(
+            Verb::Put,
+            t,
+            out.is_ok(),
+            seen.iter().map(|(k, n)| (k.as_str(), *n)),
+        );
+        out
     }
 
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
@@ -287,31 +275,9 @@ impl<S: BlockStore> BlockStore for Tap<S> {
         out
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
+    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> Result<Vec<ObjKey>> {
         let t = Instant::now();
-        let out = self.inner.list(prefix).await;
-        self.shared
-            .record(Verb::List, t, out.is_ok(), std::iter::once((prefix, 0)));
-        out
-    }
-
-    // The bounded and conditional calls are forwarded as they came (the bound
-    // must reach the back-end; the defaults would read unbounded or refuse).
-
-    async fn get_many_bounded(
-        &self,
-        keys: &[ObjKey],
-        bound: SizeBound,
-    ) -> Result<Vec<Option<Bytes>>> {
-        let t = Instant::now();
-        let out = self.inner.get_many_bounded(keys, bound).await;
-        self.record_gets(t, keys, &out);
-        out
-    }
-
-    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
-        let t = Instant::now();
-        let out = self.inner.list_bounded(prefix, max_keys).await;
+        let out = self.inner.list_opts(prefix, opts).await;
         self.shared
             .record(Verb::List, t, out.is_ok(), std::iter::once((prefix, 0)));
         out
@@ -350,7 +316,7 @@ impl<S: BlockStore> BlockStore for Tap<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use oram_blockstore::StoreError;
+    use oram_blockstore::{BlockStoreExt, StoreError};
 
     #[test]
     fn places_from_engine_keys() {
@@ -365,8 +331,8 @@ mod tests {
         assert_eq!(place_of("vol0/n/"), Place::Other);
     }
 
-    /// The tap passes every call through, the bounded and conditional ones too
-    /// (the lease needs `get_tagged`/`put_if`; their defaults would refuse).
+    /// The tap passes every call through with its options, the bounded and
+    /// conditional ones too (the lease needs `get_tagged`/`put_if`).
     #[tokio::test]
     async fn the_tap_passes_the_block_store_contract() {
         let dir = tempfile::tempdir().unwrap();
@@ -384,20 +350,27 @@ mod tests {
     struct Down;
 
     #[async_trait]
+    #[deny(clippy::missing_trait_methods)]
     impl BlockStore for Down {
-        async fn get_many(&self, _: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
+        async fn get_opts(&self, _: &[ObjKey], _: GetOpts) -> Result<Vec<Option<Bytes>>> {
             Err(StoreError::Unavailable("down".into()))
         }
         async fn get_range(&self, _: &ObjKey, _: Range<u64>) -> Result<Option<Bytes>> {
             Err(StoreError::Unavailable("down".into()))
         }
-        async fn put_many(&self, _: Vec<(ObjKey, Bytes)>) -> Result<()> {
+        async fn put_opts(&self, _: Vec<(ObjKey, Bytes)>, _: PutOpts) -> Result<()> {
             Err(StoreError::Unavailable("down".into()))
         }
         async fn delete_many(&self, _: &[ObjKey]) -> Result<()> {
             Err(StoreError::Unavailable("down".into()))
         }
-        async fn list(&self, _: &str) -> Result<Vec<ObjKey>> {
+        async fn list_opts(&self, _: &str, _: ListOpts) -> Result<Vec<ObjKey>> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn get_tagged(&self, _: &ObjKey, _: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn put_if(&self, _: &ObjKey, _: Bytes, _: PutCondition) -> Result<ObjTag> {
             Err(StoreError::Unavailable("down".into()))
         }
     }

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use oram_blockstore::ObjKey;
+use oram_blockstore::{BlockStoreExt, ObjKey};
 use oram_engine::OramError;
 use oram_seal::{ObjectIdentity, ObjectKind};
 use oram_statedb::Db;

@@ -22,7 +22,7 @@
 //!   start-up check then downloads and opens the whole object.
 
 use hmac::{Hmac, Mac};
-use oram_blockstore::{BlockStore, ObjKey};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_seal::{MasterKey, ObjectIdentity, ObjectKind, Sealer};
 use sha2::Sha256;
 

@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, ObjTag, PutCondition, SizeBound, StoreError};
+use oram_blockstore::{
+    BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, SizeBound, StoreError,
+};
 use rand::RngCore;
 
 use crate::config::BackendConfig;
@@ -441,37 +443,24 @@ impl LeasedStore {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl BlockStore for LeasedStore {
-    async fn get_many(&self, keys: &[ObjKey]) -> StoreResult<Vec<Option<Bytes>>> {
-        self.inner.get_many(keys).await
+    async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> StoreResult<Vec<Option<Bytes>>> {
+        self.inner.get_opts(keys, opts).await
     }
     async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> StoreResult<Option<Bytes>> {
         self.inner.get_range(key, range).await
     }
-    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> StoreResult<()> {
+    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> StoreResult<()> {
         self.lease.ensure().await?;
-        self.inner.put_many(items).await
-    }
-    async fn put_many_redoable(&self, items: Vec<(ObjKey, Bytes)>) -> StoreResult<()> {
-        self.lease.ensure().await?;
-        self.inner.put_many_redoable(items).await
+        self.inner.put_opts(items, opts).await
     }
     async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
         self.lease.ensure().await?;
         self.inner.delete_many(keys).await
     }
-    async fn list(&self, prefix: &str) -> StoreResult<Vec<ObjKey>> {
-        self.inner.list(prefix).await
-    }
-    async fn get_many_bounded(
-        &self,
-        keys: &[ObjKey],
-        bound: SizeBound,
-    ) -> StoreResult<Vec<Option<Bytes>>> {
-        self.inner.get_many_bounded(keys, bound).await
-    }
-    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> StoreResult<Vec<ObjKey>> {
-        self.inner.list_bounded(prefix, max_keys).await
+    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> StoreResult<Vec<ObjKey>> {
+        self.inner.list_opts(prefix, opts).await
     }
     async fn get_tagged(
         &self,
@@ -520,6 +509,7 @@ pub async fn guard(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use oram_blockstore::BlockStoreExt;
 
     #[test]
     fn a_found_record_with_huge_fields_is_bounded() {
@@ -619,21 +609,26 @@ mod tests {
     }
 
     #[async_trait]
+    #[deny(clippy::missing_trait_methods)]
     impl BlockStore for LandsButFails {
-        async fn get_many(&self, keys: &[ObjKey]) -> StoreResult<Vec<Option<Bytes>>> {
-            self.inner.get_many(keys).await
+        async fn get_opts(
+            &self,
+            keys: &[ObjKey],
+            opts: GetOpts,
+        ) -> StoreResult<Vec<Option<Bytes>>> {
+            self.inner.get_opts(keys, opts).await
         }
         async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> StoreResult<Option<Bytes>> {
             self.inner.get_range(key, range).await
         }
-        async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> StoreResult<()> {
-            self.inner.put_many(items).await
+        async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> StoreResult<()> {
+            self.inner.put_opts(items, opts).await
         }
         async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
             self.inner.delete_many(keys).await
         }
-        async fn list(&self, prefix: &str) -> StoreResult<Vec<ObjKey>> {
-            self.inner.list(prefix).await
+        async fn list_opts(&self, prefix: &str, opts: ListOpts) -> StoreResult<Vec<ObjKey>> {
+            self.inner.list_opts(prefix, opts).await
         }
         async fn get_tagged(
             &self,

@@ -12,6 +12,7 @@
 //! The recovery point is the last checkpoint, or with the shipped log
 //! everything acknowledged.
 
+use oram_blockstore::BlockStoreExt;
 use oram_seal::Sealer;
 use oram_statedb::Db;
 

@@ -24,7 +24,7 @@
 
 use std::sync::Arc;
 
-use oram_blockstore::{Accounting, BlockStore};
+use oram_blockstore::{Accounting, BlockStore, BlockStoreExt};
 use oram_engine::{Oram, Parts};
 use oram_objects::{LayerConfig, ObjectLayer};
 use oram_seal::{MasterKey, Sealer, VolumeId};

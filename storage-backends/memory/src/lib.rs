@@ -9,7 +9,8 @@ use std::sync::RwLock;
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{
-    clip_range, BlockStore, ObjKey, ObjTag, PutCondition, Result, SizeBound, StoreError,
+    clip_range, BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, Result,
+    SizeBound, StoreError,
 };
 
 /// A block store held in process memory.
@@ -70,11 +71,18 @@ impl MemoryStore {
     }
 }
 
+/// The objects are in memory already: a bound is checked after the read, and a
+/// redoable write is the atomic one (a map insert).
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl BlockStore for MemoryStore {
-    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
-        let map = self.read();
-        Ok(keys.iter().map(|k| map.get(k).cloned()).collect())
+    async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> Result<Vec<Option<Bytes>>> {
+        let got: Vec<Option<Bytes>> = {
+            let map = self.read();
+            keys.iter().map(|k| map.get(k).cloned()).collect()
+        };
+        opts.check(keys, &got)?;
+        Ok(got)
     }
 
     async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>> {
@@ -88,7 +96,7 @@ impl BlockStore for MemoryStore {
         }
     }
 
-    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, _: PutOpts) -> Result<()> {
         let mut map = self.write();
         let mut tags = self.tags();
         for (k, v) in items {
@@ -140,13 +148,16 @@ impl BlockStore for MemoryStore {
         Ok(())
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
-        let map = self.read();
-        Ok(map
-            .keys()
-            .filter(|k| k.as_str().starts_with(prefix))
-            .cloned()
-            .collect())
+    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> Result<Vec<ObjKey>> {
+        let keys: Vec<ObjKey> = {
+            let map = self.read();
+            map.keys()
+                .filter(|k| k.as_str().starts_with(prefix))
+                .cloned()
+                .collect()
+        };
+        opts.check(prefix, &keys)?;
+        Ok(keys)
     }
 }
 

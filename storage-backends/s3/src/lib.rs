@@ -39,7 +39,10 @@ use aws_sdk_s3::types::{
 use aws_sdk_s3::Client;
 use bytes::Bytes;
 use futures::future::try_join_all;
-use oram_blockstore::{BlockStore, ObjKey, ObjTag, PutCondition, Result, SizeBound, StoreError};
+use oram_blockstore::{
+    BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, Result, SizeBound,
+    StoreError,
+};
 use tokio::sync::Semaphore;
 
 use etags::{Etags, Known};
@@ -412,17 +415,13 @@ impl S3Store {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl BlockStore for S3Store {
-    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>> {
-        self.get_many_bounded(keys, SizeBound::AtMost(self.max_object_bytes))
-            .await
-    }
-
-    async fn get_many_bounded(
-        &self,
-        keys: &[ObjKey],
-        bound: SizeBound,
-    ) -> Result<Vec<Option<Bytes>>> {
+    /// No bound from the caller: the store's own, `max_object_bytes`.
+    async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> Result<Vec<Option<Bytes>>> {
+        let bound = opts
+            .bound
+            .unwrap_or(SizeBound::AtMost(self.max_object_bytes));
         let got = try_join_all(keys.iter().map(|k| self.get_one(k, None, bound))).await?;
         Ok(got.into_iter().map(|o| o.map(|(b, _)| b)).collect())
     }
@@ -436,7 +435,9 @@ impl BlockStore for S3Store {
             .map(|(b, _)| b))
     }
 
-    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
+    /// Every item is one PUT (conditional, see `put_tracked`) in either mode: S3
+    /// has no in-place write, so a redoable write is an ordinary one.
+    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, _: PutOpts) -> Result<()> {
         try_join_all(
             items
                 .into_iter()
@@ -455,10 +456,6 @@ impl BlockStore for S3Store {
 
     async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
         self.put_one(key, data, Some(&cond)).await
-    }
-
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>> {
-        self.list_bounded(prefix, self.max_list_keys).await
     }
 
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
@@ -519,7 +516,9 @@ impl BlockStore for S3Store {
         Ok(())
     }
 
-    async fn list_bounded(&self, prefix: &str, max_keys: usize) -> Result<Vec<ObjKey>> {
+    /// No bound from the caller: the store's own, `max_list_keys`.
+    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> Result<Vec<ObjKey>> {
+        let max_keys = opts.max_keys.unwrap_or(self.max_list_keys);
         let full_prefix = self.full_key(prefix);
         let strip = if self.prefix.is_empty() {
             0

@@ -39,7 +39,7 @@ async fn until(mut done: impl FnMut() -> bool) -> bool {
 /// hanging (`true`: the round is landing) or settles (`false`: it wrote nothing).
 async fn read_landing<S: BlockStore>(
     e: &dyn Oram,
-    faults: &FaultStore<S>,
+    faults: &HoldStore<S>,
     model: &Model,
     b: u64,
 ) -> bool {
@@ -58,8 +58,8 @@ async fn read_landing<S: BlockStore>(
 /// provider saw of that last round (its reads).
 async fn read_until_puts_hang<S: BlockStore>(
     e: &dyn Oram,
-    faults: &FaultStore<S>,
-    rec: &Recording<Arc<FaultStore<S>>>,
+    faults: &HoldStore<S>,
+    rec: &Recording<Arc<HoldStore<S>>>,
     model: &Model,
     from: u64,
 ) -> Vec<TraceEvent> {
@@ -79,7 +79,7 @@ async fn read_until_puts_hang<S: BlockStore>(
 /// The fetch requests of a round reading ahead while GETs are held: they arrive
 /// in one poll of its fetch, but its task may be descheduled in between, so the
 /// list is taken once it has been the same for 50 ms (bounded: 10 s).
-async fn held_round<S: BlockStore>(faults: &FaultStore<S>) -> Vec<Seen> {
+async fn held_round<S: BlockStore>(faults: &HoldStore<S>) -> Vec<Seen> {
     assert!(until(|| !faults.held().is_empty()).await, "no read ahead");
     let mut seen = faults.held().len();
     let mut stable = 0;
@@ -101,7 +101,7 @@ async fn rig(
     s: &dyn Subject,
 ) -> (
     Params,
-    Arc<FaultStore<MemoryStore>>,
+    Arc<HoldStore<MemoryStore>>,
     Arc<Recorded>,
     Arc<dyn Oram>,
     Model,
@@ -252,7 +252,7 @@ pub fn a_crash_while_reading_ahead_repeats_both_rounds(s: Arc<dyn Subject>) {
     let mut model = Model::new();
     let rt = runtime();
     let (first, second) = rt.block_on(async {
-        let store = Arc::new(FaultStore::new(FsStore::open(&store_path).unwrap()));
+        let store = Arc::new(HoldStore::new(FsStore::open(&store_path).unwrap()));
         let rec = Arc::new(Recording::new(store.clone()));
         let db = Db::open(&state_path, VOL).unwrap();
         let state = Box::new(db.state(Space(0)).unwrap());

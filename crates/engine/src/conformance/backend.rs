@@ -9,7 +9,7 @@ use crate::OramError;
 pub fn a_failing_backend_fails_cleanly_and_loses_nothing(s: Arc<dyn Subject>) {
     runtime().block_on(async {
         let p = Params::default();
-        let store = Arc::new(FaultStore::new(MemoryStore::new()));
+        let store = Arc::new(HoldStore::new(MemoryStore::new()));
         let e = mem_engine(s.as_ref(), &p, store.clone());
         let mut model = Model::new();
         fill(e.as_ref(), &mut model, 0..32, 1).await;
@@ -54,7 +54,7 @@ pub fn write_backs_are_bounded_and_answers_do_not_wait_for_them(s: Arc<dyn Subje
     }
     runtime().block_on(async {
         let p = Params::default();
-        let store = Arc::new(FaultStore::new(MemoryStore::new()));
+        let store = Arc::new(HoldStore::new(MemoryStore::new()));
         let e = mem_engine(s.as_ref(), &p, store.clone());
         let mut model = Model::new();
         fill(e.as_ref(), &mut model, 0..8, 1).await;
@@ -95,7 +95,7 @@ pub fn write_backs_are_bounded_and_answers_do_not_wait_for_them(s: Arc<dyn Subje
 fn writes_are_answered_after_their_puts(s: Arc<dyn Subject>) {
     runtime().block_on(async {
         let p = Params::default();
-        let store = Arc::new(FaultStore::new(MemoryStore::new()));
+        let store = Arc::new(HoldStore::new(MemoryStore::new()));
         let e = mem_engine(s.as_ref(), &p, store.clone());
         let mut model = Model::new();
         fill(e.as_ref(), &mut model, 0..8, 1).await;

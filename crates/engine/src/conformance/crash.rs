@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use oram_blockstore::{BlockStore, ObjKey, Recording};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey, Recording};
 use oram_state::{Space, TrustedState};
 use oram_statedb::Db;
 use oram_store_fs::FsStore;
@@ -51,7 +51,7 @@ pub fn loses_nothing_when_it_dies_with_write_backs_in_flight(s: Arc<dyn Subject>
     let mut model = Model::new();
     let rt = runtime();
     rt.block_on(async {
-        let store = Arc::new(FaultStore::new(FsStore::open(&store_path).unwrap()));
+        let store = Arc::new(HoldStore::new(FsStore::open(&store_path).unwrap()));
         let db = Db::open(&state_path, VOL).unwrap();
         let e = engine(s.as_ref(), &p, store.clone(), &db);
         fill(e.as_ref(), &mut model, 0..blocks / 2, 1).await;
@@ -133,7 +133,7 @@ pub fn a_crash_between_reads_and_commit_repeats_the_same_reads(s: Arc<dyn Subjec
     let mut model = Model::new();
     let rt = runtime();
     let held = rt.block_on(async {
-        let store = Arc::new(FaultStore::new(FsStore::open(&store_path).unwrap()));
+        let store = Arc::new(HoldStore::new(FsStore::open(&store_path).unwrap()));
         let db = Db::open(&state_path, VOL).unwrap();
         let e = engine(s.as_ref(), &p, store.clone(), &db);
         fill(e.as_ref(), &mut model, 0..64, 1).await;

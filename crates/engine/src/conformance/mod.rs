@@ -8,7 +8,7 @@
 //! where `MySubject` implements [`Subject`] (how to build the engine, and what it
 //! claims). The macro makes one `#[test]` per check. Everything is real — the
 //! memory and fs stores, real sealing, the redb state database on disk — except
-//! [`FaultStore`], which produces the failures a real store cannot produce on
+//! [`HoldStore`], which produces the failures a real store cannot produce on
 //! demand, and [`oram_blockstore::Recording`], which records what the provider
 //! sees.
 //!
@@ -32,7 +32,7 @@
 mod ahead;
 mod backend;
 mod crash;
-mod faults;
+mod hold;
 mod maintenance;
 mod model;
 mod staged;
@@ -44,7 +44,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, Recording, TraceEvent, Verb};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey, Recording, TraceEvent, Verb};
 use oram_seal::{MasterKey, Sealer, VolumeId};
 use oram_state::{MemState, TrustedState};
 use oram_store_memory::MemoryStore;
@@ -54,7 +54,7 @@ use rand_chacha::ChaCha8Rng;
 pub use ahead::*;
 pub use backend::*;
 pub use crash::*;
-pub use faults::{FaultStore, Seen};
+pub use hold::{HoldStore, Seen};
 pub use maintenance::*;
 pub use model::*;
 pub use staged::*;
@@ -566,15 +566,15 @@ pub fn contains_all(haystack: &[Seen], needles: &[Seen]) -> bool {
 
 /// A recording of a memory store that can fail or hold requests: what the
 /// provider sees, with faults on demand.
-pub type Recorded = Recording<Arc<FaultStore<MemoryStore>>>;
+pub type Recorded = Recording<Arc<HoldStore<MemoryStore>>>;
 
 /// `s`'s engine for `p` over a [`Recorded`] store, its trusted state in memory;
 /// with the fault injector and the recording.
 pub fn recorded_engine(
     s: &dyn Subject,
     p: &Params,
-) -> (Arc<FaultStore<MemoryStore>>, Arc<Recorded>, Arc<dyn Oram>) {
-    let faults = Arc::new(FaultStore::new(MemoryStore::new()));
+) -> (Arc<HoldStore<MemoryStore>>, Arc<Recorded>, Arc<dyn Oram>) {
+    let faults = Arc::new(HoldStore::new(MemoryStore::new()));
     let rec = Arc::new(Recording::new(faults.clone()));
     let e = s.build(p, rec.clone(), test_sealer(), Box::new(MemState::new()));
     (faults, rec, e)

@@ -55,7 +55,7 @@ pub fn an_interrupted_attempts_objects_never_open_as_current(s: Arc<dyn Subject>
         return;
     }
     runtime().block_on(async {
-        let store = Arc::new(FaultStore::new(MemoryStore::new()));
+        let store = Arc::new(HoldStore::new(MemoryStore::new()));
         let (p, e, mut model) = filled_uncached(s.as_ref(), store.clone()).await;
         let prefix = format!("{}/", p.prefix);
         // Writes until one round writes buckets (Ring ORAM evicts every A

@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, SizeBound};
+use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey, SizeBound};
 use oram_seal::{ObjectIdentity, ObjectKind, Sealer, OVERHEAD};
 use oram_statedb::ShipLog;
 

@@ -1,10 +1,13 @@
-//! [`FaultStore`]: a store wrapper that fails or holds chosen requests.
+//! [`HoldStore`]: a store wrapper that holds or fails chosen requests.
 //!
 //! It is a stand-in for failures a real store cannot produce on demand: a
 //! backend answering one chosen GET with an error (as a provider probing the
 //! engine would), PUTs or GETs that hang until released (a crash at a chosen
 //! instant of a round), a backend that is down. Everything it passes through
-//! goes to the real store it wraps.
+//! goes to the real store it wraps, with its options as they came (a bounded
+//! read stays bounded, a redoable write redoable). (Not to be confused with
+//! `oram_blockstore::faults::FaultStore`, which injects random transport faults
+//! for the fault battery.)
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,14 +15,17 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{BlockStore, ObjKey, StoreError, Verb};
+use oram_blockstore::{
+    BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, SizeBound, StoreError,
+    Verb,
+};
 use tokio::sync::watch;
 
 /// A fetch request as the provider sees it (without its answer).
 pub type Seen = (Verb, String, Option<Range<u64>>);
 
 /// Wraps a store; every fault is off until switched on.
-pub struct FaultStore<S> {
+pub struct HoldStore<S> {
     inner: S,
     puts_open: watch::Sender<bool>,
     gets_open: watch::Sender<bool>,
@@ -33,7 +39,7 @@ pub struct FaultStore<S> {
     held: Mutex<Vec<Seen>>,
 }
 
-impl<S> FaultStore<S> {
+impl<S> HoldStore<S> {
     /// `inner` with no fault.
     pub fn new(inner: S) -> Self {
         Self {
@@ -71,7 +77,7 @@ impl<S> FaultStore<S> {
     }
 
     /// GETs wait while closed; the requests that arrive meanwhile are logged
-    /// ([`FaultStore::held`]).
+    /// ([`HoldStore::held`]).
     pub fn set_gets_open(&self, open: bool) {
         self.gets_open.send_replace(open);
     }
@@ -91,7 +97,7 @@ impl<S> FaultStore<S> {
         self.puts_down.store(down, Ordering::SeqCst);
     }
 
-    /// The next `n` fetch calls (a `get_many` or a `get_range`) fail, as a
+    /// The next `n` fetch calls (a `get_opts`, `get_range` or `get_tagged`) fail, as a
     /// provider answering 5xx would.
     pub fn fail_next_fetches(&self, n: u64) {
         self.fail_fetches.store(n, Ordering::SeqCst);
@@ -123,25 +129,10 @@ impl<S> FaultStore<S> {
         }
         Ok(())
     }
-}
 
-#[async_trait]
-impl<S: BlockStore> BlockStore for FaultStore<S> {
-    async fn get_many(&self, keys: &[ObjKey]) -> Result<Vec<Option<Bytes>>, StoreError> {
-        self.fetch_gate(|| {
-            keys.iter()
-                .map(|k| (Verb::Get, k.to_string(), None))
-                .collect()
-        })
-        .await?;
-        self.inner.get_many(keys).await
-    }
-    async fn get_range(&self, key: &ObjKey, r: Range<u64>) -> Result<Option<Bytes>, StoreError> {
-        self.fetch_gate(|| vec![(Verb::GetRange, key.to_string(), Some(r.clone()))])
-            .await?;
-        self.inner.get_range(key, r).await
-    }
-    async fn put_many(&self, items: Vec<(ObjKey, Bytes)>) -> Result<(), StoreError> {
+    /// What a PUT meets before it reaches the store: down, held while PUTs are
+    /// closed, then failing while PUTs are down.
+    async fn put_gate(&self) -> Result<(), StoreError> {
         self.check()?;
         let mut rx = self.puts_open.subscribe();
         self.puts_waiting.fetch_add(1, Ordering::SeqCst);
@@ -150,7 +141,11 @@ impl<S: BlockStore> BlockStore for FaultStore<S> {
         if self.puts_down.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("test: PUTs failing".into()));
         }
-        self.inner.put_many(items).await?;
+        Ok(())
+    }
+
+    /// The answer of a PUT that landed: lost while answers are lost.
+    fn put_answer(&self) -> Result<(), StoreError> {
         if self.put_answers_lost.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable(
                 "test: the PUT's answer was lost".into(),
@@ -158,12 +153,63 @@ impl<S: BlockStore> BlockStore for FaultStore<S> {
         }
         Ok(())
     }
+}
+
+/// Reads (`get_opts`, `get_range`, `get_tagged`) pass the fetch gate; writes
+/// (`put_opts`, `put_if`) the PUT gate; deletes and listings fail only while the
+/// store is down.
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<S: BlockStore> BlockStore for HoldStore<S> {
+    async fn get_opts(
+        &self,
+        keys: &[ObjKey],
+        opts: GetOpts,
+    ) -> Result<Vec<Option<Bytes>>, StoreError> {
+        self.fetch_gate(|| {
+            keys.iter()
+                .map(|k| (Verb::Get, k.to_string(), None))
+                .collect()
+        })
+        .await?;
+        self.inner.get_opts(keys, opts).await
+    }
+    async fn get_range(&self, key: &ObjKey, r: Range<u64>) -> Result<Option<Bytes>, StoreError> {
+        self.fetch_gate(|| vec![(Verb::GetRange, key.to_string(), Some(r.clone()))])
+            .await?;
+        self.inner.get_range(key, r).await
+    }
+    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> Result<(), StoreError> {
+        self.put_gate().await?;
+        self.inner.put_opts(items, opts).await?;
+        self.put_answer()
+    }
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<(), StoreError> {
         self.check()?;
         self.inner.delete_many(keys).await
     }
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjKey>, StoreError> {
+    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> Result<Vec<ObjKey>, StoreError> {
         self.check()?;
-        self.inner.list(prefix).await
+        self.inner.list_opts(prefix, opts).await
+    }
+    async fn get_tagged(
+        &self,
+        key: &ObjKey,
+        bound: SizeBound,
+    ) -> Result<Option<(Bytes, ObjTag)>, StoreError> {
+        self.fetch_gate(|| vec![(Verb::Get, key.to_string(), None)])
+            .await?;
+        self.inner.get_tagged(key, bound).await
+    }
+    async fn put_if(
+        &self,
+        key: &ObjKey,
+        data: Bytes,
+        cond: PutCondition,
+    ) -> Result<ObjTag, StoreError> {
+        self.put_gate().await?;
+        let tag = self.inner.put_if(key, data, cond).await?;
+        self.put_answer()?;
+        Ok(tag)
     }
 }
