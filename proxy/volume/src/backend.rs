@@ -53,7 +53,9 @@ fn s3_config(cfg: &VolumeConfig) -> S3StoreConfig {
         // The largest legitimate object is a checkpoint (which may double a few
         // times as the index grows); every engine read is bounded more tightly.
         max_object_bytes: checkpoint_size(cfg).saturating_mul(8).max(64 << 20),
-        // Two slots per tree node, nodes ≤ 2 × capacity, plus the meta objects.
+        // A generous cap on a listing (maintenance only): up to three slots per
+        // backend position, fewer positions than blocks of capacity in every
+        // engine, plus the meta objects and the shipped log.
         max_list_keys: (cfg.engine.capacity_blocks as usize)
             .saturating_mul(4)
             .saturating_add(1 << 16),
