@@ -54,7 +54,7 @@ fn s3_config(cfg: &VolumeConfig) -> S3StoreConfig {
         // times as the index grows); every engine read is bounded more tightly.
         max_object_bytes: checkpoint_size(cfg).saturating_mul(8).max(64 << 20),
         // A generous cap on a listing (maintenance only): up to three slots per
-        // backend position, fewer positions than blocks of capacity in every
+        // backend position, no more positions than blocks of capacity in any
         // engine, plus the meta objects and the shipped log.
         max_list_keys: (cfg.engine.capacity_blocks as usize)
             .saturating_mul(4)
