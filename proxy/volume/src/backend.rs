@@ -53,11 +53,12 @@ fn s3_config(cfg: &VolumeConfig) -> S3StoreConfig {
         // The largest legitimate object is a checkpoint (which may double a few
         // times as the index grows); every engine read is bounded more tightly.
         max_object_bytes: checkpoint_size(cfg).saturating_mul(8).max(64 << 20),
-        // A generous cap on a listing (maintenance only): up to three slots per
-        // backend position, no more positions than blocks of capacity in any
-        // engine, plus the meta objects and the shipped log.
+        // A cap on a listing (maintenance only): up to three slots per backend
+        // position, at most two positions per block of capacity (a tree of
+        // capacity/2 leaves rounded up to a power of two), plus the meta objects
+        // and the shipped log.
         max_list_keys: (cfg.engine.capacity_blocks as usize)
-            .saturating_mul(4)
+            .saturating_mul(6)
             .saturating_add(1 << 16),
         conditional_writes: b.conditional_writes,
         ..S3StoreConfig::default()
