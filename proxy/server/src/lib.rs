@@ -9,17 +9,18 @@
 //! (`proxy/cli`) reads the configuration and calls [`start`].
 //!
 //! Map: [`start()`] and [`Server`] (start-up and shutdown), `serve` (the accept
-//! loop), `swift` (the Swift listener), [`tls`], [`limits`], [`guard`] (requests
-//! refused before their body is read), `classify` and `telemetry` (what clients
-//! asked), `tap` (what the backend saw), `operator` (metrics and dashboard),
-//! `tasks` (the stop signal), [`config`].
+//! loop), `swift` (the Swift listener), [`tls`], `limits` ([`LimitsConfig`]),
+//! [`guard`] (requests refused before their body is read), `classify` and
+//! `telemetry` (what clients asked), `tap` (what the backend saw), `operator`
+//! (metrics and dashboard), `tasks` (the stop signal), `config`
+//! ([`ServerConfig`]). Modules are private unless another crate uses them.
 
 pub mod build_info;
 mod classify;
-pub mod config;
+mod config;
 mod error;
 pub mod guard;
-pub mod limits;
+mod limits;
 mod operator;
 mod serve;
 mod start;
