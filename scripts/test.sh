@@ -184,6 +184,9 @@ deps_pid=$!
 # instead of a check build and a test build of every dependency. Every cargo command
 # below keeps this environment, so that nothing is rebuilt between them.
 step "build every target with clippy's lints (warnings are errors)"
+# One build from scratch gains nothing from incremental compilation, which would keep
+# several GB of session data beside the build (disk a CI machine may not have).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)"
 export RUSTC_WORKSPACE_WRAPPER
 # clippy-driver's own argument passing, as cargo-clippy sets it for `-- -D warnings`.
@@ -255,9 +258,12 @@ export ORAM_CRASH_ITERATIONS_OBLIVISTORE_MINIO="${ORAM_CRASH_ITERATIONS_OBLIVIST
 pytest_rc=0
 # Two workers (pytest-xdist): the long crash torture tests start first (conftest.py),
 # each on its own worker, and an idle worker takes tests queued on the other. The
-# temporary directories (a few GB) go under the target dir, emptied at each run,
-# instead of accumulating in /tmp (pytest keeps three runs there).
+# temporary directories go under the target dir, emptied at each run, instead of
+# accumulating in /tmp (pytest keeps three runs there); a passing test's tmp_path is
+# removed when it ends (the crash and machine-loss tests each leave ~1 GB otherwise,
+# and a CI run once filled its disk), a failing test's is kept for a look.
 (cd tests/e2e && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+    -o tmp_path_retention_policy=failed \
     -n 2 --dist worksteal --basetemp="$target/pytest-tmp" --durations=15 . 2>&1) | tee -a "$log" || pytest_rc=$?
 swift_rc=0
 wait "$swift_pid" || swift_rc=$?
