@@ -204,14 +204,15 @@ mod tests {
             .await
             .unwrap();
         let mut c = TcpStream::connect(relay.addr()).await.unwrap();
-        // A ping-pong costs at least one round trip (plus the handshake's).
+        // A ping-pong costs at least one round trip. (The relay's own connection to
+        // the echo server may or may not still be opening: no more is certain.)
         let t = StdInstant::now();
         c.write_all(b"ping").await.unwrap();
         let mut b = [0u8; 4];
         c.read_exact(&mut b).await.unwrap();
         assert_eq!(&b, b"ping");
         assert!(
-            t.elapsed() >= Duration::from_millis(80),
+            t.elapsed() >= Duration::from_millis(40),
             "{:?}",
             t.elapsed()
         );
