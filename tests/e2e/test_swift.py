@@ -254,6 +254,34 @@ def test_cli_static_large_objects(swift_proxy, tmp_path):
     c.delete_container("slo-ctr_segments")
 
 
+def test_nested_static_large_objects_are_bounded(swift_proxy):
+    """A manifest of manifests whose expansion passes the per-request bounds
+    (10 000 segments) is refused when put, with a plain text 400; one within
+    them reads whole, by range, and deletes with its segments."""
+    c = conn(swift_proxy)
+    c.put_container("nest")
+    c.put_object("nest", "s", b"x")
+    thousand = json.dumps([{"path": "/nest/s"}] * 1000)
+    c.put_object("nest", "a", thousand, query_string="multipart-manifest=put")
+    eleven = json.dumps([{"path": "/nest/a"}] * 11)
+    with pytest.raises(ClientException) as e:
+        c.put_object("nest", "t", eleven, query_string="multipart-manifest=put")
+    assert e.value.http_status == 400
+    assert "10000 segments" in e.value.http_response_content.decode()
+    with pytest.raises(ClientException) as e:
+        c.head_object("nest", "t")
+    assert e.value.http_status == 404
+    two = json.dumps([{"path": "/nest/a"}] * 2)
+    c.put_object("nest", "t", two, query_string="multipart-manifest=put")
+    _, body = c.get_object("nest", "t")
+    assert body == b"x" * 2000
+    _, part = c.get_object("nest", "t", headers={"Range": "bytes=1500-1501"})
+    assert part == b"xx"
+    r = c.delete_object("nest", "t", query_string="multipart-manifest=delete")
+    assert c.get_container("nest")[1] == []
+    c.delete_container("nest")
+
+
 def test_cross_api(swift_proxy):
     s3 = swift_proxy.client()
     s3.create_bucket(Bucket="cross-bkt")

@@ -10,15 +10,9 @@
 //!   regions without SigV2.
 //! * **Presigned URLs valid for more than 7 days** (`X-Amz-Expires` above 604 800
 //!   s, AWS's own bound): `400 AuthorizationQueryParametersError`.
-//! * Swift **logins** (`/auth/v1.0` and its aliases) from a client address whose
-//!   *failed* logins exceeded a rate (20 at once, then 2 per second): `429 Too Many
-//!   Requests` with `Retry-After`, before the credentials are looked at. Successful
-//!   logins cost nothing, so a user is never locked out by logging in.
-
-use std::collections::HashMap;
-use std::net::IpAddr;
-use std::sync::Mutex;
-use std::time::Instant;
+//!
+//! Swift logins are throttled by the Swift front-end itself (`oram_swift`, module
+//! `throttle`): per client network and per user.
 
 /// The longest presigned URL lifetime accepted, seconds (AWS's bound).
 pub const MAX_PRESIGNED_EXPIRES: u64 = 604_800;
@@ -120,102 +114,6 @@ pub fn s3_refusal_response(r: &S3Refusal) -> http::Response<s3s::Body> {
     })
 }
 
-/// Whether a Swift request is a login (`GET /auth/v1.0` and its aliases).
-pub fn is_swift_login<B>(req: &http::Request<B>) -> bool {
-    matches!(
-        req.uri().path(),
-        "/auth/v1.0" | "/auth/v1.0/" | "/auth/v1" | "/auth/v1/" | "/v1.0" | "/v1.0/"
-    )
-}
-
-/// A token bucket per client address: `burst` requests at once, refilled at
-/// `per_sec`. Memory is bounded: at most `max_clients` addresses are tracked (the
-/// fullest buckets are forgotten first: they carry no debt).
-pub struct RateLimiter {
-    burst: f64,
-    per_sec: f64,
-    max_clients: usize,
-    /// Tokens and last refill per client address.
-    buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
-}
-
-impl RateLimiter {
-    /// A limiter allowing `burst` at once and `per_sec` sustained per client.
-    pub fn new(burst: u32, per_sec: f64, max_clients: usize) -> Self {
-        Self {
-            burst: f64::from(burst),
-            per_sec,
-            max_clients,
-            buckets: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Takes one token of `client`'s bucket; `Err(seconds to wait)` if empty.
-    pub fn take(&self, client: IpAddr) -> Result<(), u64> {
-        self.take_at(client, Instant::now())
-    }
-
-    /// Whether `client`'s bucket holds a token, without taking it.
-    pub fn check(&self, client: IpAddr) -> Result<(), u64> {
-        let now = Instant::now();
-        let m = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        match m.get(&client) {
-            None => Ok(()),
-            Some((tokens, at)) => {
-                let t = (tokens + now.saturating_duration_since(*at).as_secs_f64() * self.per_sec)
-                    .min(self.burst);
-                if t >= 1.0 {
-                    Ok(())
-                } else {
-                    Err(((1.0 - t) / self.per_sec).ceil().max(1.0) as u64)
-                }
-            }
-        }
-    }
-
-    fn take_at(&self, client: IpAddr, now: Instant) -> Result<(), u64> {
-        let mut m = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        if m.len() >= self.max_clients && !m.contains_key(&client) {
-            // Forget the buckets that are full again (no debt to remember).
-            let (burst, rate) = (self.burst, self.per_sec);
-            m.retain(|_, (tokens, at)| {
-                *tokens + now.saturating_duration_since(*at).as_secs_f64() * rate < burst
-            });
-            if m.len() >= self.max_clients {
-                return Err(1);
-            }
-        }
-        let (tokens, at) = m.entry(client).or_insert((self.burst, now));
-        *tokens = (*tokens + now.saturating_duration_since(*at).as_secs_f64() * self.per_sec)
-            .min(self.burst);
-        *at = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(((1.0 - *tokens) / self.per_sec).ceil().max(1.0) as u64)
-        }
-    }
-}
-
-/// Swift's answer to a login beyond the rate: 429 with `Retry-After`.
-pub fn swift_too_many(retry_after: u64) -> http::Response<s3s::Body> {
-    let mut r = http::Response::new(s3s::Body::from(
-        "<html><h1>Too Many Requests</h1><p>Too many logins from your address; retry later.</p></html>"
-            .to_string(),
-    ));
-    *r.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
-    r.headers_mut().insert(
-        http::header::RETRY_AFTER,
-        http::HeaderValue::from(retry_after),
-    );
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/html; charset=UTF-8"),
-    );
-    r
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,30 +171,5 @@ mod tests {
         let r = s3_refusal_response(&S3Refusal::ExpiresTooLong);
         assert_eq!(r.status(), 400);
         assert_eq!(s3_refusal_response(&S3Refusal::FormPost).status(), 501);
-    }
-
-    #[test]
-    fn login_rate_is_limited_per_client_with_bounded_memory() {
-        let rl = RateLimiter::new(3, 1.0, 2);
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let b: IpAddr = "10.0.0.2".parse().unwrap();
-        let c: IpAddr = "10.0.0.3".parse().unwrap();
-        let t0 = Instant::now();
-        for _ in 0..3 {
-            rl.take_at(a, t0).unwrap();
-        }
-        assert!(rl.take_at(a, t0).is_err(), "burst exhausted");
-        rl.take_at(b, t0).unwrap();
-        assert!(
-            rl.take_at(c, t0).is_err(),
-            "no room for a third client while both owe"
-        );
-        let later = t0 + std::time::Duration::from_secs(5);
-        rl.take_at(a, later).unwrap();
-        // b's bucket is full again by then and is forgotten to make room.
-        rl.take_at(c, later).unwrap();
-        assert!(rl.buckets.lock().unwrap().len() <= 2);
-        let d: IpAddr = "10.0.0.4".parse().unwrap();
-        assert!(rl.check(d).is_ok(), "an unknown client has tokens");
     }
 }

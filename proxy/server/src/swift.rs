@@ -1,5 +1,6 @@
-//! The Swift listener: its users (the S3 users' accounts, plus `[[swift.users]]`),
-//! the login rate limit, and the handler the accept loop serves. It runs on its
+//! The Swift listener: its users (the S3 users' accounts, plus `[[swift.users]]`)
+//! and the handler the accept loop serves (it hands the front-end the client's
+//! address, for its login throttle). It runs on its
 //! own address (`--swift-listen`, off by default) with the S3 listener's accept
 //! loop, connection limits and header timeout, and a concurrency limit of its own
 //! (`swift.max_concurrent_requests`, then 503).
@@ -14,7 +15,6 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::config::ServerConfig;
-use crate::guard;
 use crate::serve::{serve, PeerAddr, ServedBody};
 use crate::tasks::Shutdown;
 use crate::telemetry::{self, Telemetry};
@@ -77,28 +77,14 @@ pub(crate) fn listener_task(
             https: tls.is_some(),
         },
     );
-    // Failed logins: 20 at once, then 2 per second, per client address.
-    let failures = Arc::new(guard::RateLimiter::new(20, 2.0, 100_000));
-    let handler = move |req: http::Request<telemetry::Counted<ServedBody>>| {
+    // The client address for the login throttle (oram_swift::ClientAddr).
+    let handler = move |mut req: http::Request<telemetry::Counted<ServedBody>>| {
         let api = api.clone();
-        let failures = failures.clone();
         async move {
-            let login = guard::is_swift_login(&req)
-                .then(|| req.extensions().get::<PeerAddr>().map(|p| p.0.ip()))
-                .flatten();
-            if let Some(ip) = login {
-                if let Err(wait) = failures.check(ip) {
-                    let r = guard::swift_too_many(wait);
-                    return Ok::<_, std::convert::Infallible>(r.map(SwiftOrS3::S3));
-                }
+            if let Some(peer) = req.extensions().get::<PeerAddr>().map(|p| p.0.ip()) {
+                req.extensions_mut().insert(oram_swift::ClientAddr(peer));
             }
-            let resp = api.handle(req).await;
-            if let Some(ip) = login {
-                if resp.status() == http::StatusCode::UNAUTHORIZED {
-                    let _ = failures.take(ip);
-                }
-            }
-            Ok(resp.map(SwiftOrS3::Swift))
+            Ok::<_, std::convert::Infallible>(api.handle(req).await)
         }
     };
     let handler = telemetry::observe(tel, telemetry::Api::Swift, handler);
@@ -106,52 +92,10 @@ pub(crate) fn listener_task(
     Ok(serve(
         listener,
         handler,
-        || {
-            SwiftApi::overloaded()
-                .map(SwiftOrS3::Swift)
-                .map(telemetry::Counted::uncounted)
-        },
+        || SwiftApi::overloaded().map(telemetry::Counted::uncounted),
         limit,
         cfg.limits.clone(),
         stop,
         tls,
     ))
-}
-
-/// A Swift-listener response body: Swift's own, or one built with s3s's body type
-/// (the login rate limit's answer).
-enum SwiftOrS3 {
-    Swift(oram_swift::SwiftBody),
-    S3(s3s::Body),
-}
-
-impl hyper::body::Body for SwiftOrS3 {
-    type Data = bytes::Bytes;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        match self.get_mut() {
-            SwiftOrS3::Swift(b) => std::pin::Pin::new(b)
-                .poll_frame(cx)
-                .map(|o| o.map(|r| r.map_err(Into::into))),
-            SwiftOrS3::S3(b) => std::pin::Pin::new(b).poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            SwiftOrS3::Swift(b) => b.is_end_stream(),
-            SwiftOrS3::S3(b) => b.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        match self {
-            SwiftOrS3::Swift(b) => b.size_hint(),
-            SwiftOrS3::S3(b) => b.size_hint(),
-        }
-    }
 }

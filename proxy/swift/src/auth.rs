@@ -8,13 +8,12 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::acl::Identity;
+use crate::limits::MAX_TOKENS_PER_USER;
 use crate::util::ct_eq;
 
-/// Live tokens kept at most over all accounts; beyond, logins are refused (no
-/// account can evict another's tokens).
+/// Live tokens kept at most over all users; beyond, logins are refused (no
+/// user can evict another's tokens).
 const MAX_TOKENS: usize = 100_000;
-/// Live tokens kept at most per account; beyond, that account's oldest is dropped.
-const MAX_TOKENS_PER_ACCOUNT: usize = 1_000;
 
 /// A user of the Swift API: `X-Auth-User: <account>:<user>`, `X-Auth-Key: <key>`.
 #[derive(Clone)]
@@ -52,21 +51,26 @@ struct Entry {
 pub(crate) struct Auth {
     users: Vec<SwiftUser>,
     ttl: Duration,
+    /// The live tokens (both maps of [`Tokens`]); a std mutex held for
+    /// in-memory work only.
     tokens: Mutex<Tokens>,
 }
 
+/// A user: account and user name.
+type UserKey = (String, String);
+
 /// The live tokens, by hash and, in issue order (= expiry order: one TTL), per
-/// account. One mutex guards both maps.
+/// user (account and user name).
 #[derive(Default)]
 struct Tokens {
     by_hash: HashMap<[u8; 32], Entry>,
-    by_account: HashMap<String, VecDeque<[u8; 32]>>,
+    by_user: HashMap<UserKey, VecDeque<[u8; 32]>>,
 }
 
 impl Tokens {
-    /// Drops `account`'s expired tokens (its oldest first): amortised O(1).
-    fn prune_account(&mut self, account: &str, now: Instant) {
-        let Some(q) = self.by_account.get_mut(account) else {
+    /// Drops `user`'s expired tokens (its oldest first): amortised O(1).
+    fn prune_user(&mut self, user: &UserKey, now: Instant) {
+        let Some(q) = self.by_user.get_mut(user) else {
             return;
         };
         while let Some(h) = q.front() {
@@ -80,15 +84,15 @@ impl Tokens {
             }
         }
         if q.is_empty() {
-            self.by_account.remove(account);
+            self.by_user.remove(user);
         }
     }
 
     /// Drops every expired token (only when the global bound is reached).
     fn prune_all(&mut self, now: Instant) {
-        let accounts: Vec<String> = self.by_account.keys().cloned().collect();
-        for a in accounts {
-            self.prune_account(&a, now);
+        let users: Vec<UserKey> = self.by_user.keys().cloned().collect();
+        for u in users {
+            self.prune_user(&u, now);
         }
     }
 }
@@ -131,20 +135,18 @@ impl Auth {
         }
         let who = found?;
         let account = who.account.clone();
+        let key: UserKey = (who.account.clone(), who.user.clone());
         let mut raw = [0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut raw);
         let token = format!("AUTH_tk{}", hex::encode(raw));
         let now = Instant::now();
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        tokens.prune_account(&account, now);
-        // An account at its bound loses its own oldest token, never another's.
-        let own = tokens.by_account.get(&account).map_or(0, VecDeque::len);
-        if own >= MAX_TOKENS_PER_ACCOUNT {
-            if let Some(h) = tokens
-                .by_account
-                .get_mut(&account)
-                .and_then(VecDeque::pop_front)
-            {
+        tokens.prune_user(&key, now);
+        // A user at its bound loses its own oldest token, never another user's
+        // (of its account or another).
+        let own = tokens.by_user.get(&key).map_or(0, VecDeque::len);
+        if own >= MAX_TOKENS_PER_USER {
+            if let Some(h) = tokens.by_user.get_mut(&key).and_then(VecDeque::pop_front) {
                 tokens.by_hash.remove(&h);
             }
         }
@@ -163,11 +165,7 @@ impl Auth {
                 expires: now + self.ttl,
             },
         );
-        tokens
-            .by_account
-            .entry(account.clone())
-            .or_default()
-            .push_back(h);
+        tokens.by_user.entry(key).or_default().push_back(h);
         Some((account, token))
     }
 
@@ -220,7 +218,7 @@ mod tests {
         let a = Auth::new(us, Duration::from_secs(60));
         let (_, theirs) = a.login("acct:acct", "secret-key").unwrap();
         let (_, first_own) = a.login("other:other", "other-key").unwrap();
-        for _ in 0..MAX_TOKENS_PER_ACCOUNT + 10 {
+        for _ in 0..MAX_TOKENS_PER_USER + 10 {
             a.login("other:other", "other-key").unwrap();
         }
         assert_eq!(
@@ -234,8 +232,11 @@ mod tests {
             "an account's oldest token goes first"
         );
         let t = a.tokens.lock().unwrap();
-        assert_eq!(t.by_account["other"].len(), MAX_TOKENS_PER_ACCOUNT);
-        assert_eq!(t.by_hash.len(), MAX_TOKENS_PER_ACCOUNT + 1);
+        assert_eq!(
+            t.by_user[&("other".to_string(), "other".to_string())].len(),
+            MAX_TOKENS_PER_USER
+        );
+        assert_eq!(t.by_hash.len(), MAX_TOKENS_PER_USER + 1);
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub(crate) fn default_body(status: StatusCode) -> String {
         413 => ("Request Entity Too Large", "The body of your request was too large for this server."),
         416 => ("Requested Range Not Satisfiable", "The Range requested is not available."),
         422 => ("Unprocessable Entity", "Unable to process the contained instructions"),
+        429 => ("Too Many Requests", "Too many failed logins; retry later."),
         499 => ("Client Disconnect", "The client was disconnected during request."),
         503 => ("Service Unavailable", "The server is currently unavailable. Please try again at a later time."),
         507 => ("Insufficient Storage", "There was not enough space to save the resource."),

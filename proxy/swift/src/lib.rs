@@ -60,9 +60,11 @@
 //! ETags. A static large object is checked against the index when put (every
 //! mismatch listed in one 400, at most 1000 segments and 8 MiB of manifest,
 //! segments but the last at least 1 byte, nested manifests counted at their
-//! joined size); GET streams the segments (nested manifests expanded, at most 10
-//! deep) and refuses a segment whose ETag changed (409 before the first byte, a
-//! cut body after). COPY and `X-Copy-From` use the layer's copy (metadata merged
+//! joined size, the expansion within the bounds of [`limits`]); GET streams the
+//! segments (nested manifests read lazily, at most 10 deep, within a budget per
+//! request) and refuses a segment whose ETag changed (409 before the first
+//! byte for one the top manifest names, a cut body after). Failed logins are
+//! throttled per client network and per user (module `throttle`). COPY and `X-Copy-From` use the layer's copy (metadata merged
 //! unless `X-Fresh-Metadata`); a large object or a `Range` is copied as new plain
 //! data. Errors are Swift's status codes with swob-style HTML bodies; object-layer
 //! errors map by their class.
@@ -78,6 +80,7 @@ mod meta;
 mod object;
 mod plumbing;
 mod slo;
+mod throttle;
 mod util;
 
 use std::sync::Arc;
@@ -93,6 +96,7 @@ use acl::{denied, Access, Identity};
 pub use auth::SwiftUser;
 use error::{err, err_msg, Res, SwiftError};
 use plumbing::{check_container_name, check_object_name, error_answer, finish, Answer, Ctx};
+pub use throttle::ClientAddr;
 use util::*;
 
 /// The response body type of the Swift service.
@@ -126,7 +130,36 @@ pub mod limits {
     pub const MAX_MANIFEST_SEGMENTS: usize = 1000;
     /// Largest manifest of a static large object, in bytes (as the client sends it).
     pub const MAX_MANIFEST_SIZE: u64 = 8 << 20;
+    /// Most manifests in a chain of nested manifests (Swift's
+    /// `max_slo_recursion_depth`): a manifest nested deeper is refused when put
+    /// (400) and when read (409).
+    pub const MAX_MANIFEST_NESTING: usize = 10;
+    /// Most segments one request expands a static large object into, nested
+    /// manifests' included (ten manifests of [`MAX_MANIFEST_SEGMENTS`]; Swift
+    /// buffers as many for `multipart-manifest=delete`). A manifest whose
+    /// expansion is larger is refused when put (400); reading one put before
+    /// this was checked stops there, deleting it is refused (400).
+    pub const MAX_SLO_SEGMENTS_PER_REQUEST: u64 = 10_000;
+    /// Most bytes of stored manifests one request reads (twice
+    /// [`MAX_MANIFEST_SIZE`]: a largest manifest and its nested ones), which
+    /// bounds the memory a large object's request holds. Checked as for
+    /// [`MAX_SLO_SEGMENTS_PER_REQUEST`].
+    pub const MAX_SLO_MANIFEST_BYTES_PER_REQUEST: u64 = 16 << 20;
+    /// Failed logins a client network (an IPv4 address, an IPv6 /64) may make
+    /// at once before it gets 429; then [`LOGIN_REFILL_PER_SEC`].
+    pub const LOGIN_FAILURES_PER_CLIENT: usize = 20;
+    /// Failed logins one user name may take, from any address, at once before
+    /// it gets 429; then [`LOGIN_REFILL_PER_SEC`].
+    pub const LOGIN_FAILURES_PER_USER: usize = 60;
+    /// Failed logins a client or user regains per second.
+    pub const LOGIN_REFILL_PER_SEC: f64 = 2.0;
+    /// Client networks whose failed logins are remembered; when all of them are
+    /// in debt, a login from another network is refused (429).
+    pub const LOGIN_CLIENTS_TRACKED: usize = 100_000;
+    /// Live tokens kept at most per user; beyond, that user's oldest is dropped.
+    pub const MAX_TOKENS_PER_USER: usize = 1_000;
 }
+
 use limits::*;
 
 /// Tuning of the Swift front-end.
@@ -149,6 +182,7 @@ impl Default for SwiftConfig {
 }
 
 /// Who sent a request, as authorization needs it.
+#[derive(Clone)]
 pub(crate) struct Caller {
     /// The token's identity; `None` without a token.
     pub(crate) who: Option<Identity>,
@@ -180,19 +214,39 @@ pub struct SwiftApi {
 struct Inner {
     layer: ObjectLayer,
     auth: auth::Auth,
+    throttle: throttle::LoginThrottle,
     https: bool,
+    slo_stats: slo::SloStats,
 }
 
 impl SwiftApi {
     /// Serves `layer` to `users`.
     pub fn new(layer: ObjectLayer, users: Vec<SwiftUser>, cfg: SwiftConfig) -> Self {
+        let names = users.iter().map(|u| format!("{}:{}", u.account, u.user));
+        let throttle = throttle::LoginThrottle::new(names, LOGIN_CLIENTS_TRACKED);
         Self {
             inner: Arc::new(Inner {
                 layer,
                 auth: auth::Auth::new(users, cfg.token_ttl),
+                throttle,
                 https: cfg.https,
+                slo_stats: slo::SloStats::default(),
             }),
         }
+    }
+
+    /// Bytes of static large objects' manifests read so far.
+    #[cfg(test)]
+    fn slo_manifest_bytes_read(&self) -> u64 {
+        let s = &self.inner.slo_stats.manifest_bytes;
+        s.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Segments of static large objects opened so far.
+    #[cfg(test)]
+    fn slo_segments_read(&self) -> u64 {
+        let s = &self.inner.slo_stats.segments;
+        s.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The answer to a request that exceeds the concurrency limit: 503.
@@ -200,7 +254,8 @@ impl SwiftApi {
         finish(&Method::GET, error_answer(err(503)))
     }
 
-    /// Serves one request.
+    /// Serves one request. Its client address, for the login throttle, is the
+    /// request's [`ClientAddr`] extension.
     pub async fn handle<B>(&self, req: Request<B>) -> Response<SwiftBody>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -239,6 +294,11 @@ impl SwiftApi {
         B::Error: std::fmt::Display,
     {
         let (parts, body) = req.into_parts();
+        let client = parts
+            .extensions
+            .get::<ClientAddr>()
+            .copied()
+            .unwrap_or(ClientAddr(std::net::Ipv6Addr::UNSPECIFIED.into()));
         let raw_path = parts.uri.path().to_string();
         let query = parse_query(parts.uri.query())
             .map_err(|_| err_msg(412, "Invalid UTF8 or contains NULL"))?;
@@ -251,7 +311,7 @@ impl SwiftApi {
             "/info" => return self.info(&ctx),
             "/healthcheck" => return Ok(Answer::new(200).text("text/plain", "OK")),
             "/auth/v1.0" | "/auth/v1.0/" | "/auth/v1" | "/auth/v1/" | "/v1.0" | "/v1.0/" => {
-                return self.login(&ctx)
+                return self.login(&ctx, client)
             }
             _ => {}
         }
@@ -352,14 +412,24 @@ impl SwiftApi {
 
     // ---- auth and info ----
 
-    fn login(&self, ctx: &Ctx) -> Res<Answer> {
+    /// A login: a failure is reserved from the client's and the user's
+    /// throttle first (429 when none is left) and given back on success.
+    fn login(&self, ctx: &Ctx, client: ClientAddr) -> Res<Answer> {
         if ctx.method != Method::GET && ctx.method != Method::HEAD {
             return Err(err(405));
         }
         let user = ctx
             .header("x-auth-user")
-            .or_else(|| ctx.header("x-storage-user"))
-            .ok_or_else(|| err(401))?;
+            .or_else(|| ctx.header("x-storage-user"));
+        let reserved = self
+            .inner
+            .throttle
+            .reserve(client, user)
+            .map_err(|wait| SwiftError {
+                headers: vec![(header::RETRY_AFTER, wait.to_string())],
+                ..err(429)
+            })?;
+        let user = user.ok_or_else(|| err(401))?;
         let key = ctx
             .header("x-auth-key")
             .or_else(|| ctx.header("x-storage-pass"))
@@ -368,6 +438,7 @@ impl SwiftApi {
             headers: vec![(header::WWW_AUTHENTICATE, "Swift realm=\"unknown\"".into())],
             ..err(401)
         })?;
+        self.inner.throttle.refund(reserved);
         let host = ctx.header("host").unwrap_or("127.0.0.1");
         let scheme = if self.inner.https { "https" } else { "http" };
         let url = format!(

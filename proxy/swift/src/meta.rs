@@ -5,11 +5,13 @@ use std::collections::BTreeMap;
 
 use oram_objects::ObjectMeta;
 
-use crate::dlo::MANIFEST;
 use crate::error::{err_msg, Res};
 use crate::limits::*;
 use crate::plumbing::Ctx;
 use crate::util::guess_content_type;
+
+/// The `extra` name of the large-object manifest.
+pub(crate) const MANIFEST: &str = "x-object-manifest";
 
 /// The metadata updates of a request: names after `prefix` (lower case) with their
 /// values; `remove_prefix` headers give empty values (removal). Checks Swift's

@@ -12,7 +12,7 @@ use oram_objects::{
 use rand::RngCore;
 
 use crate::acl::Access;
-use crate::dlo::{Joined, MANIFEST};
+use crate::dlo::{Joined, Segments, MANIFEST};
 use crate::error::{default_body, err, err_msg, obj_err, Res, SwiftError};
 use crate::limits::*;
 use crate::meta::{request_delete_at, request_meta};
@@ -248,7 +248,7 @@ impl SwiftApi {
         // Conditions on the source: for a large object, against its joined ETag.
         let dlo = match &manifest {
             _ if want_manifest => None,
-            _ if slo::is_slo(&rec) => Some(self.slo_plan(caller, sa, (sc, so), &rec).await?),
+            _ if slo::is_slo(&rec) => Some(self.slo_joined(caller, sa, (sc, so), &rec).await?),
             Some(m) => Some(self.dlo_segments(caller, sa, m)?),
             None => None,
         };
@@ -303,7 +303,7 @@ impl SwiftApi {
                 layer
                     .put_object(da, dc, d_o, stream, put_opts(meta, len, delete_at))
                     .await
-                    .map_err(obj_err)?
+                    .map_err(|e| large_err(&dlo, e))?
             }
             (Some(d), None) => {
                 // A large object is copied as its joined content: a plain object.
@@ -313,7 +313,7 @@ impl SwiftApi {
                 layer
                     .put_object(da, dc, d_o, stream, put_opts(meta, d.size, delete_at))
                     .await
-                    .map_err(obj_err)?
+                    .map_err(|e| d.error(e))?
             }
             (None, None) => layer
                 .copy_object(da, src, (sc, so), (dc, d_o), Some(meta), delete_at)
@@ -382,12 +382,12 @@ impl SwiftApi {
             // A HEAD needs only the size and ETag kept in the index.
             dlo = Some(if ctx.method == Method::HEAD {
                 Joined {
-                    segs: Vec::new(),
+                    segs: Segments::Listed(Vec::new()),
                     size,
                     etag: etag.trim_matches('"').to_string(),
                 }
             } else {
-                self.slo_plan(caller, owner, (c, o), &rec).await?
+                self.slo_joined(caller, owner, (c, o), &rec).await?
             });
         }
         let ranges = ctx
@@ -406,7 +406,7 @@ impl SwiftApi {
             if ctx.method == Method::HEAD {
                 return Ok(a.with_len(size));
             }
-            let stream = prime(stream).await.map_err(obj_err)?;
+            let stream = prime(stream).await.map_err(|e| large_err(&dlo, e))?;
             return Ok(a.stream(stream, size));
         };
         let sat = satisfiable(&specs, size);
@@ -418,7 +418,7 @@ impl SwiftApi {
             }
             let stream = prime(self.dlo_stream(owner, d, 0..size))
                 .await
-                .map_err(obj_err)?;
+                .map_err(|e| d.error(e))?;
             return Ok(a.stream(stream, size));
         }
         if sat.is_empty() {
@@ -444,7 +444,7 @@ impl SwiftApi {
                 Some(d) => self.dlo_stream(owner, d, r),
                 None => layer.read(obj, Some(r)).map_err(obj_err)?,
             };
-            let stream = prime(stream).await.map_err(obj_err)?;
+            let stream = prime(stream).await.map_err(|e| large_err(&dlo, e))?;
             return Ok(a.stream(stream, len));
         }
         // Several ranges: multipart/byteranges.
@@ -499,6 +499,14 @@ impl SwiftApi {
         }
         let stream: ByteStream = Box::pin(futures::stream::iter(pieces).flatten());
         Ok(a.stream(stream, total))
+    }
+}
+
+/// The answer to `e`, an error of a stream of `dlo` (or of the plain object).
+fn large_err(dlo: &Option<Joined>, e: oram_objects::ObjectError) -> crate::error::SwiftError {
+    match dlo {
+        Some(d) => d.error(e),
+        None => obj_err(e),
     }
 }
 

@@ -100,11 +100,25 @@ use oram_state::{MemKv, MemState};
 use oram_store_memory::MemoryStore;
 
 fn api(ttl: Duration) -> SwiftApi {
+    let users = ["alice", "bob"]
+        .iter()
+        .map(|a| SwiftUser {
+            account: a.to_string(),
+            user: a.to_string(),
+            key: format!("{a}-secret"),
+            admin: true,
+        })
+        .collect();
+    api_with(ttl, users, 2048, 256)
+}
+
+/// A service for `users` over a Path ORAM of `capacity` blocks of `block_size`.
+fn api_with(ttl: Duration, users: Vec<SwiftUser>, capacity: u64, block_size: usize) -> SwiftApi {
     let oram = PathOram::new(
         PathConfig {
             tree: TreeConfig {
-                capacity: 2048,
-                block_size: 256,
+                capacity,
+                block_size,
                 cached_levels: 3,
                 ..PathConfig::default().tree
             },
@@ -121,15 +135,6 @@ fn api(ttl: Duration) -> SwiftApi {
         LayerConfig::default(),
     )
     .unwrap();
-    let users = ["alice", "bob"]
-        .iter()
-        .map(|a| SwiftUser {
-            account: a.to_string(),
-            user: a.to_string(),
-            key: format!("{a}-secret"),
-            admin: true,
-        })
-        .collect();
     SwiftApi::new(
         layer,
         users,
@@ -590,3 +595,6 @@ async fn static_large_objects() {
     let (_, _, body) = call(&a, "GET", "/v1/AUTH_alice/s", &t, b"").await;
     assert!(body.is_empty(), "{}", String::from_utf8_lossy(&body));
 }
+
+mod auth_limits;
+mod slo_limits;

@@ -9,6 +9,22 @@
 //! object's size and ETag live in its index record (`extra`), so HEAD and
 //! listings read nothing from the back-end. Checking segments reads only the
 //! local index.
+//!
+//! A manifest's expansion is bounded ([`crate::limits`]): at most
+//! [`MAX_MANIFEST_NESTING`] manifests deep, [`MAX_SLO_SEGMENTS_PER_REQUEST`]
+//! segments and [`MAX_SLO_MANIFEST_BYTES_PER_REQUEST`] bytes of manifests in
+//! all. A PUT records its manifest's expansion (segments, manifest bytes,
+//! depth) in its index record and refuses a manifest whose nested manifests
+//! would take it beyond a bound (400); reads ([`walk`]) expand nested
+//! manifests lazily within a per-request budget, and
+//! `multipart-manifest=delete` ([`delete`]) collects its targets within the
+//! same budget before deleting anything.
+
+mod delete;
+mod walk;
+
+pub(crate) use delete::bulk_body;
+pub(crate) use walk::{SloPlan, SloStats};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -21,7 +37,6 @@ use oram_objects::{ObjectRecord, PutOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::acl::Access;
-use crate::dlo::{Joined, Piece};
 use crate::error::{err, err_msg, obj_err, Res};
 use crate::limits::*;
 use crate::listing::{listing_format, Format};
@@ -38,8 +53,14 @@ pub(crate) const SLO_ETAG: &str = "x-object-sysmeta-slo-etag";
 pub(crate) const SLO_SIZE: &str = "x-object-sysmeta-slo-size";
 /// Prefix of `extra` names that are never sent to clients.
 pub(crate) const SYSMETA: &str = "x-object-sysmeta-";
-/// Nesting depth of manifests within manifests (Swift's limit).
-const MAX_NESTING: usize = 10;
+/// The `extra` name of a manifest's expansion: segments in all, nested ones
+/// counted with theirs.
+pub(crate) const SLO_SEGMENTS: &str = "x-object-sysmeta-slo-segments";
+/// The `extra` name of a manifest's expansion: bytes of stored manifests, its
+/// own and nested ones' (each time it is referenced).
+pub(crate) const SLO_MANIFEST_BYTES: &str = "x-object-sysmeta-slo-manifest-bytes";
+/// The `extra` name of a manifest's expansion: manifests deep (1: no nested one).
+pub(crate) const SLO_DEPTH: &str = "x-object-sysmeta-slo-depth";
 
 /// One entry of a stored manifest (Swift's format).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -79,6 +100,61 @@ pub(crate) fn is_slo(rec: &ObjectRecord) -> bool {
 pub(crate) fn slo_size_etag(rec: &ObjectRecord) -> Option<(u64, String)> {
     let size = rec.meta.extra.get(SLO_SIZE)?.parse().ok()?;
     Some((size, rec.meta.extra.get(SLO_ETAG)?.clone()))
+}
+
+/// What reading a manifest expands to: segments, manifest bytes, depth.
+#[derive(Clone, Copy, Debug)]
+struct Expansion {
+    segments: u64,
+    manifest_bytes: u64,
+    depth: usize,
+}
+
+impl Expansion {
+    /// A manifest's recorded expansion. One put before it was recorded counts
+    /// as one level of [`MAX_MANIFEST_SEGMENTS`] segments and its own bytes
+    /// (reading it stays bounded by the request's budget).
+    fn of(rec: &ObjectRecord) -> Self {
+        let get = |k: &str| rec.meta.extra.get(k).and_then(|v| v.parse::<u64>().ok());
+        Self {
+            segments: get(SLO_SEGMENTS).unwrap_or(MAX_MANIFEST_SEGMENTS as u64),
+            manifest_bytes: get(SLO_MANIFEST_BYTES).unwrap_or(rec.size),
+            depth: get(SLO_DEPTH)
+                .and_then(|d| usize::try_from(d).ok())
+                .unwrap_or(1),
+        }
+    }
+
+    /// The answer to a manifest whose expansion is beyond a bound: 400.
+    fn check(&self) -> Res<()> {
+        let msg = if self.segments > MAX_SLO_SEGMENTS_PER_REQUEST {
+            format!(
+                "Manifest would expand to more than {MAX_SLO_SEGMENTS_PER_REQUEST} segments, nested manifests' included.\n"
+            )
+        } else if self.manifest_bytes > MAX_SLO_MANIFEST_BYTES_PER_REQUEST {
+            format!(
+                "Manifest would read more than {MAX_SLO_MANIFEST_BYTES_PER_REQUEST} bytes of manifests, nested ones' included.\n"
+            )
+        } else if self.depth > MAX_MANIFEST_NESTING {
+            format!("Manifests may be nested at most {MAX_MANIFEST_NESTING} deep.\n")
+        } else {
+            return Ok(());
+        };
+        Err(err_msg(400, msg))
+    }
+}
+
+/// The part of its object a stored entry names (empty if its range is not
+/// satisfiable).
+fn entry_range(s: &Stored) -> std::ops::Range<u64> {
+    match s.range.as_deref().and_then(parse_one_range) {
+        Some(spec) => satisfiable(&[spec], s.bytes)
+            .first()
+            .filter(|r| r.start <= r.end)
+            .cloned()
+            .unwrap_or(0..0),
+        None => 0..s.bytes,
+    }
 }
 
 /// A segment's `range` as the manifest gives it (`a-b`, `a-`, `-n`, with or
@@ -169,6 +245,13 @@ impl SwiftApi {
         let mut problems: Vec<(String, String)> = Vec::new();
         let mut stored = Vec::with_capacity(inputs.len());
         let mut total = 0u64;
+        // The expansion so far (nested manifests' included); its own bytes come last.
+        let mut exp = Expansion {
+            segments: 0,
+            manifest_bytes: 0,
+            depth: 1,
+        };
+        let too_big = || err_msg(400, "Manifest size out of range\n");
         let last = inputs.len() - 1;
         for (i, inp) in inputs.into_iter().enumerate() {
             let quoted = percent_encode_path(&inp.path);
@@ -204,6 +287,26 @@ impl SwiftApi {
                 Some((size, etag)) if is_slo(&seg) => (size, etag, true),
                 _ => (seg.size, seg.etag.clone(), false),
             };
+            let inner = if sub {
+                Expansion::of(&seg)
+            } else {
+                Expansion {
+                    segments: 1,
+                    manifest_bytes: 0,
+                    depth: 0,
+                }
+            };
+            exp = Expansion {
+                segments: exp
+                    .segments
+                    .checked_add(inner.segments)
+                    .ok_or_else(too_big)?,
+                manifest_bytes: exp
+                    .manifest_bytes
+                    .checked_add(inner.manifest_bytes)
+                    .ok_or_else(too_big)?,
+                depth: exp.depth.max(inner.depth.saturating_add(1)),
+            };
             let mut len = seg_size;
             let mut range_text = None;
             if let Some(spec) = range {
@@ -233,7 +336,7 @@ impl SwiftApi {
             {
                 problems.push((quoted.clone(), "Etag Mismatch".into()));
             }
-            total += len;
+            total = total.checked_add(len).ok_or_else(too_big)?;
             stored.push(Stored {
                 name: format!("/{}", inp.path.trim_start_matches('/')),
                 bytes: seg_size,
@@ -266,11 +369,21 @@ impl SwiftApi {
             }
         }
         let json = serde_json::to_vec(&stored).map_err(|_| err(500))?;
+        exp.manifest_bytes = exp
+            .manifest_bytes
+            .checked_add(json.len() as u64)
+            .ok_or_else(too_big)?;
+        exp.check()?;
         let mut meta = request_meta(ctx, o, true)?;
-        meta.extra.remove(crate::dlo::MANIFEST);
+        meta.extra.remove(crate::meta::MANIFEST);
         meta.extra.insert(SLO.into(), "True".into());
         meta.extra.insert(SLO_ETAG.into(), slo_etag.clone());
         meta.extra.insert(SLO_SIZE.into(), total.to_string());
+        meta.extra
+            .insert(SLO_SEGMENTS.into(), exp.segments.to_string());
+        meta.extra
+            .insert(SLO_MANIFEST_BYTES.into(), exp.manifest_bytes.to_string());
+        meta.extra.insert(SLO_DEPTH.into(), exp.depth.to_string());
         let opts = PutOptions {
             meta,
             expected_len: Some(json.len() as u64),
@@ -290,115 +403,6 @@ impl SwiftApi {
                 http_date_secs(modified_secs(rec.modified_ms)),
             )
             .text("text/html; charset=UTF-8", ""))
-    }
-
-    /// Reads the stored manifest of the opened object `c/o` (which must still be
-    /// version `rec`).
-    async fn read_manifest(
-        &self,
-        owner: &str,
-        c: &str,
-        o: &str,
-        rec: &ObjectRecord,
-    ) -> Res<Vec<Stored>> {
-        let layer = &self.inner.layer;
-        let obj = layer.open_object(owner, c, o).map_err(obj_err)?;
-        if obj.record().id != rec.id {
-            return Err(err(409));
-        }
-        let mut s = layer.read(obj, None).map_err(obj_err)?;
-        let mut raw = Vec::with_capacity(rec.size as usize);
-        while let Some(chunk) = s.next().await {
-            raw.extend_from_slice(&chunk.map_err(obj_err)?);
-        }
-        serde_json::from_slice(&raw).map_err(|e| {
-            tracing::warn!("swift: unreadable SLO manifest: {e}");
-            err(500)
-        })
-    }
-
-    /// The joined plan of the static large object `c/o` (version `rec`):
-    /// nested manifests are expanded (at most [`MAX_NESTING`] deep); a caller
-    /// who does not own the account needs read access to each segment's
-    /// container.
-    pub(crate) async fn slo_plan(
-        &self,
-        caller: &Caller,
-        owner: &str,
-        (c, o): (&str, &str),
-        rec: &ObjectRecord,
-    ) -> Res<Joined> {
-        let (size, etag) = slo_size_etag(rec).ok_or_else(|| err(500))?;
-        let top = self.read_manifest(owner, c, o, rec).await?;
-        let segs = self.pieces(caller, owner, top, 0).await?;
-        Ok(Joined { segs, size, etag })
-    }
-
-    /// The flat pieces of a manifest's entries (`depth`: of nesting).
-    fn pieces<'a>(
-        &'a self,
-        caller: &'a Caller,
-        owner: &'a str,
-        entries: Vec<Stored>,
-        depth: usize,
-    ) -> futures::future::BoxFuture<'a, Res<Vec<Piece>>> {
-        Box::pin(self.pieces_inner(caller, owner, entries, depth))
-    }
-
-    async fn pieces_inner(
-        &self,
-        caller: &Caller,
-        owner: &str,
-        entries: Vec<Stored>,
-        depth: usize,
-    ) -> Res<Vec<Piece>> {
-        let mut out = Vec::new();
-        for s in entries {
-            let (sc, so) = split_object_path(&s.name).ok_or_else(|| err(500))?;
-            self.authorize(caller, owner, &sc, Access::Read)?;
-            let r = match s.range.as_deref().and_then(parse_one_range) {
-                Some(spec) => satisfiable(&[spec], s.bytes)
-                    .first()
-                    .cloned()
-                    .unwrap_or(0..0),
-                None => 0..s.bytes,
-            };
-            if !s.sub_slo {
-                // A segment changed since the manifest was put fails the read
-                // before its first byte (the stream checks again when it gets
-                // there).
-                let now = self.inner.layer.head_object(owner, &sc, &so).ok();
-                if now.is_none_or(|r| r.etag != s.hash) {
-                    return Err(err_msg(
-                        409,
-                        format!("Object segment no longer valid: {}", s.name),
-                    ));
-                }
-                out.push(Piece {
-                    container: sc,
-                    name: so,
-                    range: r,
-                    etag: Some(s.hash),
-                });
-                continue;
-            }
-            if depth + 1 >= MAX_NESTING {
-                return Err(err_msg(409, "Max recursion depth exceeded"));
-            }
-            // The nested manifest must still be the one that was checked.
-            let sub = self
-                .inner
-                .layer
-                .head_object(owner, &sc, &so)
-                .map_err(|_| err(409))?;
-            if slo_size_etag(&sub).map(|x| x.1).as_deref() != Some(s.hash.as_str()) {
-                return Err(err(409));
-            }
-            let entries = self.read_manifest(owner, &sc, &so, &sub).await?;
-            let inner = self.pieces(caller, owner, entries, depth + 1).await?;
-            out.extend(cut(inner, r));
-        }
-        Ok(out)
     }
 
     /// `GET ?multipart-manifest=get` of a static large object: the stored
@@ -438,82 +442,6 @@ impl SwiftApi {
         }
         Ok(a.text(ct, body))
     }
-
-    /// `DELETE ?multipart-manifest=delete`: the manifest and every segment it
-    /// (and each nested manifest) names; a plain object is deleted alone. The
-    /// answer has bulk delete's form.
-    pub(crate) async fn slo_delete(
-        &self,
-        ctx: &Ctx,
-        caller: &Caller,
-        owner: &str,
-        (c, o): (&str, &str),
-    ) -> Res<Answer> {
-        let layer = &self.inner.layer;
-        let rec = layer.head_object(owner, c, o).map_err(obj_err)?;
-        let mut targets: Vec<(String, String)> = Vec::new();
-        if is_slo(&rec) {
-            let mut pending = vec![(c.to_string(), o.to_string(), rec, 0usize)];
-            while let Some((pc, po, prec, depth)) = pending.pop() {
-                for s in self.read_manifest(owner, &pc, &po, &prec).await? {
-                    let Some((sc, so)) = split_object_path(&s.name) else {
-                        continue;
-                    };
-                    if s.sub_slo && depth + 1 < MAX_NESTING {
-                        if let Ok(sub) = layer.head_object(owner, &sc, &so) {
-                            if is_slo(&sub) {
-                                pending.push((sc.clone(), so.clone(), sub, depth + 1));
-                            }
-                        }
-                    }
-                    targets.push((sc, so));
-                }
-            }
-        }
-        targets.push((c.to_string(), o.to_string()));
-        let (mut deleted, mut not_found) = (0u64, 0u64);
-        let mut errors: Vec<(String, String)> = Vec::new();
-        for (sc, so) in targets {
-            let name = percent_encode_path(&format!("/{sc}/{so}"));
-            if let Err(e) = self.authorize(caller, owner, &sc, Access::Write) {
-                errors.push((name, status_line(e.status.as_u16())));
-                continue;
-            }
-            match layer.delete_object(owner, &sc, &so, None).await {
-                Ok(true) => deleted += 1,
-                Ok(false) | Err(oram_objects::ObjectError::NoSuchBucket(_)) => not_found += 1,
-                Err(e) => errors.push((name, status_line(obj_err(e).status.as_u16()))),
-            }
-        }
-        let status = if errors.is_empty() {
-            "200 OK"
-        } else {
-            "400 Bad Request"
-        };
-        let (ct, text) = bulk_body(ctx, deleted, not_found, status, &errors);
-        Ok(Answer::new(200).text(ct, text))
-    }
-}
-
-/// The pieces of `inner` (a nested large object) that fall into `range` of it.
-fn cut(inner: Vec<Piece>, range: std::ops::Range<u64>) -> Vec<Piece> {
-    let mut out = Vec::new();
-    let mut off = 0u64;
-    for p in inner {
-        let len = p.range.end - p.range.start;
-        let (s, e) = (off, off + len);
-        off = e;
-        let from = range.start.max(s);
-        let to = range.end.min(e);
-        if from < to {
-            let base = p.range.start;
-            out.push(Piece {
-                range: base + from - s..base + to - s,
-                ..p
-            });
-        }
-    }
-    out
 }
 
 /// `404 Not Found` and the like.
@@ -548,52 +476,6 @@ fn problem_body(ctx: &Ctx, problems: &[(String, String)]) -> (&'static str, Stri
         Format::Plain => {
             let mut s = String::from("Errors:\n");
             for (n, st) in problems {
-                let _ = writeln!(s, "{n}, {st}");
-            }
-            ("text/plain", s)
-        }
-    }
-}
-
-/// A bulk-delete style answer body.
-pub(crate) fn bulk_body(
-    ctx: &Ctx,
-    deleted: u64,
-    not_found: u64,
-    status: &str,
-    errors: &[(String, String)],
-) -> (&'static str, String) {
-    match listing_format(ctx) {
-        Format::Json => (
-            "application/json",
-            serde_json::json!({
-                "Number Deleted": deleted,
-                "Number Not Found": not_found,
-                "Response Body": "",
-                "Response Status": status,
-                "Errors": errors.iter().map(|(n, s)| [n, s]).collect::<Vec<_>>(),
-            })
-            .to_string(),
-        ),
-        Format::Xml => {
-            let mut s = format!(
-                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<delete><number_deleted>{deleted}</number_deleted><number_not_found>{not_found}</number_not_found><response_body></response_body><response_status>{status}</response_status><errors>"
-            );
-            for (n, st) in errors {
-                let _ = write!(
-                    s,
-                    "<object><name>{}</name><status>{st}</status></object>",
-                    xml_escape(n)
-                );
-            }
-            s.push_str("</errors></delete>");
-            ("application/xml", s)
-        }
-        Format::Plain => {
-            let mut s = format!(
-                "Number Deleted: {deleted}\nNumber Not Found: {not_found}\nResponse Body: \nResponse Status: {status}\nErrors: \n"
-            );
-            for (n, st) in errors {
                 let _ = writeln!(s, "{n}, {st}");
             }
             ("text/plain", s)
