@@ -255,10 +255,22 @@ impl EtcdClient {
     /// `/v3/lease/keepalive` with the lease id.
     pub async fn lease_keepalive(&self, id: i64) -> Result<i64, ClusterError> {
         let req = LeaseIdRequest { id };
-        let resp: KeepAliveResponse = self
-            .call("/v3/lease/keepalive", &req, vec![], vec![])
-            .await?;
-        Ok(resp.result.ttl)
+        let path = "/v3/lease/keepalive";
+        let resp: KeepAliveResponse = self.call(path, &req, vec![], vec![]).await?;
+        match (resp.result, resp.error) {
+            // An error inside the stream (e.g. the member lost its leader) says
+            // nothing about the lease: the caller retries.
+            (_, Some(err)) => Err(ClusterError::Etcd {
+                path,
+                code: err.code,
+                message: err.message,
+            }),
+            (Some(result), None) => Ok(result.ttl),
+            (None, None) => Err(ClusterError::Protocol {
+                path,
+                detail: "no result".into(),
+            }),
+        }
     }
 
     /// Revokes a lease: every key attached to it is deleted now. A lease that no

@@ -280,11 +280,12 @@ pub(crate) struct LeaseIdRequest {
     pub(crate) id: i64,
 }
 
-/// The keepalive endpoint is a stream: each answer is wrapped in `result`.
+/// The keepalive endpoint is a stream: each answer is wrapped in `result`, and an
+/// error inside the stream comes as `error` (with HTTP status 200).
 #[derive(Deserialize)]
 pub(crate) struct KeepAliveResponse {
-    #[serde(default)]
-    pub(crate) result: LeaseGrant,
+    pub(crate) result: Option<LeaseGrant>,
+    pub(crate) error: Option<GatewayError>,
 }
 
 /// One change seen by a watch.
@@ -342,12 +343,13 @@ pub(crate) struct WatchResult {
     pub(crate) events: Vec<WatchEvent>,
 }
 
-/// The gateway's error body: `{"error", "message", "code"}`.
+/// The gateway's error: `{"error", "message", "code"}` as a unary call's body, or
+/// `{"grpc_code", "http_code", "message", "http_status"}` inside a stream.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct GatewayError {
     #[serde(default)]
     pub(crate) message: String,
-    #[serde(default)]
+    #[serde(default, alias = "grpc_code")]
     pub(crate) code: i32,
 }
 
@@ -362,4 +364,77 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
         }
     }
     vec![0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Answers as etcd 3.4.23's gateway wrote them.
+    const RANGE: &str = r#"{"header":{"cluster_id":"324952591200643719","member_id":"3319814642761637952","revision":"2","raft_term":"2"},"kvs":[{"key":"L2Mvb3duZXJzLzE=","create_revision":"2","mod_revision":"2","version":"1","value":"bjE="}],"count":"1"}"#;
+    const TXN_FAILED: &str = r#"{"header":{"revision":"7"},"responses":[{"response_range":{"header":{"revision":"7"},"kvs":[{"key":"L2Mvb3duZXJzLzk=","create_revision":"7","mod_revision":"7","version":"1","value":"bjE="}],"count":"1"}}]}"#;
+    const WATCH: &str = r#"{"result":{"header":{"revision":"5"},"events":[{"kv":{"key":"L2MvZnJvbnQ=","create_revision":"4","mod_revision":"4","version":"1","value":"bjE="}},{"type":"DELETE","kv":{"key":"L2Mvb3duZXJzLzE=","mod_revision":"5"}}]}}"#;
+    const KEEPALIVE_GONE: &str =
+        r#"{"result":{"header":{"revision":"9"},"ID":"2324035622612983571"}}"#;
+    const STREAM_ERROR: &str = r#"{"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}}"#;
+
+    #[test]
+    fn answers_in_the_gateways_json_are_read() {
+        let r: RangeResponse = serde_json::from_str(RANGE).unwrap();
+        assert_eq!(r.header.revision, 2);
+        assert_eq!(
+            (r.kvs[0].key.as_slice(), r.kvs[0].value.as_slice()),
+            (&b"/c/owners/1"[..], &b"n1"[..])
+        );
+        assert_eq!((r.kvs[0].mod_revision, r.kvs[0].lease), (2, 0));
+        let t: TxnResponse = serde_json::from_str(TXN_FAILED).unwrap();
+        assert!(!t.succeeded);
+        assert_eq!(
+            t.responses[0].response_range.as_ref().unwrap().kvs[0].mod_revision,
+            7
+        );
+        let w: WatchMessage = serde_json::from_str(WATCH).unwrap();
+        let events = w.result.unwrap().events;
+        assert_eq!(events[0].kind, WatchEventKind::Put);
+        assert_eq!(
+            (events[1].kind, events[1].kv.mod_revision),
+            (WatchEventKind::Delete, 5)
+        );
+        let k: KeepAliveResponse = serde_json::from_str(KEEPALIVE_GONE).unwrap();
+        assert_eq!(k.result.unwrap().ttl, 0, "a lease that is gone has no TTL");
+        let e: KeepAliveResponse = serde_json::from_str(STREAM_ERROR).unwrap();
+        assert!(e.result.is_none());
+        assert_eq!(e.error.unwrap().code, 14);
+    }
+
+    #[test]
+    fn requests_use_the_gateways_field_names() {
+        let txn = TxnRequest {
+            compare: vec![
+                Compare::mod_revision(b"/c/owners/1".to_vec(), 2),
+                Compare::create_revision(b"/c/front".to_vec(), 0),
+            ],
+            success: vec![TxnOp::Put(PutRequest {
+                key: b"/c/front".to_vec(),
+                value: b"f".to_vec(),
+                lease: 7,
+            })],
+            failure: vec![TxnOp::Range(RangeRequest {
+                key: b"/c/front".to_vec(),
+                range_end: vec![],
+            })],
+        };
+        let json = serde_json::to_value(&txn).unwrap();
+        let expected = serde_json::json!({
+            "compare": [
+                {"key": "L2Mvb3duZXJzLzE=", "result": "EQUAL", "target": "MOD", "mod_revision": "2"},
+                {"key": "L2MvZnJvbnQ=", "result": "EQUAL", "target": "CREATE", "create_revision": "0"},
+            ],
+            "success": [{"request_put": {"key": "L2MvZnJvbnQ=", "value": "Zg==", "lease": "7"}}],
+            "failure": [{"request_range": {"key": "L2MvZnJvbnQ="}}],
+        });
+        assert_eq!(json, expected);
+        assert_eq!(prefix_end(b"/c/nodes/"), b"/c/nodes0");
+        assert_eq!(prefix_end(&[b'a', 0xff]), b"b");
+    }
 }

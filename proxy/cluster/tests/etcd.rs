@@ -4,10 +4,12 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use oram_cluster::{
-    Claim, ClusterError, EtcdClient, FencingToken, FrontElection, Layout, Membership, Ownership,
+    Claim, ClusterError, EtcdClient, FencingToken, FrontElection, Layout, Membership,
+    MemoryRecorder, Ownership,
 };
 use support::{eventually, EtcdCluster};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -340,12 +342,20 @@ async fn a_standby_front_takes_over_when_the_active_fronts_lease_lapses() {
         .await
         .expect("front-1 learns it lost");
 
-    // A resignation hands over at once.
+    // A resignation hands over at once to a standby already waiting (its watch of
+    // the front key, seen by a recorder, shows it waits).
+    let recorder = Arc::new(MemoryRecorder::new());
     let standby = {
-        let e = e.clone();
+        let client = etcd.client().with_recorder(recorder.clone());
+        let e = FrontElection::new(client, Layout::new("fronts").unwrap());
         tokio::spawn(async move { e.campaign("front-3", TTL, Duration::from_secs(15)).await })
     };
-    assert!(eventually(LAPSE, || async { !standby.is_finished() }).await);
+    let watching = || async { recorder.requests().iter().any(|r| r.path == "/v3/watch") };
+    assert!(
+        eventually(LAPSE, watching).await,
+        "the standby never waited"
+    );
+    assert!(!standby.is_finished());
     f2.resign().await.unwrap();
     let f3 = timeout(Duration::from_secs(20), standby)
         .await
