@@ -5,7 +5,9 @@
 //! exist (create_revision == 0); a standby that loses watches the key and campaigns
 //! again when it is deleted — when the active front resigns or its lease lapses.
 //! The active front learns that it lost the key from its lease
-//! ([`FrontLeadership::lost`]): the key lives exactly as long as the lease.
+//! ([`FrontLeadership::lost`]): etcd deletes the key when the lease ends. (A key
+//! deleted by other means, by an operator say, is not noticed until the lease
+//! ends.)
 
 use std::time::Duration;
 
