@@ -22,6 +22,8 @@ script. Rules (normal dependencies, transitive, unless said otherwise):
   [...]`, patterns of crate names);
 * proxy/volume uses neither proxy/server nor proxy/cli, and proxy/server does not
   use proxy/cli, in any kind of dependency;
+* proxy/cluster (the coordination layer over etcd) uses no other workspace crate,
+  in any kind of dependency: a leaf the volume and the server can use;
 * inside every crate under proxy/, the top-level modules import each other
   without a cycle (test modules excepted).
 """
@@ -168,6 +170,17 @@ def check_crates():
         if bad:
             fail(f"front-end {name} depends on {', '.join(sorted(bad))}")
 
+    # The cluster's coordination layer speaks HTTP to etcd (so it is no foundation)
+    # but must stay a leaf: no engine, back-end, front-end, state, volume, server or
+    # binary, so that the volume and the server can both use it later without a
+    # cycle, and what reaches etcd depends on this crate alone.
+    cluster = by_folder.get("proxy/cluster")
+    if cluster:
+        workspace = {p["name"] for p in pkgs}
+        bad = sorted(tree(cluster["name"], "normal,dev,build") & workspace)
+        if bad:
+            fail(f"{cluster['name']} depends on workspace crates {', '.join(bad)}: it is a leaf")
+
     for name, forbidden in ((volume, {server, cli}), (server, {cli})):
         bad = sorted(tree(name, "normal,dev,build") & forbidden)
         if bad:
@@ -301,6 +314,7 @@ def main():
     print(
         "layering: foundations free of HTTP/S3 crates; no engine depends on another; only "
         "proxy/volume wires engines and back-ends; front-ends use only the object layer; "
+        "proxy/cluster is a leaf; "
         f"no module cycle in {', '.join(sorted(proxy_crates))}"
     )
 

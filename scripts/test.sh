@@ -94,6 +94,8 @@ install_test_dependencies() {
     command -v zstd >/dev/null 2>&1 || apt_pkgs="$apt_pkgs zstd"
     # git: the Git workload's test (tests/e2e/test_git.py, with git-remote-s3 from the venv).
     command -v git >/dev/null 2>&1 || apt_pkgs="$apt_pkgs git"
+    # etcd for the cluster coordination tests (proxy/cluster/tests: a 3-member cluster).
+    command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ] || apt_pkgs="$apt_pkgs etcd-server"
     if [ -n "$apt_pkgs" ]; then
         local sudo_cmd=""
         [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
@@ -228,6 +230,10 @@ step "alert rules: promtool check and unit tests (deploy/oram-proxy.rules*.yml)"
 (cd deploy && "$promtool_bin" test rules oram-proxy.rules.test.yml)
 
 step "cargo test (every target: the benchmarks run once each, in criterion's test mode, on the same build)"
+# The coordination tests start a 3-member etcd cluster from this binary (Debian's
+# etcd-server, installed above); they fail rather than skip when it is missing.
+ORAM_TEST_ETCD="${ORAM_TEST_ETCD:-$(command -v etcd || echo /usr/bin/etcd)}"
+export ORAM_TEST_ETCD
 cargo test --workspace --all-targets --locked 2>&1 | tee "$log"
 cargo test --workspace --doc --locked 2>&1 | tee -a "$log"
 
