@@ -15,8 +15,18 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
 
 /// Logs to standard error at `default` (or as `RUST_LOG` says).
 pub fn logging(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+    // s3s's own lines are off unless RUST_LOG names s3s: it logs every client
+    // error at error level, with a debug dump of the request; the S3 front logs
+    // each refused request once instead (debug for 4xx, warn for 5xx).
+    let env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let s3s_named = env.as_deref().is_some_and(|v| v.contains("s3s"));
+    let mut filter = tracing_subscriber::EnvFilter::new(env.as_deref().unwrap_or(default));
+    if !s3s_named {
+        filter = filter.add_directive("s3s=off".parse().expect("valid directive"));
+    }
+    let filter = filter
         // s3s logs the signature it expected (and the string to sign) at debug level
         // on a mismatch: never, whatever RUST_LOG says.
         .add_directive("s3s::ops::signature=info".parse().expect("valid directive"));
