@@ -194,3 +194,14 @@ def test_a_damaged_state_database_names_recover_and_nothing_panics(tmp_path):
     # Reported, not repaired behind the operator's back: still refused.
     r = run("fsck", "--data-dir", data)
     assert r.returncode == 2 and "state.redb is damaged" in r.stderr, r.stderr
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
+    p = Proxy(tmp_path)
+    assert p.stop() == 0
+    for args in (["stats", "--data-dir", str(p.data_dir)], ["example-config"]):
+        proc = subprocess.Popen([BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.close()  # the reader (`| head -0`) is gone before anything is written
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, (args, proc.returncode, err)
+        assert b"panicked" not in err, err

@@ -85,3 +85,23 @@ mod tests {
         assert_eq!(utc(4_102_444_800), "2100-01-01 00:00:00 UTC");
     }
 }
+
+/// Writes `text` to standard output. A reader that went away (`oram-proxy stats |
+/// head -1`) ends the process quietly with status 0, as SIGPIPE would have (Rust
+/// ignores SIGPIPE, and `println!` panics on a closed pipe); another write error
+/// ends it with status 1 and a message.
+pub fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("oram-proxy: cannot write to standard output: {e}");
+            std::process::exit(1);
+        }
+    }
+}
