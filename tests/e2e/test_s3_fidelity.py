@@ -482,3 +482,33 @@ def test_s3cmd_wrong_secret_is_refused(proxy, tmp_path):
     r = subprocess.run([sys.executable, exe, "-c", str(cfg), "ls"], capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     assert "SignatureDoesNotMatch" in r.stdout + r.stderr
+
+
+def test_every_error_has_a_message_clients_can_print(proxy, s3, bucket):
+    """s3s refuses these before the object layer with a bare <Code>: boto3 and aws
+    cli printed "Unknown" as the reason. Each is logged once, not as an error."""
+    cases = []
+    with pytest.raises(ClientError) as e:
+        s3.create_bucket(Bucket="b")
+    cases.append((e.value, "InvalidBucketName", "3 to 63"))
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="k" * 1025, Body=b"x")
+    cases.append((e.value, "KeyTooLongError", "1024 bytes"))
+    with pytest.raises(ClientError) as e:
+        proxy.client(ACCESS, SECRET + "x").list_buckets()
+    cases.append((e.value, "SignatureDoesNotMatch", "secret key"))
+    for err, code, words in cases:
+        assert err.response["Error"]["Code"] == code
+        message = err.response["Error"].get("Message", "")
+        assert words in message, (code, message)
+        assert "Unknown" not in str(err), str(err)
+    # The aws cli shows it too.
+    env = proxy.client_env()
+    r = subprocess.run(
+        ["aws", "--endpoint-url", proxy.endpoint, "s3api", "create-bucket", "--bucket", "x"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert r.returncode != 0 and "3 to 63" in r.stderr, r.stderr
+    # No error-level dump of a client's mistake in the proxy's log.
+    logs = proxy.logs()
+    assert "failed to prepare" not in logs and "ERROR s3s" not in logs

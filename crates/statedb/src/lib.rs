@@ -89,6 +89,20 @@ pub enum DbError {
         /// The format found.
         found: u32,
     },
+    /// The database file is damaged: it is not a redb file, or a page's checksum
+    /// does not match (found when it is opened, before any command reads it).
+    #[error(
+        "state database {} is damaged ({detail}); this data directory cannot be used as it is: \
+         build a new one from the backend with `oram-proxy recover` (docs/operating.md, \
+         \"Durability, fsck, keys and recovery\")",
+        path.display()
+    )]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What redb found.
+        detail: String,
+    },
     /// The database belongs to another volume.
     #[error("state database belongs to another volume")]
     OtherVolume,
@@ -154,6 +168,91 @@ fn create_private(path: &Path) -> Result<(), DbError> {
         })
 }
 
+/// An error opening the file at `path`: [`DbError::Damaged`] when redb found the
+/// file itself unreadable (not a redb file, a bad header or checksum), else
+/// [`DbError::Open`] (a missing file, permissions, a file in use).
+fn open_error(path: &Path, source: redb::DatabaseError) -> DbError {
+    let damaged = match &source {
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(_)) => true,
+        redb::DatabaseError::Storage(redb::StorageError::Io(e)) => {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            )
+        }
+        _ => false,
+    };
+    if damaged {
+        DbError::Damaged {
+            path: path.to_path_buf(),
+            detail: source.to_string(),
+        }
+    } else {
+        DbError::Open {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        }
+    }
+}
+
+/// Runs `open` (an open of the file at `path` and its [`verify`]), turning a panic
+/// inside it into [`DbError::Damaged`]. redb trusts a cleanly closed file's
+/// allocator pages at open and panics (an `unreachable!`) when one is damaged,
+/// before any checksum is checked; nothing else of this crate catches panics.
+///
+/// A panic caught here is not printed: the panic hook (wrapped once, here) stays
+/// quiet for a thread inside `guarded`, and passes every other panic on.
+fn guarded<T>(path: &Path, open: impl FnOnce() -> Result<T, DbError>) -> Result<T, DbError> {
+    thread_local! {
+        static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !GUARDED.with(|g| g.get()) {
+                previous(info);
+            }
+        }));
+    });
+    GUARDED.with(|g| g.set(true));
+    // Unwind safety: on a panic nothing of `open` survives (the half-opened
+    // database is dropped while unwinding); only the error is kept.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(open));
+    GUARDED.with(|g| g.set(false));
+    result.unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        Err(DbError::Damaged {
+            path: path.to_path_buf(),
+            detail: format!("redb failed reading it: {what}"),
+        })
+    })
+}
+
+/// Checks every page of the current commit against its checksum before anything
+/// reads it (redb would otherwise panic on a damaged page, mid-command). A
+/// damaged current commit is refused, never rolled back to the previous one:
+/// that commit may hold acknowledged writes. Reads the whole file once.
+fn verify(path: &Path, db: &mut redb::Database) -> Result<(), DbError> {
+    let damaged = |detail: String| DbError::Damaged {
+        path: path.to_path_buf(),
+        detail,
+    };
+    match db.check_integrity() {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(damaged(
+            "its last commit failed its checksums and was rolled back, or its page \
+             allocation had to be rebuilt"
+                .into(),
+        )),
+        Err(e) => Err(damaged(e.to_string())),
+    }
+}
+
 fn u64_of(b: &[u8]) -> Result<u64, DbError> {
     b.try_into()
         .map(u64::from_be_bytes)
@@ -206,13 +305,14 @@ impl Db {
 
     fn create(path: &Path, cache_bytes: usize) -> Result<redb::Database, DbError> {
         create_private(path)?;
-        redb::Builder::new()
-            .set_cache_size(cache_bytes)
-            .create(path)
-            .map_err(|source| DbError::Open {
-                path: path.to_path_buf(),
-                source: Box::new(source),
-            })
+        guarded(path, || {
+            let mut db = redb::Builder::new()
+                .set_cache_size(cache_bytes)
+                .create(path)
+                .map_err(|source| open_error(path, source))?;
+            verify(path, &mut db)?;
+            Ok(db)
+        })
     }
 
     /// Checks format and volume, loads the lineage, starts the committer.

@@ -8,7 +8,7 @@ use redb::{ReadableDatabase, ReadableTableMetadata};
 use oram_state::Table;
 
 use crate::committer::def;
-use crate::{redb_err, u64_of, Db, DbError, FORMAT};
+use crate::{guarded, open_error, redb_err, u64_of, verify, Db, DbError, FORMAT};
 
 /// The size of one table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,9 +112,10 @@ pub fn compact(path: &Path, mut progress: impl FnMut(u32)) -> Result<Compacted, 
             })
     };
     let before = size(path)?;
-    let mut db = redb::Database::open(path).map_err(|source| DbError::Open {
-        path: path.to_path_buf(),
-        source: Box::new(source),
+    let mut db = guarded(path, || {
+        let mut db = redb::Database::open(path).map_err(|source| open_error(path, source))?;
+        verify(path, &mut db)?;
+        Ok(db)
     })?;
     {
         let txn = db.begin_read().map_err(redb_err)?;

@@ -395,3 +395,106 @@ fn the_shipped_stream_decodes_whole_groups_only() {
     let huge = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
     assert!(decode_groups(&huge).is_err());
 }
+
+/// A volume's state with enough keys for several pages, closed cleanly.
+async fn filled_db(path: &Path) {
+    let db = Db::open(path, VOL).unwrap();
+    let mut s = db.state(S0).unwrap();
+    for i in 0..2_000u64 {
+        s.set_position(i, i * 7 + 1);
+    }
+    s.commit().await.unwrap();
+    let mut kv = db.kv().unwrap();
+    for i in 0..500u32 {
+        kv.put(format!("o/{i:05}").as_bytes(), vec![i as u8; 40]);
+    }
+    kv.commit().await.unwrap();
+}
+
+/// Opens `path` and reads everything a command would; `Err` carries the error's
+/// text. Panics are caught and returned as `None`.
+fn open_and_read(path: &Path) -> Option<Result<(), String>> {
+    let path = path.to_path_buf();
+    std::panic::catch_unwind(move || match Db::open(&path, VOL) {
+        Ok(db) => {
+            let s = db.state(S0).map_err(|e| e.to_string())?;
+            for i in 0..2_000u64 {
+                let _ = s.position(i);
+            }
+            let kv = db.kv().map_err(|e| e.to_string())?;
+            let _ = kv.get(b"o/00042");
+            Ok(())
+        }
+        Err(e) => Err(e.to_string()),
+    })
+    .ok()
+}
+
+#[tokio::test]
+async fn a_damaged_database_is_refused_by_name_and_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.redb");
+    filled_db(&good).await;
+    let bytes = std::fs::read(&good).unwrap();
+    let damaged_path = dir.path().join("state.redb");
+    let (mut refused, mut opened) = (0, 0);
+    // 64 damaged bytes at 40 places spread over the file, the header among them.
+    let step = (bytes.len() / 40).max(1);
+    let offsets = [0, 100, 4096].into_iter().chain((1..40).map(|i| i * step));
+    for off in offsets {
+        let mut copy = bytes.clone();
+        for b in copy.iter_mut().skip(off).take(64) {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&damaged_path, &copy).unwrap();
+        match open_and_read(&damaged_path) {
+            None => panic!("a database damaged at offset {off} made the open or a read panic"),
+            Some(Ok(())) => opened += 1,
+            Some(Err(e)) => {
+                assert!(
+                    e.contains("is damaged") && e.contains("oram-proxy recover"),
+                    "offset {off}: {e}"
+                );
+                // Refused, not repaired: it stays refused (a rollback to the
+                // previous commit could lose acknowledged writes).
+                assert!(
+                    matches!(open_and_read(&damaged_path), Some(Err(_))),
+                    "offset {off}: a second open accepted it"
+                );
+                refused += 1;
+            }
+        }
+        // Compaction refuses it the same way (or compacts an undamaged file).
+        std::fs::write(&damaged_path, &copy).unwrap();
+        let compacted = std::panic::catch_unwind(|| crate::compact(&damaged_path, |_| {}));
+        match compacted {
+            Err(_) => panic!("compacting a database damaged at offset {off} panicked"),
+            Ok(Err(DbError::Damaged { .. })) | Ok(Ok(_)) => {}
+            Ok(Err(e)) => panic!("offset {off}: compact failed with {e}, not as damaged"),
+        }
+    }
+    eprintln!(
+        "{} bytes: {refused} damaged copies refused, {opened} opened",
+        bytes.len()
+    );
+    // The file has live pages (refused) and free space (harmless).
+    assert!(refused > 0, "no damage was detected");
+    assert!(opened > 0, "damage to free pages should not matter");
+}
+
+#[tokio::test]
+async fn a_crash_image_opens_without_being_taken_for_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let image = dir.path().join("image.redb");
+    let db = Db::open(&path, VOL).unwrap();
+    let mut s = db.state(S0).unwrap();
+    s.set_position(1, 2);
+    s.commit().await.unwrap();
+    // The file as a kill -9 leaves it: open, last commit durable, no clean close.
+    std::fs::copy(&path, &image).unwrap();
+    drop(s);
+    drop(db);
+    let reopened = Db::open(&image, VOL).unwrap();
+    assert_eq!(reopened.state(S0).unwrap().position(1), Some(2));
+}

@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         Command::Format(a) => (Some("format"), cmd::format::run(a)),
         Command::Describe(a) => (Some("describe"), cmd::describe::run(a)),
         Command::ExampleConfig => {
-            print!("{}", oram_proxy::example::example());
+            util::out(&oram_proxy::example::example());
             (None, Ok(()))
         }
     };

@@ -15,8 +15,18 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
 
 /// Logs to standard error at `default` (or as `RUST_LOG` says).
 pub fn logging(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+    // s3s's own lines are off unless RUST_LOG names s3s: it logs every client
+    // error at error level, with a debug dump of the request; the S3 front logs
+    // each refused request once instead (debug for 4xx, warn for 5xx).
+    let env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let s3s_named = env.as_deref().is_some_and(|v| v.contains("s3s"));
+    let mut filter = tracing_subscriber::EnvFilter::new(env.as_deref().unwrap_or(default));
+    if !s3s_named {
+        filter = filter.add_directive("s3s=off".parse().expect("valid directive"));
+    }
+    let filter = filter
         // s3s logs the signature it expected (and the string to sign) at debug level
         // on a mismatch: never, whatever RUST_LOG says.
         .add_directive("s3s::ops::signature=info".parse().expect("valid directive"));
@@ -73,5 +83,25 @@ mod tests {
         assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
         assert_eq!(utc(1_709_251_199), "2024-02-29 23:59:59 UTC");
         assert_eq!(utc(4_102_444_800), "2100-01-01 00:00:00 UTC");
+    }
+}
+
+/// Writes `text` to standard output. A reader that went away (`oram-proxy stats |
+/// head -1`) ends the process quietly with status 0, as SIGPIPE would have (Rust
+/// ignores SIGPIPE, and `println!` panics on a closed pipe); another write error
+/// ends it with status 1 and a message.
+pub fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("oram-proxy: cannot write to standard output: {e}");
+            std::process::exit(1);
+        }
     }
 }

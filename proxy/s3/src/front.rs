@@ -1,6 +1,10 @@
 //! What the S3 service does around s3s: a request id on every answer (the same
-//! in the `x-amz-request-id` header and an error's XML `RequestId`), and requests
-//! signed for a legacy region name.
+//! in the `x-amz-request-id` header and an error's XML `RequestId`), a
+//! `<Message>` in every error document (s3s leaves some without one:
+//! [`crate::messages`]), one log line per refused request (debug for a client
+//! error, warn for a server error; s3s's own error-level lines are filtered out
+//! by the binary's default log filter), and requests signed for a legacy region
+//! name.
 //!
 //! **Legacy regions.** s3s accepts any region of `[a-z0-9-]` in a SigV4
 //! credential scope (as MinIO accepts any region) but refuses other names, such
@@ -56,6 +60,7 @@ impl S3Front {
         mut req: http::Request<Body>,
     ) -> Result<http::Response<Body>, HttpError> {
         let id = request_id();
+        let method = req.method().clone();
         let early = match resign_legacy_region(&mut req, &self.secrets) {
             Ok(()) => None,
             Err(e) => Some(
@@ -68,7 +73,28 @@ impl S3Front {
             None => self.service.call(req).await?,
         };
         add_request_id(&mut resp, &id);
+        log_refusal(&resp, &method, &id);
         Ok(resp)
+    }
+}
+
+/// One line for a refused request: its status, S3 error code and request id
+/// (no path: object names stay out of the log at the default level).
+fn log_refusal(resp: &http::Response<Body>, method: &http::Method, id: &str) {
+    let status = resp.status();
+    if status.as_u16() < 400 {
+        return;
+    }
+    let doc = resp.body().bytes();
+    let code = doc
+        .as_deref()
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(crate::messages::code_of)
+        .unwrap_or("-");
+    if status.is_server_error() {
+        tracing::warn!(%method, status = status.as_u16(), code, request_id = id, "s3 request failed");
+    } else {
+        tracing::debug!(%method, status = status.as_u16(), code, request_id = id, "s3 request refused");
     }
 }
 
@@ -80,7 +106,7 @@ fn request_id() -> String {
 }
 
 /// Puts `id` into the answer's headers and, for an S3 error body without one,
-/// into its XML.
+/// into its XML; gives an error body without a `<Message>` one.
 fn add_request_id(resp: &mut http::Response<Body>, id: &str) {
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(id) {
@@ -105,13 +131,18 @@ fn add_request_id(resp: &mut http::Response<Body>, id: &str) {
     let Ok(text) = std::str::from_utf8(&bytes) else {
         return;
     };
-    if !text.contains("<Error>") || text.contains("<RequestId>") {
+    if !text.contains("<Error>") {
         return;
     }
-    let Some(i) = text.rfind("</Error>") else {
-        return;
+    let with_message = crate::messages::with_message(text);
+    let text = with_message.as_deref().unwrap_or(text);
+    let body = match text.rfind("</Error>") {
+        Some(i) if !text.contains("<RequestId>") => {
+            format!("{}<RequestId>{id}</RequestId>{}", &text[..i], &text[i..])
+        }
+        _ if with_message.is_some() => text.to_string(),
+        _ => return,
     };
-    let body = format!("{}<RequestId>{id}</RequestId>{}", &text[..i], &text[i..]);
     resp.headers_mut()
         .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
     *resp.body_mut() = Body::from(Bytes::from(body));

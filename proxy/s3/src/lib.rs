@@ -34,6 +34,7 @@ mod buckets;
 mod convert;
 mod front;
 mod listing;
+mod messages;
 mod multipart;
 mod objects;
 mod request;

@@ -12,12 +12,12 @@ pub fn run(args: DescribeArgs) -> Result<(), CliError> {
     let m = cfg.engine.model(&cfg.backend.prefix);
     if args.json {
         let text = serde_json::to_string_pretty(&m).map_err(|e| e.to_string())?;
-        println!("{text}");
+        crate::util::out(&format!("{text}\n"));
     } else {
-        println!(
+        crate::util::out(&format!(
             "engine {} ({}), {} blocks of {} bytes\nbackend bytes per client byte: {:.2} \
              ({:.1} blocks per block accessed; {})\nobjects of {} bytes; trusted state at most \
-             {} bytes, tree-top cache {} bytes; {} ops per round",
+             {} bytes, tree-top cache {} bytes; {} ops per round\n",
             m.kind,
             if m.oblivious {
                 "oblivious"
@@ -33,7 +33,7 @@ pub fn run(args: DescribeArgs) -> Result<(), CliError> {
             m.state_bound,
             m.cache_bytes,
             m.ops_per_round
-        );
+        ));
     }
     Ok(())
 }

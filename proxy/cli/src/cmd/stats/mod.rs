@@ -35,10 +35,11 @@ pub fn run(args: StatsArgs) -> Result<(), CliError> {
         t
     });
     let print = |title: String, lines: Vec<(&str, String)>| {
-        println!("{title}");
+        let mut text = format!("{title}\n");
         for (k, v) in lines {
-            println!("  {:<14} {v}", format!("{k}:"));
+            text.push_str(&format!("  {:<14} {v}\n", format!("{k}:")));
         }
+        crate::util::out(&text);
     };
     if let Some(t) = &target {
         match fetch_metrics(t) {
