@@ -73,19 +73,6 @@ pub fn utc(secs: u64) -> String {
         .unwrap_or_else(|| format!("{secs} s after the Unix epoch"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates_read_as_utc() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
-        assert_eq!(utc(1_709_251_199), "2024-02-29 23:59:59 UTC");
-        assert_eq!(utc(4_102_444_800), "2100-01-01 00:00:00 UTC");
-    }
-}
-
 /// Writes `text` to standard output. A reader that went away (`oram-proxy stats |
 /// head -1`) ends the process quietly with status 0, as SIGPIPE would have (Rust
 /// ignores SIGPIPE, and `println!` panics on a closed pipe); another write error
@@ -103,5 +90,18 @@ pub fn out(text: &str) {
             eprintln!("oram-proxy: cannot write to standard output: {e}");
             std::process::exit(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_read_as_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(1_709_251_199), "2024-02-29 23:59:59 UTC");
+        assert_eq!(utc(4_102_444_800), "2100-01-01 00:00:00 UTC");
     }
 }
