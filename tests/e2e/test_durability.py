@@ -13,7 +13,7 @@ import subprocess
 import botocore.exceptions
 import pytest
 
-from conftest import BIN, Proxy
+from conftest import BIN, Proxy, free_port
 
 
 def run(*args, env=None, timeout=300):
@@ -309,3 +309,50 @@ def test_machine_lost_after_acknowledged_writes(tmp_path, shipped, engine):
         assert "checkpoint taken at start" in p.logs()
     r = run("fsck", "--data-dir", str(new_dir), *flags, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_copied_data_directory_never_takes_over_its_original(tmp_path):
+    """A copy of a serving proxy's data directory (a VM clone, a restored backup)
+    started on the same backend: it carries the directory's lease holder id, and
+    used to take the lease at once and fence the original. Now it is refused
+    while the original runs (which keeps serving), and refused for good once the
+    original wrote more and stopped: the copy is behind."""
+    store = tmp_path / "store"
+    cfg = tmp_path / "c.toml"
+    # A short lease: the original renews every second, so the copy sees it soon.
+    cfg.write_text("[backend]\nlease_secs = 4\n")
+    flags = ["--config", str(cfg), "--backend", f"file://{store}"]
+    env = {"ORAM_PROXY_MASTER_KEY": os.urandom(32).hex(),
+           "ORAM_PROXY_ROOT_USER": "copyadmin", "ORAM_PROXY_ROOT_PASSWORD": "copyadmin-secret"}
+    p = Proxy(tmp_path / "a", *flags, env=env)
+    copy = tmp_path / "copy" / "data"
+
+    def start_copy():
+        return run("serve", "--data-dir", str(copy), "--s3-listen", f"127.0.0.1:{free_port()}",
+                   *flags, env=env, timeout=120)
+
+    try:
+        s3 = p.client(access="copyadmin", secret="copyadmin-secret")
+        s3.create_bucket(Bucket="orig")
+        s3.put_object(Bucket="orig", Key="k1", Body=b"one")
+        shutil.copytree(p.data_dir, copy)
+        r = start_copy()
+        assert r.returncode != 0, r.stdout + r.stderr
+        assert "copy of this data directory" in r.stdout + r.stderr, r.stdout + r.stderr
+        # The original was not fenced: it still writes and reads.
+        s3.put_object(Bucket="orig", Key="k2", Body=b"two")
+        assert s3.get_object(Bucket="orig", Key="k1")["Body"].read() == b"one"
+    finally:
+        assert p.stop() == 0
+    # The original wrote more and is gone: the copy is behind its lease.
+    r = start_copy()
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "behind" in r.stdout + r.stderr and "oram-proxy recover" in r.stdout + r.stderr, \
+        r.stdout + r.stderr
+    # The original directory itself starts again at once, with everything.
+    p = Proxy(tmp_path / "a", *flags, env=env)
+    try:
+        s3 = p.client(access="copyadmin", secret="copyadmin-secret")
+        assert s3.get_object(Bucket="orig", Key="k2")["Body"].read() == b"two"
+    finally:
+        assert p.stop() == 0

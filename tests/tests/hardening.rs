@@ -89,6 +89,55 @@ async fn forms_sigv2_and_long_presigned_urls_are_refused_before_any_body() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigv2_and_long_expiry_are_refused_however_the_query_is_encoded_or_mixed() {
+    // SECURITY-REVIEW-2 M3: the guard split the raw query, so percent-encoded names
+    // (which s3s decodes) and SigV2 fields beside SigV4 ones reached s3s's SigV2
+    // verifier, and an encoded `X-Amz-Expires` escaped the 7-day cap.
+    let (server, _dir) = proxy(|_| {}).await;
+    let addr = server.s3_addr();
+    let v4 = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=hard%2F20250101%2Fus-east-1%2Fs3%2Faws4_request\
+              &X-Amz-Date=20250101T000000Z&X-Amz-SignedHeaders=host&X-Amz-Signature=00";
+    let sigv2 = [
+        "AWSAccessKey%49d=hard&Expires=4102444800&Sig%6Eature=abc".to_string(),
+        "AWSAccessKeyId=hard&Expires=4102444800&Signature=abc&X-Amz-Algorithm=x".to_string(),
+        format!("{v4}&X-Amz-Expires=60&Signature=abc"),
+    ];
+    let expiry = [
+        format!("{v4}&X-Amz-Expire%73=4294967295"),
+        format!("{v4}&X-Amz-Expires=%2B4294967295"),
+        format!("{v4}&X-Amz-Expires=60&X-Amz-Expires=4294967295"),
+    ];
+    let answers = tokio::task::spawn_blocking(move || {
+        let get = |q: &str| ask(addr, &format!("GET /b/k?{q} HTTP/1.1\r\nHost: x\r\n\r\n"));
+        (
+            sigv2.iter().map(|q| get(q)).collect::<Vec<_>>(),
+            expiry.iter().map(|q| get(q)).collect::<Vec<_>>(),
+        )
+    })
+    .await
+    .unwrap();
+    for a in &answers.0 {
+        assert!(
+            a.starts_with("HTTP/1.1 400")
+                && a.contains("<Code>InvalidRequest</Code>")
+                && a.contains(
+                    "<Message>The authorization mechanism you have provided is not supported"
+                ),
+            "{a}"
+        );
+    }
+    for a in &answers.1 {
+        assert!(
+            a.starts_with("HTTP/1.1 400")
+                && a.contains("<Code>AuthorizationQueryParametersError</Code>")
+                && a.contains("<Message>X-Amz-Expires must"),
+            "{a}"
+        );
+    }
+    server.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_client_connection_limit_and_no_h2c() {
     let (server, _dir) = proxy(|c| c.limits.max_connections_per_client = 3).await;
     let addr = server.s3_addr();

@@ -183,6 +183,15 @@ pub struct ServeArgs {
     /// the banner); another one is refused.
     #[arg(long, value_name = "HEX")]
     pub volume_id: Option<String>,
+    /// recover: replay the shipped log up to a gap (a missing record) instead of
+    /// failing; acknowledged writes after the gap are lost.
+    #[arg(long)]
+    pub accept_log_gap: bool,
+    /// recover: the shipped log must reach this record number (noted from
+    /// `oram_log_last_record` in /metrics or the serve log); a shorter log (its
+    /// tail dropped) is refused.
+    #[arg(long, value_name = "N")]
+    pub expect_record: Option<u64>,
     /// TLS certificate chain, PEM (overrides `tls.cert_file`; with --tls-key).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,

@@ -15,7 +15,9 @@ pub mod notify;
 
 pub use config::Config;
 pub use oram_server::{ServeError, Server};
-pub use oram_volume::{BackendKind, Engine, Recovered, UserConfig, VolumeError, VolumeHooks};
+pub use oram_volume::{
+    BackendKind, Engine, RecoverOptions, Recovered, UserConfig, VolumeError, VolumeHooks,
+};
 
 use oram_objects::{CheckPhase, LayerCheck};
 
@@ -66,17 +68,17 @@ pub async fn fsck(
 
 /// `oram-proxy recover` (see [`oram_volume::recover`]).
 pub async fn recover(cfg: &Config) -> Result<Recovered, VolumeError> {
-    recover_with_progress(cfg, None, &|_| {}).await
+    recover_with_progress(cfg, &RecoverOptions::default(), &|_| {}).await
 }
 
-/// `oram-proxy recover [--volume-id ID]`: as [`recover`], refusing a backend whose
-/// (authenticated) header names another volume than `expect`, and telling
+/// `oram-proxy recover [--volume-id ID] [--accept-log-gap] [--expect-record N]`:
+/// as [`recover`], with what `opts` insists on ([`RecoverOptions`]), telling
 /// `progress` each step as it begins.
 pub async fn recover_with_progress(
     cfg: &Config,
-    expect: Option<&str>,
+    opts: &RecoverOptions,
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<Recovered, VolumeError> {
     cfg.validate().map_err(VolumeError::Config)?;
-    oram_volume::recover(&cfg.volume(), &VolumeHooks::default(), expect, progress).await
+    oram_volume::recover(&cfg.volume(), &VolumeHooks::default(), opts, progress).await
 }

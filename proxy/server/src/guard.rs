@@ -4,12 +4,21 @@
 //! * S3 **browser-form uploads** (`POST` with `multipart/form-data`): s3s would
 //!   buffer the form, up to its file-size limit, before its access check; the
 //!   proxy does not implement POST Object, so they get `501 NotImplemented` at once.
-//! * **SigV2** (an `Authorization: AWS …` header, or a query with `Signature=` and
-//!   no `X-Amz-Signature`): s3s never checks a SigV2 request's time and compares
+//! * **SigV2** (an `Authorization: AWS …` header, or a query naming any of
+//!   `Signature`, `AWSAccessKeyId` or `Expires`, whatever else it holds): s3s
+//!   checks SigV2 *before* SigV4, never checks a SigV2 request's time and compares
 //!   its signature in non-constant time; `400 InvalidRequest`, as AWS answers in
 //!   regions without SigV2.
 //! * **Presigned URLs valid for more than 7 days** (`X-Amz-Expires` above 604 800
-//!   s, AWS's own bound): `400 AuthorizationQueryParametersError`.
+//!   s, AWS's own bound): `400 AuthorizationQueryParametersError`; so is an
+//!   `X-Amz-Expires` given twice (s3s refuses it too, but not before it looked at
+//!   the rest).
+//!
+//! The query is decoded exactly as s3s decodes it (`application/x-www-form-urlencoded`:
+//! percent escapes and `+` in names and values, through `form_urlencoded`, which
+//! s3s's `serde_urlencoded` uses), so `Sig%6Eature` or `X-Amz-Expire%73` is seen as
+//! what s3s will see. Names are compared without regard to case (s3s's are exact:
+//! this only refuses more).
 //!
 //! Swift logins are throttled by the Swift front-end itself (`oram_swift`, module
 //! `throttle`): per client network and per user.
@@ -26,12 +35,25 @@ pub enum S3Refusal {
     SigV2,
     /// A presigned URL valid for longer than [`MAX_PRESIGNED_EXPIRES`].
     ExpiresTooLong,
+    /// A presigned URL naming `X-Amz-Expires` more than once.
+    ExpiresRepeated,
 }
 
-fn query_params(q: &str) -> impl Iterator<Item = (&str, &str)> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| p.split_once('=').unwrap_or((p, "")))
+/// The query's names and values, decoded as s3s decodes them.
+fn query_params(
+    q: &str,
+) -> impl Iterator<Item = (std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)> {
+    form_urlencoded::parse(q.as_bytes())
+}
+
+/// Whether `v` (an `X-Amz-Expires` value, decoded) is above the cap. Values that
+/// are not a number are s3s's to refuse; any all-digit value too long to parse is
+/// above it.
+fn expires_above_cap(v: &str) -> bool {
+    v.parse::<u128>().map_or(
+        !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()),
+        |n| n > u128::from(MAX_PRESIGNED_EXPIRES),
+    )
 }
 
 /// The refusal an S3 request earns from its method, URI and headers, if any.
@@ -50,39 +72,36 @@ pub fn s3_refusal<B>(req: &http::Request<B>) -> Option<S3Refusal> {
             return Some(S3Refusal::FormPost);
         }
     }
+    // Any header that is not valid text is looked at as bytes: s3s may still read
+    // it as Latin-1.
     let v2_header = headers
         .get_all(http::header::AUTHORIZATION)
         .iter()
-        .filter_map(|v| v.to_str().ok())
         .any(|v| {
-            let v = v.trim_start();
-            v.len() >= 4 && v[..4].eq_ignore_ascii_case("AWS ")
+            let v = v.as_bytes().trim_ascii_start();
+            v.len() >= 4 && v[..4].eq_ignore_ascii_case(b"AWS ")
         });
     if v2_header {
         return Some(S3Refusal::SigV2);
     }
     if let Some(q) = req.uri().query() {
-        let mut v2_sig = false;
-        let mut v4_sig = false;
+        let mut expires = 0usize;
         let mut expires_too_long = false;
         for (k, v) in query_params(q) {
-            if k.eq_ignore_ascii_case("Signature") || k.eq_ignore_ascii_case("AWSAccessKeyId") {
-                v2_sig = true;
-            } else if k.eq_ignore_ascii_case("X-Amz-Signature")
-                || k.eq_ignore_ascii_case("X-Amz-Algorithm")
+            if ["Signature", "AWSAccessKeyId", "Expires"]
+                .iter()
+                .any(|n| k.eq_ignore_ascii_case(n))
             {
-                v4_sig = true;
-            } else if k.eq_ignore_ascii_case("X-Amz-Expires") {
-                // Unparseable values are s3s's to refuse; huge ones are ours.
-                expires_too_long = v
-                    .parse::<u128>()
-                    .map_or(v.len() > 7 && v.bytes().all(|b| b.is_ascii_digit()), |n| {
-                        n > u128::from(MAX_PRESIGNED_EXPIRES)
-                    });
+                // Whatever else is present: s3s looks for SigV2 first.
+                return Some(S3Refusal::SigV2);
+            }
+            if k.eq_ignore_ascii_case("X-Amz-Expires") {
+                expires += 1;
+                expires_too_long |= expires_above_cap(&v);
             }
         }
-        if v2_sig && !v4_sig {
-            return Some(S3Refusal::SigV2);
+        if expires > 1 {
+            return Some(S3Refusal::ExpiresRepeated);
         }
         if expires_too_long {
             return Some(S3Refusal::ExpiresTooLong);
@@ -105,6 +124,10 @@ pub fn s3_refusal_response(r: &S3Refusal) -> http::Response<s3s::Body> {
         S3Refusal::ExpiresTooLong => s3s::s3_error!(
             AuthorizationQueryParametersError,
             "X-Amz-Expires must be less than a week (in seconds) that is; 604800"
+        ),
+        S3Refusal::ExpiresRepeated => s3s::s3_error!(
+            AuthorizationQueryParametersError,
+            "X-Amz-Expires must be given once"
         ),
     };
     err.to_http_response().unwrap_or_else(|_| {
@@ -171,5 +194,82 @@ mod tests {
         let r = s3_refusal_response(&S3Refusal::ExpiresTooLong);
         assert_eq!(r.status(), 400);
         assert_eq!(s3_refusal_response(&S3Refusal::FormPost).status(), 501);
+    }
+
+    #[test]
+    fn sigv2_is_refused_however_its_query_is_encoded_or_mixed() {
+        let v4 = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=a%2F20250101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20250101T000000Z&X-Amz-SignedHeaders=host&X-Amz-Signature=00&X-Amz-Expires=60";
+        for q in [
+            // Names percent-encoded: s3s decodes them before looking.
+            "AWSAccessKey%49d=a&Expires=4000000000&Sig%6Eature=x".to_string(),
+            "%41%57%53AccessKeyId=a&%45xpires=4000000000&%53ignature=x".to_string(),
+            "AWSAccessKeyId=a&Expires=4000000000&Signature%3D=x&Sig%6eature=y".to_string(),
+            // SigV2 fields beside SigV4 ones (s3s checks SigV2 first).
+            "AWSAccessKeyId=a&Expires=4000000000&Signature=x&X-Amz-Algorithm=x".to_string(),
+            format!("{v4}&Signature=x"),
+            format!("{v4}&AWSAccessKeyId=a"),
+            format!("{v4}&Expires=4000000000"),
+            // Any one of them alone, in any case.
+            "signature=x".to_string(),
+            "awsaccesskeyid=a".to_string(),
+            "EXPIRES=1".to_string(),
+        ] {
+            assert_eq!(
+                s3_refusal(&req("GET", &format!("/b/k?{q}"), &[])),
+                Some(S3Refusal::SigV2),
+                "{q}"
+            );
+        }
+        assert_eq!(s3_refusal(&req("GET", &format!("/b/k?{v4}"), &[])), None);
+        // A name that only looks like one once decoded wrongly is left alone.
+        assert_eq!(
+            s3_refusal(&req("GET", "/b/k?Signatures=x&response-expires=1", &[])),
+            None
+        );
+        let v2 = req("GET", "/b/k", &[("authorization", "  aws AKID:c2ln")]);
+        assert_eq!(s3_refusal(&v2), Some(S3Refusal::SigV2));
+    }
+
+    #[test]
+    fn presigned_expiry_is_capped_on_the_decoded_value_and_given_once() {
+        let base = "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=a&X-Amz-Date=20250101T000000Z&X-Amz-SignedHeaders=host&X-Amz-Signature=00";
+        for (tail, want) in [
+            ("&X-Amz-Expire%73=604801", Some(S3Refusal::ExpiresTooLong)),
+            ("&x-amz-expires=604801", Some(S3Refusal::ExpiresTooLong)),
+            (
+                "&X-Amz-Expires=%36%30%34%38%30%31",
+                Some(S3Refusal::ExpiresTooLong),
+            ),
+            (
+                "&X-Amz-Expires=6048010000000000000000000000000000000000000000",
+                Some(S3Refusal::ExpiresTooLong),
+            ),
+            ("&X-Amz-Expires=%36%30%34%38%30%30", None),
+            // Given twice, in any spelling: refused whichever one s3s would use.
+            (
+                "&X-Amz-Expires=60&X-Amz-Expires=999999999",
+                Some(S3Refusal::ExpiresRepeated),
+            ),
+            (
+                "&X-Amz-Expires=999999999&X-Amz-Expire%73=60",
+                Some(S3Refusal::ExpiresRepeated),
+            ),
+            (
+                "&X-Amz-Expires=60&X-Amz-Expires=60",
+                Some(S3Refusal::ExpiresRepeated),
+            ),
+            // `+` encoded is a sign both parsers accept; a bare `+` is a space,
+            // which neither does (s3s refuses it).
+            ("&X-Amz-Expires=%2B604801", Some(S3Refusal::ExpiresTooLong)),
+            ("&X-Amz-Expires=+604801", None),
+        ] {
+            assert_eq!(
+                s3_refusal(&req("GET", &format!("{base}{tail}"), &[])),
+                want,
+                "{tail}"
+            );
+        }
+        let r = s3_refusal_response(&S3Refusal::ExpiresRepeated);
+        assert_eq!(r.status(), 400);
     }
 }

@@ -145,6 +145,7 @@ impl Server {
             epoch = c.epoch,
             bytes = c.bytes,
             state_bytes = c.state_bytes,
+            log_record = ?c.log_record,
             "final checkpoint written"
         );
         if let Some(lease) = &self.volume.lease {
@@ -174,6 +175,7 @@ async fn checkpoint_loop(
                     epoch = c.epoch,
                     bytes = c.bytes,
                     state_bytes = c.state_bytes,
+                    log_record = ?c.log_record,
                     "checkpoint written"
                 )
             }

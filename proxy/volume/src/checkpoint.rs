@@ -30,6 +30,9 @@ pub struct CheckpointInfo {
     pub bytes: u64,
     /// Bytes of state in it (before padding).
     pub state_bytes: u64,
+    /// The number of the last shipped-log record landed when it completed (`None`:
+    /// no log, or none landed yet): an anchor for `recover --expect-record`.
+    pub log_record: Option<u64>,
 }
 
 impl Volume {
@@ -129,6 +132,7 @@ impl Volume {
             epoch,
             bytes,
             state_bytes,
+            log_record: self.shipper.as_ref().and_then(|s| s.stats.last_record()),
         })
     }
 

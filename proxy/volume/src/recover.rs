@@ -10,7 +10,14 @@
 //! records after the checkpoint ([`oram_statedb::Db::restore_replaying`]);
 //! advance the epoch; and sweep the objects written after what was restored.
 //! The recovery point is the last checkpoint, or with the shipped log
-//! everything acknowledged.
+//! everything acknowledged that the backend still holds.
+//!
+//! The log is the provider's to keep: a record missing in the middle of the log
+//! (a gap) fails `recover` unless the operator accepts it
+//! ([`RecoverOptions::accept_log_gap`]); a missing *tail* looks like the end of
+//! the log, and only a record number the operator noted while the proxy ran
+//! ([`RecoverOptions::expect_record`], from `/metrics` or the serve log) shows
+//! it.
 
 use oram_blockstore::BlockStoreExt;
 use oram_seal::Sealer;
@@ -26,7 +33,7 @@ use crate::header::{
 };
 use crate::key::KeySource;
 use crate::lease;
-use crate::logship::read_log;
+use crate::logship::{read_log, RecordMark};
 use crate::params::checkpoint_size;
 use crate::volume::Volume;
 use crate::VolumeError;
@@ -48,23 +55,45 @@ pub struct Recovered {
     pub replayed: u64,
     /// Records of the shipped log read.
     pub log_records: u64,
+    /// The last record of the shipped log applied (its number and time), if any.
+    pub last_record: Option<RecordMark>,
+    /// The gap accepted ([`RecoverOptions::accept_log_gap`]): what was missing.
+    pub accepted_gap: Option<String>,
     /// The volume recovered.
     pub volume_id: String,
 }
 
-/// `oram-proxy recover [--volume-id ID]`: rebuilds an empty data directory from
+/// What `recover` insists on.
+#[derive(Clone, Debug, Default)]
+pub struct RecoverOptions {
+    /// The volume expected at the backend prefix; another one is refused.
+    pub expect_volume: Option<String>,
+    /// Replay the shipped log up to a gap (a missing record) instead of failing:
+    /// acknowledged writes after the gap are lost.
+    pub accept_log_gap: bool,
+    /// The shipped log must reach this record number (noted while the proxy ran:
+    /// `oram_log_last_record` in `/metrics`, or the serve log at each
+    /// checkpoint); a log ending before it (a dropped tail) fails `recover`.
+    pub expect_record: Option<u64>,
+}
+
+/// `oram-proxy recover [--volume-id ID] [--accept-log-gap] [--expect-record N]`:
+/// rebuilds an empty data directory from
 /// the backend's volume header and latest checkpoint (and the shipped log after
 /// it), given the key (any [`KeySource`]; a key file is copied into the data
 /// directory), under the directory's lock. A backend whose (authenticated)
-/// header names another volume than `expect` is refused. Objects written after
+/// header names another volume than `opts.expect_volume` is refused, and so is
+/// a shipped log with a gap or ending before `opts.expect_record`
+/// ([`RecoverOptions`]), before anything is restored. Objects written after
 /// the last checkpoint and log record are lost, and the backend objects they
 /// left are deleted. Tells `progress` each step as it begins.
 pub async fn recover(
     cfg: &VolumeConfig,
     hooks: &VolumeHooks,
-    expect: Option<&str>,
+    opts: &RecoverOptions,
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<Recovered, VolumeError> {
+    let expect = opts.expect_volume.as_deref();
     datadir::ensure_dir(&cfg.data_dir)?;
     let _lock = datadir::lock(&cfg.data_dir)?;
     let dir = &cfg.data_dir;
@@ -160,8 +189,28 @@ pub async fn recover(
     let (log_generation, log_from) = oram_statedb::snapshot_position(&snap)?;
     progress("reading the shipped log after the checkpoint");
     let log = read_log(store.as_ref(), &sealer, prefix, log_generation, log_from).await?;
-    if log.gap {
-        tracing::warn!("the shipped log has a gap (a missing record): replaying up to it only");
+    if let Some(gap) = &log.gap {
+        if !opts.accept_log_gap {
+            return Err(VolumeError::Integrity(format!(
+                "the shipped log after the checkpoint has a gap: {gap}. Acknowledged writes \
+                 after it would be lost (the provider deleted or hides records). Nothing was \
+                 restored; pass --accept-log-gap to recover up to the gap{}",
+                log.last
+                    .map_or(String::new(), |l| format!(" (record {})", l.number))
+            )));
+        }
+        tracing::warn!("the shipped log has a gap ({gap}): replaying up to it only");
+    }
+    if let Some(want) = opts.expect_record {
+        let reached = log.last.map(|l| l.number);
+        if reached.is_none_or(|n| n < want) {
+            return Err(VolumeError::Integrity(format!(
+                "the shipped log ends at {} but record {want} was expected: its tail is missing \
+                 (the provider deleted or hides it, or the record number is of another \
+                 generation of the log). Nothing was restored",
+                reached.map_or("no record".to_string(), |n| format!("record {n}")),
+            )));
+        }
     }
     let (groups, _) = oram_statedb::decode_groups(&log.stream)?;
     drop(log.stream);
@@ -199,6 +248,8 @@ pub async fn recover(
         swept,
         replayed,
         log_records: log.records,
+        last_record: log.last,
+        accepted_gap: log.gap,
         volume_id: vol.params.volume_id.clone(),
     })
 }

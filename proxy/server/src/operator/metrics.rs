@@ -400,6 +400,14 @@ fn checkpoints(o: &mut Out, n: &Now<'_>) {
                 .load(std::sync::atomic::Ordering::Relaxed) as f64,
         )],
     );
+    if let Some(last) = ep.vol.shipper.as_ref().and_then(|s| s.stats.last_record()) {
+        o.metric(
+            "oram_log_last_record",
+            "gauge",
+            "The number of the last shipped-log record landed: note it, and `recover --expect-record` refuses a log whose tail the provider dropped.",
+            &[("", last as f64)],
+        );
+    }
 }
 /// The backend lease and the TLS certificate.
 fn lease_and_tls(o: &mut Out, n: &Now<'_>) {

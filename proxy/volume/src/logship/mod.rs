@@ -8,7 +8,7 @@
 //! `<prefix>/log/<generation>/<seq>`. A commit resolves only once the record
 //! holding its last byte has landed, so an acknowledged request is on the backend
 //! (checkpoint + log) before its answer, and `recover` loses nothing acknowledged
-//! when the proxy's machine is lost.
+//! when the proxy's machine is lost (as long as the provider keeps the records).
 //!
 //! Observed by the storage server: one PUT of the same size every interval (a
 //! failed PUT is repeated at the next tick, in place of a new record), the
@@ -19,8 +19,12 @@
 //!
 //! A snapshot knows its place in the stream (generation and offset), so
 //! `recover` reads that generation's records in order from there, stops at a
-//! gap, drops a trailing incomplete group (its commits were never answered) and
-//! replays the rest onto the snapshot in one transaction. A landed checkpoint
+//! gap (and fails there unless the operator accepts it: the provider deleted or
+//! hides records), drops a trailing incomplete group (its commits were never
+//! answered) and replays the rest onto the snapshot in one transaction. A
+//! dropped tail is not a gap: only a record number the operator noted
+//! ([`ShipStats::last_record`]) reveals it. Each record carries, sealed, when it
+//! was sealed. A landed checkpoint
 //! deletes the records it covers, those of earlier runs and of other
 //! generations.
 //!
@@ -51,9 +55,14 @@ use oram_statedb::ShipLog;
 
 use crate::VolumeError;
 
-const MAGIC: &[u8; 8] = b"ORAMLOG1";
-/// Magic, generation, number, stream offset, payload length.
-const HEAD: usize = 8 + 8 + 8 + 8 + 4;
+/// Records written before records carried their time (still read).
+const MAGIC_V1: &[u8; 8] = b"ORAMLOG1";
+const MAGIC: &[u8; 8] = b"ORAMLOG2";
+/// Magic, generation, number, stream offset, payload length (version 1).
+const HEAD_V1: usize = 8 + 8 + 8 + 8 + 4;
+/// Version 2: version 1's head, then when the record was sealed (ms since the
+/// Unix epoch).
+const HEAD: usize = HEAD_V1 + 8;
 /// The largest record accepted from the backend when reading the log back.
 pub const MAX_RECORD_BYTES: usize = 64 << 20;
 /// Records fetched at once by [`read_log`].
@@ -114,8 +123,16 @@ fn identity(generation: u64, seq: u64) -> ObjectIdentity {
     }
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
 /// Seals record `seq` holding stream bytes `payload` from offset `start`, padded
-/// to `record_bytes`.
+/// to `record_bytes`, stamped with the time `at_ms` (inside the seal: the
+/// provider sees only that records come at the interval, which it sees anyway).
 fn seal_record(
     sealer: &Sealer,
     generation: u64,
@@ -123,6 +140,7 @@ fn seal_record(
     start: u64,
     payload: &[u8],
     record_bytes: usize,
+    at_ms: u64,
 ) -> Result<Bytes, VolumeError> {
     let mut plain = Vec::with_capacity(record_bytes);
     plain.extend_from_slice(MAGIC);
@@ -130,6 +148,7 @@ fn seal_record(
     plain.extend_from_slice(&seq.to_be_bytes());
     plain.extend_from_slice(&start.to_be_bytes());
     plain.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    plain.extend_from_slice(&at_ms.to_be_bytes());
     plain.extend_from_slice(payload);
     debug_assert!(plain.len() <= record_bytes);
     plain.resize(record_bytes.max(plain.len()), 0);
@@ -140,32 +159,47 @@ fn seal_record(
     Ok(sealed)
 }
 
-/// Opens record `seq`: its stream offset and payload.
+/// An opened record.
+struct Opened {
+    /// Stream offset of the payload's first byte.
+    start: u64,
+    payload: Vec<u8>,
+    /// When it was sealed (ms since the Unix epoch); `None` for a version-1 record.
+    at_ms: Option<u64>,
+}
+
+/// Opens record `seq` (either version).
 fn open_record(
     sealer: &Sealer,
     generation: u64,
     seq: u64,
     sealed: &[u8],
-) -> Result<(u64, Vec<u8>), VolumeError> {
+) -> Result<Opened, VolumeError> {
     let bad = |what: &str| {
         VolumeError::Integrity(format!("log record {generation:016x}/{seq:016x}: {what}"))
     };
     let plain = sealer
         .open(&identity(generation, seq), sealed)
         .map_err(|e| bad(&format!("does not open ({e})")))?;
-    if plain.len() < HEAD || &plain[..8] != MAGIC {
-        return Err(bad("not a log record"));
-    }
+    let head = match plain.get(..8) {
+        Some(m) if m == MAGIC && plain.len() >= HEAD => HEAD,
+        Some(m) if m == MAGIC_V1 && plain.len() >= HEAD_V1 => HEAD_V1,
+        _ => return Err(bad("not a log record")),
+    };
     let u64_at = |i: usize| u64::from_be_bytes(plain[i..i + 8].try_into().expect("8 bytes"));
     if u64_at(8) != generation || u64_at(16) != seq {
         return Err(bad("names another record"));
     }
     let start = u64_at(24);
     let len = u32::from_be_bytes(plain[32..36].try_into().expect("4 bytes")) as usize;
-    if HEAD + len > plain.len() {
+    if head + len > plain.len() {
         return Err(bad("payload longer than the record"));
     }
-    Ok((start, plain[HEAD..HEAD + len].to_vec()))
+    Ok(Opened {
+        start,
+        payload: plain[head..head + len].to_vec(),
+        at_ms: (head == HEAD).then(|| u64_at(HEAD_V1)),
+    })
 }
 
 /// Counters of the shipper, for logs and tests.
@@ -177,6 +211,18 @@ pub struct ShipStats {
     pub failures: AtomicU64,
     /// Stream bytes landed.
     pub bytes: AtomicU64,
+    /// The number of the last record landed, plus one (0: none yet). The operator
+    /// notes it (`/metrics`, the serve log) as the anchor `recover
+    /// --expect-record` checks: the backend cannot be trusted to keep the log's
+    /// tail.
+    pub last_record: AtomicU64,
+}
+
+impl ShipStats {
+    /// The number of the last record landed by this run, if any.
+    pub fn last_record(&self) -> Option<u64> {
+        self.last_record.load(Ordering::Relaxed).checked_sub(1)
+    }
 }
 
 /// The task shipping one volume's log. Dropping it stops the task (commits still
@@ -286,6 +332,7 @@ async fn ship(
                 start,
                 &bytes,
                 settings.record_bytes,
+                now_ms(),
             ) {
                 Ok(sealed) => pending = Some((seq, end, sealed)),
                 Err(e) => {
@@ -304,6 +351,9 @@ async fn ship(
             .await
         {
             Ok(()) => {
+                // Shown before the commits it holds are answered: a client that
+                // got its answer finds the number at least this far.
+                stats.last_record.store(n + 1, Ordering::Relaxed);
                 log.landed(*end);
                 lock(&landed).insert(*n, *end);
                 stats.records.fetch_add(1, Ordering::Relaxed);
@@ -331,18 +381,27 @@ impl Shipper {
     /// Deletes the records a landed checkpoint made obsolete: this run's records
     /// up to stream offset `upto` (the checkpoint's), every record of an earlier
     /// run of this generation, and every record of another generation. Returns
-    /// how many were deleted.
+    /// how many were deleted. The highest-numbered record of this generation is
+    /// always kept: it carries the number `recover --expect-record` looks for
+    /// (and the next run's numbers continue after it).
     ///
     /// Observed by the storage server: one listing of `<prefix>/log/` and the
     /// DELETEs.
     pub async fn prune(&self, upto: u64) -> Result<u64, VolumeError> {
         let all = self.store.list(&format!("{}/log/", self.prefix)).await?;
+        let highest = all
+            .iter()
+            .filter_map(|k| parse_key(&self.prefix, k))
+            .filter(|(g, _)| *g == self.generation)
+            .map(|(_, s)| s)
+            .max();
         let dead: Vec<ObjKey> = {
             let landed = lock(&self.landed);
             all.into_iter()
                 .filter(|k| match parse_key(&self.prefix, k) {
                     Some((g, s)) if g == self.generation => {
-                        s < self.first || landed.get(&s).is_some_and(|end| *end <= upto)
+                        Some(s) != highest
+                            && (s < self.first || landed.get(&s).is_some_and(|end| *end <= upto))
                     }
                     Some(_) => true,
                     // Not a record of ours: left alone.
@@ -364,6 +423,16 @@ impl Shipper {
     }
 }
 
+/// A record of the log, as `recover` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordMark {
+    /// Its number.
+    pub number: u64,
+    /// When it was sealed (ms since the Unix epoch); `None` for a record written
+    /// before records carried their time.
+    pub at_ms: Option<u64>,
+}
+
 /// What [`read_log`] found.
 #[derive(Debug, Default)]
 pub struct ReadLog {
@@ -371,13 +440,25 @@ pub struct ReadLog {
     pub stream: Vec<u8>,
     /// Records downloaded.
     pub records: u64,
-    /// Whether a gap (a missing record) ended the stream early.
-    pub gap: bool,
+    /// The last record whose bytes are in `stream` or were covered by the
+    /// checkpoint (the log applied up to it), if any.
+    pub last: Option<RecordMark>,
+    /// What is missing, if the stream stops at a gap: records the provider
+    /// deleted or hides in the middle of the log after the checkpoint.
+    pub gap: Option<String>,
 }
 
 /// Reads the shipped log of `generation` from stream offset `from` (where a
 /// checkpoint's snapshot stands): lists the generation's records and downloads
 /// them in order, every one opened and checked.
+///
+/// The stream stops at a **gap**, described in [`ReadLog::gap`]: a record listed
+/// but not returned, a record whose bytes do not continue the stream (records
+/// holding them are missing), or, once the stream has passed the checkpoint, a
+/// record number skipped (a missing record, even an empty one: every record
+/// after the checkpoint stays until a later checkpoint covers it). A missing
+/// *tail* is not a gap: only a number the operator noted can show it
+/// ([`ReadLog::last`]).
 pub async fn read_log(
     store: &dyn BlockStore,
     sealer: &Sealer,
@@ -388,29 +469,56 @@ pub async fn read_log(
     let seqs = record_numbers(store, prefix, generation).await?;
     let mut out = ReadLog::default();
     let mut pos = from;
+    // The number of the last record whose bytes went into the stream.
+    let mut used: Option<u64> = None;
+    let name = |s: u64| format!("{generation:016x}/{s:016x}");
     let bound = SizeBound::AtMost((MAX_RECORD_BYTES + OVERHEAD) as u64);
     'batches: for batch in seqs.chunks(READ_BATCH) {
         let keys: Vec<ObjKey> = batch.iter().map(|s| key(prefix, generation, *s)).collect();
         let got = store.get_many_bounded(&keys, bound).await?;
         for (seq, obj) in batch.iter().zip(got) {
             let Some(obj) = obj else {
-                // Listed, then gone: pruned meanwhile (a newer checkpoint exists).
-                out.gap = true;
+                out.gap = Some(format!("record {} was listed but is missing", name(*seq)));
                 break 'batches;
             };
             out.records += 1;
-            let (start, payload) = open_record(sealer, generation, *seq, &obj)?;
-            let end = start + payload.len() as u64;
-            if end <= pos && start <= pos {
-                continue;
+            let rec = open_record(sealer, generation, *seq, &obj)?;
+            let end = rec.start + rec.payload.len() as u64;
+            if let Some(prev) = used {
+                if *seq != prev + 1 {
+                    out.gap = Some(format!(
+                        "records {} to {} are missing (the stream stops after record {})",
+                        name(prev + 1),
+                        name(seq - 1),
+                        name(prev)
+                    ));
+                    break 'batches;
+                }
             }
-            if start > pos {
-                out.gap = true;
+            if rec.start > pos {
+                out.gap = Some(format!(
+                    "stream bytes {pos} to {} are missing: the records holding them, \
+                     before record {}, are gone",
+                    rec.start,
+                    name(*seq)
+                ));
                 break 'batches;
             }
+            out.last = Some(RecordMark {
+                number: *seq,
+                at_ms: rec.at_ms,
+            });
+            if end <= pos {
+                // Covered by the checkpoint already (or empty at its position).
+                if used.is_some() {
+                    used = Some(*seq);
+                }
+                continue;
+            }
             out.stream
-                .extend_from_slice(&payload[(pos - start) as usize..]);
+                .extend_from_slice(&rec.payload[(pos - rec.start) as usize..]);
             pos = end;
+            used = Some(*seq);
         }
     }
     Ok(out)

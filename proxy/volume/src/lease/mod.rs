@@ -1,17 +1,22 @@
 //! The backend lease: one proxy at a time writes a volume's backend prefix.
 //!
 //! `<prefix>/meta/lease` names the holder (a random id kept in
-//! `<data_dir>/lease.id`), a generation (incremented at every take-over) and a
-//! renewal counter. It is only ever written with conditional PUTs
+//! `<data_dir>/lease.id`), the start holding it (a random id per start), a
+//! generation (incremented at every take-over) and a renewal counter. It is only ever written with conditional PUTs
 //! ([`BlockStore::put_if`]: `If-None-Match: *` to create it, `If-Match` on the ETag
 //! last seen to renew or take it over), so two proxies can never both believe
 //! they wrote the last version.
 //!
 //! * **Acquire** (every start, `init`, `fsck`, `recover`): no lease → create it.
-//!   Ours (the same data directory, after a crash: the directory lock rules out a
-//!   second process there) or released → take it over at once. Another holder's →
-//!   watch it for the lease duration `D`: if it changes (the holder renews), refuse
-//!   to start; if it stays unchanged for `D` on our clock, take it over.
+//!   Released → take it over at once. Another holder's → watch it for the lease
+//!   duration `D`: if it changes (the holder renews), refuse to start; if it stays
+//!   unchanged for `D` on our clock, take it over. Ours (this data directory's
+//!   holder id) → judged with what the directory recorded of its own last write
+//!   ([`run`]): a directory *behind* the record (a copy or a backup of one that
+//!   ran on) is refused; the crashed process of this very directory (same start,
+//!   same boot, process gone) takes it over at once; anything else (a copy beside
+//!   a live original, a restart after a reboot) is watched like another
+//!   holder's.
 //! * **Renew** every `D/4`; the holder considers itself valid for `2D/3` after it
 //!   *sent* the last successful renewal. A contender waits a full `D` after its
 //!   first unchanged observation, which comes after that renewal landed, so the
@@ -24,7 +29,7 @@
 //! * **Release** at a graceful stop, so the next holder need not wait.
 
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -39,6 +44,10 @@ use rand::RngCore;
 use crate::config::BackendConfig;
 use crate::VolumeError;
 
+pub mod run;
+
+use run::{RunMark, Seen, Verdict};
+
 type StoreResult<T> = Result<T, StoreError>;
 
 /// The lease object's contents.
@@ -46,6 +55,10 @@ type StoreResult<T> = Result<T, StoreError>;
 #[serde(deny_unknown_fields)]
 struct Record {
     holder: String,
+    /// The start holding it (empty in records of versions without start ids,
+    /// which read records with it as unreadable, and wait the lease out).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    start: String,
     generation: u64,
     renewals: u64,
     lease_secs: u64,
@@ -83,6 +96,8 @@ pub struct Found {
     pub wait: Duration,
     /// The generation of the record that takes it over.
     pub generation: u64,
+    /// What [`run::judge`] needs of it (`None`: unreadable).
+    pub seen: Option<Seen>,
 }
 
 /// Reads the lease object `b` found on the backend (any bytes) for the holder
@@ -105,6 +120,12 @@ pub fn inspect(b: &[u8], holder: &str, duration: Duration) -> Found {
             .max(duration),
         // TOML integers stop at i64::MAX: this does not overflow.
         generation: old.as_ref().map_or(0, |r| r.generation) + 1,
+        seen: old.as_ref().map(|r| Seen {
+            ours: r.holder == holder,
+            released: r.released,
+            start: r.start.clone(),
+            position: (r.generation, r.renewals),
+        }),
     }
 }
 
@@ -123,9 +144,17 @@ pub struct Lease {
     /// The record and tag last written and the validity; guards only these.
     held: Mutex<Held>,
     lost: AtomicBool,
-    /// Serialises the renewals a refused write starts (see [`Lease::ensure`]);
-    /// guards nothing else.
+    /// Serialises renewals (the task's, those a refused write starts — see
+    /// [`Lease::ensure`] — and the release), so that `lease.run` is written in the
+    /// order the record is; a tokio lock held across the renewal's awaits, taken
+    /// before `held` (which is never held across an await). Guards nothing else.
     renewing: tokio::sync::Mutex<()>,
+    /// The data directory (its `lease.run`).
+    dir: PathBuf,
+    /// This start's id, the machine's boot id and this process's id, as recorded
+    /// in `lease.run`.
+    start: String,
+    boot: String,
 }
 
 fn lease_key(prefix: &str) -> ObjKey {
@@ -137,6 +166,17 @@ pub fn without_lease(keys: Vec<ObjKey>) -> Vec<ObjKey> {
     keys.into_iter()
         .filter(|k| !k.as_str().ends_with("/meta/lease"))
         .collect()
+}
+
+/// What `lease.run` records before `record` is written.
+fn mark(start: &str, boot: &str, record: &Record) -> RunMark {
+    RunMark {
+        start: start.to_string(),
+        generation: record.generation,
+        renewals: record.renewals,
+        boot: boot.to_string(),
+        pid: std::process::id(),
+    }
 }
 
 /// This data directory's holder id (`<dir>/lease.id`, created on first use).
@@ -168,6 +208,9 @@ impl Lease {
         duration: Duration,
     ) -> Result<Arc<Self>, VolumeError> {
         let holder = holder_id(dir)?;
+        let local = run::read(dir)?;
+        let start = run::new_start_id();
+        let boot = run::boot_id();
         let key = lease_key(prefix);
         let bound = SizeBound::AtMost(4096);
         let unsupported = |e: StoreError| match e {
@@ -193,6 +236,7 @@ impl Lease {
                 None => (
                     Record {
                         holder: holder.clone(),
+                        start: start.clone(),
                         generation: 1,
                         renewals: 0,
                         lease_secs: duration.as_secs(),
@@ -202,15 +246,27 @@ impl Lease {
                 ),
                 Some((b, tag)) => {
                     let Found {
-                        ours_or_free,
                         who,
                         wait,
                         generation,
+                        seen,
+                        ..
                     } = inspect(&b, &holder, duration);
-                    if !ours_or_free {
+                    let ours = seen.as_ref().is_some_and(|s| s.ours);
+                    let verdict = run::judge(seen.as_ref(), local.as_ref(), &boot, run::may_run);
+                    if let Verdict::Behind(why) = verdict {
+                        return Err(VolumeError::Params(why));
+                    }
+                    if verdict == Verdict::Watch {
                         tracing::warn!(
-                            "the backend lease is held by another proxy ({who}): waiting up to \
-                             {}s for it to expire",
+                            "the backend lease is held by {} ({who}): waiting up to {}s for it \
+                             to expire",
+                            if ours {
+                                "this data directory, but not provably by a crashed process of \
+                                 it (a copy, or a restart after a reboot)"
+                            } else {
+                                "another proxy"
+                            },
                             wait.as_secs()
                         );
                         let deadline = Instant::now() + wait + Duration::from_secs(1);
@@ -221,7 +277,14 @@ impl Lease {
                                 return Err(VolumeError::Params(format!(
                                     "another oram-proxy holds the backend lease of prefix \
                                      {prefix:?} ({who}) and renews it: two proxies must not \
-                                     write one volume. Stop the other one first."
+                                     write one volume. Stop the other one first.{}",
+                                    if ours {
+                                        " It runs on a copy of this data directory (the same \
+                                         holder id): a copy must not be started beside its \
+                                         original"
+                                    } else {
+                                        ""
+                                    }
                                 )));
                             }
                         }
@@ -229,6 +292,7 @@ impl Lease {
                     (
                         Record {
                             holder: holder.clone(),
+                            start: start.clone(),
                             generation,
                             renewals: 0,
                             lease_secs: duration.as_secs(),
@@ -238,6 +302,9 @@ impl Lease {
                     )
                 }
             };
+            // Recorded here before the record is written: a start that finds the
+            // record ahead of this mark knows this directory fell behind.
+            run::write_async(dir, mark(&start, &boot, &record)).await?;
             let sent = Instant::now();
             match store.put_if(&key, record.bytes(), cond).await {
                 Ok(tag) => {
@@ -253,6 +320,9 @@ impl Lease {
                         }),
                         lost: AtomicBool::new(false),
                         renewing: tokio::sync::Mutex::new(()),
+                        dir: dir.to_path_buf(),
+                        start: start.clone(),
+                        boot: boot.clone(),
                     });
                     tokio::spawn(renew_loop(Arc::downgrade(&lease)));
                     return Ok(lease);
@@ -297,7 +367,7 @@ impl Lease {
                 break;
             }
             let before = self.lock().tag.clone();
-            match self.renew(false).await {
+            match self.renew_locked(false).await {
                 Ok(()) => break,
                 // Adopted our own late renewal: its tag is the one to renew on.
                 Err(StoreError::Unavailable(_)) if self.lock().tag != before => continue,
@@ -317,8 +387,14 @@ impl Lease {
     }
 
     /// One renewal (or, with `release`, the release): a conditional PUT on the tag
-    /// last written.
+    /// last written, after `lease.run` records it.
     async fn renew(&self, release: bool) -> StoreResult<()> {
+        let _one = self.renewing.lock().await;
+        self.renew_locked(release).await
+    }
+
+    /// [`Lease::renew`], `renewing` held by the caller.
+    async fn renew_locked(&self, release: bool) -> StoreResult<()> {
         if self.lost.load(Ordering::SeqCst) {
             return Err(StoreError::Fenced("lease lost".into()));
         }
@@ -328,6 +404,9 @@ impl Lease {
         };
         record.renewals += 1;
         record.released = release;
+        run::write_async(&self.dir, mark(&self.start, &self.boot, &record))
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("lease: {e}")))?;
         let sent = Instant::now();
         match self
             .store
@@ -507,206 +586,4 @@ pub async fn guard(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use oram_blockstore::BlockStoreExt;
-
-    #[test]
-    fn a_found_record_with_huge_fields_is_bounded() {
-        // Found while writing the lease fuzz target: a foreign record with a huge
-        // `lease_secs` (up to TOML's largest integer) made the start's deadline
-        // (`now + wait + 1 s`) overflow: a panic at start that the provider could
-        // cause at will.
-        let huge = Record {
-            holder: "someone-else".into(),
-            generation: i64::MAX as u64,
-            renewals: i64::MAX as u64,
-            lease_secs: i64::MAX as u64,
-            released: false,
-        };
-        let d = Duration::from_secs(30);
-        let f = inspect(&huge.bytes(), "us", d);
-        let _deadline = Instant::now() + f.wait + Duration::from_secs(1);
-        assert!(!f.ours_or_free);
-        assert_eq!(f.wait, Duration::from_secs(MAX_FOUND_LEASE_SECS));
-        assert_eq!(f.generation, i64::MAX as u64 + 1);
-        // Ordinary records keep their meaning.
-        let short = Record {
-            lease_secs: 5,
-            generation: 4,
-            ..huge.clone()
-        };
-        let f = inspect(&short.bytes(), "us", d);
-        assert_eq!((f.wait, f.generation), (d, 5));
-        let ours = Record {
-            holder: "us".into(),
-            ..short
-        };
-        assert!(inspect(&ours.bytes(), "us", d).ours_or_free);
-        let junk = inspect(b"\xff not toml", "us", d);
-        assert_eq!(
-            (junk.who.as_str(), junk.wait, junk.generation),
-            ("unreadable", d, 1)
-        );
-    }
-
-    #[tokio::test]
-    async fn a_second_holder_is_refused_and_the_first_is_fenced_after_a_take_over() {
-        let store: Arc<dyn BlockStore> = Arc::new(
-            oram_store_fs::FsStore::open(tempfile::tempdir().unwrap().keep().join("store"))
-                .unwrap(),
-        );
-        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let d = Duration::from_secs(2);
-        let la = Lease::acquire(store.clone(), "vol0", a.path(), d)
-            .await
-            .unwrap();
-        assert_eq!(la.generation(), 1);
-        la.check().unwrap();
-        assert!(writable(Some(&la)).is_ok());
-        // B sees A renewing: refused.
-        let err = Lease::acquire(store.clone(), "vol0", b.path(), d)
-            .await
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            err.contains("another oram-proxy holds the backend lease"),
-            "{err}"
-        );
-        // A restart of A (same data directory) takes its own lease over at once.
-        let la2 = Lease::acquire(store.clone(), "vol0", a.path(), d)
-            .await
-            .unwrap();
-        assert_eq!(la2.generation(), 2);
-        // The old incarnation is fenced at its next renewal.
-        let _ = la.renew(false).await;
-        assert!(matches!(la.check(), Err(StoreError::Fenced(_))));
-        // Its /health says so (a monitor must not count it as serving).
-        let body = writable(Some(&la)).unwrap_err().to_string();
-        assert!(body.contains("another proxy took over"), "{body}");
-        let fenced = LeasedStore::new(store.clone(), la.clone());
-        let k = ObjKey::new("vol0/n/1").unwrap();
-        assert!(matches!(
-            fenced.put_many(vec![(k, Bytes::from_static(b"x"))]).await,
-            Err(StoreError::Fenced(_))
-        ));
-        // A released lease is free for anyone.
-        la2.release().await;
-        let lb = Lease::acquire(store.clone(), "vol0", b.path(), d)
-            .await
-            .unwrap();
-        assert_eq!(lb.generation(), 3);
-    }
-
-    /// A store whose next conditional PUT lands but is reported as failed: the
-    /// renewal that times out on our side and is applied later. A wrapper, because
-    /// no real back-end fails this way on demand (the MinIO relay test in
-    /// tests/tests/s3_backends.rs covers late PUTs of data, not of the lease).
-    struct LandsButFails {
-        inner: Arc<dyn BlockStore>,
-        fail_next: AtomicBool,
-    }
-
-    #[async_trait]
-    #[deny(clippy::missing_trait_methods)]
-    impl BlockStore for LandsButFails {
-        async fn get_opts(
-            &self,
-            keys: &[ObjKey],
-            opts: GetOpts,
-        ) -> StoreResult<Vec<Option<Bytes>>> {
-            self.inner.get_opts(keys, opts).await
-        }
-        async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> StoreResult<Option<Bytes>> {
-            self.inner.get_range(key, range).await
-        }
-        async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> StoreResult<()> {
-            self.inner.put_opts(items, opts).await
-        }
-        async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
-            self.inner.delete_many(keys).await
-        }
-        async fn list_opts(&self, prefix: &str, opts: ListOpts) -> StoreResult<Vec<ObjKey>> {
-            self.inner.list_opts(prefix, opts).await
-        }
-        async fn get_tagged(
-            &self,
-            key: &ObjKey,
-            bound: SizeBound,
-        ) -> StoreResult<Option<(Bytes, ObjTag)>> {
-            self.inner.get_tagged(key, bound).await
-        }
-        async fn put_if(
-            &self,
-            key: &ObjKey,
-            data: Bytes,
-            cond: PutCondition,
-        ) -> StoreResult<ObjTag> {
-            let tag = self.inner.put_if(key, data, cond).await?;
-            if self.fail_next.swap(false, Ordering::SeqCst) {
-                return Err(StoreError::Unavailable("timed out (but landed)".into()));
-            }
-            Ok(tag)
-        }
-    }
-
-    #[tokio::test]
-    async fn a_renewal_that_landed_after_failing_does_not_lose_the_lease() {
-        let inner: Arc<dyn BlockStore> = Arc::new(
-            oram_store_fs::FsStore::open(tempfile::tempdir().unwrap().keep().join("store"))
-                .unwrap(),
-        );
-        let store = Arc::new(LandsButFails {
-            inner: inner.clone(),
-            fail_next: AtomicBool::new(false),
-        });
-        let dir = tempfile::tempdir().unwrap();
-        let d = Duration::from_secs(60);
-        let l = Lease::acquire(store.clone(), "vol0", dir.path(), d)
-            .await
-            .unwrap();
-        store.fail_next.store(true, Ordering::SeqCst);
-        assert!(matches!(
-            l.renew(false).await,
-            Err(StoreError::Unavailable(_))
-        ));
-        // The next renewal is refused (the tag moved), finds its own record there
-        // and adopts it; the one after succeeds. Never lost.
-        let first = l.renew(false).await;
-        assert!(
-            matches!(first, Err(StoreError::Unavailable(_))),
-            "{first:?}"
-        );
-        l.renew(false).await.unwrap();
-        l.check().unwrap();
-        assert!(!l.lost.load(Ordering::SeqCst));
-        // Expired (as after a backend outage): the next write renews it first and
-        // goes through, also when that renewal meets one of our own late ones.
-        let leased = LeasedStore::new(store.clone(), l.clone());
-        let k = ObjKey::new("vol0/n/1").unwrap();
-        for late in [false, true] {
-            if late {
-                store.fail_next.store(true, Ordering::SeqCst);
-                let _ = l.renew(false).await;
-            }
-            l.lock().valid_until = Instant::now();
-            assert!(l.check().is_err());
-            assert!(writable(Some(&l)).is_err());
-            leased
-                .put_many(vec![(k.clone(), Bytes::from_static(b"x"))])
-                .await
-                .unwrap();
-            l.check().unwrap();
-        }
-        // A take-over by another data directory is still recognised as one.
-        let other = tempfile::tempdir().unwrap();
-        l.release().await;
-        let taker = Lease::acquire(inner.clone(), "vol0", other.path(), d)
-            .await
-            .unwrap();
-        assert_eq!(taker.generation(), 2);
-        let _ = l.renew(false).await;
-        assert!(matches!(l.check(), Err(StoreError::Fenced(_))));
-    }
-}
+mod tests;
