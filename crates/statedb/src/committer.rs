@@ -19,7 +19,7 @@ use futures::channel::oneshot;
 use oram_state::{ChangeSet, CommitFuture, Durable, StateError, Table};
 use redb::TableDefinition;
 
-use crate::log::{encode_group, ShipLog, LOG_END};
+use crate::log::{encode_groups, ShipLog, LOG_END};
 
 /// Change sets taken per transaction at most (bounds one transaction's size).
 const MAX_GROUP: usize = 4096;
@@ -200,17 +200,27 @@ fn run(db: &redb::Database, rx: &mpsc::Receiver<Job>, shared: &Shared) {
         // A group of empty change sets adds nothing: its commits wait only for
         // what is already in the stream.
         let empty = jobs.iter().all(|j| j.changes.is_empty());
-        let group = log.map(|l| {
+        let mut unshippable = None;
+        let group = log.and_then(|l| {
             let bytes = if empty {
                 Vec::new()
             } else {
-                encode_group(&jobs.iter().map(|j| &j.changes).collect::<Vec<_>>())
+                match encode_groups(&jobs.iter().map(|j| &j.changes).collect::<Vec<_>>()) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        unshippable = Some(e.to_string());
+                        return None;
+                    }
+                }
             };
             let end = l.end() + bytes.len() as u64;
-            (bytes, end)
+            Some((bytes, end))
         });
         let outcome = if let Some(e) = earlier {
             Outcome::FailedEarlier(e)
+        } else if let Some(e) = unshippable {
+            // Nothing written or shipped: these commits fail, later ones may not.
+            Outcome::Failed(e)
         } else {
             let result = if shared.inject.swap(false, Ordering::SeqCst) {
                 Err("injected commit failure".to_string())

@@ -48,7 +48,7 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use committer::def;
 pub use committer::Committer;
-pub use log::{decode_groups, encode_group, ShipLog};
+pub use log::{decode_groups, encode_group, encode_groups, ShipLog};
 pub use maint::{compact, Compacted, TableBytes, TableSize};
 
 /// Format of the state database; a database of another format is refused.
@@ -115,6 +115,19 @@ pub enum DbError {
     /// A database exists where a new one was to be created.
     #[error("{} already exists", .0.display())]
     Exists(PathBuf),
+    /// A commit is too large for one group of the shipped log (or a length in
+    /// it for the format's 32 bits): it is refused rather than shipped as a
+    /// group `recover` could not read.
+    #[error(
+        "state database: a commit of {bytes} bytes does not fit the shipped log's groups \
+         (at most {max}); make rounds smaller (engine.round_mib, engine.tree_cache_mib)"
+    )]
+    LogGroup {
+        /// The commit's (or length's) size.
+        bytes: usize,
+        /// The bound.
+        max: usize,
+    },
     /// The committer thread could not be started.
     #[error("state database: cannot start the committer: {0}")]
     Thread(std::io::Error),

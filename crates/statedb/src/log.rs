@@ -149,28 +149,93 @@ fn table_index(t: Table) -> u8 {
         .expect("every table is in Table::ALL") as u8
 }
 
-/// Encodes one group (length prefix included).
+/// Encodes one group (length prefix included). Panics if the group is larger
+/// than the shipped log's bound (1 GiB, which `decode_groups` refuses): the
+/// committer uses [`encode_groups`], which splits or refuses such a group.
 pub fn encode_group(writes: &[&ChangeSet]) -> Vec<u8> {
+    encode_bounded(writes, MAX_GROUP_BYTES).expect("a group within the shipped log's bound")
+}
+
+/// Encodes the change sets of one committer transaction as one or more groups
+/// of at most 1 GiB each (what `decode_groups` accepts), split between change
+/// sets, never inside one; an error if one change set alone is larger (then
+/// nothing is shipped, and its commit fails). Groups land in order, so a crash
+/// while shipping leaves a prefix of whole change sets, each as atomic as its
+/// own commit.
+pub fn encode_groups(writes: &[&ChangeSet]) -> Result<Vec<u8>, DbError> {
+    encode_groups_within(writes, MAX_GROUP_BYTES)
+}
+
+/// [`encode_groups`] with groups of at most `max` bytes (body, without its
+/// length prefix).
+pub(crate) fn encode_groups_within(writes: &[&ChangeSet], max: usize) -> Result<Vec<u8>, DbError> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut body = 4; // the count
+    for (i, c) in writes.iter().enumerate() {
+        let size = body_bytes(c);
+        if 4 + size > max {
+            return Err(DbError::LogGroup {
+                bytes: 4 + size,
+                max,
+            });
+        }
+        if body + size > max {
+            out.extend(encode_bounded(&writes[start..i], max)?);
+            start = i;
+            body = 4;
+        }
+        body += size;
+    }
+    if start < writes.len() {
+        out.extend(encode_bounded(&writes[start..], max)?);
+    }
+    Ok(out)
+}
+
+/// The encoded size of `c`'s writes in a group's body.
+fn body_bytes(c: &ChangeSet) -> usize {
+    c.writes
+        .iter()
+        .map(|w| 1 + 4 + w.key.len() + 1 + w.value.as_ref().map_or(0, |v| 4 + v.len()))
+        .sum()
+}
+
+/// One group of `writes`, refused if its body is larger than `max` (or a count
+/// or length does not fit the format's 32 bits).
+fn encode_bounded(writes: &[&ChangeSet], max: usize) -> Result<Vec<u8>, DbError> {
+    let u32_of = |n: usize| {
+        u32::try_from(n).map_err(|_| DbError::LogGroup {
+            bytes: n,
+            max: u32::MAX as usize,
+        })
+    };
     let mut body = Vec::new();
     let count: usize = writes.iter().map(|c| c.writes.len()).sum();
-    body.extend_from_slice(&(count as u32).to_be_bytes());
+    body.extend_from_slice(&u32_of(count)?.to_be_bytes());
     for w in writes.iter().flat_map(|c| c.writes.iter()) {
         body.push(table_index(w.table));
-        body.extend_from_slice(&(w.key.len() as u32).to_be_bytes());
+        body.extend_from_slice(&u32_of(w.key.len())?.to_be_bytes());
         body.extend_from_slice(&w.key);
         match &w.value {
             Some(v) => {
                 body.push(1);
-                body.extend_from_slice(&(v.len() as u32).to_be_bytes());
+                body.extend_from_slice(&u32_of(v.len())?.to_be_bytes());
                 body.extend_from_slice(v);
             }
             None => body.push(0),
         }
     }
+    if body.len() > max {
+        return Err(DbError::LogGroup {
+            bytes: body.len(),
+            max,
+        });
+    }
     let mut out = Vec::with_capacity(4 + body.len());
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&u32_of(body.len())?.to_be_bytes());
     out.extend_from_slice(&body);
-    out
+    Ok(out)
 }
 
 /// Decodes the complete groups at the start of `stream`: the change sets, in

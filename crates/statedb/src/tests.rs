@@ -396,6 +396,39 @@ fn the_shipped_stream_decodes_whole_groups_only() {
     assert!(decode_groups(&huge).is_err());
 }
 
+#[test]
+fn a_large_commit_group_is_split_between_change_sets_and_an_oversized_one_refused() {
+    let set = |n: u8, len: usize| {
+        let mut c = oram_state::ChangeSet::default();
+        c.push(Table::Kv, vec![n], Some(vec![n; len]));
+        c
+    };
+    let (a, b, c) = (set(1, 300), set(2, 300), set(3, 300));
+    // Each set's body is 1 + 4 + 1 + 1 + 4 + 300 = 311 bytes: two fit 700, three do not.
+    let stream = crate::log::encode_groups_within(&[&a, &b, &c], 700).unwrap();
+    let (groups, used) = decode_groups(&stream).unwrap();
+    assert_eq!(used, stream.len());
+    let merge = |sets: &[&oram_state::ChangeSet]| oram_state::ChangeSet {
+        writes: sets.iter().flat_map(|s| s.writes.clone()).collect(),
+    };
+    assert_eq!(groups, vec![merge(&[&a, &b]), merge(&[&c])]);
+    // Every group within the bound, so that decode_groups never refuses one.
+    let mut at = 0;
+    while at < stream.len() {
+        let len = u32::from_be_bytes(stream[at..at + 4].try_into().unwrap()) as usize;
+        assert!(len <= 700);
+        at += 4 + len;
+    }
+    // One change set alone over the bound: refused, not shipped unreadable.
+    let big = set(4, 800);
+    assert!(matches!(
+        crate::log::encode_groups_within(&[&a, &big], 700),
+        Err(DbError::LogGroup { max: 700, .. })
+    ));
+    // Within the default bound it is one group, as encode_group writes it.
+    assert_eq!(encode_groups(&[&a, &b]).unwrap(), encode_group(&[&a, &b]));
+}
+
 /// A volume's state with enough keys for several pages, closed cleanly.
 async fn filled_db(path: &Path) {
     let db = Db::open(path, VOL).unwrap();

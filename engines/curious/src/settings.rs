@@ -50,7 +50,7 @@ pub struct CuriousSettings {
     /// Blocks per bucket of a Path ORAM sub-ORAM (the paper's z = 5). Fixed at
     /// creation.
     pub curious_z: usize,
-    /// Evictions per access, ν (1.0 to 2.0): one rides on the access, a
+    /// Evictions per access, ν (1.1 to 2.0): one rides on the access, a
     /// background one (a dummy access of a random partition) follows with
     /// probability ν − 1.
     pub curious_eviction_rate: f64,
@@ -135,7 +135,7 @@ impl CuriousSettings {
 # paper's b = 3, z = 5). Fixed.
 # curious_arity = 3
 # curious_z = 5
-# CURIOUS: evictions per access (1.0 to 2.0): one rides on the access, a
+# CURIOUS: evictions per access (1.1 to 2.0): one rides on the access, a
 # background one follows with probability rate - 1.
 # curious_eviction_rate = 1.25
 # CURIOUS: MiB the eviction cache may hold before an access fails (nothing is

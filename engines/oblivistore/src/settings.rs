@@ -17,7 +17,7 @@ use crate::{oblivistore, ObliviStoreConfig};
 pub struct ObliviStoreSettings {
     /// Partitions; 0 (the default): ⌈√capacity⌉. Fixed at creation.
     pub oblivistore_partitions: u32,
-    /// Evictions per access, ν (1.0 to 2.0): one into the partition the access
+    /// Evictions per access, ν (1.1 to 2.0): one into the partition the access
     /// read, a background one into a uniformly random partition with
     /// probability ν − 1.
     pub oblivistore_eviction_rate: f64,
@@ -52,7 +52,7 @@ impl ObliviStoreSettings {
     pub const EXAMPLE: &'static str = r#"# ObliviStore (kind = "oblivistore"): partitions, each a hierarchy of levels;
 # 0 = the square root of the capacity. Fixed when the data directory is created.
 # oblivistore_partitions = 0
-# ObliviStore: evictions per access (1.0 to 2.0): one into the partition just
+# ObliviStore: evictions per access (1.1 to 2.0): one into the partition just
 # read, a background one into a random partition with probability rate - 1.
 # oblivistore_eviction_rate = 1.25
 # ObliviStore: MiB the eviction cache may hold before an access fails (nothing

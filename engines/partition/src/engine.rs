@@ -137,8 +137,18 @@ pub fn partitions_for(setting: u32, capacity: u64) -> u32 {
     }
 }
 
+/// The smallest eviction rate ν a configuration may set. At ν = 1 an access
+/// evicts only into the partition it read, so each partition's share of the
+/// eviction cache is a symmetric random walk: the cache grows like √(accesses ×
+/// partitions) without bound, overflows its bound after some 10⁴–10⁵ accesses
+/// (every later write round fails), and the checkpoint grows with it, which the
+/// provider sees. Background evictions at ν − 1 ≥ 0.1 per access give the walk
+/// a drift back towards an empty cache.
+pub const MIN_EVICTION_RATE: f64 = 1.1;
+
 /// Checks the settings every partitioned engine has, named
-/// `<engine>_partitions` and `<engine>_eviction_rate` in the configuration.
+/// `<engine>_partitions` and `<engine>_eviction_rate` in the configuration:
+/// ν from [`MIN_EVICTION_RATE`] to 2.0.
 pub fn validate_partitioning(
     engine: &str,
     setting: u32,
@@ -153,8 +163,11 @@ pub fn validate_partitioning(
             "{engine}_partitions must not exceed the capacity in blocks"
         ));
     }
-    if !(1.0..=2.0).contains(&eviction_rate) {
-        return Err(format!("{engine}_eviction_rate must be 1.0 to 2.0"));
+    if !(MIN_EVICTION_RATE..=2.0).contains(&eviction_rate) {
+        return Err(format!(
+            "{engine}_eviction_rate must be {MIN_EVICTION_RATE} to 2.0 (at 1.0 the eviction \
+             cache grows without bound)"
+        ));
     }
     Ok(())
 }
@@ -733,5 +746,24 @@ impl std::fmt::Debug for Partitioned {
         f.debug_struct("Partitioned")
             .field("cfg", &self.inner.cfg)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod validation_tests {
+    use super::*;
+
+    #[test]
+    fn an_eviction_rate_below_the_minimum_is_refused() {
+        for nu in [1.0, 1.05, 2.01, f64::NAN] {
+            let e = validate_partitioning("curious", 0, 1024, nu).unwrap_err();
+            assert!(
+                e.contains("curious_eviction_rate must be 1.1 to 2.0"),
+                "{nu}: {e}"
+            );
+        }
+        for nu in [MIN_EVICTION_RATE, 1.25, 2.0] {
+            validate_partitioning("curious", 0, 1024, nu).unwrap();
+        }
     }
 }

@@ -26,5 +26,8 @@ mod engine;
 mod map;
 mod round;
 
-pub use engine::{partitions_for, validate_partitioning, BuildSub, Partitioned, PartitionedConfig};
+pub use engine::{
+    partitions_for, validate_partitioning, BuildSub, Partitioned, PartitionedConfig,
+    MIN_EVICTION_RATE,
+};
 pub use map::{draw, PartitionMap, Where};
