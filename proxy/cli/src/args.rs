@@ -272,6 +272,10 @@ pub fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String
     // left unset with those it was created with.
     let data_dir = cfg.data_dir.clone();
     datadir::adopt_recorded(&data_dir, &mut cfg.engine).map_err(|e| e.to_string())?;
+    // A data directory that records its backend is used with it when neither the
+    // file nor the flags name one (a different one is refused when it opens).
+    oram_volume::backend_record::apply_recorded(&data_dir, &mut cfg.backend)
+        .map_err(|e| e.to_string())?;
     let root_password = std::env::var("ORAM_PROXY_ROOT_PASSWORD").ok();
     // The root user's secret key leaves the environment too (still single-threaded).
     std::env::remove_var("ORAM_PROXY_ROOT_PASSWORD");

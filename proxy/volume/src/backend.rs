@@ -113,3 +113,18 @@ pub async fn create_bucket(cfg: &VolumeConfig) -> Result<Option<String>, VolumeE
         cfg.backend.bucket
     )))
 }
+
+/// The configured backend as an operator writes it (`--backend` syntax, with
+/// the S3 endpoint), for messages.
+pub fn backend_url(cfg: &VolumeConfig) -> String {
+    let b = &cfg.backend;
+    match b.kind {
+        BackendKind::Fs => format!("file://{}", cfg.store_path().display()),
+        BackendKind::S3 => format!(
+            "s3://{}/{} at {}",
+            b.bucket,
+            b.key_prefix,
+            b.endpoint.as_deref().unwrap_or("AWS")
+        ),
+    }
+}

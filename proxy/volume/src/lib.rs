@@ -13,6 +13,7 @@
 //! - configuration: [`VolumeConfig`] and its sections, [`engines`] (`[engine]`
 //!   and the registry), [`users`];
 //! - on the local disk: [`datadir`] (mode, lock, `volume.toml`, `state.redb`),
+//!   [`backend_record`] (`backend.toml`: which backend the directory belongs to),
 //!   [`key`] (the master key's sources), [`VolumeParams`] (what a volume was
 //!   created with), [`fsutil`] (secret files);
 //! - on the backend: [`header`] (the volume header and checkpoint heads),
@@ -21,6 +22,7 @@
 //!   [`compact()`], [`format()`], [`expiry`].
 
 mod backend;
+pub mod backend_record;
 mod checkpoint;
 mod config;
 pub mod datadir;

@@ -4,11 +4,13 @@
 //! Steps: read the volume header `<prefix>/meta/volume` (public parameters, key
 //! check, Argon2id salt) and refuse it if the configuration names other
 //! parameters; derive the key and check it and the header's MAC
-//! ([`crate::header`]); open the checkpoint; rebuild the state database from it
+//! ([`crate::header`]); only then take the backend lease; open the checkpoint; rebuild the state database from it
 //! in a new random generation ([`oram_statedb::Db::restore`]), so that objects
 //! of the lost timeline never open as current; with a shipped log, replay the
 //! records after the checkpoint ([`oram_statedb::Db::restore_replaying`]);
-//! advance the epoch; and sweep the objects written after what was restored.
+//! write back the S3 users the checkpoint carries ([`crate::users`]); advance
+//! the epoch; record the backend ([`crate::backend_record`]); and sweep the
+//! objects written after what was restored.
 //! The recovery point is the last checkpoint, or with the shipped log
 //! everything acknowledged that the backend still holds.
 //!
@@ -24,6 +26,7 @@ use oram_seal::Sealer;
 use oram_statedb::Db;
 
 use crate::backend::{open_store, VolumeHooks};
+use crate::backend_record;
 use crate::checkpoint::checkpoint_key;
 use crate::config::VolumeConfig;
 use crate::datadir;
@@ -61,6 +64,16 @@ pub struct Recovered {
     pub accepted_gap: Option<String>,
     /// The volume recovered.
     pub volume_id: String,
+    /// S3 users written back to `credentials.toml` from the checkpoint (`None`:
+    /// it holds none: a checkpoint of an earlier version, or users from the
+    /// configuration).
+    pub users_restored: Option<usize>,
+    /// Whether the backend's lease record, as found, said the old proxy
+    /// released it: `serve` releases only after its final checkpoint, so then
+    /// nothing acknowledged was written after the checkpoint and the objects
+    /// swept were stale slot copies (`None`: no readable record). The provider
+    /// keeps the record: this informs the operator and proves nothing.
+    pub clean_stop: Option<bool>,
 }
 
 /// What `recover` insists on.
@@ -103,11 +116,13 @@ pub async fn recover(
             dir.display()
         )));
     }
+    backend_record::check(cfg)?;
     progress("reading the volume header");
     let store = open_store(cfg, hooks).await?;
     let prefix = &cfg.backend.prefix;
-    // Before any write (the sweep): the old proxy, if alive, must have stopped.
-    let (store, lease) = lease::guard(&cfg.backend, dir, store).await?;
+    // The header, the parameters and the key are checked before the lease is
+    // taken (below, before any write): a refused recover must not fence the
+    // volume's owner.
     let params = read_header(store.as_ref(), prefix)
         .await?
         .ok_or_else(|| VolumeError::Params(format!("no volume at backend prefix {prefix:?}")))?;
@@ -152,6 +167,10 @@ pub async fn recover(
         )));
     }
     let volume_id = params.volume_id()?;
+    // Whether the old proxy stopped cleanly, read before the lease is taken over.
+    let clean_stop = lease::released_on_backend(store.as_ref(), prefix).await?;
+    // Before any write (the sweep): the old proxy, if alive, must have stopped.
+    let (store, lease) = lease::guard(&cfg.backend, dir, store).await?;
     progress("downloading the latest checkpoint");
     let sealer = Sealer::new(&key, volume_id);
     let ckpt = checkpoint_key(prefix);
@@ -219,8 +238,12 @@ pub async fn recover(
     // this checkpoint (and its log) never open as current, even where versions
     // repeat. It writes the whole database: off the async workers.
     let path = datadir::state_path(dir);
-    let db = tokio::task::spawn_blocking(move || {
-        Db::restore_replaying(&path, volume_id.0, &snap, &groups)
+    let users_dir = dir.clone();
+    let (db, users_restored) = tokio::task::spawn_blocking(move || {
+        let db = Db::restore_replaying(&path, volume_id.0, &snap, &groups)?;
+        // The S3 users the state carries: the old credentials keep working.
+        let users = crate::users::restore_from_state(&users_dir, &db)?;
+        Ok::<_, VolumeError>((db, users))
     })
     .await
     .map_err(|e| VolumeError::Config(format!("state restore: {e}")))??;
@@ -235,6 +258,8 @@ pub async fn recover(
     }
     drop(db);
     datadir::save_volume(dir, &params)?;
+    // Later commands given no backend use this one.
+    backend_record::record(cfg)?;
     progress("opening the volume");
     let vol = Volume::assemble(cfg, hooks, params, key, store, lease, false, false).await?;
     progress("removing backend objects written after the checkpoint");
@@ -251,5 +276,7 @@ pub async fn recover(
         last_record: log.last,
         accepted_gap: log.gap,
         volume_id: vol.params.volume_id.clone(),
+        users_restored,
+        clean_stop,
     })
 }

@@ -1,6 +1,11 @@
 //! The S3 users a volume is served to: from the configuration
 //! (`[[users]]`), the environment (the root user), or `<data_dir>/credentials.toml`,
 //! generated on first start.
+//!
+//! The content of `credentials.toml` (secret keys included) is also kept in the
+//! state database (meta `credentials`, [`keep_in_state`]), so every checkpoint
+//! carries it, sealed and padded like the rest of the state: `recover` writes it
+//! back ([`restore_from_state`]) and the old credentials keep working.
 
 use std::fmt;
 use std::fs;
@@ -106,6 +111,58 @@ pub fn credentials_path(dir: &Path) -> PathBuf {
     dir.join("credentials.toml")
 }
 
+/// The state database's meta entry holding `credentials.toml`'s content.
+const CREDENTIALS_META: &str = "credentials";
+
+/// Keeps `<dir>/credentials.toml`'s content in the state database when it
+/// differs from what is kept there (users come from the file at start, so a
+/// change reaches the backend with the next checkpoint, and with the shipped
+/// log's next record when the volume ships one). Users of the configuration or
+/// the environment are the operator's to keep and are not copied. Returns
+/// whether it wrote.
+pub async fn keep_in_state(dir: &Path, db: &oram_statedb::Db) -> Result<bool, VolumeError> {
+    let path = credentials_path(dir);
+    // A small file, read off the async workers all the same.
+    let text = tokio::task::spawn_blocking(move || match fs::read(&path) {
+        Ok(t) => Ok(Some(zeroize::Zeroizing::new(t))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(&path)(e)),
+    })
+    .await
+    .map_err(|e| VolumeError::Config(format!("reading the credentials: {e}")))??;
+    let Some(text) = text else {
+        return Ok(false);
+    };
+    let kept = db.meta(CREDENTIALS_META)?.map(zeroize::Zeroizing::new);
+    if kept.as_deref().map(|k| k.as_slice()) == Some(text.as_slice()) {
+        return Ok(false);
+    }
+    db.set_meta(CREDENTIALS_META, &text)
+        .await
+        .map_err(oram_engine::OramError::State)?;
+    Ok(true)
+}
+
+/// Writes the credentials a restored state database holds back to
+/// `<dir>/credentials.toml` (0600), unless the file exists. Returns the number
+/// of users written (`None`: the state holds none, e.g. a checkpoint of a
+/// version before credentials were kept in it, or users from the configuration).
+pub fn restore_from_state(dir: &Path, db: &oram_statedb::Db) -> Result<Option<usize>, VolumeError> {
+    let Some(bytes) = db.meta(CREDENTIALS_META)?.map(zeroize::Zeroizing::new) else {
+        return Ok(None);
+    };
+    let path = credentials_path(dir);
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| VolumeError::Integrity("the checkpoint's credentials are not text".into()))?;
+    let c: Credentials = toml::from_str(text)
+        .map_err(|e| VolumeError::Integrity(format!("the checkpoint's credentials: {e}")))?;
+    if path.exists() {
+        return Ok(None);
+    }
+    write_private(&path, text)?;
+    Ok(Some(c.users.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +192,35 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no user"));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn credentials_travel_in_the_state_snapshot_and_are_written_back_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let vol = [7u8; 16];
+        let a = tempfile::tempdir().unwrap();
+        let (old, _) = users(a.path(), &[], None).unwrap();
+        let db = oram_statedb::Db::open(&a.path().join("state.redb"), vol).unwrap();
+        assert!(keep_in_state(a.path(), &db).await.unwrap());
+        // Unchanged: nothing is written again.
+        assert!(!keep_in_state(a.path(), &db).await.unwrap());
+        let snap = db.snapshot().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let restored = oram_statedb::Db::restore(&b.path().join("state.redb"), vol, &snap).unwrap();
+        assert_eq!(restore_from_state(b.path(), &restored).unwrap(), Some(1));
+        let path = credentials_path(b.path());
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let (again, generated) = users(b.path(), &[], None).unwrap();
+        assert!(!generated);
+        assert_eq!(again[0].access_key, old[0].access_key);
+        assert_eq!(again[0].secret_key, old[0].secret_key);
+        // A state without credentials (an earlier version's checkpoint).
+        let c = tempfile::tempdir().unwrap();
+        let empty = oram_statedb::Db::open(&c.path().join("state.redb"), vol).unwrap();
+        assert_eq!(restore_from_state(c.path(), &empty).unwrap(), None);
+        assert!(!credentials_path(c.path()).exists());
     }
 }

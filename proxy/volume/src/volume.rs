@@ -7,12 +7,17 @@
 //! `<prefix>/meta/lease` ([`crate::lease`]) and the shipped log
 //! `<prefix>/log/...` ([`crate::logship`]).
 //!
-//! [`Volume::open`] is shared by `serve`, `init`, `fsck` and `format`. For a new
-//! data directory it requires an empty backend prefix, creates the key
-//! ([`crate::key`]), `volume.toml` and the backend header. For an existing one
-//! it takes the backend lease, then checks the parameters, the key (its key
-//! check) and that the backend header names the same volume, rewriting the
-//! header with its MAC if needed. Then it opens `state.redb` on the blocking
+//! [`Volume::open`] is shared by `serve`, `init`, `fsck` and `format`. It first
+//! refuses a backend other than the one the data directory records
+//! ([`crate::backend_record`]), then checks everything it can without writing,
+//! before it takes the backend lease (a refused start must not fence the
+//! owner): for a new data directory, an empty backend prefix; for an existing
+//! one, the parameters, the key (its key check) and that the backend header
+//! names the same volume (a backend without it is refused once the directory
+//! holds state). Under the lease it creates the key ([`crate::key`]),
+//! `volume.toml` and the backend header of a new volume, or rewrites an
+//! existing volume's header with its MAC if needed, and records the backend.
+//! Then it opens `state.redb` on the blocking
 //! pool, loads the engine's space ([`ENGINE_SPACE`]), builds the engine through
 //! the registry, warns if the journal holds write-backs or an interrupted
 //! round's intent record, flushes (resending the journal) and builds the object
@@ -31,7 +36,8 @@ use oram_seal::{MasterKey, Sealer, VolumeId};
 use oram_state::{Space, TrustedState};
 use oram_statedb::Db;
 
-use crate::backend::{open_store, VolumeHooks};
+use crate::backend::{backend_url, open_store, VolumeHooks};
+use crate::backend_record;
 use crate::config::VolumeConfig;
 use crate::datadir;
 use crate::header::{ensure_header, header_key, read_header, sign_header, write_header};
@@ -81,16 +87,24 @@ impl Volume {
     /// header) if the directory holds none. The caller holds the directory lock.
     ///
     /// A new volume needs an empty backend prefix: a prefix holding another volume
-    /// is refused with a pointer to `oram-proxy recover`. Write-backs journaled
-    /// before a crash are resent before this returns.
+    /// is refused with a pointer to `oram-proxy recover`. An existing one needs
+    /// the backend it records and that backend's header of this volume. Every
+    /// such refusal comes before the backend lease is taken. The users of
+    /// `credentials.toml` are kept in the state
+    /// ([`crate::users::keep_in_state`]). Write-backs journaled before a crash
+    /// are resent before this returns.
     pub async fn open(cfg: &VolumeConfig, hooks: &VolumeHooks) -> Result<Self, VolumeError> {
         let dir = &cfg.data_dir;
         let existed = datadir::has_volume(dir);
+        // A backend other than the one this directory belongs to is refused
+        // before it is touched.
+        backend_record::check(cfg)?;
         let store = open_store(cfg, hooks).await?;
-        // Before any write: one proxy per backend prefix.
-        let (store, lease) = lease::guard(&cfg.backend, dir, store).await?;
         let source = KeySource::resolve(&cfg.key, dir)?;
-        let (params, key, new_key) = if existed {
+        let prefix = &cfg.backend.prefix;
+        // Everything that can refuse this start without writing is checked before
+        // the lease is taken: a refused start must not fence the real owner.
+        let (params, key) = if existed {
             let params = datadir::load_volume(dir, cfg)?;
             if !cfg.engine.adopted.is_empty() {
                 tracing::info!(
@@ -99,6 +113,7 @@ impl Volume {
                 );
             }
             let state = datadir::state_path(dir);
+            let header = read_header(store.as_ref(), &params.prefix).await?;
             // Missing state is fine only for a volume that never stored anything (a
             // first start that stopped before creating it).
             if !state.exists() {
@@ -111,13 +126,30 @@ impl Volume {
                         state.display()
                     )));
                 }
+            } else if header.is_none() {
+                // Never initialise a backend for a volume that has stored state.
+                return Err(VolumeError::Params(format!(
+                    "the backend {} holds no volume header at prefix {:?}: it is not this \
+                     data directory's backend (volume {}). Start with the backend it was \
+                     created or recovered with (`backend.toml` in the data directory records \
+                     it; omit --backend to use it)",
+                    backend_url(cfg),
+                    params.prefix,
+                    params.volume_id
+                )));
+            }
+            if let Some(h) = &header {
+                if h.volume_id != params.volume_id {
+                    return Err(VolumeError::Params(format!(
+                        "the backend prefix {:?} holds another volume ({}), not this data \
+                         directory's ({})",
+                        params.prefix, h.volume_id, params.volume_id
+                    )));
+                }
             }
             let key = source.load(params.kdf.as_ref(), &params.key_check)?;
-            let signed = sign_header(&key, &params);
-            ensure_header(store.as_ref(), &signed).await?;
-            (params, key, false)
+            (Some(params), Some(key))
         } else {
-            let prefix = &cfg.backend.prefix;
             if let Some(h) = read_header(store.as_ref(), prefix).await? {
                 return Err(VolumeError::Params(format!(
                     "the backend prefix {prefix:?} already holds volume {}: run `oram-proxy \
@@ -132,23 +164,39 @@ impl Volume {
                      mix a new volume into it"
                 )));
             }
-            let (key, kdf, new_key) = source.create()?;
-            let params = VolumeParams::new(
-                cfg,
-                &VolumeId::random(),
-                source.kind(),
-                check_value(&key),
-                kdf,
-            );
-            datadir::save_volume(dir, &params)?;
-            // The prefix was just found empty: no need to look again.
-            write_header(store.as_ref(), &sign_header(&key, &params)).await?;
-            (params, key, new_key)
+            (None, None)
         };
+        // Before any write: one proxy per backend prefix.
+        let (store, lease) = lease::guard(&cfg.backend, dir, store).await?;
+        let (params, key, new_key) = match (params, key) {
+            (Some(params), Some(key)) => {
+                let signed = sign_header(&key, &params);
+                ensure_header(store.as_ref(), &signed).await?;
+                (params, key, false)
+            }
+            _ => {
+                let (key, kdf, new_key) = source.create()?;
+                let params = VolumeParams::new(
+                    cfg,
+                    &VolumeId::random(),
+                    source.kind(),
+                    check_value(&key),
+                    kdf,
+                );
+                datadir::save_volume(dir, &params)?;
+                // The prefix was just found empty: no need to look again.
+                write_header(store.as_ref(), &sign_header(&key, &params)).await?;
+                (params, key, new_key)
+            }
+        };
+        backend_record::record(cfg)?;
         for n in params.notices(cfg) {
             tracing::warn!("{n}");
         }
-        Self::assemble(cfg, hooks, params, key, store, lease, !existed, new_key).await
+        let vol = Self::assemble(cfg, hooks, params, key, store, lease, !existed, new_key).await?;
+        // The S3 users travel with the state, so that `recover` restores them.
+        crate::users::keep_in_state(dir, &vol.db).await?;
+        Ok(vol)
     }
 
     #[allow(clippy::too_many_arguments)]

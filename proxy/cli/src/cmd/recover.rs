@@ -11,7 +11,9 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         accept_log_gap: args.accept_log_gap,
         expect_record: args.expect_record,
     };
+    let extra = next_flags(&args);
     let (cfg, _) = configure(args)?;
+    let next = format!(" --data-dir {}{extra}", quote(&cfg.data_dir));
     logging("warn");
     let spinner = spinner("recover");
     let progress = |step: &str| spinner.set_message(step.to_string());
@@ -46,23 +48,89 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             ),
             None => println!("no record of the log was applied"),
         }
-        if let Some(gap) = &r.accepted_gap {
-            println!("the log had a gap, accepted (--accept-log-gap): {gap}");
+        match &r.accepted_gap {
+            Some(gap) => println!(
+                "the log had a gap, accepted (--accept-log-gap): {gap}; writes acknowledged \
+                 after it are lost"
+            ),
+            None => println!("no acknowledged write is lost: the log has no gap"),
         }
         println!(
-            "removed {} backend objects written after the last shipped commit",
+            "removed {} backend objects nothing restored refers to (stale slot copies and \
+             unfinished writes; no data of the restored state)",
+            r.swept
+        );
+    } else if r.clean_stop == Some(true) {
+        println!(
+            "the old proxy stopped cleanly (the backend's lease record says it released \
+             the lease after its final checkpoint): no acknowledged write is lost; the {} \
+             backend objects removed were stale slot copies the checkpoint does not refer to",
             r.swept
         );
     } else {
         println!(
-            "removed {} backend objects written after that checkpoint; anything acknowledged after it is lost",
-            r.swept
+            "removed {} backend objects the checkpoint does not refer to (stale slot copies, \
+             and whatever was written after it); the recovery point is the checkpoint: the \
+             old proxy did not stop cleanly{}, so writes acknowledged after {} are lost (the \
+             shipped log, [state] log_interval_ms, keeps them)",
+            r.swept,
+            if r.clean_stop.is_none() {
+                " or left no lease record"
+            } else {
+                ""
+            },
+            utc(r.taken_ms / 1000)
         );
+    }
+    match r.users_restored {
+        Some(n) => println!(
+            "restored {n} S3 user(s) to {} (the old access and secret keys work)",
+            oram_volume::users::credentials_path(&cfg.data_dir).display()
+        ),
+        None => println!(
+            "the checkpoint holds no S3 users (users of the configuration or the \
+             environment, or a checkpoint of an earlier version): configure them as before"
+        ),
     }
     println!(
         "volume id {} (pass --volume-id to insist on it)",
         r.volume_id
     );
-    println!("run `oram-proxy fsck` to verify, then `oram-proxy serve`");
+    println!("next, verify and then serve (the backend is recorded in the data directory):");
+    if std::env::var_os(oram_volume::key::ENV_KEY).is_some() {
+        println!("(with {} set as it is now)", oram_volume::key::ENV_KEY);
+    }
+    println!("  oram-proxy fsck{next}");
+    println!("  oram-proxy serve{next}");
     Ok(())
+}
+
+/// A path as an absolute, shell-quoted argument.
+fn quote(p: &std::path::Path) -> String {
+    let s = std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string();
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
+    {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The flags the next commands need besides the data directory: the
+/// configuration file and passphrase file if recover was given them (the
+/// backend is recorded; a key given by file was copied into the directory; a
+/// key from the environment must stay set).
+fn next_flags(args: &ServeArgs) -> String {
+    let mut out = String::new();
+    if let Some(c) = &args.config {
+        out.push_str(&format!(" --config {}", quote(c)));
+    }
+    if let Some(p) = &args.passphrase_file {
+        out.push_str(&format!(" --passphrase-file {}", quote(p)));
+    }
+    out
 }

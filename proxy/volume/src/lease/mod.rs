@@ -157,6 +157,27 @@ pub struct Lease {
     boot: String,
 }
 
+/// Whether the lease record at `prefix` says its last holder released it (a
+/// clean stop: `serve` releases only after its final checkpoint landed);
+/// `None` without a readable record (`lease_secs = 0`, or a damaged record).
+/// The record is the provider's to keep: a claim for messages, not a proof.
+pub async fn released_on_backend(
+    store: &dyn BlockStore,
+    prefix: &str,
+) -> Result<Option<bool>, VolumeError> {
+    use oram_blockstore::BlockStoreExt;
+    let key = lease_key(prefix);
+    let found = store
+        .get_many_bounded(std::slice::from_ref(&key), SizeBound::AtMost(4096))
+        .await?;
+    Ok(found
+        .into_iter()
+        .next()
+        .flatten()
+        .and_then(|b| Record::parse(&b))
+        .map(|r| r.released))
+}
+
 fn lease_key(prefix: &str) -> ObjKey {
     ObjKey::new(format!("{prefix}/meta/lease")).expect("prefix validated")
 }
