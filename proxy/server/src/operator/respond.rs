@@ -79,7 +79,7 @@ mod tests {
                 .unwrap(),
         );
         let dir = tempfile::tempdir().unwrap();
-        let d = Duration::from_millis(400);
+        let d = Duration::from_secs(2);
         let held = Lease::acquire(store.clone(), "vol0", dir.path(), d)
             .await
             .unwrap();
@@ -87,11 +87,34 @@ mod tests {
             health(Some(&held)),
             (http::StatusCode::OK, "ok\n".to_string())
         );
-        // A restart in the same data directory takes the lease over; the old
-        // holder notices at its next renewal (every quarter of the lease).
-        let _taker = Lease::acquire(store.clone(), "vol0", dir.path(), d)
-            .await
-            .unwrap();
+        // A restart in the same data directory after a crash takes the lease over
+        // at once; the old holder notices at its next renewal (every quarter of
+        // the lease). The crash: `lease.run` names a process that is gone (this
+        // one still runs, so a start beside it would be refused as a copy). A
+        // renewal of the old holder may rewrite `lease.run` between the edit and
+        // the start: then the start is refused and tried again (bounded).
+        let run = dir.path().join("lease.run");
+        let mut taker = None;
+        for _ in 0..10 {
+            let text = std::fs::read_to_string(&run).unwrap();
+            let crashed: Vec<String> = text
+                .lines()
+                .map(|l| {
+                    if l.starts_with("pid = ") {
+                        "pid = 4294967295".to_string()
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect();
+            assert!(crashed.iter().any(|l| l == "pid = 4294967295"), "{text}");
+            std::fs::write(&run, crashed.join("\n")).unwrap();
+            if let Ok(t) = Lease::acquire(store.clone(), "vol0", dir.path(), d).await {
+                taker = Some(t);
+                break;
+            }
+        }
+        let _taker = taker.expect("a restart after a crash takes the lease over");
         let deadline = Instant::now() + Duration::from_secs(30);
         let (status, body) = loop {
             let (status, body) = health(Some(&held));
