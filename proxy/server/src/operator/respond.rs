@@ -124,6 +124,12 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         assert_eq!(status, http::StatusCode::SERVICE_UNAVAILABLE);
-        assert!(body.contains("another proxy took over"), "{body}");
+        // Fenced either way: at its next renewal the old holder finds the lease
+        // taken over, or (a renewal delayed on a busy machine) its validity lapses
+        // first; both refuse writes and answer 503.
+        assert!(
+            body.contains("another proxy took over") || body.contains("could not be renewed"),
+            "{body}"
+        );
     }
 }
