@@ -19,6 +19,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "layering"
 scripts/check-layering.sh
 
+step "every test SECURITY.md names exists"
+python3 scripts/security_refs.py
+
 step "unit tests"
 cargo test --workspace --lib --bins --locked
 

@@ -68,6 +68,9 @@ cargo fmt --all --check
 step "layering check"
 scripts/check-layering.sh
 
+step "every test SECURITY.md names exists"
+python3 scripts/security_refs.py
+
 target="${CARGO_TARGET_DIR:-$(pwd)/target}"
 venv="$target/e2e-venv"
 minio_bin="$(go env GOPATH)/bin/minio"

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 
 import boto3
 import pytest
@@ -124,6 +125,18 @@ class Proxy:
                 self.kill()
                 raise
         return self.proc.returncode
+
+    def metrics_token(self):
+        """The operator endpoint's token the proxy generated into its data directory."""
+        return (self.data_dir / "metrics.token").read_text().strip()
+
+    def operator_get(self, port, path, token=None, timeout=30):
+        """GET `path` from this proxy's operator endpoint on `port` (plain HTTP on
+        loopback) with its bearer token; the response, read: (status, headers, body)."""
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                     headers={"Authorization": f"Bearer {token or self.metrics_token()}"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.headers, r.read()
 
     def kill(self):
         if self.proc.poll() is None:

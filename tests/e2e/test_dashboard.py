@@ -93,15 +93,15 @@ def run_dashboard(tmp_path, engine, shot, token=None):
             try:
                 page = browser.new_page(viewport={"width": 1500, "height": 1000})
                 url = f"http://127.0.0.1:{mport}/dashboard"
-                if token:
-                    # Without the token the data is refused and the page says so.
-                    with pytest.raises(urllib.error.HTTPError) as e:
-                        urllib.request.urlopen(url + "/data", timeout=10)
-                    assert e.value.code == 401
-                    page.goto(url)
-                    wait_until(lambda: "token required" in (page.text_content("#status") or ""), 30,
-                               "the page to ask for the token")
-                    url += f"#token={token}"
+                # Without the token (configured, or generated into the data
+                # directory) the data is refused, on loopback too, and the page says so.
+                with pytest.raises(urllib.error.HTTPError) as e:
+                    urllib.request.urlopen(url + "/data", timeout=10)
+                assert e.value.code == 401
+                page.goto(url)
+                wait_until(lambda: "token required" in (page.text_content("#status") or ""), 30,
+                           "the page to ask for the token")
+                url += f"#token={token or p.metrics_token()}"
                 page.goto(url)
                 wait_until(lambda: (number(page, "#updates", "data-count") or 0) >= 1, 60, "a first update")
                 assert page.title().startswith("oram-proxy")

@@ -169,10 +169,9 @@ def health(metrics_port):
         return r.status, r.read()
 
 
-def client_statuses(metrics_port, api):
+def client_statuses(p, metrics_port, api):
     """The proxy's answers by (operation, HTTP status), from its /metrics."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as r:
-        text = r.read().decode()
+    text = p.operator_get(metrics_port, "/metrics")[2].decode()
     out = collections.Counter()
     for m in re.finditer(r'^oram_client_requests_total\{api="(\w+)",op="(\w+)",status="(\d+)"\} (\S+)$',
                          text, re.M):
@@ -310,10 +309,10 @@ def test_warp_mixed_32_clients(tmp_path, engine, minio_baseline):
         started = time.monotonic()
         want = put_sample(s3)
         print(f"  sample put: {time.monotonic() - started:.1f} s")
-        before = client_statuses(metrics_port, "s3")
+        before = client_statuses(p, metrics_port, "s3")
         result = run_warp(f"127.0.0.1:{p.port}", ACCESS, SECRET, tmp_path, f"proxy ({engine}) on MinIO")
         rss = peak_rss_mib(p.proc.pid)
-        after = client_statuses(metrics_port, "s3")
+        after = client_statuses(p, metrics_port, "s3")
         answers = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
         print(f"\n{describe(result, minio_baseline)}\n  proxy peak RSS {rss:.0f} MiB;"
               f" its answers during the run (operation, status): {dict(sorted(answers.items()))}")
@@ -355,7 +354,7 @@ def test_swift_bench_32_clients(tmp_path, engine):
         out = r.stdout.decode() + r.stderr.decode()
         (tmp_path / "swift-bench.out").write_text(out)
         rss = peak_rss_mib(p.proc.pid)
-        answers = client_statuses(metrics_port, "swift")
+        answers = client_statuses(p, metrics_port, "swift")
         finals = re.findall(r"(\d+) (PUTS|GETS|DEL) \*\*FINAL\*\* \[(\d+) failures\], ([\d.]+)/s", out)
         print(f"\nswift-bench, {CONCURRENCY} clients, {SWIFT_OBJECTS} objects of 16-64 KiB, proxy ({engine}) on"
               f" MinIO, {wall:.1f} s: " + "; ".join(f"{n} {ph} {rate}/s ({f} failures)" for n, ph, f, rate in finals)

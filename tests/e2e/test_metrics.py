@@ -3,18 +3,21 @@ what the proxy sent to its backend and what the engine did, and it is off unless
 asked for."""
 
 import re
+import socket
 import time
 import urllib.error
 import urllib.request
 
+import pytest
+
 from conftest import Proxy, free_port, wait_port
 
 
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        assert r.status == 200
-        assert r.headers["Content-Type"].startswith("text/plain")
-        text = r.read().decode()
+def scrape(p, port):
+    status, headers, body = p.operator_get(port, "/metrics")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain")
+    text = body.decode()
     samples = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
@@ -30,14 +33,19 @@ def test_metrics_count_backend_traffic_and_engine_work(tmp_path):
         wait_port(port)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
             assert r.status == 200 and r.read() == b"ok\n"
-        text, before = scrape(port)
+        # /metrics wants the token on loopback too (generated into the data directory).
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10)
+        assert e.value.code == 401
+        assert (p.data_dir / "metrics.token").stat().st_mode & 0o077 == 0
+        text, before = scrape(p, port)
         assert "# TYPE oram_backend_requests_total counter" in text
         s3 = p.client()
         s3.create_bucket(Bucket="metrics-b")
         body = b"x" * 100_000
         s3.put_object(Bucket="metrics-b", Key="k", Body=body)
         assert s3.get_object(Bucket="metrics-b", Key="k")["Body"].read() == body
-        _, after = scrape(port)
+        _, after = scrape(p, port)
         put = 'oram_backend_requests_total{verb="put"}'
         put_bytes = 'oram_backend_bytes_total{verb="put"}'
         assert after[put] > before[put]
@@ -52,11 +60,9 @@ def test_metrics_count_backend_traffic_and_engine_work(tmp_path):
         assert after['oram_objects{kind="buckets"}'] == 1
         assert after["oram_state_file_bytes"] > 0
         assert not re.search(r"secret|e2e-secret-key", text, re.I)
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/nothing", timeout=10)
-            raise AssertionError("unknown path answered")
-        except urllib.error.HTTPError as e:
-            assert e.code == 404
+        with pytest.raises(urllib.error.HTTPError) as e:
+            p.operator_get(port, "/nothing")
+        assert e.value.code == 404
     finally:
         assert p.stop() == 0, p.logs()
 
@@ -98,7 +104,7 @@ def test_client_requests_latency_overhead_and_state_gauges(tmp_path):
         s3.list_objects_v2(Bucket="mtr")
         c = swiftclient.Connection(authurl=p.swift_auth, user=f"{ACCESS}:{ACCESS}", key=SECRET, retries=0)
         assert c.get_object("mtr", "a")[1] == body
-        text, m = scrape(port)
+        text, m = scrape(p, port)
 
         def req(api, op, status):
             return m.get(f'oram_client_requests_total{{api="{api}",op="{op}",status="{status}"}}', 0)
@@ -145,4 +151,43 @@ def test_client_requests_latency_overhead_and_state_gauges(tmp_path):
         # Object names and secrets never appear.
         assert '"a"' not in text and "missing" not in text and SECRET not in text
     finally:
+        assert p.stop() == 0, p.logs()
+
+
+def test_one_client_cannot_hold_every_operator_connection(tmp_path):
+    """The endpoint serves 16 connections at once, at most 4 per client address:
+    a client holding its 4 idle gets 503 for a fifth (closed at once) and the
+    endpoint keeps answering once one of them is gone."""
+    port = free_port()
+    p = Proxy(tmp_path / "p", "--metrics-listen", f"127.0.0.1:{port}", "--no-fsync")
+    held = []
+    try:
+        wait_port(port)
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            held.append(s)
+        # The fifth connection is answered 503 and closed without a request.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.settimeout(10)
+            got = b""
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+        assert got.startswith(b"HTTP/1.1 503"), got
+        held.pop().close()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
+                    assert r.status == 200
+                break
+            except (urllib.error.HTTPError, urllib.error.URLError, ConnectionError):
+                # The closed slot is released when the server sees the close.
+                assert time.monotonic() < deadline, "the endpoint never answered again"
+                time.sleep(0.1)
+    finally:
+        for s in held:
+            s.close()
         assert p.stop() == 0, p.logs()

@@ -18,7 +18,6 @@ import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 
 import botocore.exceptions
 import pytest
@@ -123,11 +122,11 @@ def test_clients_verify_the_generated_ca_on_s3_and_swift(tmp_path):
         assert p.stop() == 0, p.logs()
 
 
-def metric(port, name):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[-1])
+def metric(p, port, name):
+    _, _, body = p.operator_get(port, "/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
     return None
 
 
@@ -167,7 +166,7 @@ def test_sighup_swaps_the_certificate_without_dropping_connections(tmp_path):
             shutil.copy2(b / f, live / f)
         p.proc.send_signal(signal.SIGHUP)
         wait_log(p, "SIGHUP: TLS certificate reloaded")
-        assert metric(mport, 'oram_tls_reloads_total{result="ok"}') == 1
+        assert metric(p, mport, 'oram_tls_reloads_total{result="ok"}') == 1
 
         # The old connection goes on (same socket, same certificate)...
         conn.request("GET", "/")
@@ -187,7 +186,7 @@ def test_sighup_swaps_the_certificate_without_dropping_connections(tmp_path):
         shutil.copy2(a / "key.pem", live / "key.pem")
         p.proc.send_signal(signal.SIGHUP)
         wait_log(p, "reload failed, still serving the old certificate")
-        assert metric(mport, 'oram_tls_reloads_total{result="failed"}') == 1
+        assert metric(p, mport, 'oram_tls_reloads_total{result="failed"}') == 1
         assert [x["Name"] for x in s3.list_buckets()["Buckets"]] == ["after-reload"]
     finally:
         assert p.stop() == 0, p.logs()

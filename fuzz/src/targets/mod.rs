@@ -2,6 +2,7 @@
 //! registry, [`ALL`].
 
 pub mod codecs;
+pub mod guard;
 pub mod http;
 pub mod meta;
 
@@ -23,6 +24,12 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 
 /// Every target, cheapest first.
 pub const ALL: &[Target] = &[
+    Target {
+        name: "guard",
+        run: guard::guard,
+        seeds: guard::guard_seeds,
+        extra: guard::guard_extra,
+    },
     Target {
         name: "log_groups",
         run: codecs::log_groups,
@@ -100,6 +107,12 @@ pub const ALL: &[Target] = &[
         run: http::swift,
         seeds: http::swift_seeds,
         extra: http::swift_extra,
+    },
+    Target {
+        name: "slo",
+        run: http::swift,
+        seeds: guard::slo_seeds,
+        extra: guard::slo_extra,
     },
     Target {
         name: "s3",

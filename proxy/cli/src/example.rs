@@ -30,11 +30,12 @@ max_concurrent_requests = 64
 # Address of the operator endpoint: GET /metrics (Prometheus text: client requests
 # by operation and status, latencies, backend requests, bytes and errors, engine,
 # checkpoint, journal, lease and TLS gauges), GET /health and the dashboard
-# (/dashboard). Empty: off. On a non-loopback address it needs a bearer token and
-# speaks HTTPS when [tls] is configured.
+# (/dashboard). Empty: off. /metrics and the dashboard's data need a bearer token
+# (on loopback too); on a non-loopback address it speaks HTTPS when [tls] is
+# configured.
 listen = ""
 # File holding the bearer token for /metrics and the dashboard's data (mode 0600).
-# Unset: none on loopback; on other addresses <data_dir>/metrics.token, generated.
+# Unset: <data_dir>/metrics.token, generated at the first start.
 # token_file = "/etc/oram-proxy/metrics.token"
 # Serve the dashboard (/dashboard): live backend requests beside client requests.
 dashboard = true
@@ -71,6 +72,11 @@ body_timeout_secs = 60
 # Seconds a response may stall (the client reading nothing) before the
 # connection is closed.
 send_timeout_secs = 60
+# Bytes a second a client must read a response at (measured over windows of
+# send_timeout_secs while the socket is full); slower, the connection is closed,
+# so a client trickling a download cannot hold a request slot. 0: only a full
+# stall closes it.
+min_send_rate = 1024
 [tls]
 # PEM certificate chain (server certificate first) and private key (mode 0600) of
 # the S3 and Swift listeners, which then speak HTTPS only. Both unset: the pair

@@ -169,11 +169,7 @@ impl EtcdClient {
             key: key.to_vec(),
             range_end: range_end.to_vec(),
         };
-        let keys = [key, range_end]
-            .into_iter()
-            .filter(|k| !k.is_empty())
-            .map(<[u8]>::to_vec);
-        self.call("/v3/kv/range", &req, keys.collect(), vec![])
+        self.call("/v3/kv/range", &req, range_keys(key, range_end), vec![])
             .await
     }
 
@@ -210,12 +206,13 @@ impl EtcdClient {
             key: key.to_vec(),
             range_end: range_end.to_vec(),
         };
-        let keys = [key, range_end]
-            .into_iter()
-            .filter(|k| !k.is_empty())
-            .map(<[u8]>::to_vec);
-        self.call("/v3/kv/deleterange", &req, keys.collect(), vec![])
-            .await
+        self.call(
+            "/v3/kv/deleterange",
+            &req,
+            range_keys(key, range_end),
+            vec![],
+        )
+        .await
     }
 
     /// Runs a transaction: `success` if every compare holds, else `failure`. etcd
@@ -312,11 +309,7 @@ impl EtcdClient {
                 create_request: create,
             },
         )?;
-        let keys = [key, range_end]
-            .into_iter()
-            .filter(|k| !k.is_empty())
-            .map(<[u8]>::to_vec);
-        self.record(path, keys.collect(), vec![], &body);
+        self.record(path, range_keys(key, range_end), vec![], &body);
         let deadline = Instant::now() + wait;
         let n = self.inner.endpoints.len();
         let first = self.inner.preferred.load(Ordering::Relaxed);
@@ -582,4 +575,14 @@ async fn read_watch(
             }
         }
     }
+}
+
+/// The keys a range request names, for the recorder: the key, and the range
+/// end when there is one.
+fn range_keys(key: &[u8], range_end: &[u8]) -> Vec<Vec<u8>> {
+    [key, range_end]
+        .into_iter()
+        .filter(|k| !k.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
 }

@@ -11,11 +11,10 @@
 
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::keys::{check_name, Layout};
-use crate::lease::{KeptLease, LeaseState};
+use crate::lease::KeptLease;
 use crate::wire::{Compare, PutRequest, RangeRequest, TxnOp, TxnRequest, WatchEventKind};
 use crate::{ClusterError, EtcdClient};
 
@@ -142,19 +141,11 @@ impl FrontLeadership {
         self.revision
     }
 
-    /// The lease the front key lives under.
+    /// The lease the front key lives under: its [`KeptLease::state`] turns
+    /// [`LeaseState::Lost`](crate::LeaseState::Lost), and [`KeptLease::lost`] returns, when the leadership
+    /// is lost.
     pub fn lease(&self) -> &KeptLease {
         &self.lease
-    }
-
-    /// A receiver that turns to [`LeaseState::Lost`] when the leadership is lost.
-    pub fn state(&self) -> watch::Receiver<LeaseState> {
-        self.lease.state()
-    }
-
-    /// Waits until the leadership is lost (the lease lapsed or was revoked).
-    pub async fn lost(&self) {
-        self.lease.lost().await
     }
 
     /// Resigns: revokes the lease, deleting the front key so that a standby takes

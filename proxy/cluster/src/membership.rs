@@ -7,10 +7,8 @@
 
 use std::time::Duration;
 
-use tokio::sync::watch;
-
 use crate::keys::{check_address, check_name, Layout};
-use crate::lease::{KeptLease, LeaseState};
+use crate::lease::KeptLease;
 use crate::{ClusterError, EtcdClient, WatchOutcome};
 
 /// A live node as registered.
@@ -123,19 +121,11 @@ impl Registration {
         &self.node_id
     }
 
-    /// The lease the registration lives under.
+    /// The lease the registration lives under: its [`KeptLease::state`] turns
+    /// [`LeaseState::Lost`](crate::LeaseState::Lost), and [`KeptLease::lost`] returns, when the
+    /// registration is lost.
     pub fn lease(&self) -> &KeptLease {
         &self.lease
-    }
-
-    /// A receiver that turns to [`LeaseState::Lost`] when the registration is lost.
-    pub fn state(&self) -> watch::Receiver<LeaseState> {
-        self.lease.state()
-    }
-
-    /// Waits until the registration is lost (its lease lapsed or was revoked).
-    pub async fn lost(&self) {
-        self.lease.lost().await
     }
 
     /// Removes the registration now by revoking its lease. etcd sees a revoke.

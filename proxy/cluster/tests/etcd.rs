@@ -64,7 +64,7 @@ async fn a_node_stays_registered_while_it_renews_and_drops_out_after_it_stops() 
         "n1 still registered\n{}",
         etcd.logs()
     );
-    timeout(LAPSE, n1.lost())
+    timeout(LAPSE, n1.lease().lost())
         .await
         .expect("n1 learns its lease is lost");
     // n2 was registered as long ago as n1 and outlived the TTL by renewing.
@@ -208,7 +208,7 @@ async fn child_node_process() {
         panic!("claim")
     };
     println!("child: ready {}", token.revision);
-    timeout(Duration::from_secs(60), reg.lost())
+    timeout(Duration::from_secs(60), reg.lease().lost())
         .await
         .expect("lease lost within 60 s");
     println!("child: lost");
@@ -338,7 +338,7 @@ async fn a_standby_front_takes_over_when_the_active_fronts_lease_lapses() {
         .expect("takes over");
     assert_eq!(e.active().await.unwrap().unwrap().0, "front-2");
     assert!(f2.revision() > f1.revision());
-    timeout(LAPSE, f1.lost())
+    timeout(LAPSE, f1.lease().lost())
         .await
         .expect("front-1 learns it lost");
 

@@ -8,8 +8,11 @@
 //!   backlog) and `max_connections_per_client` per client address (IPv6: per /64);
 //!   beyond that a new connection gets `503` and is closed.
 //! * A request body that stalls (no byte for `body_timeout_secs`) fails the
-//!   request, and a response the client stops reading for `send_timeout_secs`
-//!   closes the connection, so neither holds a request permit forever.
+//!   request, and a response the client reads slower than `min_send_rate` bytes a
+//!   second — it accepts less than `min_send_rate × send_timeout_secs` bytes in a
+//!   window of `send_timeout_secs` during which the socket is full — closes the
+//!   connection, so neither holds a request permit for long: a client trickling
+//!   a byte at a time can no longer keep a download (and its permit) alive.
 //! * TCP_NODELAY on every accepted connection (small responses are not delayed by
 //!   Nagle's algorithm waiting for the client's ACK).
 
@@ -41,8 +44,13 @@ pub struct LimitsConfig {
     /// Seconds a request body may stall before the request fails.
     pub body_timeout_secs: u64,
     /// Seconds a response may stall (the client not reading) before the
-    /// connection is closed.
+    /// connection is closed; also the window over which `min_send_rate` is
+    /// measured.
     pub send_timeout_secs: u64,
+    /// Bytes a second a client must read a response at, averaged over a window of
+    /// `send_timeout_secs` that starts when the socket is full (0: only a full
+    /// stall closes the connection).
+    pub min_send_rate: u64,
 }
 
 impl Default for LimitsConfig {
@@ -53,9 +61,14 @@ impl Default for LimitsConfig {
             header_timeout_secs: 30,
             body_timeout_secs: 60,
             send_timeout_secs: 60,
+            min_send_rate: DEFAULT_MIN_SEND_RATE,
         }
     }
 }
+
+/// The default `min_send_rate`: 1 KiB/s, far below any working link, and enough
+/// that holding a permit costs a slow reader 60 KiB a minute per request.
+pub const DEFAULT_MIN_SEND_RATE: u64 = 1024;
 
 impl LimitsConfig {
     /// Checks the values.
@@ -66,7 +79,7 @@ impl LimitsConfig {
             || self.body_timeout_secs == 0
             || self.send_timeout_secs == 0
         {
-            return Err("every [limits] value must be positive".into());
+            return Err("every [limits] value but min_send_rate must be positive".into());
         }
         Ok(())
     }
@@ -76,7 +89,10 @@ impl LimitsConfig {
         Timeouts {
             header: Duration::from_secs(self.header_timeout_secs),
             body: Duration::from_secs(self.body_timeout_secs),
-            send: Duration::from_secs(self.send_timeout_secs),
+            send: SendGuard {
+                window: Duration::from_secs(self.send_timeout_secs),
+                min_bytes: self.min_send_rate.saturating_mul(self.send_timeout_secs),
+            },
         }
     }
 }
@@ -88,8 +104,19 @@ pub struct Timeouts {
     pub header: Duration,
     /// Request body inactivity.
     pub body: Duration,
-    /// Response inactivity.
-    pub send: Duration,
+    /// How fast a response must be read.
+    pub send: SendGuard,
+}
+
+/// How fast a client must read a response: at least `min_bytes` (and at least
+/// one byte) before writes have waited on the socket for `window` in total.
+#[derive(Clone, Copy, Debug)]
+pub struct SendGuard {
+    /// Waiting time allowed per window; a window opens at the first write the
+    /// socket cannot take.
+    pub window: Duration,
+    /// Bytes the client must accept within the window.
+    pub min_bytes: u64,
 }
 
 /// The address a per-client limit counts: the IP, or an IPv6 address's /64.
@@ -162,36 +189,78 @@ impl PerClient {
 /// waiting (best effort) before the connection is closed.
 pub const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 48\r\nRetry-After: 1\r\n\r\nToo many connections from your address; retry.\r\n";
 
-/// A connection whose writes fail once they have made no progress for the send
-/// timeout (the client stopped reading).
+/// A connection whose writes fail once the client reads too slowly: from the
+/// first write the socket cannot take, the client must accept the guard's
+/// `min_bytes` before writes have waited on it for the guard's `window` in total.
+/// Only time spent waiting on the socket counts, so a connection idle between
+/// responses is never held against the client; once the minimum is reached, the
+/// next full socket opens a new window.
 pub struct GuardedIo<T> {
     inner: T,
-    send: Duration,
-    stalled: Option<Pin<Box<Sleep>>>,
+    send: SendGuard,
+    window: Option<Window>,
+}
+
+/// The open window of a [`GuardedIo`].
+struct Window {
+    /// Fires when the waiting in this window reaches the guard's window.
+    timer: Pin<Box<Sleep>>,
+    /// Since when the current write has been waiting, if it is.
+    waiting_since: Option<tokio::time::Instant>,
+    /// Time writes have waited in this window, not counting the current wait.
+    waited: Duration,
+    /// Bytes the client accepted in this window.
+    accepted: u64,
 }
 
 impl<T> GuardedIo<T> {
     /// Wraps `inner`.
-    pub fn new(inner: T, send: Duration) -> Self {
+    pub fn new(inner: T, send: SendGuard) -> Self {
         Self {
             inner,
             send,
-            stalled: None,
+            window: None,
         }
     }
 
-    /// `Pending` stays pending until the stall timer fires, then becomes an error.
+    /// A write the socket cannot take: opens a window (if none is open), starts
+    /// counting the wait, and stays pending until the window's waiting time is
+    /// used up, then becomes an error.
     fn on_pending<R>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<R>> {
-        let send = self.send;
-        let timer = self
-            .stalled
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(send)));
-        match timer.as_mut().poll(cx) {
+        let limit = self.send.window;
+        let now = tokio::time::Instant::now();
+        let w = self.window.get_or_insert_with(|| Window {
+            timer: Box::pin(tokio::time::sleep(limit)),
+            waiting_since: None,
+            waited: Duration::ZERO,
+            accepted: 0,
+        });
+        if w.waiting_since.is_none() {
+            w.waiting_since = Some(now);
+            let left = limit.saturating_sub(w.waited);
+            w.timer.as_mut().reset(now + left);
+        }
+        match w.timer.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "the client stopped reading the response",
+                "the client read the response too slowly",
             ))),
             Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// The socket took `n` bytes (0 for a flush): the wait ends, and the window
+    /// closes once the client has accepted the minimum.
+    fn on_ready(&mut self, n: usize) {
+        let min = self.send.min_bytes.max(1);
+        if let Some(w) = &mut self.window {
+            if let Some(t) = w.waiting_since.take() {
+                w.waited += t.elapsed();
+            }
+            w.accepted = w.accepted.saturating_add(n as u64);
+            if w.accepted >= min {
+                self.window = None;
+            }
         }
     }
 }
@@ -214,20 +283,22 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
     ) -> Poll<io::Result<usize>> {
         match Pin::new(&mut self.inner).poll_write(cx, buf) {
             Poll::Pending => self.on_pending(cx),
-            r => {
-                self.stalled = None;
-                r
+            Poll::Ready(Ok(n)) => {
+                self.on_ready(n);
+                Poll::Ready(Ok(n))
             }
+            r => r,
         }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match Pin::new(&mut self.inner).poll_flush(cx) {
             Poll::Pending => self.on_pending(cx),
-            r => {
-                self.stalled = None;
-                r
+            Poll::Ready(Ok(())) => {
+                self.on_ready(0);
+                Poll::Ready(Ok(()))
             }
+            r => r,
         }
     }
 
@@ -242,10 +313,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
     ) -> Poll<io::Result<usize>> {
         match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
             Poll::Pending => self.on_pending(cx),
-            r => {
-                self.stalled = None;
-                r
+            Poll::Ready(Ok(n)) => {
+                self.on_ready(n);
+                Poll::Ready(Ok(n))
             }
+            r => r,
         }
     }
 
@@ -339,6 +411,81 @@ mod tests {
         let _sx = pc.admit(&x).unwrap();
         assert!(pc.admit(&y).is_none());
         assert!(pc.open.lock().unwrap().len() == 1);
+    }
+
+    /// Writes `total` bytes through a guarded pipe whose reader takes `chunk`
+    /// bytes every `every`; the writer's result.
+    async fn send_to_reader(
+        guard: SendGuard,
+        total: usize,
+        chunk: usize,
+        every: Duration,
+    ) -> io::Result<()> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (a, mut b) = tokio::io::duplex(256);
+        let reader = tokio::spawn(async move {
+            let mut buf = vec![0u8; chunk];
+            loop {
+                match b.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => tokio::time::sleep(every).await,
+                }
+            }
+        });
+        let mut w = GuardedIo::new(a, guard);
+        let data = vec![7u8; total];
+        let r = tokio::time::timeout(Duration::from_secs(60), async {
+            w.write_all(&data).await?;
+            w.flush().await
+        })
+        .await
+        .expect("the write neither finished nor failed within a minute");
+        drop(w);
+        reader.await.unwrap();
+        r
+    }
+
+    #[tokio::test]
+    async fn a_client_trickling_a_response_is_cut_off() {
+        // The client reads a byte every 5 ms (200 B/s) of a 64 KiB response;
+        // the guard wants 10 000 B within 300 ms of waiting. Before the minimum
+        // rate, every byte read restarted the stall timer and this ran for ~5 min.
+        let guard = SendGuard {
+            window: Duration::from_millis(300),
+            min_bytes: 10_000,
+        };
+        let err = send_to_reader(guard, 64 << 10, 1, Duration::from_millis(5))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+        assert!(err.to_string().contains("too slowly"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_client_reading_at_the_minimum_rate_gets_the_whole_response() {
+        // 256 B every 2 ms is ~128 KB/s, far over 10 000 B per 300 ms of waiting;
+        // and a pause with nothing to send is not held against the client.
+        let guard = SendGuard {
+            window: Duration::from_millis(300),
+            min_bytes: 10_000,
+        };
+        send_to_reader(guard, 64 << 10, 256, Duration::from_millis(2))
+            .await
+            .unwrap();
+        // Only waiting on the socket counts: an idle connection whose window is
+        // open (a response ended before the minimum) survives a long pause.
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (a, mut b) = tokio::io::duplex(16);
+        let mut w = GuardedIo::new(a, guard);
+        let writer = tokio::spawn(async move {
+            w.write_all(&[1u8; 64]).await?; // fills the pipe: a window opens
+            tokio::time::sleep(Duration::from_millis(600)).await; // idle, nothing to send
+            w.write_all(&[2u8; 64]).await?;
+            w.flush().await
+        });
+        let mut got = vec![0u8; 128];
+        b.read_exact(&mut got).await.unwrap();
+        writer.await.unwrap().unwrap();
     }
 
     #[tokio::test]

@@ -262,10 +262,7 @@ pub async fn start(
     let s3 = s3_task(cfg, listener, &layer, &users, &tel, &tls, tasks.shutdown());
     let metrics = match metrics {
         Some((l, addr)) => {
-            let (token, token_file) = match operator::token(&cfg.metrics, dir, &addr)? {
-                Some((t, p)) => (Some(t), Some(p)),
-                None => (None, None),
-            };
+            let (token, token_file) = operator::token(&cfg.metrics, dir)?;
             let ep = Arc::new(Endpoint {
                 vol: vol.clone(),
                 tap,
@@ -279,7 +276,7 @@ pub async fn start(
             Some((
                 operator::serve(l, ep, mtls, tasks.shutdown()),
                 addr,
-                token_file,
+                Some(token_file),
             ))
         }
         None => None,

@@ -45,6 +45,17 @@ pub fn unhex<const N: usize>(s: &str) -> Option<Zeroizing<[u8; N]>> {
     Some(out)
 }
 
+/// Runs `f` (file work that may fsync) on the blocking pool, so that it never
+/// holds a tokio worker; `what` names it if the task is lost.
+pub async fn blocking<T: Send + 'static>(
+    what: &str,
+    f: impl FnOnce() -> Result<T, VolumeError> + Send + 'static,
+) -> Result<T, VolumeError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| VolumeError::Config(format!("{what}: {e}")))?
+}
+
 /// Writes a new file readable by its owner only; fails if it exists.
 pub fn write_private(path: &Path, contents: &str) -> Result<(), VolumeError> {
     let mut f = OpenOptions::new()

@@ -30,7 +30,7 @@ use crate::backend_record;
 use crate::checkpoint::checkpoint_key;
 use crate::config::VolumeConfig;
 use crate::datadir;
-use crate::fsutil::{hex_secret, write_private};
+use crate::fsutil::{blocking, hex_secret, write_private};
 use crate::header::{
     header_is_authentic, open_checkpoint, parse_prefix, read_header, Prefix, HEAD_LEN,
 };
@@ -257,9 +257,13 @@ pub async fn recover(
         db.set_epoch(epoch + 1).await?;
     }
     drop(db);
-    datadir::save_volume(dir, &params)?;
-    // Later commands given no backend use this one.
-    backend_record::record(cfg)?;
+    let (d, p, c) = (dir.to_path_buf(), params.clone(), cfg.clone());
+    blocking("writing volume.toml and backend.toml", move || {
+        datadir::save_volume(&d, &p)?;
+        // Later commands given no backend use this one.
+        backend_record::record(&c)
+    })
+    .await?;
     progress("opening the volume");
     let vol = Volume::assemble(cfg, hooks, params, key, store, lease, false, false).await?;
     progress("removing backend objects written after the checkpoint");

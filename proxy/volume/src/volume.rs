@@ -40,6 +40,7 @@ use crate::backend::{backend_url, open_store, VolumeHooks};
 use crate::backend_record;
 use crate::config::VolumeConfig;
 use crate::datadir;
+use crate::fsutil::blocking;
 use crate::header::{ensure_header, header_key, read_header, sign_header, write_header};
 use crate::key::{check_value, KeySource};
 use crate::lease::{self, without_lease, Lease};
@@ -183,13 +184,15 @@ impl Volume {
                     check_value(&key),
                     kdf,
                 );
-                datadir::save_volume(dir, &params)?;
+                let (d, p) = (dir.to_path_buf(), params.clone());
+                blocking("writing volume.toml", move || datadir::save_volume(&d, &p)).await?;
                 // The prefix was just found empty: no need to look again.
                 write_header(store.as_ref(), &sign_header(&key, &params)).await?;
                 (params, key, new_key)
             }
         };
-        backend_record::record(cfg)?;
+        let c = cfg.clone();
+        blocking("writing backend.toml", move || backend_record::record(&c)).await?;
         for n in params.notices(cfg) {
             tracing::warn!("{n}");
         }

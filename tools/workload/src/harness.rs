@@ -136,12 +136,17 @@ pub fn wait_port(port: u16, timeout: Duration, proc: &mut Proc) -> Result<(), St
     Err(format!("{} never listened on {port}", proc.name))
 }
 
-/// A plain HTTP/1.0 GET of `path` on 127.0.0.1:`port`; the body.
-pub fn http_get(port: u16, path: &str) -> Result<String, String> {
+/// A plain HTTP/1.0 GET of `path` on 127.0.0.1:`port` with a bearer token
+/// (the operator endpoint's); the body.
+pub fn http_get(port: u16, path: &str, token: &str) -> Result<String, String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").map_err(|e| e.to_string())?;
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
     let mut buf = String::new();
     s.read_to_string(&mut buf).map_err(|e| e.to_string())?;
     let (head, body) = buf
@@ -551,7 +556,15 @@ impl ProxyRun {
 
     /// The proxy's metrics now.
     pub fn metrics(&self) -> Result<BTreeMap<String, f64>, String> {
-        Ok(parse_metrics(&http_get(self.metrics_port, "/metrics")?))
+        // The token the proxy generated into its data directory at start.
+        let token_file = self.data_dir.join("data").join("metrics.token");
+        let token = std::fs::read_to_string(&token_file)
+            .map_err(|e| format!("{}: {e}", token_file.display()))?;
+        Ok(parse_metrics(&http_get(
+            self.metrics_port,
+            "/metrics",
+            token.trim(),
+        )?))
     }
 
     /// Waits (at most `timeout`) until no write-back is pending, then returns the

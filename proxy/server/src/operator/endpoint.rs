@@ -1,12 +1,12 @@
 //! What the operator endpoint serves from ([`Endpoint`]), and the bearer token
 //! that guards `/metrics` and the dashboard's data.
 //!
-//! Access: on a loopback address no token is needed unless one is configured
-//! (`metrics.token_file`, or the systemd credential `metrics-token`). On any other
-//! address a token is required, generated into `<data_dir>/metrics.token` when
-//! none is configured.
+//! Access: a token is always required for `/metrics` and the dashboard's data —
+//! the configured one (`metrics.token_file`, or the systemd credential
+//! `metrics-token`), else `<data_dir>/metrics.token`, generated on first use. On
+//! loopback too: the dashboard's data is the access pattern the ORAM hides (per
+//! object digests, sizes, times), and any local user can reach a loopback port.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,7 +18,6 @@ use zeroize::Zeroizing;
 use crate::config::MetricsConfig;
 use crate::tap::TapShared;
 use crate::telemetry::Telemetry;
-use crate::tls::is_loopback;
 use crate::ServeError;
 
 /// What `/metrics` states about the configuration (fixed while serving).
@@ -76,19 +75,12 @@ impl Token {
     }
 }
 
-/// Where the token comes from: the configured file, or (for a non-loopback
-/// listener without one) `<data_dir>/metrics.token`, generated on first use.
-/// Returns the token and its file, or `None` when no token is needed.
-pub fn token(
-    cfg: &MetricsConfig,
-    data_dir: &Path,
-    addr: &SocketAddr,
-) -> Result<Option<(Token, PathBuf)>, ServeError> {
+/// Where the token comes from: the configured file, else
+/// `<data_dir>/metrics.token`, generated (mode 0600) on first use. Returns the
+/// token and its file.
+pub fn token(cfg: &MetricsConfig, data_dir: &Path) -> Result<(Token, PathBuf), ServeError> {
     if let Some(p) = &cfg.token_file {
-        return Ok(Some((Token::read(p)?, p.clone())));
-    }
-    if is_loopback(addr) {
-        return Ok(None);
+        return Ok((Token::read(p)?, p.clone()));
     }
     let p = data_dir.join("metrics.token");
     if !p.exists() {
@@ -97,7 +89,7 @@ pub fn token(
         rand::thread_rng().fill_bytes(&mut b);
         write_private(&p, &format!("{}\n", hex::encode(b)))?;
     }
-    Ok(Some((Token::read(&p)?, p)))
+    Ok((Token::read(&p)?, p))
 }
 
 /// Everything the endpoint serves from.
@@ -110,8 +102,8 @@ pub struct Endpoint {
     pub tel: Arc<Telemetry>,
     /// Configuration facts.
     pub info: EngineInfo,
-    /// The required token, if any.
-    pub token: Option<Token>,
+    /// The token `/metrics` and the dashboard's data require.
+    pub token: Token,
     /// Whether the dashboard is served.
     pub dashboard: bool,
 }
@@ -135,21 +127,25 @@ mod tests {
     }
 
     #[test]
-    fn a_token_is_generated_only_beyond_loopback() {
+    fn a_token_is_generated_when_none_is_configured_and_kept() {
         let d = tempfile::tempdir().unwrap();
         let mut cfg = MetricsConfig::default();
-        let lo: SocketAddr = "127.0.0.1:9100".parse().unwrap();
-        assert!(token(&cfg, d.path(), &lo).unwrap().is_none());
-        let any: SocketAddr = "0.0.0.0:9100".parse().unwrap();
-        let (t1, p) = token(&cfg, d.path(), &any).unwrap().unwrap();
+        let (t1, p) = token(&cfg, d.path()).unwrap();
         assert_eq!(p, d.path().join("metrics.token"));
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(t1.matches(text.trim()));
-        // Kept across starts.
-        let (t2, _) = token(&cfg, d.path(), &any).unwrap().unwrap();
+        assert!(text.trim().len() >= 32, "{text}");
+        // Private, and kept across starts.
+        check_private(&p).unwrap();
+        let (t2, _) = token(&cfg, d.path()).unwrap();
         assert!(t2.matches(text.trim()));
-        // A configured token applies on loopback too.
-        cfg.token_file = Some(p.clone());
-        assert!(token(&cfg, d.path(), &lo).unwrap().is_some());
+        // A configured token wins.
+        let own = d.path().join("own");
+        write_private(&own, "fedcba9876543210fedcba\n").unwrap();
+        cfg.token_file = Some(own.clone());
+        let (t3, p3) = token(&cfg, d.path()).unwrap();
+        assert_eq!(p3, own);
+        assert!(t3.matches("fedcba9876543210fedcba"));
+        assert!(!t3.matches(text.trim()));
     }
 }

@@ -4,8 +4,9 @@
 //!
 //! `/health` (200 `ok`, or 503 while the backend lease is lost or lapsed and
 //! writes are refused) and the dashboard's static page never need the token;
-//! `/metrics` and the dashboard's data do (`Authorization: Bearer <token>`). On a
-//! non-loopback address the endpoint speaks HTTPS when TLS is configured.
+//! `/metrics` and the dashboard's data always do (`Authorization: Bearer
+//! <token>`; see [`endpoint`] for where the token comes from). On a non-loopback
+//! address the endpoint speaks HTTPS when TLS is configured.
 //!
 //! What it reveals is what an operator needs: request and byte counts towards the
 //! backend (which the storage server sees anyway), engine internals (stash size,
@@ -15,7 +16,8 @@
 //! `metrics.dashboard_object_names`).
 //!
 //! The endpoint is a second hyper listener (at most `MAX_CONNECTIONS`, 16,
-//! connections; 10 s for the request headers); `/metrics` is rendered on the
+//! connections, `MAX_PER_CLIENT`, 4, per client address; 10 s for the request
+//! headers); `/metrics` is rendered on the
 //! blocking pool, since it reads table sizes from `state.redb`. Its sources:
 //!
 //! * **Client requests**: the telemetry around the S3 and Swift handlers names
@@ -60,7 +62,7 @@ pub use metrics::render;
 
 use respond::{health, respond};
 
-use crate::limits::GuardedIo;
+use crate::limits::{GuardedIo, PerClient, SendGuard, DEFAULT_MIN_SEND_RATE, TOO_MANY_CONNECTIONS};
 use crate::tasks::Shutdown;
 use crate::tls::{Stream, Tls};
 use crate::ServeError;
@@ -68,11 +70,14 @@ use crate::ServeError;
 /// Connections the endpoint serves at once; more wait in the listen backlog.
 const MAX_CONNECTIONS: usize = 16;
 
-/// Whether the request carries the token (when one is required).
+/// Connections one client address (IPv6: one /64) may hold at once; beyond, a
+/// connection is answered 503 and closed, so one client cannot hold every slot
+/// (with `/health`, which needs no token) and lock the operator out.
+const MAX_PER_CLIENT: usize = 4;
+
+/// Whether the request carries the token.
 fn authorized(ep: &Endpoint, req: &http::Request<hyper::body::Incoming>) -> bool {
-    let Some(token) = &ep.token else {
-        return true;
-    };
+    let token = &ep.token;
     req.headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -136,9 +141,10 @@ async fn handle(
 }
 
 /// Serves the endpoint on `listener` (over TLS when `tls` is given) until `stop`
-/// fires. HTTP/1.1 only; at most [`MAX_CONNECTIONS`] connections at once, each
-/// with 10 s to send its request headers (also the idle keep-alive time) and 10 s
-/// for a stalled response.
+/// fires. HTTP/1.1 only; at most [`MAX_CONNECTIONS`] connections at once and
+/// [`MAX_PER_CLIENT`] per client address, each with 10 s to send its request
+/// headers (also the idle keep-alive time) and to read 10 KiB of a response
+/// whenever the socket is full (1 KiB/s).
 pub async fn serve(
     listener: TcpListener,
     ep: Arc<Endpoint>,
@@ -150,14 +156,15 @@ pub async fn serve(
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(Duration::from_secs(10));
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let per_client = PerClient::new(MAX_PER_CLIENT);
     loop {
         let permit = tokio::select! {
             p = connections.clone().acquire_owned() => p.expect("semaphore open"),
             _ = stop.wait() => return,
         };
-        let socket = tokio::select! {
+        let (socket, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((s, _)) => s,
+                Ok(s) => s,
                 Err(e) => {
                     tracing::warn!("metrics accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -166,15 +173,25 @@ pub async fn serve(
             },
             _ = stop.wait() => return,
         };
+        let Some(client_slot) = per_client.admit(&peer) else {
+            // Best effort, without waiting: the client is over its limit.
+            let _ = socket.try_write(TOO_MANY_CONNECTIONS);
+            continue;
+        };
         let ep = ep.clone();
         let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let ep = ep.clone();
             async move { Ok::<_, std::convert::Infallible>(handle(ep, req).await) }
         });
-        let io = GuardedIo::new(Stream::new(socket, tls.as_deref()), Duration::from_secs(10));
+        let send = SendGuard {
+            window: Duration::from_secs(10),
+            min_bytes: 10 * DEFAULT_MIN_SEND_RATE,
+        };
+        let io = GuardedIo::new(Stream::new(socket, tls.as_deref()), send);
         let conn = http.serve_connection(TokioIo::new(io), svc).into_owned();
         tokio::spawn(async move {
             let _ = conn.await;
+            drop(client_slot);
             drop(permit);
         });
     }

@@ -99,8 +99,9 @@ use oram_seal::{MasterKey, Sealer, VolumeId};
 use oram_state::{MemKv, MemState};
 use oram_store_memory::MemoryStore;
 
-fn api(ttl: Duration) -> SwiftApi {
-    let users = ["alice", "bob"]
+/// Admins `alice` and `bob` (key `<name>-secret`), each of their own account.
+fn admins() -> Vec<SwiftUser> {
+    ["alice", "bob"]
         .iter()
         .map(|a| SwiftUser {
             account: a.to_string(),
@@ -108,8 +109,11 @@ fn api(ttl: Duration) -> SwiftApi {
             key: format!("{a}-secret"),
             admin: true,
         })
-        .collect();
-    api_with(ttl, users, 2048, 256)
+        .collect()
+}
+
+fn api(ttl: Duration) -> SwiftApi {
+    api_with(ttl, admins(), 2048, 256)
 }
 
 /// A service for `users` over a Path ORAM of `capacity` blocks of `block_size`.

@@ -8,16 +8,7 @@ use oram_objects::{ObjectMeta, PutOptions};
 
 /// A service with room for manifests of 1000 segments (4 MiB of blocks).
 fn big_api() -> SwiftApi {
-    let users = ["alice", "bob"]
-        .iter()
-        .map(|a| SwiftUser {
-            account: a.to_string(),
-            user: a.to_string(),
-            key: format!("{a}-secret"),
-            admin: true,
-        })
-        .collect();
-    api_with(Duration::from_secs(600), users, 1024, 4096)
+    api_with(Duration::from_secs(600), admins(), 1024, 4096)
 }
 
 async fn put(a: &SwiftApi, tok: &str, uri: &str, body: &[u8]) -> (u16, HeaderMap, String) {
