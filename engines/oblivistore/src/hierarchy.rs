@@ -276,6 +276,34 @@ impl Inner {
         })
     }
 
+    /// Creates the partition's secret (the key of its levels' permutations) if
+    /// it has none — a partition never shuffled, of a new volume or of one
+    /// written before the secret was made this way — and commits it, on its
+    /// own and durably, before the access sends anything: a round that fails,
+    /// or a crash, cannot take it back, so a repeat of the partition's first
+    /// shuffle permutes as the failed attempt did. Observed: nothing (a local
+    /// commit of the trusted state; with the shipped log, part of its
+    /// fixed-size records).
+    async fn ensure_secret(&self, core: &mut Core) -> Result<()> {
+        if core.state.meta(SECRET_KEY).is_some_and(|s| s.len() == 32) {
+            return Ok(());
+        }
+        let mut fresh = [0u8; 32];
+        core.rng.fill(&mut fresh);
+        let st = core.state.as_mut();
+        st.set_meta(SECRET_KEY, Bytes::copy_from_slice(&fresh));
+        match st.stage().commit_local().await {
+            Ok(()) => {
+                st.settle();
+                Ok(())
+            }
+            Err(e) => {
+                st.rollback();
+                Err(e.into())
+            }
+        }
+    }
+
     /// Serves `ops` (checked), staging nothing yet; the caller stages or rolls
     /// back. The last access's level is returned to be landed (the earlier
     /// ones have landed: the next access may read them).
@@ -422,17 +450,19 @@ impl Inner {
         // The permutation is a function of the partition's secret and the
         // level's identity: a round repeated after a failure writes the same
         // level again, so a PUT of the failed attempt that lands late (after
-        // the repeat's) leaves the level as the state describes it.
-        let secret = match st.meta(SECRET_KEY) {
-            Some(s) if s.len() == 32 => s.clone(),
-            _ => {
-                let mut fresh = [0u8; 32];
-                core.rng.fill(&mut fresh);
-                let fresh = Bytes::copy_from_slice(&fresh);
-                st.set_meta(SECRET_KEY, fresh.clone());
-                fresh
-            }
-        };
+        // the repeat's) leaves the level as the state describes it. The secret
+        // was committed before the access sent anything (`ensure_secret`), so
+        // a repeat of the partition's first shuffle uses it too.
+        let secret = st
+            .meta(SECRET_KEY)
+            .filter(|s| s.len() == 32)
+            .cloned()
+            .ok_or_else(|| {
+                OramError::State(StateError::Corrupt(format!(
+                    "partition space {} has no permutation secret",
+                    self.space
+                )))
+            })?;
         let mut order: Vec<u32> = (0..slots).collect();
         order.shuffle(&mut permutation_rng(&secret, j, nv));
         let layout = Layout {
@@ -628,6 +658,9 @@ impl Oram for Hierarchy {
         let inner = self.inner.clone();
         let mut g = inner.core.clone().lock_owned().await;
         inner.plan_batch(g.state.as_ref(), &ops)?;
+        if ops.iter().any(Op::accesses) {
+            inner.ensure_secret(&mut g).await?;
+        }
         match inner.serve(&mut g, &ops).await {
             Ok((answers, land)) => {
                 let changes = g.state.stage();

@@ -52,7 +52,10 @@
 //! in the trusted state, one stream per level version and generation: a round
 //! repeated after a failure rebuilds the level exactly as before, so a PUT of the
 //! failed attempt that lands late leaves a level the state describes (the fault
-//! battery found that case with fresh random permutations).
+//! battery found that case with fresh random permutations). The secret is drawn
+//! and committed on its own before the partition's first access sends anything
+//! (a partition of an existing volume that has none yet gets it the same way),
+//! so a failed first shuffle is repeated under the same secret too.
 //!
 //! **Background evictions read.** The framework's background eviction is a dummy
 //! access — a read, then the eviction — so it also reads one slot per filled
