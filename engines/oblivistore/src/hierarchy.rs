@@ -36,20 +36,22 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_engine::{
     open_error, validate_op, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result,
     StagedAccess, Stat, StatKind,
 };
-use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
+use oram_seal::{ObjectIdentity, Sealer};
 use oram_state::{NodeVersion, SlotPolicy, StateError, TrustedState, NO_SLOT, SLOTS};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use tokio::sync::Semaphore;
 
-use crate::levels::{eviction_target, join, split, Geometry, Layout, DUMMY, SLOT_HEADER};
+use crate::levels::{
+    eviction_target, join, seal_level, slot_identity, split, Geometry, Layout, DUMMY, SLOT_HEADER,
+};
 
 /// How one hierarchical partition is built.
 #[derive(Clone, Debug)]
@@ -117,51 +119,6 @@ struct SlotRead {
 
 /// The PUT of a level built, still to land.
 type Land = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>;
-
-/// What slot `offset` of level `l` in `space`, at version `nv`, is.
-fn slot_identity(space: u32, l: u32, offset: u32, nv: NodeVersion) -> ObjectIdentity {
-    ObjectIdentity {
-        kind: ObjectKind::LevelSlot,
-        space,
-        position: join(l, offset),
-        version: nv.version,
-        generation: nv.generation,
-    }
-}
-
-/// The object of level `l` at version `nv`: every slot sealed in order, a real
-/// block's as its id and data, a dummy's as [`DUMMY`] and zeros.
-fn seal_level(
-    sealer: &Sealer,
-    space: u32,
-    l: u32,
-    nv: NodeVersion,
-    block_size: usize,
-    contents: &[Option<(u64, Bytes)>],
-) -> Result<Bytes> {
-    let len = Sealer::sealed_len(SLOT_HEADER + block_size);
-    let mut object = Vec::with_capacity(contents.len() * len);
-    let zeros = vec![0u8; block_size];
-    let mut plain = Vec::with_capacity(SLOT_HEADER + block_size);
-    for (off, slot) in contents.iter().enumerate() {
-        plain.clear();
-        match slot {
-            Some((b, d)) => {
-                plain.put_u64(*b);
-                plain.extend_from_slice(d);
-            }
-            None => {
-                plain.put_u64(DUMMY);
-                plain.extend_from_slice(&zeros);
-            }
-        }
-        let sealed = sealer
-            .seal(&slot_identity(space, l, off as u32, nv), &plain)
-            .map_err(OramError::Seal)?;
-        object.extend_from_slice(&sealed);
-    }
-    Ok(object.into())
-}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -409,6 +366,9 @@ impl Inner {
         let reals = merge.iter().filter(|r| r.holds != DUMMY).count() as u64;
         let total = reals + u64::from(insert.is_some());
         if total > geo.reals(j) {
+            // The framework keeps a partition within its top level
+            // (`partition_limit`): only a partition filled past it some other
+            // way gets here.
             return Err(OramError::Config(format!(
                 "partition {} is full: {total} blocks exceed its top level's {}; nothing \
                  was changed (the volume needs more partitions)",
