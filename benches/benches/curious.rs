@@ -224,6 +224,7 @@ fn build(kind: Kind, n: u64, store: Arc<dyn BlockStore>) -> (Arc<dyn Oram>, Figu
                 max_batch: 1,
                 eviction_rate: NU,
                 cache_bound: 1 << 20,
+                partition_limit: None,
                 round_attempts: 3,
                 rng_seed: None,
             };

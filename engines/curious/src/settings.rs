@@ -172,6 +172,7 @@ impl CuriousSettings {
                 0 => (8 * u64::from(self.partitions(shape))).max(256) as usize,
                 mib => ((mib << 20) / bs).max(1) as usize,
             },
+            partition_limit: None,
             round_attempts: 3,
             rng_seed: None,
         }

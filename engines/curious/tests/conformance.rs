@@ -27,6 +27,7 @@ fn config(p: &Params) -> CuriousConfig {
         max_batch: p.max_batch,
         eviction_rate: 1.25,
         cache_bound: 1 << 20,
+        partition_limit: None,
         round_attempts: p.round_attempts,
         rng_seed: Some(p.seed),
     }

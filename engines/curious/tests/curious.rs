@@ -39,6 +39,7 @@ fn config(capacity: u64, partitions: u32, rate: f64, seed: u8) -> CuriousConfig 
         max_batch: 16,
         eviction_rate: rate,
         cache_bound: 1 << 20,
+        partition_limit: None,
         round_attempts: 1,
         rng_seed: Some([seed; 32]),
     }

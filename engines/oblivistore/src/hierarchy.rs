@@ -36,20 +36,22 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_engine::{
     open_error, validate_op, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result,
     StagedAccess, Stat, StatKind,
 };
-use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
+use oram_seal::{ObjectIdentity, Sealer};
 use oram_state::{NodeVersion, SlotPolicy, StateError, TrustedState, NO_SLOT, SLOTS};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use tokio::sync::Semaphore;
 
-use crate::levels::{eviction_target, join, split, Geometry, Layout, DUMMY, SLOT_HEADER};
+use crate::levels::{
+    eviction_target, join, seal_level, slot_identity, split, Geometry, Layout, DUMMY, SLOT_HEADER,
+};
 
 /// How one hierarchical partition is built.
 #[derive(Clone, Debug)]
@@ -117,51 +119,6 @@ struct SlotRead {
 
 /// The PUT of a level built, still to land.
 type Land = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>;
-
-/// What slot `offset` of level `l` in `space`, at version `nv`, is.
-fn slot_identity(space: u32, l: u32, offset: u32, nv: NodeVersion) -> ObjectIdentity {
-    ObjectIdentity {
-        kind: ObjectKind::LevelSlot,
-        space,
-        position: join(l, offset),
-        version: nv.version,
-        generation: nv.generation,
-    }
-}
-
-/// The object of level `l` at version `nv`: every slot sealed in order, a real
-/// block's as its id and data, a dummy's as [`DUMMY`] and zeros.
-fn seal_level(
-    sealer: &Sealer,
-    space: u32,
-    l: u32,
-    nv: NodeVersion,
-    block_size: usize,
-    contents: &[Option<(u64, Bytes)>],
-) -> Result<Bytes> {
-    let len = Sealer::sealed_len(SLOT_HEADER + block_size);
-    let mut object = Vec::with_capacity(contents.len() * len);
-    let zeros = vec![0u8; block_size];
-    let mut plain = Vec::with_capacity(SLOT_HEADER + block_size);
-    for (off, slot) in contents.iter().enumerate() {
-        plain.clear();
-        match slot {
-            Some((b, d)) => {
-                plain.put_u64(*b);
-                plain.extend_from_slice(d);
-            }
-            None => {
-                plain.put_u64(DUMMY);
-                plain.extend_from_slice(&zeros);
-            }
-        }
-        let sealed = sealer
-            .seal(&slot_identity(space, l, off as u32, nv), &plain)
-            .map_err(OramError::Seal)?;
-        object.extend_from_slice(&sealed);
-    }
-    Ok(object.into())
-}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -276,6 +233,34 @@ impl Inner {
         })
     }
 
+    /// Creates the partition's secret (the key of its levels' permutations) if
+    /// it has none — a partition never shuffled, of a new volume or of one
+    /// written before the secret was made this way — and commits it, on its
+    /// own and durably, before the access sends anything: a round that fails,
+    /// or a crash, cannot take it back, so a repeat of the partition's first
+    /// shuffle permutes as the failed attempt did. Observed: nothing (a local
+    /// commit of the trusted state; with the shipped log, part of its
+    /// fixed-size records).
+    async fn ensure_secret(&self, core: &mut Core) -> Result<()> {
+        if core.state.meta(SECRET_KEY).is_some_and(|s| s.len() == 32) {
+            return Ok(());
+        }
+        let mut fresh = [0u8; 32];
+        core.rng.fill(&mut fresh);
+        let st = core.state.as_mut();
+        st.set_meta(SECRET_KEY, Bytes::copy_from_slice(&fresh));
+        match st.stage().commit_local().await {
+            Ok(()) => {
+                st.settle();
+                Ok(())
+            }
+            Err(e) => {
+                st.rollback();
+                Err(e.into())
+            }
+        }
+    }
+
     /// Serves `ops` (checked), staging nothing yet; the caller stages or rolls
     /// back. The last access's level is returned to be landed (the earlier
     /// ones have landed: the next access may read them).
@@ -381,6 +366,9 @@ impl Inner {
         let reals = merge.iter().filter(|r| r.holds != DUMMY).count() as u64;
         let total = reals + u64::from(insert.is_some());
         if total > geo.reals(j) {
+            // The framework keeps a partition within its top level
+            // (`partition_limit`): only a partition filled past it some other
+            // way gets here.
             return Err(OramError::Config(format!(
                 "partition {} is full: {total} blocks exceed its top level's {}; nothing \
                  was changed (the volume needs more partitions)",
@@ -422,17 +410,19 @@ impl Inner {
         // The permutation is a function of the partition's secret and the
         // level's identity: a round repeated after a failure writes the same
         // level again, so a PUT of the failed attempt that lands late (after
-        // the repeat's) leaves the level as the state describes it.
-        let secret = match st.meta(SECRET_KEY) {
-            Some(s) if s.len() == 32 => s.clone(),
-            _ => {
-                let mut fresh = [0u8; 32];
-                core.rng.fill(&mut fresh);
-                let fresh = Bytes::copy_from_slice(&fresh);
-                st.set_meta(SECRET_KEY, fresh.clone());
-                fresh
-            }
-        };
+        // the repeat's) leaves the level as the state describes it. The secret
+        // was committed before the access sent anything (`ensure_secret`), so
+        // a repeat of the partition's first shuffle uses it too.
+        let secret = st
+            .meta(SECRET_KEY)
+            .filter(|s| s.len() == 32)
+            .cloned()
+            .ok_or_else(|| {
+                OramError::State(StateError::Corrupt(format!(
+                    "partition space {} has no permutation secret",
+                    self.space
+                )))
+            })?;
         let mut order: Vec<u32> = (0..slots).collect();
         order.shuffle(&mut permutation_rng(&secret, j, nv));
         let layout = Layout {
@@ -628,6 +618,9 @@ impl Oram for Hierarchy {
         let inner = self.inner.clone();
         let mut g = inner.core.clone().lock_owned().await;
         inner.plan_batch(g.state.as_ref(), &ops)?;
+        if ops.iter().any(Op::accesses) {
+            inner.ensure_secret(&mut g).await?;
+        }
         match inner.serve(&mut g, &ops).await {
             Ok((answers, land)) => {
                 let changes = g.state.stage();

@@ -4,8 +4,8 @@
 
 use bytes::{Buf, BufMut, Bytes};
 use oram_engine::{OramError, Result};
-use oram_seal::Sealer;
-use oram_state::StateError;
+use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
+use oram_state::{NodeVersion, StateError};
 
 /// The block id a dummy slot holds.
 pub(crate) const DUMMY: u64 = u64::MAX;
@@ -202,6 +202,51 @@ pub(crate) fn join(l: u32, offset: u32) -> u64 {
 /// The level and offset of a recorded position.
 pub(crate) fn split(pos: u64) -> (u32, u32) {
     ((pos >> 32) as u32, pos as u32)
+}
+
+/// What slot `offset` of level `l` in `space`, at version `nv`, is.
+pub(crate) fn slot_identity(space: u32, l: u32, offset: u32, nv: NodeVersion) -> ObjectIdentity {
+    ObjectIdentity {
+        kind: ObjectKind::LevelSlot,
+        space,
+        position: join(l, offset),
+        version: nv.version,
+        generation: nv.generation,
+    }
+}
+
+/// The object of level `l` at version `nv`: every slot sealed in order, a real
+/// block's as its id and data, a dummy's as [`DUMMY`] and zeros.
+pub(crate) fn seal_level(
+    sealer: &Sealer,
+    space: u32,
+    l: u32,
+    nv: NodeVersion,
+    block_size: usize,
+    contents: &[Option<(u64, Bytes)>],
+) -> Result<Bytes> {
+    let len = Sealer::sealed_len(SLOT_HEADER + block_size);
+    let mut object = Vec::with_capacity(contents.len() * len);
+    let zeros = vec![0u8; block_size];
+    let mut plain = Vec::with_capacity(SLOT_HEADER + block_size);
+    for (off, slot) in contents.iter().enumerate() {
+        plain.clear();
+        match slot {
+            Some((b, d)) => {
+                plain.put_u64(*b);
+                plain.extend_from_slice(d);
+            }
+            None => {
+                plain.put_u64(DUMMY);
+                plain.extend_from_slice(&zeros);
+            }
+        }
+        let sealed = sealer
+            .seal(&slot_identity(space, l, off as u32, nv), &plain)
+            .map_err(OramError::Seal)?;
+        object.extend_from_slice(&sealed);
+    }
+    Ok(object.into())
 }
 
 #[cfg(test)]

@@ -52,7 +52,10 @@
 //! in the trusted state, one stream per level version and generation: a round
 //! repeated after a failure rebuilds the level exactly as before, so a PUT of the
 //! failed attempt that lands late leaves a level the state describes (the fault
-//! battery found that case with fresh random permutations).
+//! battery found that case with fresh random permutations). The secret is drawn
+//! and committed on its own before the partition's first access sends anything
+//! (a partition of an existing volume that has none yet gets it the same way),
+//! so a failed first shuffle is repeated under the same secret too.
 //!
 //! **Background evictions read.** The framework's background eviction is a dummy
 //! access — a read, then the eviction — so it also reads one slot per filled
@@ -67,9 +70,15 @@
 //! pool. A built level waiting for its round's commit holds permits of a second
 //! budget as large, taken without waiting (a wait there could be for the round's
 //! own commit); when that budget is spent the level lands before the sub-access
-//! returns. A partition asked to shuffle more real blocks into its top level
-//! than it holds fails the access with a configuration error before any request
-//! (nothing changes; the round stays to be repeated).
+//! returns. A partition holds at most its top level's `2^top` real blocks (the
+//! framework's `partition_limit`): an eviction into a full partition inserts
+//! nothing — exactly what an eviction finding no block waiting does, so it looks
+//! the same — and the block waits in the eviction cache until a take has made
+//! room, so no round fails after its requests went out for a full partition (a
+//! round that did under an earlier release, which wedged the engine, completes
+//! at the next start without the insert that overflowed). A partition asked all
+//! the same to shuffle more blocks into its top level than it holds fails the
+//! access with a configuration error before any request of that access.
 //!
 //! **Concurrency.** The partitions of a round run concurrently; within a
 //! partition a round's sub-accesses run in order (the next read may hit the level
@@ -119,6 +128,7 @@ impl ObliviStoreConfig {
                 max_batch,
                 eviction_rate: 1.25,
                 cache_bound: (8 * u64::from(partitions)).max(256) as usize,
+                partition_limit: None,
                 round_attempts: 3,
                 rng_seed: None,
             },
@@ -126,6 +136,7 @@ impl ObliviStoreConfig {
         };
         let g = cfg.geometry();
         cfg.shuffle_bytes = 2 * g.level_bytes(g.top);
+        cfg.framework.partition_limit = Some(g.reals(g.top));
         cfg
     }
 
@@ -137,9 +148,13 @@ impl ObliviStoreConfig {
 }
 
 /// Builds an ObliviStore engine whose map lives in `parts.state`, its
-/// partitions in sibling spaces, under backend prefix `prefix`.
-pub fn oblivistore(cfg: ObliviStoreConfig, parts: Parts, prefix: &str) -> Result<Partitioned> {
+/// partitions in sibling spaces, under backend prefix `prefix`. A partition
+/// holds at most its top level's `2^top` real blocks (the framework's
+/// `partition_limit`, set here whatever `cfg` says): an eviction into a full
+/// one leaves its block waiting in the eviction cache.
+pub fn oblivistore(mut cfg: ObliviStoreConfig, parts: Parts, prefix: &str) -> Result<Partitioned> {
     let geometry = cfg.geometry();
+    cfg.framework.partition_limit = Some(geometry.reals(geometry.top));
     let slot = geometry.slot_len() as u64;
     let permits = (cfg.shuffle_bytes / slot).min(Semaphore::MAX_PERMITS as u64);
     if permits < geometry.slots(geometry.top) {

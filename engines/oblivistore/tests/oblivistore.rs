@@ -13,9 +13,9 @@ use oram_engine::conformance::{
     block_data, chi_square, chi_square_critical_001, fill, shape_of, test_sealer,
     trace_of_each_access, workloads, Model,
 };
-use oram_engine::{Op, Oram, OramError, Parts};
+use oram_engine::{Op, Oram, OramError, Parts, Shape};
 use oram_oblivistore::{oblivistore, Geometry, Hierarchy, HierarchyConfig, ObliviStoreConfig};
-use oram_partition::Partitioned;
+use oram_partition::{Partitioned, PartitionedConfig};
 use oram_state::MemState;
 use oram_store_memory::MemoryStore;
 use rand::{Rng, SeedableRng};
@@ -423,4 +423,195 @@ async fn a_late_put_of_a_failed_attempt_leaves_the_level_readable() {
         assert_eq!(got[0], block_data(b, v, BS), "block {b}");
     }
     let _ = mem;
+}
+
+/// A partition's first shuffles, failed and repeated, permute as the failed
+/// attempt did: its secret is committed before the access sends anything, so a
+/// PUT of the failed attempt that lands after the repeat's (a request that
+/// timed out and arrived late) leaves every level as the state describes it.
+/// (With the secret drawn inside the round, the repeat drew another one and the
+/// late level held its blocks at other slots.)
+#[tokio::test]
+async fn a_late_put_of_a_failed_first_shuffle_leaves_the_level_readable() {
+    let store: Arc<dyn BlockStore> = Arc::new(MemoryStore::new());
+    let geometry = Geometry {
+        top: 4,
+        block_size: BS,
+    };
+    let h = one_partition(geometry, 3, 1024, store.clone());
+    // Seven evictions into a partition never shuffled: levels 0, 1, 0, 2, 0,
+    // 1, 0 built; all but the last land within the access (a later access of
+    // the batch may read them), so levels 1 and 2 are live when it fails.
+    let mut ops = Vec::new();
+    for b in 0..7 {
+        ops.push(Op::Dummy);
+        ops.push(Op::Insert(b, block_data(b, 1, BS)));
+    }
+    let attempt = h.access_staged(ops.clone()).await.unwrap();
+    // Levels 1 and 2 as the failed attempt left them (level 0's object is
+    // an earlier version than the repeat's last level 0, which had not landed:
+    // putting it back is a replay, an integrity error, not this case).
+    let keys: Vec<_> = store
+        .list("vol0/")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|k| partition_level(k.as_str()).1 > 0)
+        .collect();
+    assert_eq!(keys.len(), 2, "levels 1 and 2 did not land");
+    let landed: Vec<_> = keys
+        .iter()
+        .cloned()
+        .zip(store.get_many(&keys).await.unwrap())
+        .map(|(k, v)| (k, v.unwrap()))
+        .collect();
+    drop(attempt); // failed: undone
+    h.access(ops).await.unwrap();
+    // The failed attempt's PUTs arrive now, over the repeat's.
+    store.put_many(landed).await.unwrap();
+    let rep = h.check(&|_, _| {}).await.unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    assert_eq!(rep.written_blocks.len(), 7);
+    for b in 0..7 {
+        let got = h.access(vec![Op::Take(b)]).await.unwrap();
+        assert_eq!(got[0], block_data(b, 1, BS), "block {b}");
+    }
+}
+
+/// The framework over one hierarchical partition of top level 1 (it holds two
+/// blocks; levels 0 and 1 together hold three between shuffles), for block ids
+/// below 4, its map in `state`, with the framework's `partition_limit`.
+fn tiny_engine(
+    store: Arc<dyn BlockStore>,
+    state: Box<dyn oram_state::TrustedState>,
+    limit: Option<u64>,
+) -> Partitioned {
+    let geometry = Geometry {
+        top: 1,
+        block_size: BS,
+    };
+    let cfg = PartitionedConfig {
+        name: "oblivistore",
+        letter: 'o',
+        capacity: 4,
+        block_size: BS,
+        partitions: 1,
+        max_batch: 4,
+        eviction_rate: 1.25,
+        cache_bound: 1 << 20,
+        partition_limit: limit,
+        round_attempts: 1,
+        rng_seed: Some([7; 32]),
+    };
+    let sub_shape = Shape {
+        capacity: 2,
+        block_size: BS,
+        max_batch: 16,
+        prefix: "vol0".into(),
+        id_limit: Some(4),
+    };
+    let build = |p: u32, shape: &Shape, parts: Parts| {
+        let h = Hierarchy::new(
+            HierarchyConfig {
+                geometry,
+                id_limit: 4,
+                prefix: shape.prefix.clone(),
+                rng_seed: Some([p as u8; 32]),
+            },
+            parts.store,
+            parts.sealer,
+            parts.state,
+            Arc::new(Semaphore::new(64)),
+            Arc::new(Semaphore::new(64)),
+        )?;
+        Ok(Arc::new(h) as Arc<dyn Oram>)
+    };
+    let parts = Parts {
+        store,
+        sealer: test_sealer(),
+        state,
+    };
+    Partitioned::new(cfg, parts, &sub_shape, &build).unwrap()
+}
+
+/// What block `b` of a tiny engine holds at `version` (0: never written).
+fn tiny_block(b: u64, version: u64) -> Bytes {
+    match version {
+        0 => Bytes::from(vec![0u8; BS]),
+        v => block_data(b, v, BS),
+    }
+}
+
+/// Writes and reads of every block of a tiny engine, one op per round, each
+/// checked against `model` (block → version); the first error is returned.
+async fn churn(e: &Partitioned, model: &mut [u64; 4], rounds: u64) -> Result<(), OramError> {
+    for i in 0..rounds {
+        let b = i % 4;
+        if i % 3 == 2 {
+            let got = e.access(vec![Op::Read(b)]).await?;
+            assert_eq!(got[0], tiny_block(b, model[b as usize]), "block {b}");
+        } else {
+            let v = model[b as usize] + 1;
+            e.access(vec![Op::Write(b, block_data(b, v, BS))]).await?;
+            model[b as usize] = v;
+        }
+    }
+    Ok(())
+}
+
+/// A partition that the eviction cache would overfill (four blocks, all in one
+/// partition whose top level holds two) never fails a round: an eviction into
+/// it once it holds its limit inserts nothing and the block waits in the cache
+/// (`deferred_evictions_total`), every later write and read works, and nothing
+/// is lost. Without the limit — as before it existed — the top level's shuffle
+/// fails for good: the round, repeated before every new one, fails the same
+/// way each time. That wedged state recovers when the engine is opened with the
+/// limit: the interrupted round is repeated without the insert that overflowed.
+#[tokio::test]
+async fn a_full_partition_defers_its_evictions_and_never_wedges_the_engine() {
+    // With the limit.
+    let store: Arc<dyn BlockStore> = Arc::new(MemoryStore::new());
+    let e = tiny_engine(store, Box::new(MemState::new()), Some(2));
+    let mut model = [0u64; 4];
+    churn(&e, &mut model, 60).await.unwrap();
+    assert!(e.stats().extra("deferred_evictions_total").unwrap() > 0);
+    for b in 0..4 {
+        let got = e.access(vec![Op::Read(b)]).await.unwrap();
+        assert_eq!(got[0], tiny_block(b, model[b as usize]), "block {b}");
+    }
+    let rep = e.check(&|_, _| {}).await.unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+
+    // Without it, over a state database that outlives the engine.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let store: Arc<dyn BlockStore> = Arc::new(MemoryStore::new());
+    let db = oram_statedb::Db::open(&path, [5; 16]).unwrap();
+    let space = oram_state::Space(0);
+    let e = tiny_engine(store.clone(), Box::new(db.state(space).unwrap()), None);
+    let mut model = [0u64; 4];
+    let err = churn(&e, &mut model, 60).await.unwrap_err();
+    assert!(
+        matches!(&err, OramError::Config(m) if m.contains("is full")),
+        "{err}"
+    );
+    for b in 0..4 {
+        let again = e.access(vec![Op::Read(b)]).await.unwrap_err();
+        assert!(
+            matches!(&again, OramError::Config(m) if m.contains("is full")
+                && m.contains("A round that cannot be repeated")),
+            "{again}"
+        );
+    }
+    drop(e);
+    // Opened with the limit: the interrupted round completes, and the engine
+    // serves again with every acknowledged write.
+    let e = tiny_engine(store, Box::new(db.state(space).unwrap()), Some(2));
+    for b in 0..4 {
+        let got = e.access(vec![Op::Read(b)]).await.unwrap();
+        assert_eq!(got[0], tiny_block(b, model[b as usize]), "block {b}");
+    }
+    churn(&e, &mut model, 40).await.unwrap();
+    let rep = e.check(&|_, _| {}).await.unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
 }

@@ -42,7 +42,13 @@
 //! make one attempt each, so the framework repeats whole rounds, never one
 //! partition. A crash leaves the intent record, and the next start repeats the
 //! round first. The server sees what a client's retry shows it, for every
-//! partition of the round alike.
+//! partition of the round alike. A round is never dropped: a repeat that fails
+//! the same way every time (a damaged backend object or trusted state) fails
+//! every request, with an error that says so. What could be checked before any
+//! access goes out is: a partition whose sub-engine holds at most
+//! [`PartitionedConfig::partition_limit`] blocks gets no insert once full (the
+//! block waits in the cache; an eviction without an insert looks the same), and
+//! a round the planner refuses fails alone, nothing sent or changed.
 //!
 //! **A round of reads is answered once read.** The partitions' staged accesses
 //! return once read and applied; a round that only reads is answered then, and
@@ -61,7 +67,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use crate::{round, PartitionMap, Where};
+use crate::round::{self, stuck};
+use crate::{PartitionMap, Where};
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_engine::{
@@ -93,6 +100,13 @@ pub struct PartitionedConfig {
     /// Largest eviction cache allowed after a round, in blocks; above it an access
     /// fails with [`OramError::StashOverflow`] (applied, nothing lost).
     pub cache_bound: usize,
+    /// The most blocks one partition may hold, for sub-engines that fail when
+    /// asked to hold more (ObliviStore's top level); `None` for those that
+    /// only get fuller (CURIOUS's trees). An eviction into a partition that
+    /// holds this many inserts nothing — the block keeps waiting in the cache,
+    /// and it looks the same as an eviction that found no block waiting — so a
+    /// round never fails, after its requests went out, for a full partition.
+    pub partition_limit: Option<u64>,
     /// Attempts of a round within one access: a round a transient backend
     /// failure interrupted is repeated exactly (as reads), then the access's own
     /// round drawn again, up to this many times in all.
@@ -210,6 +224,7 @@ struct Counters {
     background: u64,
     evicted: u64,
     empty_evictions: u64,
+    deferred: u64,
     cache_len: u64,
     cache_max: u64,
     cache_sum: u64,
@@ -335,8 +350,12 @@ impl Inner {
         loop {
             let result = match g.sticky.take() {
                 Some((seq, intent)) => match self.repeat(&mut g, seq, intent).await {
-                    Ok(landing) => self.settle(&mut g, landing).await.map(|()| None),
-                    Err(e) => Err(e),
+                    Ok(landing) => match self.settle(&mut g, landing).await {
+                        Ok(()) => Ok(None),
+                        Err(e) if g.sticky.is_some() => Err(stuck(seq, e)),
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(stuck(seq, e)),
                 },
                 None => match self.execute(&mut g, ops.clone()).await {
                     Ok((out, landing)) if reads_only => {
@@ -371,7 +390,7 @@ impl Inner {
     /// (their answers go nowhere).
     async fn repeat(&self, fw: &mut Framework, seq: u64, intent: round::Intent) -> Result<Landing> {
         lock(&self.stats).repeated += 1;
-        let plan = match intent.replan(&mut fw.map) {
+        let plan = match intent.replan(&mut fw.map, self.cfg.partition_limit) {
             Ok(plan) => plan,
             Err(e) => {
                 fw.map.rollback()?;
@@ -386,7 +405,21 @@ impl Inner {
     /// Plans a fresh round of `ops`, records its intent, stages it.
     async fn execute(&self, fw: &mut Framework, ops: Vec<Op>) -> Result<(Vec<Bytes>, Landing)> {
         let background = self.cfg.eviction_rate - 1.0;
-        let plan = round::plan(&mut fw.map, &mut fw.rng, &ops, background)?;
+        let plan = match round::plan(
+            &mut fw.map,
+            &mut fw.rng,
+            &ops,
+            background,
+            self.cfg.partition_limit,
+        ) {
+            Ok(plan) => plan,
+            Err(e) => {
+                // Nothing went out: the round fails alone, and the next is
+                // planned from the map as it was.
+                fw.map.rollback()?;
+                return Err(e);
+            }
+        };
         let intent = plan.intent();
         let seq = fw.seq;
         fw.seq += 1;
@@ -449,6 +482,7 @@ impl Inner {
             background: plan.background,
             evicted: plan.evicted,
             empty_evictions: plan.empty_evictions,
+            deferred: plan.deferred,
             ..Counters::default()
         };
         let out = round::finish(&mut fw.map, &plan, ops, &answers, self.cfg.block_size);
@@ -489,6 +523,7 @@ impl Inner {
             c.background += counts.background;
             c.evicted += counts.evicted;
             c.empty_evictions += counts.empty_evictions;
+            c.deferred += counts.deferred;
             c.cache_len = cache as u64;
             c.cache_max = c.cache_max.max(cache as u64);
             c.cache_sum += cache as u64;
@@ -609,6 +644,13 @@ impl Oram for Partitioned {
                 "Evictions that found no block waiting for their partition.",
                 StatKind::Counter,
                 c.empty_evictions,
+            ),
+            stat(
+                "deferred_evictions_total",
+                "Evictions that left their block waiting in the eviction cache because its \
+                 partition held as many blocks as it may.",
+                StatKind::Counter,
+                c.deferred,
             ),
             stat(
                 "partition_stash_blocks",
@@ -746,24 +788,5 @@ impl std::fmt::Debug for Partitioned {
         f.debug_struct("Partitioned")
             .field("cfg", &self.inner.cfg)
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod validation_tests {
-    use super::*;
-
-    #[test]
-    fn an_eviction_rate_below_the_minimum_is_refused() {
-        for nu in [1.0, 1.05, 2.01, f64::NAN] {
-            let e = validate_partitioning("curious", 0, 1024, nu).unwrap_err();
-            assert!(
-                e.contains("curious_eviction_rate must be 1.1 to 2.0"),
-                "{nu}: {e}"
-            );
-        }
-        for nu in [MIN_EVICTION_RATE, 1.25, 2.0] {
-            validate_partitioning("curious", 0, 1024, nu).unwrap();
-        }
     }
 }

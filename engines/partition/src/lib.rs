@@ -31,3 +31,22 @@ pub use engine::{
     MIN_EVICTION_RATE,
 };
 pub use map::{draw, PartitionMap, Where};
+
+#[cfg(test)]
+mod validation_tests {
+    use crate::{validate_partitioning, MIN_EVICTION_RATE};
+
+    #[test]
+    fn an_eviction_rate_below_the_minimum_is_refused() {
+        for nu in [1.0, 1.05, 2.01, f64::NAN] {
+            let e = validate_partitioning("curious", 0, 1024, nu).unwrap_err();
+            assert!(
+                e.contains("curious_eviction_rate must be 1.1 to 2.0"),
+                "{nu}: {e}"
+            );
+        }
+        for nu in [MIN_EVICTION_RATE, 1.25, 2.0] {
+            validate_partitioning("curious", 0, 1024, nu).unwrap();
+        }
+    }
+}

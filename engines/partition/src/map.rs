@@ -25,6 +25,12 @@ pub struct PartitionMap {
     /// For each partition, the cached blocks assigned to it (an index of the
     /// stash, rebuilt from the state at load and after a rollback).
     waiting: Vec<BTreeSet<u64>>,
+    /// For each partition, the blocks stored in it (counted at load, kept up
+    /// to date by every move).
+    stored: Vec<u64>,
+    /// The moves into (`true`) and out of (`false`) partitions since the last
+    /// settle, undone by a rollback.
+    moved: Vec<(u32, bool)>,
 }
 
 impl std::fmt::Debug for PartitionMap {
@@ -49,16 +55,18 @@ impl PartitionMap {
             state,
             partitions,
             waiting: vec![BTreeSet::new(); partitions as usize],
+            stored: vec![0; partitions as usize],
+            moved: Vec::new(),
         };
-        if let Some((b, p)) = map
-            .state
-            .positions()
-            .into_iter()
-            .find(|&(_, p)| p >= u64::from(partitions))
-        {
-            return Err(StateError::Corrupt(format!(
-                "block {b} is in partition {p} of {partitions}"
-            )));
+        for (b, p) in map.state.positions() {
+            if p >= u64::from(partitions) {
+                return Err(StateError::Corrupt(format!(
+                    "block {b} is in partition {p} of {partitions}"
+                )));
+            }
+            if map.state.stash_get(b).is_none() {
+                map.stored[p as usize] += 1;
+            }
         }
         map.reindex()?;
         Ok(map)
@@ -88,6 +96,17 @@ impl PartitionMap {
         self.state.as_ref()
     }
 
+    /// Blocks stored in partition `p` (cached blocks assigned to it are not).
+    pub fn stored(&self, p: u32) -> u64 {
+        self.stored[p as usize]
+    }
+
+    fn count(&mut self, p: u32, into: bool) {
+        let n = &mut self.stored[p as usize];
+        *n = if into { *n + 1 } else { n.saturating_sub(1) };
+        self.moved.push((p, into));
+    }
+
     /// Where block `b` is.
     pub fn locate(&self, b: u64) -> Where {
         match self.state.position(b) {
@@ -105,6 +124,9 @@ impl PartitionMap {
     /// Puts block `b` (its current data) in the eviction cache, assigned to
     /// partition `p`; wherever it was before, it is there no more.
     pub fn cache(&mut self, b: u64, data: Bytes, p: u32) {
+        if let Where::Stored(q) = self.locate(b) {
+            self.count(q, false);
+        }
         self.unindex(b);
         self.state.set_position(b, u64::from(p));
         self.state.stash_insert(b, data);
@@ -113,6 +135,9 @@ impl PartitionMap {
 
     /// Block `b` is stored nowhere any more (taken).
     pub fn forget(&mut self, b: u64) {
+        if let Where::Stored(q) = self.locate(b) {
+            self.count(q, false);
+        }
         self.unindex(b);
         self.state.remove_position(b);
         self.state.stash_remove(b);
@@ -134,6 +159,7 @@ impl PartitionMap {
             .find(|b| !except.contains(b))?;
         self.waiting[p as usize].remove(&b);
         let data = self.state.stash_remove(b)?;
+        self.count(p, true);
         Some((b, data))
     }
 
@@ -144,7 +170,15 @@ impl PartitionMap {
             return None;
         }
         self.waiting[p as usize].remove(&b);
-        self.state.stash_remove(b)
+        let data = self.state.stash_remove(b)?;
+        self.count(p, true);
+        Some(data)
+    }
+
+    /// Whether a block other than `except` waits in the eviction cache for
+    /// partition `p`.
+    pub fn waits(&self, p: u32, except: &HashSet<u64>) -> bool {
+        self.waiting[p as usize].iter().any(|b| !except.contains(b))
     }
 
     /// The intent records of the map's space (see [`TrustedState::intents`]).
@@ -191,11 +225,16 @@ impl PartitionMap {
     /// The staged changes are durable.
     pub fn settle(&mut self) {
         self.state.settle();
+        self.moved.clear();
     }
 
     /// Undoes every change since the last settle.
     pub fn rollback(&mut self) -> Result<(), StateError> {
         self.state.rollback();
+        for (p, into) in std::mem::take(&mut self.moved).into_iter().rev() {
+            let n = &mut self.stored[p as usize];
+            *n = if into { n.saturating_sub(1) } else { *n + 1 };
+        }
         self.reindex()
     }
 }
@@ -228,21 +267,36 @@ mod tests {
             "an excluded block stays"
         );
         assert_eq!(m.evict_block(7, 1), None, "not waiting for that partition");
+        assert!(m.waits(2, &HashSet::new()) && !m.waits(2, &HashSet::from([7])));
+        assert_eq!(m.stored(2), 0);
         assert_eq!(m.evict(2, &HashSet::new()), Some((7, b("x"))));
         assert_eq!(m.locate(7), Where::Stored(2));
+        assert_eq!(m.stored(2), 1);
         drop(m.stage());
         m.settle();
         // Read again: cached for partition 3, then the round is undone.
         m.cache(7, b("y"), 3);
         m.cache(8, b("z"), 3);
         assert_eq!(m.cache_len(), 2);
+        assert_eq!(m.stored(2), 0, "block 7 left partition 2");
         m.rollback().unwrap();
         assert_eq!(m.locate(7), Where::Stored(2));
+        assert_eq!(m.stored(2), 1, "the rollback counts it there again");
         assert_eq!(m.locate(8), Where::Nowhere);
         assert_eq!(m.evict(3, &HashSet::new()), None, "the index was rebuilt");
         m.forget(7);
         assert_eq!(m.locate(7), Where::Nowhere);
+        assert_eq!(m.stored(2), 0);
         assert_eq!(m.blocks(), 0);
+        // Counted at load from the state.
+        drop(m.stage());
+        m.settle();
+        m.cache(9, b("w"), 1);
+        assert!(m.evict(1, &HashSet::new()).is_some());
+        drop(m.stage());
+        m.settle();
+        let m = PartitionMap::load(m.state, 4).unwrap();
+        assert_eq!((m.stored(1), m.stored(2)), (1, 0));
     }
 
     #[test]

@@ -37,6 +37,10 @@ pub(crate) struct Plan {
     pub(crate) evicted: u64,
     /// Evictions that found nothing to write (a dummy insert: nothing).
     pub(crate) empty_evictions: u64,
+    /// Evictions that left the block waiting for their partition in the cache
+    /// because the partition holds as many blocks as it may (they insert
+    /// nothing, which looks the same).
+    pub(crate) deferred: u64,
     /// Background evictions (a dummy access of their own).
     pub(crate) background: u64,
 }
@@ -69,11 +73,19 @@ impl Plan {
 /// An insert (a block not held, or named by an access of the round too) is no
 /// access: it joins the eviction cache. Inserting a block held and named by no
 /// access is refused before anything changes.
+///
+/// With a `limit` (the most blocks a partition may hold), an eviction into a
+/// partition that would then hold more — counting the blocks the round takes
+/// from it before — inserts nothing: the block keeps waiting in the cache for
+/// a later eviction, after a take has made room. An eviction that inserts
+/// nothing is what an eviction finding no block waiting does, and looks the
+/// same to the storage server, so the partition's load never shows.
 pub(crate) fn plan(
     map: &mut PartitionMap,
     rng: &mut ChaCha20Rng,
     ops: &[Op],
     background: f64,
+    limit: Option<u64>,
 ) -> Result<Plan> {
     let partitions = map.partitions();
     // Blocks of this round stay out of the evictions: their data is the round's.
@@ -93,6 +105,7 @@ pub(crate) fn plan(
         }
     }
     let mut plan = Plan::default();
+    let mut room = Room::new(limit);
     for op in ops {
         let fresh = draw(rng, partitions);
         let extra = rng.gen_bool(background);
@@ -113,6 +126,7 @@ pub(crate) fn plan(
                 Where::Stored(p) => {
                     let idx = plan.subs.get(&p).map_or(0, Vec::len);
                     plan.sources.insert(b, Source::Taken { partition: p, idx });
+                    room.take(p);
                     (p, Op::Take(b))
                 }
                 Where::Cached(p) => {
@@ -128,21 +142,68 @@ pub(crate) fn plan(
             _ => (fresh, Op::Dummy),
         };
         plan.subs.entry(partition).or_default().push(access);
-        evict_into(map, &mut plan, partition, &named);
+        evict_into(map, &mut plan, &room, partition, &named);
         if extra {
             plan.background += 1;
             plan.subs
                 .entry(extra_partition)
                 .or_default()
                 .push(Op::Dummy);
-            evict_into(map, &mut plan, extra_partition, &named);
+            evict_into(map, &mut plan, &room, extra_partition, &named);
         }
     }
     Ok(plan)
 }
 
-/// One eviction into `partition`: a waiting block inserted, or nothing.
-fn evict_into(map: &mut PartitionMap, plan: &mut Plan, partition: u32, named: &HashSet<u64>) {
+/// The room left in partitions whose load is limited, as a round goes: a
+/// partition's load is the blocks the map stores in it (evictions planned so
+/// far included) less those the round takes from it before.
+struct Room {
+    limit: Option<u64>,
+    taken: HashMap<u32, u64>,
+}
+
+impl Room {
+    fn new(limit: Option<u64>) -> Self {
+        Self {
+            limit,
+            taken: HashMap::new(),
+        }
+    }
+
+    /// The round takes a block from `p` (before what follows in `p`).
+    fn take(&mut self, p: u32) {
+        *self.taken.entry(p).or_default() += 1;
+    }
+
+    /// Whether one more block fits in `p`.
+    fn fits(&self, map: &PartitionMap, p: u32) -> bool {
+        self.limit.is_none_or(|limit| {
+            let load = map
+                .stored(p)
+                .saturating_sub(self.taken.get(&p).copied().unwrap_or(0));
+            load < limit
+        })
+    }
+}
+
+/// One eviction into `partition`: a waiting block inserted, or nothing (none
+/// waits, or the partition is full).
+fn evict_into(
+    map: &mut PartitionMap,
+    plan: &mut Plan,
+    room: &Room,
+    partition: u32,
+    named: &HashSet<u64>,
+) {
+    if !room.fits(map, partition) {
+        if map.waits(partition, named) {
+            plan.deferred += 1;
+        } else {
+            plan.empty_evictions += 1;
+        }
+        return;
+    }
     match map.evict(partition, named) {
         Some((b, data)) => {
             plan.subs
@@ -325,34 +386,47 @@ impl Intent {
 
     /// The plan that repeats the recorded round on `map` as it was when the round
     /// began (its evictions redone; the blocks' data from the cache). A record
-    /// that does not fit the map is a corrupt state.
-    pub(crate) fn replan(&self, map: &mut PartitionMap) -> Result<Plan> {
+    /// that does not fit the map is a corrupt state. An insert into a partition
+    /// at its `limit` is left out, as [`plan`] leaves it out: a round recorded
+    /// without a limit (by an earlier release) that overflowed a partition
+    /// then completes, the block waiting in the cache (an eviction with an
+    /// insert and one without look the same).
+    pub(crate) fn replan(&self, map: &mut PartitionMap, limit: Option<u64>) -> Result<Plan> {
         let corrupt = |what: String| {
             OramError::State(StateError::Corrupt(format!(
                 "partition framework intent: {what}"
             )))
         };
         let mut plan = Plan::default();
+        let mut room = Room::new(limit);
         for (p, ops) in &self.subs {
             if *p >= map.partitions() {
                 return Err(corrupt(format!("partition {p}")));
             }
             let mut out = Vec::with_capacity(ops.len());
-            for (idx, op) in ops.iter().enumerate() {
-                out.push(match *op {
+            for op in ops {
+                match *op {
                     SubOp::Take(b) => {
+                        let idx = out.len();
                         plan.sources.insert(b, Source::Taken { partition: *p, idx });
-                        Op::Take(b)
+                        room.take(*p);
+                        out.push(Op::Take(b));
                     }
-                    SubOp::Dummy => Op::Dummy,
+                    SubOp::Dummy => out.push(Op::Dummy),
+                    SubOp::Insert(b) if !room.fits(map, *p) => {
+                        if map.locate(b) != Where::Cached(*p) {
+                            return Err(corrupt(format!("block {b} is not cached for {p}")));
+                        }
+                        plan.deferred += 1;
+                    }
                     SubOp::Insert(b) => {
                         let data = map
                             .evict_block(b, *p)
                             .ok_or_else(|| corrupt(format!("block {b} is not cached for {p}")))?;
                         plan.evicted += 1;
-                        Op::Insert(b, data)
+                        out.push(Op::Insert(b, data));
                     }
-                });
+                }
             }
             plan.subs.insert(*p, out);
         }
@@ -369,6 +443,34 @@ impl Intent {
             });
         }
         Ok(plan)
+    }
+}
+
+/// The error of a failed repeat of interrupted round `seq`, naming what it
+/// means when it is not a backend failure (a transient one is tried again by
+/// the next request): a damaged backend object or trusted state that makes the
+/// repeat fail the same way every time, and with it every request, since no
+/// new round is planned before the interrupted one is finished — dropping it
+/// would let the next round's requests differ from what the failed attempt
+/// showed for the same blocks.
+pub(crate) fn stuck(seq: u64, e: OramError) -> OramError {
+    let hint = |what: String| {
+        format!(
+            "{what} (repeating the interrupted round {seq}, which every request waits for: \
+             see \"A round that cannot be repeated\" in docs/operating.md; `oram-proxy fsck` \
+             lists what is damaged)"
+        )
+    };
+    match e {
+        OramError::Integrity { key, reason } => OramError::Integrity {
+            key,
+            reason: hint(reason),
+        },
+        OramError::State(oram_state::StateError::Corrupt(m)) => {
+            OramError::State(oram_state::StateError::Corrupt(hint(m)))
+        }
+        OramError::Config(m) => OramError::Config(hint(m)),
+        e => e,
     }
 }
 
