@@ -21,6 +21,7 @@ where its test is). Exit 1 when a reference names no test.
 
 import pathlib
 import re
+import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -43,6 +44,16 @@ def references(text):
 
 
 def source_files():
+    """The Rust and Python files git tracks or would (every file outside build and VCS
+    directories when this is not a git checkout)."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                              "--", "*.rs", "*.py"], cwd=ROOT,
+                             capture_output=True, check=True).stdout
+        yield from (ROOT / f for f in out.decode().split("\0") if f)
+        return
+    except (OSError, subprocess.CalledProcessError):
+        pass
     for p in ROOT.rglob("*"):
         if p.suffix in (".rs", ".py") and not SKIP.intersection(p.relative_to(ROOT).parts):
             yield p
