@@ -946,7 +946,14 @@ async fn a_full_oram_refuses_writes_and_keeps_what_it_has() {
     let e = e.into_service_error();
     assert_eq!(status, 507);
     assert_eq!(code(&e), "XOramStorageFull");
-    assert!(e.message().unwrap().contains("full"));
+    let msg = e.message().unwrap();
+    assert!(msg.contains("full"), "{msg}");
+    // It says why an overwrite may not fit, and what to do.
+    assert!(
+        msg.contains("An overwrite needs room for the new copy"),
+        "{msg}"
+    );
+    assert!(msg.contains("deleting objects"), "{msg}");
     // Overwriting the kept object with something too big fails too, and keeps it.
     let e = c
         .put_object()

@@ -44,7 +44,7 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
         E::Full { needed, free } => {
             let mut err = S3Error::with_message(
                 S3ErrorCode::Custom("XOramStorageFull".into()),
-                format!("The ORAM volume is full: the upload needs {needed} more blocks, {free} are free."),
+                full_message(needed, free),
             );
             err.set_status_code(http::StatusCode::INSUFFICIENT_STORAGE);
             err
@@ -309,4 +309,14 @@ mod tests {
         assert!(decode_md5("1B2M2Y8AsgTpgAmY7PhCfg==").is_ok());
         assert!(decode_md5("short").is_err());
     }
+}
+
+/// The full-volume error's message: what the write needed, and what to do.
+fn full_message(needed: u64, free: u64) -> String {
+    format!(
+        "The ORAM volume is full: this write needs {needed} more blocks and {free} are free. \
+         An overwrite needs room for the new copy before the old one is freed. Free space by \
+         deleting objects or aborting incomplete multipart uploads, or move the data to a \
+         larger volume."
+    )
 }

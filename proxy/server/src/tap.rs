@@ -105,6 +105,8 @@ pub struct TapShared {
     events: Mutex<Ring<BackendEvent>>,
     errors: [AtomicU64; 5],
     latency: [Histogram; 5],
+    /// Backend write calls that failed since the last one that succeeded.
+    failed_writes_in_a_row: AtomicU64,
 }
 
 impl TapShared {
@@ -115,7 +117,15 @@ impl TapShared {
             events: Mutex::new(Ring::new(BACKEND_WINDOW)),
             errors: Default::default(),
             latency: Default::default(),
+            failed_writes_in_a_row: AtomicU64::new(0),
         }
+    }
+
+    /// Backend write (PUT) calls that failed since the last one that succeeded:
+    /// a backend that refuses writes (full disk, spent quota, revoked rights)
+    /// shows here while reads may still pass.
+    pub fn failed_writes_in_a_row(&self) -> u64 {
+        self.failed_writes_in_a_row.load(Ordering::Relaxed)
     }
 
     /// Failed requests of `v` (a failed batch counts each of its items).
@@ -167,6 +177,13 @@ impl TapShared {
         drop(r);
         if !ok {
             self.errors[verb_index(verb)].fetch_add(n.max(1), Ordering::Relaxed);
+        }
+        if verb == Verb::Put {
+            if ok {
+                self.failed_writes_in_a_row.store(0, Ordering::Relaxed);
+            } else {
+                self.failed_writes_in_a_row.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 }

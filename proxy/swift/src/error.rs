@@ -68,9 +68,13 @@ pub(crate) fn obj_err(e: ObjectError) -> SwiftError {
         ObjectError::InvalidBucketName(n) => err_msg(400, format!("Invalid container name {n:?}")),
         ObjectError::InvalidKey(m) => err_msg(400, format!("Invalid object name: {m}")),
         ObjectError::InvalidArgument(m) => err_msg(400, m.clone()),
-        ObjectError::Full { .. } => err_msg(
+        ObjectError::Full { needed, free } => err_msg(
             507,
-            "Insufficient Storage: the object does not fit in the free space of this volume",
+            format!(
+                "Insufficient Storage: this write needs {needed} more blocks of this volume and \
+                 {free} are free. An overwrite needs room for the new copy before the old one is \
+                 freed. Free space by deleting objects, or move the data to a larger volume."
+            ),
         ),
         _ => err(match e.class() {
             // Swift's own statuses within the class's family.

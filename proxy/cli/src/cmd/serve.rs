@@ -151,6 +151,7 @@ fn banner(cfg: &Config, server: &Server) {
         u.block_size,
         (u.capacity_blocks * u.block_size as u64) >> 20
     );
+    println!("  used:       {}", used_text(u));
     if !cfg.engine.kind.settings().oblivious() {
         let name = cfg.engine.kind.name();
         println!("  WARNING:    the {name} engine is NOT oblivious: the storage provider sees");
@@ -198,5 +199,40 @@ fn banner(cfg: &Config, server: &Server) {
         );
     } else {
         println!("  secret key: (not shown)");
+    }
+}
+
+/// The banner's fullness line: MiB used of the capacity, and the share.
+fn used_text(u: oram_objects::Usage) -> String {
+    let used = u.capacity_blocks.saturating_sub(u.free_blocks);
+    let mib = |blocks: u64| (blocks.saturating_mul(u.block_size as u64)) >> 20;
+    let pct = if u.capacity_blocks == 0 {
+        0.0
+    } else {
+        used as f64 * 100.0 / u.capacity_blocks as f64
+    };
+    format!(
+        "{} MiB of {} MiB ({pct:.1} %; {} blocks free)",
+        mib(used),
+        mib(u.capacity_blocks),
+        u.free_blocks
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_banner_says_how_full_the_volume_is() {
+        let u = oram_objects::Usage {
+            capacity_blocks: 65536,
+            free_blocks: 65536 - 6554,
+            block_size: 16384,
+        };
+        assert_eq!(
+            used_text(u),
+            "102 MiB of 1024 MiB (10.0 %; 58982 blocks free)"
+        );
     }
 }

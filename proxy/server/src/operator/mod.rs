@@ -2,8 +2,8 @@
 //! text format ([`metrics`]), `GET /health` ([`respond`]), and the dashboard
 //! ([`dashboard`]), served from an [`Endpoint`] behind its token.
 //!
-//! `/health` (200 `ok`, or 503 while the backend lease is lost or lapsed and
-//! writes are refused) and the dashboard's static page never need the token;
+//! `/health` (200 `ok`; 200 `degraded: …` on a volume 95 % full; 503 while
+//! the backend lease is lost or lapsed, or the backend refuses writes) and the dashboard's static page never need the token;
 //! `/metrics` and the dashboard's data always do (`Authorization: Bearer
 //! <token>`; see [`endpoint`] for where the token comes from). On a non-loopback
 //! address the endpoint speaks HTTPS when TLS is configured.
@@ -113,7 +113,11 @@ async fn handle(
     }
     match path.as_str() {
         "/health" => {
-            let (status, body) = health(ep.vol.lease.as_deref());
+            let (status, body) = health(
+                ep.vol.lease.as_deref(),
+                ep.vol.layer.usage(),
+                ep.tap.failed_writes_in_a_row(),
+            );
             respond(status, "text/plain", body)
         }
         "/metrics" => {

@@ -1,7 +1,16 @@
 //! The operator endpoint's answers: headers every answer carries, the
 //! dashboard's stricter ones, and `/health`.
 
+use oram_objects::Usage;
 use oram_volume::lease::{writable, Lease};
+
+/// Backend write calls failing in a row after which `/health` reports that the
+/// backend refuses writes (rounds retry a failed write a few times first).
+pub(crate) const REFUSED_WRITES: u64 = 5;
+
+/// The used share of the capacity, in percent, from which `/health` reports
+/// the volume as nearly full.
+pub(crate) const NEARLY_FULL_PERCENT: u64 = 95;
 
 /// An answer of `status` with a body of `ctype`, never cached.
 pub(crate) fn respond(
@@ -51,13 +60,43 @@ pub(crate) fn dashboard_response(
 
 /// `GET /health`: 200 `ok` while this proxy may write; 503 with the reason
 /// once its backend lease is lost (another proxy took the volume over) or
-/// lapsed (renewals failed): writes are then refused and only reads pass, so a
-/// load balancer or monitor must not count it as serving.
-pub(crate) fn health(lease: Option<&Lease>) -> (http::StatusCode, String) {
-    match writable(lease) {
-        Ok(()) => (http::StatusCode::OK, "ok\n".into()),
-        Err(e) => (http::StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
+/// lapsed (renewals failed), or while the backend refuses writes (the last
+/// [`REFUSED_WRITES`] write calls failed): writes then fail and only reads
+/// pass, so a load balancer or monitor must not count it as serving. 200 with
+/// `degraded: …` while it serves but the volume is [`NEARLY_FULL_PERCENT`] %
+/// full or more, with what to do.
+pub(crate) fn health(
+    lease: Option<&Lease>,
+    usage: Usage,
+    failed_writes_in_a_row: u64,
+) -> (http::StatusCode, String) {
+    use http::StatusCode;
+    if let Err(e) = writable(lease) {
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n"));
     }
+    if failed_writes_in_a_row >= REFUSED_WRITES {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the backend refuses writes: the last {failed_writes_in_a_row} write requests failed \
+                 (oram_backend_errors_total{{verb=\"put\"}}; the log says why)\n"
+            ),
+        );
+    }
+    let cap = usage.capacity_blocks;
+    let used = cap.saturating_sub(usage.free_blocks);
+    if cap > 0 && used.saturating_mul(100) >= cap.saturating_mul(NEARLY_FULL_PERCENT) {
+        return (
+            StatusCode::OK,
+            format!(
+                "degraded: the volume is {} % full ({} of {cap} blocks free); delete objects, \
+                 abort incomplete multipart uploads, or move to a larger volume\n",
+                used * 100 / cap,
+                usage.free_blocks
+            ),
+        );
+    }
+    (StatusCode::OK, "ok\n".into())
 }
 
 #[cfg(test)]
@@ -69,11 +108,53 @@ mod tests {
 
     use super::*;
 
+    fn usage(capacity_blocks: u64, free_blocks: u64) -> Usage {
+        Usage {
+            capacity_blocks,
+            free_blocks,
+            block_size: 16384,
+        }
+    }
+
+    /// `/health` is degraded (200, with what to do) on a volume 95 % full and
+    /// unavailable (503) while the backend refuses writes.
+    #[test]
+    fn health_reports_a_nearly_full_volume_and_a_backend_refusing_writes() {
+        let (s, body) = health(None, usage(1000, 51), 0);
+        assert_eq!((s, body.as_str()), (http::StatusCode::OK, "ok\n"));
+        let (s, body) = health(None, usage(1000, 50), 0);
+        assert_eq!(s, http::StatusCode::OK);
+        assert!(
+            body.starts_with("degraded: the volume is 95 % full (50 of 1000 blocks free)"),
+            "{body}"
+        );
+        assert!(body.contains("delete objects"), "{body}");
+        let (s, body) = health(None, usage(1000, 0), 0);
+        assert!(
+            s == http::StatusCode::OK && body.contains("100 % full"),
+            "{body}"
+        );
+        let (s, body) = health(None, usage(1000, 500), REFUSED_WRITES - 1);
+        assert_eq!((s, body.as_str()), (http::StatusCode::OK, "ok\n"));
+        let (s, body) = health(None, usage(1000, 0), REFUSED_WRITES);
+        assert_eq!(s, http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            body.starts_with("the backend refuses writes: the last 5 write requests failed"),
+            "{body}"
+        );
+        // An empty volume of no capacity is not "full".
+        assert_eq!(health(None, usage(0, 0), 0).1, "ok\n");
+    }
+
     /// `/health` answers 200 `ok` while the lease is held and 503 with the
     /// reason once another proxy took the volume over.
     #[tokio::test]
     async fn health_follows_the_lease() {
-        assert_eq!(health(None), (http::StatusCode::OK, "ok\n".to_string()));
+        let roomy = usage(1000, 500);
+        assert_eq!(
+            health(None, roomy, 0),
+            (http::StatusCode::OK, "ok\n".to_string())
+        );
         let store: Arc<dyn BlockStore> = Arc::new(
             oram_store_fs::FsStore::open(tempfile::tempdir().unwrap().keep().join("store"))
                 .unwrap(),
@@ -84,7 +165,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            health(Some(&held)),
+            health(Some(&held), roomy, 0),
             (http::StatusCode::OK, "ok\n".to_string())
         );
         // A restart in the same data directory after a crash takes the lease over
@@ -117,7 +198,7 @@ mod tests {
         let _taker = taker.expect("a restart after a crash takes the lease over");
         let deadline = Instant::now() + Duration::from_secs(30);
         let (status, body) = loop {
-            let (status, body) = health(Some(&held));
+            let (status, body) = health(Some(&held), roomy, 0);
             if status != http::StatusCode::OK || Instant::now() > deadline {
                 break (status, body);
             }
