@@ -241,7 +241,8 @@ impl TreeScheme for PathScheme {
         found: Vec<(u64, Bytes)>,
         ops: Vec<Op>,
     ) -> Result<Applied<()>> {
-        let ApplyCx { state, rng } = cx;
+        let ApplyCx { state, random } = cx;
+        let mut rng = random.rest();
         let leaves = self.geo.leaves;
         let answers = serve_ops(
             state,

@@ -28,7 +28,12 @@
 //! 5. **serve** the ops from the stash;
 //! 6. **evict and reshuffle**: the eviction paths are refilled greedily from the
 //!    stash, reshuffled buckets get their blocks back in a new random permutation,
-//!    and every rewritten bucket goes back to the backend.
+//!    and every rewritten bucket goes back to the backend. The permutations come
+//!    from the round's seed, kept in its intent record (ChaCha20 keyed by the
+//!    seed, a stream per bucket: [`oram_tree::RoundRandom`]), not from the
+//!    engine's running generator: a round repeated after a failure lays its
+//!    buckets out as its first attempt did, so the round that read ahead of it
+//!    (planned on those layouts) is repeated with the same slots too.
 //!
 //! **What the storage server observes per round:** ranged GETs of one slot-sized
 //! range of the buckets on `k` uniformly random paths (the slot uniformly random
@@ -36,7 +41,8 @@
 //! block or a dummy), whole-object GETs and PUTs of the buckets on the eviction
 //! paths (a fixed schedule) and of the buckets read S times (a function of the
 //! random paths), all objects of one size. A round the server makes fail is
-//! repeated exactly — the same ranges — then completed. Freshness: every part is
+//! repeated exactly — the same ranges — then completed; so is a round that read
+//! ahead of it. Freshness: every part is
 //! sealed with the bucket's space, version and generation.
 //!
 //! **One object per bucket**, not one per slot: the backend bills and rate-limits

@@ -8,7 +8,7 @@ use oram_engine::{Op, Result};
 use oram_state::{Bucket, StateError, TrustedState};
 use oram_tree::{
     check_stored, draw_leaves, evict_stash, serve_ops, Applied, ApplyCx, Draws, OpenCx, PlanCx,
-    Requests, Sealing,
+    Requests, RoundRandom, Sealing,
 };
 
 use crate::layout::{self, Meta, DUMMY};
@@ -373,9 +373,16 @@ impl RingScheme {
         opened: RingOpened,
         ops: Vec<Op>,
     ) -> Result<Applied<crate::RingNote>> {
-        let ApplyCx { state, rng } = cx;
-        let answers = self.serve(state, rng, &plan, opened.found, opened.local_changed, ops);
-        let writes = self.evict_and_reshuffle(state, rng, &plan, opened.keep)?;
+        let ApplyCx { state, random } = cx;
+        let answers = self.serve(
+            state,
+            &random,
+            &plan,
+            opened.found,
+            opened.local_changed,
+            ops,
+        );
+        let writes = self.evict_and_reshuffle(state, &random, &plan, opened.keep)?;
         let online_reads = plan
             .slot_reads
             .iter()
@@ -393,11 +400,12 @@ impl RingScheme {
         })
     }
 
-    /// Step 5: blocks to the stash, the ops in order, positions remapped.
+    /// Step 5: blocks to the stash, the ops in order, positions remapped (an
+    /// inserted block's leaf from the round's randomness).
     fn serve(
         &self,
         state: &mut dyn TrustedState,
-        rng: &mut rand_chacha::ChaCha20Rng,
+        random: &RoundRandom,
         plan: &RingPlan,
         found: Vec<(u64, Bytes)>,
         local_changed: BTreeMap<u64, Bucket>,
@@ -407,23 +415,27 @@ impl RingScheme {
             state.set_local_bucket(n, b);
         }
         let leaves = self.lay.geo.leaves;
+        let mut rng = random.rest();
         serve_ops(
             state,
             found,
             ops,
             &plan.remap,
             self.lay.block_size,
-            &mut || rand::Rng::gen_range(rng, 0..leaves),
+            &mut || rand::Rng::gen_range(&mut rng, 0..leaves),
         )
     }
 
     /// Step 6: EvictPath into the eviction paths, reshuffle the buckets read S
-    /// times; every rewritten bucket gets a fresh random permutation. Returns the
-    /// backend buckets to write.
+    /// times; every rewritten bucket gets a fresh random permutation, from the
+    /// round's randomness keyed by the bucket's node ([`RoundRandom::node`]): the
+    /// same on every attempt of the round, so a round that read ahead of this
+    /// one reads the same slots when both are repeated. Returns the backend
+    /// buckets to write.
     fn evict_and_reshuffle(
         &self,
         state: &mut dyn TrustedState,
-        rng: &mut rand_chacha::ChaCha20Rng,
+        random: &RoundRandom,
         plan: &RingPlan,
         mut keep: BTreeMap<u64, Vec<(u64, Bytes)>>,
     ) -> Result<Vec<(u64, Bytes)>> {
@@ -434,7 +446,8 @@ impl RingScheme {
                 .into_iter()
                 .map(|(b, d)| (b, state.position(b).unwrap_or(0), d))
                 .collect();
-            let (meta, plain) = layout::shuffle_bucket(&self.lay, &with_leaves, rng);
+            let (meta, plain) =
+                layout::shuffle_bucket(&self.lay, &with_leaves, &mut random.node(n));
             self.store_new_meta(state, n, &meta);
             writes.push((n, plain));
         };

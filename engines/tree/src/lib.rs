@@ -14,14 +14,17 @@
 //!    commit — or a crash, found as an intent record at start), that round is
 //!    planned again from its intent record — the same leaves, the same slots —
 //!    and completed with its ops turned into reads, before anything new is drawn;
-//! 3. **plans** (the scheme, with logged random draws), and commits the **intent
-//!    record** (its blocks and draws) before any read goes out;
+//! 3. **plans** (the scheme, with logged random draws), draws the round's seed
+//!    (the apply step's randomness, [`RoundRandom`]), and commits the **intent
+//!    record** (its blocks, draws and seed) before any read goes out;
 //! 4. **fetches** everything in one round trip (one `get_many` of whole buckets,
 //!    ranged reads concurrently), taking buckets still in flight from memory (the
 //!    GETs are sent anyway, so the trace does not depend on write-back timing);
 //! 5. **opens and checks** (the scheme): any failure returns an error before any
 //!    state changes, and the round stays to be finished (step 2);
-//! 6. **applies** (the scheme): answers, positions, eviction; the engine gives
+//! 6. **applies** (the scheme): answers, positions, eviction — every random
+//!    choice from the round's seed, so each attempt of a round lays out its
+//!    buckets alike (Ring ORAM's permutations); the engine gives
 //!    each rewritten bucket a new version in a slot that neither the durable
 //!    state nor the last checkpoint refers to, and clears the intent;
 //! 7. **writes the rewritten buckets** to those slots (see `writeback`) and, once
@@ -50,8 +53,10 @@
 //! each has its own record), sends its reads — buckets the landing round is
 //! writing are taken from memory, their GETs sent anyway — and opens and applies
 //! once the landing round has committed. If that round fails, both are finished
-//! again in order from their records. See `round` for why only a round of reads
-//! is read ahead of.
+//! again in order from their records — the landing round with the same seed, so
+//! the same bucket layouts the round ahead planned on, and the round ahead then
+//! with the very same requests. See `round` for why only a round of reads is
+//! read ahead of.
 //!
 //! # Costs, locks and maintenance
 //!
@@ -116,12 +121,12 @@ use oram_engine::{
 };
 use oram_seal::Sealer;
 use oram_state::{NodeVersion, TrustedState};
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 pub use config::TreeConfig;
 pub use geometry::{plan_eviction, Geometry};
-pub use intent::{Draws, Intent};
+pub use intent::{Draws, Intent, RoundRandom};
 pub use scheme::{Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeParams, TreeScheme};
 pub use serve::{check_stored, draw_leaves, evict_stash, serve_ops, LeafDraws};
 use writeback::{BucketIo, WriteBack};
@@ -247,14 +252,14 @@ impl<S: TreeScheme> TreeEngine<S> {
             return Err(OramError::Config("tree deeper than 40 levels".into()));
         }
         let sealing = Sealing::new(sealer, state.space(), S::KIND, &params.prefix, S::DIR)?;
-        let rng = match params.rng_seed {
+        let mut rng = match params.rng_seed {
             Some(seed) => ChaCha20Rng::from_seed(seed),
             None => ChaCha20Rng::from_entropy(),
         };
         let sticky = state
             .intents()
             .into_iter()
-            .map(|(seq, b)| Ok((seq, Intent::decode(&b)?)))
+            .map(|(seq, b)| Ok((seq, Intent::decode(&b, || rng.gen())?)))
             .collect::<Result<BTreeMap<u64, Intent>>>()?;
         let next_seq = sticky.keys().next_back().map_or(1, |s| s + 1);
         let scheme = Arc::new(scheme);

@@ -17,10 +17,13 @@
 //!
 //! Why only behind a round of reads: if the landing round fails, it is finished
 //! again from its intent record with its ops as reads, which for a round of
-//! reads gives the very same positions — so the round that read ahead, finished
-//! again after it from its own record, plans the very same reads. (A round with
-//! writes finished as reads could leave a block it created without a position,
-//! and the round behind it would read another path the second time.)
+//! reads gives the very same positions, and — its apply step drawing only from
+//! the seed in that record ([`crate::RoundRandom`]) — the very same bucket
+//! layouts (Ring ORAM's permutations, which say which slot the round ahead reads
+//! in a bucket the landing round rewrote); so the round that read ahead,
+//! finished again after it from its own record, plans the very same reads. (A
+//! round with writes finished as reads could leave a block it created without a
+//! position, and the round behind it would read another path the second time.)
 //!
 //! What it buys: the next round's intent commit and reads overlap the landing
 //! round's writes and commit — one round trip instead of two per round of reads
@@ -39,10 +42,13 @@ use bytes::Bytes;
 use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey, SizeBound, StoreError};
 use oram_engine::{Op, OramError, Result};
 use oram_state::{SlotPolicy, TrustedState};
+use rand::Rng;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::writeback::BucketWrite;
-use crate::{lock, ApplyCx, Draws, Inner, Intent, OpenCx, PlanCx, RoundState, TreeScheme};
+use crate::{
+    lock, ApplyCx, Draws, Inner, Intent, OpenCx, PlanCx, RoundRandom, RoundState, TreeScheme,
+};
 
 /// A round applied in memory and not yet durable. It holds the round lock; its
 /// [`Tail::land`] writes the round's buckets, [`Tail::finish`] settles the commit
@@ -300,6 +306,7 @@ impl<S: TreeScheme> Inner<S> {
             blocks,
             draws: draws.into_log(),
             attempt: 0,
+            seed: rs.rng.gen(),
         };
         Ok((plan, intent))
     }
@@ -485,7 +492,7 @@ impl<S: TreeScheme> Inner<S> {
         let n_ops = ops.len() as u64;
         let cx = ApplyCx {
             state: rs.state.as_mut(),
-            rng: &mut rs.rng,
+            random: RoundRandom::new(intent.seed),
         };
         let applied = match scheme.apply(cx, plan, opened, ops) {
             Ok(a) => a,

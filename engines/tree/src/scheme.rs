@@ -15,7 +15,7 @@ use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
 use oram_state::{NodeVersion, Space, TrustedState};
 use rand_chacha::ChaCha20Rng;
 
-use crate::{Draws, Geometry};
+use crate::{Draws, Geometry, RoundRandom};
 
 /// What every tree engine is configured with besides its scheme's own
 /// parameters.
@@ -179,13 +179,22 @@ pub struct OpenCx<'a> {
     pub in_flight: &'a HashMap<u64, Bytes>,
 }
 
-/// What the apply step may change: the state, and randomness that is never
-/// revealed before the round commits (bucket permutations, say).
+/// What the apply step may change: the state, and the randomness it may use
+/// (bucket permutations, the leaves of inserted blocks).
+///
+/// That randomness is the round's own ([`RoundRandom`], from the seed in its
+/// intent record), never the engine's CSPRNG: a round reading ahead plans on
+/// this round's applied state before it commits — and so reveals, in the slots
+/// it reads, what this round drew — and if this round fails it is applied again
+/// from its record, which must give the same layouts for the round ahead to be
+/// repeated request for request. Laying a bucket out again as the failed
+/// attempt did shows the server nothing new: a layout shows only in which of
+/// the bucket's slots later rounds read, and the repetition reads the same ones.
 pub struct ApplyCx<'a> {
     /// The trusted state.
     pub state: &'a mut dyn TrustedState,
-    /// The engine's CSPRNG.
-    pub rng: &'a mut ChaCha20Rng,
+    /// The round's randomness: the same on every attempt of the round.
+    pub random: RoundRandom,
 }
 
 /// The result of the apply step.

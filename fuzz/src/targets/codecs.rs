@@ -149,6 +149,7 @@ pub fn state_rows_seeds() -> Vec<Vec<u8>> {
         blocks: vec![Some(1), None],
         draws: vec![3, 4],
         attempt: 1,
+        seed: [9; 32],
     }
     .encode();
     let rows: Vec<(Table, Vec<u8>, Vec<u8>)> = vec![
@@ -195,7 +196,7 @@ pub fn state_rows_seeds() -> Vec<Vec<u8>> {
 
 /// `Intent::decode` of an intent record.
 pub fn intent(data: &[u8]) -> bool {
-    Intent::decode(data).is_ok()
+    Intent::decode(data, || [0; 32]).is_ok()
 }
 
 /// The shipped log's group decoder (`oram_statedb::decode_groups`) on a stream.
@@ -217,17 +218,19 @@ pub fn log_groups_seeds() -> Vec<Vec<u8>> {
     vec![two, oram_statedb::encode_group(&[&ChangeSet::default()])]
 }
 
-/// Seeds of [`intent`]: both formats.
+/// Seeds of [`intent`]: the three formats.
 pub fn intent_seeds() -> Vec<Vec<u8>> {
     let i = Intent {
         blocks: vec![Some(0), None, Some(u64::MAX - 1), Some(300)],
         draws: vec![0, 127, 128, 1 << 40, u64::MAX],
         attempt: 300,
+        seed: [0x5a; 32],
     };
     vec![
         i.encode().to_vec(),
         Intent::default().encode().to_vec(),
         vec![1, 2, 1, 0, 1, 5],
+        vec![2, 4, 2, 1, 0, 1, 5],
     ]
 }
 

@@ -37,6 +37,9 @@ pub struct HoldStore<S> {
     /// Fetch requests that arrived while GETs were held (the lock guards only
     /// this list).
     held: Mutex<Vec<Seen>>,
+    /// Keys of the PUTs that arrived while PUTs were closed (the lock guards
+    /// only this list).
+    puts_held: Mutex<Vec<String>>,
 }
 
 impl<S> HoldStore<S> {
@@ -52,6 +55,7 @@ impl<S> HoldStore<S> {
             puts_waiting: AtomicU64::new(0),
             put_answers_lost: AtomicBool::new(false),
             held: Mutex::new(Vec::new()),
+            puts_held: Mutex::new(Vec::new()),
         }
     }
 
@@ -85,6 +89,25 @@ impl<S> HoldStore<S> {
     /// The fetch requests that arrived while GETs were held.
     pub fn held(&self) -> Vec<Seen> {
         self.held.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The keys of the PUTs that arrived while PUTs were closed (held, then
+    /// passed on when reopened).
+    pub fn puts_held(&self) -> Vec<String> {
+        self.puts_held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Empties the logs of held requests ([`HoldStore::held`],
+    /// [`HoldStore::puts_held`]).
+    pub fn clear_held(&self) {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.puts_held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// Every request fails with [`StoreError::Unavailable`] while down.
@@ -130,11 +153,17 @@ impl<S> HoldStore<S> {
         Ok(())
     }
 
-    /// What a PUT meets before it reaches the store: down, held while PUTs are
-    /// closed, then failing while PUTs are down.
-    async fn put_gate(&self) -> Result<(), StoreError> {
+    /// What a PUT of `keys` meets before it reaches the store: down, held (and
+    /// logged) while PUTs are closed, then failing while PUTs are down.
+    async fn put_gate(&self, keys: impl FnOnce() -> Vec<String>) -> Result<(), StoreError> {
         self.check()?;
         let mut rx = self.puts_open.subscribe();
+        if !*rx.borrow() {
+            self.puts_held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(keys());
+        }
         self.puts_waiting.fetch_add(1, Ordering::SeqCst);
         let _ = rx.wait_for(|o| *o).await;
         self.puts_waiting.fetch_sub(1, Ordering::SeqCst);
@@ -180,7 +209,8 @@ impl<S: BlockStore> BlockStore for HoldStore<S> {
         self.inner.get_range(key, r).await
     }
     async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> Result<(), StoreError> {
-        self.put_gate().await?;
+        self.put_gate(|| items.iter().map(|(k, _)| k.to_string()).collect())
+            .await?;
         self.inner.put_opts(items, opts).await?;
         self.put_answer()
     }
@@ -207,7 +237,7 @@ impl<S: BlockStore> BlockStore for HoldStore<S> {
         data: Bytes,
         cond: PutCondition,
     ) -> Result<ObjTag, StoreError> {
-        self.put_gate().await?;
+        self.put_gate(|| vec![key.to_string()]).await?;
         let tag = self.inner.put_if(key, data, cond).await?;
         self.put_answer()?;
         Ok(tag)
