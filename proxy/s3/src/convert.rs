@@ -232,6 +232,16 @@ pub(crate) fn decode_token(token: &str) -> S3Result<String> {
         })
 }
 
+/// The full-volume error's message: what the write needed, and what to do.
+fn full_message(needed: u64, free: u64) -> String {
+    format!(
+        "The ORAM volume is full: this write needs {needed} more blocks and {free} are free. \
+         An overwrite needs room for the new copy before the old one is freed. Free space by \
+         deleting objects or aborting incomplete multipart uploads, or move the data to a \
+         larger volume."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,14 +319,4 @@ mod tests {
         assert!(decode_md5("1B2M2Y8AsgTpgAmY7PhCfg==").is_ok());
         assert!(decode_md5("short").is_err());
     }
-}
-
-/// The full-volume error's message: what the write needed, and what to do.
-fn full_message(needed: u64, free: u64) -> String {
-    format!(
-        "The ORAM volume is full: this write needs {needed} more blocks and {free} are free. \
-         An overwrite needs room for the new copy before the old one is freed. Free space by \
-         deleting objects or aborting incomplete multipart uploads, or move the data to a \
-         larger volume."
-    )
 }
