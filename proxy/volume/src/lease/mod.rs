@@ -21,11 +21,16 @@
 //!   *sent* the last successful renewal. A contender waits a full `D` after its
 //!   first unchanged observation, which comes after that renewal landed, so the
 //!   holder's validity ends at least `D/3` before any take-over (clocks need only
-//!   run at roughly the same rate).
+//!   run at roughly the same rate): the *safety margin* ([`safety_margin`]).
 //! * **Fencing**: every PUT and DELETE of the volume goes through [`LeasedStore`],
 //!   which refuses it (`StoreError::Fenced`, a 503 to clients) once the lease is
 //!   lost (a renewal found another holder's version) or expired (not renewed in
 //!   time); reads pass. A proxy that lost its lease stays fenced until restarted.
+//!   The lease admits a write when it starts; the S3 back-end of a leased volume
+//!   abandons a write (its SDK retries included) after [`write_deadline`],
+//!   shorter than the safety margin, so that no request of a write the lease
+//!   admitted is sent after a take-over. The checkpoint is written conditionally
+//!   besides (see [`crate::checkpoint`]).
 //! * **Release** at a graceful stop, so the next holder need not wait.
 
 use std::ops::Range;
@@ -83,6 +88,27 @@ impl Record {
 /// the provider's to change, and a start must neither wait for years nor overflow
 /// its deadline on a huge `lease_secs`.
 pub const MAX_FOUND_LEASE_SECS: u64 = 86_400;
+
+/// How long a holder of a lease of `duration` considers itself valid after it
+/// sent its last successful renewal: `2D/3`.
+pub fn validity(duration: Duration) -> Duration {
+    duration * 2 / 3
+}
+
+/// How long before any take-over a holder's validity ends, at least: `D/3` (a
+/// contender watches the record unchanged for a full `D`).
+pub fn safety_margin(duration: Duration) -> Duration {
+    duration.saturating_sub(validity(duration))
+}
+
+/// The longest one backend write of a volume with a lease of `duration` may
+/// take, every retry included ([`oram_store_s3::S3StoreConfig::write_deadline`]):
+/// three quarters of the [`safety_margin`], the rest left for the time between
+/// the lease's check and the request, and for clocks that run at slightly
+/// different rates.
+pub fn write_deadline(duration: Duration) -> Duration {
+    safety_margin(duration) * 3 / 4
+}
 
 /// What a start makes of the lease record it found on the backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -337,7 +363,7 @@ impl Lease {
                         held: Mutex::new(Held {
                             record,
                             tag,
-                            valid_until: sent + duration * 2 / 3,
+                            valid_until: sent + validity(duration),
                         }),
                         lost: AtomicBool::new(false),
                         renewing: tokio::sync::Mutex::new(()),
@@ -441,7 +467,7 @@ impl Lease {
                 h.valid_until = if release {
                     sent
                 } else {
-                    sent + self.duration * 2 / 3
+                    sent + validity(self.duration)
                 };
                 Ok(())
             }
@@ -555,9 +581,15 @@ impl BlockStore for LeasedStore {
         self.lease.ensure().await?;
         self.inner.put_opts(items, opts).await
     }
+    /// The lease is checked again before every 1000 keys (what one S3
+    /// DeleteObjects request carries), so that a long delete does not go on
+    /// sending requests long after the lease admitted it.
     async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
-        self.lease.ensure().await?;
-        self.inner.delete_many(keys).await
+        for chunk in keys.chunks(1000) {
+            self.lease.ensure().await?;
+            self.inner.delete_many(chunk).await?;
+        }
+        Ok(())
     }
     async fn list_opts(&self, prefix: &str, opts: ListOpts) -> StoreResult<Vec<ObjKey>> {
         self.inner.list_opts(prefix, opts).await
