@@ -61,10 +61,6 @@ fn s3_config(cfg: &VolumeConfig) -> S3StoreConfig {
             .saturating_mul(6)
             .saturating_add(1 << 16),
         conditional_writes: b.conditional_writes,
-        // The lease admits a write when it starts: the write, its SDK retries
-        // included, must be over before another proxy may take over.
-        write_deadline: (b.lease_secs > 0)
-            .then(|| crate::lease::write_deadline(Duration::from_secs(b.lease_secs))),
         ..S3StoreConfig::default()
     }
 }
@@ -130,44 +126,5 @@ pub fn backend_url(cfg: &VolumeConfig) -> String {
             b.key_prefix,
             b.endpoint.as_deref().unwrap_or("AWS")
         ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::BackendKind;
-    use crate::lease;
-
-    /// A leased volume's S3 writes have a deadline below the lease's safety
-    /// margin (that the back-end applies it is
-    /// `oram_store_s3`'s `a_write_to_a_silent_server_is_abandoned_at_its_deadline`);
-    /// without a lease there is none.
-    #[test]
-    fn a_leased_s3_volume_bounds_each_write_below_the_lease_margin() {
-        let mut cfg = VolumeConfig::default();
-        cfg.backend.kind = BackendKind::S3;
-        cfg.backend.bucket = "b".into();
-        // The default lease: every attempt together (4 of up to 30 s) is bounded
-        // far below what the attempts alone allow.
-        cfg.backend.lease_secs = 30;
-        let deadline = s3_config(&cfg).write_deadline.expect("a deadline");
-        let attempts = cfg.backend.attempt_timeout_secs * u64::from(cfg.backend.max_attempts);
-        assert!(deadline < Duration::from_secs(10) && Duration::from_secs(attempts) > deadline);
-        for secs in [1, 3, 30, 600] {
-            cfg.backend.lease_secs = secs;
-            let d = Duration::from_secs(secs);
-            let deadline = s3_config(&cfg).write_deadline.expect("a deadline");
-            assert!(deadline > Duration::ZERO);
-            assert!(
-                deadline < lease::safety_margin(d),
-                "lease {secs} s: deadline {deadline:?}, margin {:?}",
-                lease::safety_margin(d)
-            );
-            // The margin is what a take-over leaves after the holder's validity.
-            assert_eq!(lease::validity(d) + lease::safety_margin(d), d);
-        }
-        cfg.backend.lease_secs = 0;
-        assert_eq!(s3_config(&cfg).write_deadline, None);
     }
 }

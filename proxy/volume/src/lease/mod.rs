@@ -26,11 +26,11 @@
 //!   which refuses it (`StoreError::Fenced`, a 503 to clients) once the lease is
 //!   lost (a renewal found another holder's version) or expired (not renewed in
 //!   time); reads pass. A proxy that lost its lease stays fenced until restarted.
-//!   The lease admits a write when it starts; the S3 back-end of a leased volume
-//!   abandons a write (its SDK retries included) after [`write_deadline`],
-//!   shorter than the safety margin, so that no request of a write the lease
-//!   admitted is sent after a take-over. The checkpoint is written conditionally
-//!   besides (see [`crate::checkpoint`]).
+//!   A write runs while the lease holds: it is abandoned (dropped, with the
+//!   back-end's retries) as soon as the lease is lost or lapses, at least the
+//!   safety margin before a take-over, so that no request of a write the lease
+//!   admitted is sent after one; a long write goes on while renewals succeed.
+//!   The checkpoint is written conditionally besides (see [`crate::checkpoint`]).
 //! * **Release** at a graceful stop, so the next holder need not wait.
 
 use std::ops::Range;
@@ -99,15 +99,6 @@ pub fn validity(duration: Duration) -> Duration {
 /// contender watches the record unchanged for a full `D`).
 pub fn safety_margin(duration: Duration) -> Duration {
     duration.saturating_sub(validity(duration))
-}
-
-/// The longest one backend write of a volume with a lease of `duration` may
-/// take, every retry included ([`oram_store_s3::S3StoreConfig::write_deadline`]):
-/// three quarters of the [`safety_margin`], the rest left for the time between
-/// the lease's check and the request, and for clocks that run at slightly
-/// different rates.
-pub fn write_deadline(duration: Duration) -> Duration {
-    safety_margin(duration) * 3 / 4
 }
 
 /// What a start makes of the lease record it found on the backend.
@@ -424,6 +415,17 @@ impl Lease {
         self.check()
     }
 
+    /// Until when this proxy considers the lease valid (moves on at every
+    /// renewal; in the past once it lapsed).
+    pub fn valid_until(&self) -> Instant {
+        self.lock().valid_until
+    }
+
+    /// The lease's duration `D`.
+    pub fn duration(&self) -> Duration {
+        self.duration
+    }
+
     /// The lease's generation (incremented at every take-over).
     pub fn generation(&self) -> u64 {
         self.lock().record.generation
@@ -566,6 +568,34 @@ impl LeasedStore {
     pub fn new(inner: Arc<dyn BlockStore>, lease: Arc<Lease>) -> Self {
         Self { inner, lease }
     }
+
+    /// Runs `write` while the lease holds: it starts only if the lease is valid
+    /// ([`Lease::ensure`]), and is abandoned — dropped, its back-end retries
+    /// with it — as soon as the lease is lost or lapses, which is at least the
+    /// safety margin (`D/3`) before another proxy may take over. A write that
+    /// takes long (a large checkpoint on a slow link) goes on as long as the
+    /// renewals succeed. The lease is looked at whenever its validity would end
+    /// and at least every `D/8` (a take-over is noticed at a renewal).
+    async fn while_held<T>(
+        &self,
+        write: impl std::future::Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        self.lease.ensure().await?;
+        let mut write = std::pin::pin!(write);
+        let poll = self.lease.duration() / 8;
+        loop {
+            let until = self.lease.valid_until().min(Instant::now() + poll);
+            tokio::select! {
+                // The lease first: after a pause (a stopped process, a stalled
+                // machine) no request of the write goes out before it is checked.
+                biased;
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(until)) => {
+                    self.lease.check()?;
+                }
+                r = &mut write => return r,
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -578,18 +608,10 @@ impl BlockStore for LeasedStore {
         self.inner.get_range(key, range).await
     }
     async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> StoreResult<()> {
-        self.lease.ensure().await?;
-        self.inner.put_opts(items, opts).await
+        self.while_held(self.inner.put_opts(items, opts)).await
     }
-    /// The lease is checked again before every 1000 keys (what one S3
-    /// DeleteObjects request carries), so that a long delete does not go on
-    /// sending requests long after the lease admitted it.
     async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
-        for chunk in keys.chunks(1000) {
-            self.lease.ensure().await?;
-            self.inner.delete_many(chunk).await?;
-        }
-        Ok(())
+        self.while_held(self.inner.delete_many(keys)).await
     }
     async fn list_opts(&self, prefix: &str, opts: ListOpts) -> StoreResult<Vec<ObjKey>> {
         self.inner.list_opts(prefix, opts).await
@@ -602,8 +624,7 @@ impl BlockStore for LeasedStore {
         self.inner.get_tagged(key, bound).await
     }
     async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> StoreResult<ObjTag> {
-        self.lease.ensure().await?;
-        self.inner.put_if(key, data, cond).await
+        self.while_held(self.inner.put_if(key, data, cond)).await
     }
 }
 
