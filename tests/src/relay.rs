@@ -10,6 +10,12 @@
 //! relay's end of a held connection is kept open towards the server until the
 //! answer arrives, so the server sees a complete, live request. Every loop is
 //! bounded in time.
+//!
+//! [`HoldRelay::arm_answer`] instead holds the *answer* of the next connection
+//! that sends bytes: the server answers at once, the client gets the answer at
+//! [`HoldRelay::release`] (a response delayed in transit). And every request
+//! line the relay passes on is recorded ([`HoldRelay::requests`]): what the
+//! server was sent, as opposed to what the client meant to send.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +32,12 @@ const MAX_LIFETIME: Duration = Duration::from_secs(120);
 
 struct Shared {
     armed: AtomicBool,
+    /// Hold the answer of the next connection that sends bytes.
+    armed_answer: AtomicBool,
+    /// Whether a held answer has started to arrive from the server.
+    answer_waiting: AtomicBool,
+    /// Every request line passed on to the server (`GET /bucket/key HTTP/1.1`).
+    requests: Mutex<Vec<String>>,
     /// Set once to release the held connection.
     release: watch::Sender<bool>,
     /// The first line of the server's answer to the held request.
@@ -50,6 +62,9 @@ impl HoldRelay {
         let (release, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             armed: AtomicBool::new(false),
+            armed_answer: AtomicBool::new(false),
+            answer_waiting: AtomicBool::new(false),
+            requests: Mutex::new(Vec::new()),
             release,
             status: Mutex::new(None),
             held: AtomicBool::new(false),
@@ -90,6 +105,30 @@ impl HoldRelay {
         self.shared.armed.store(true, Ordering::SeqCst);
     }
 
+    /// Holds the answer to the next connection that sends anything until
+    /// [`HoldRelay::release`]; its request goes through at once.
+    pub fn arm_answer(&self) {
+        self.shared.armed_answer.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits (at most `limit`) until the server has started answering the
+    /// connection whose answer is held; whether it has.
+    pub async fn answer_held(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < deadline {
+            if self.shared.answer_waiting.load(Ordering::SeqCst) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    /// The request lines passed on to the server so far, in order.
+    pub fn requests(&self) -> Vec<String> {
+        self.shared.requests.lock().unwrap().clone()
+    }
+
     /// Whether a connection has been held since the relay started.
     pub fn holding(&self) -> bool {
         self.shared.held.load(Ordering::SeqCst)
@@ -122,6 +161,58 @@ impl Drop for HoldRelay {
     }
 }
 
+/// Finds the request lines in what a client sends: headers are read line by
+/// line, a body of `Content-Length` bytes skipped (the S3 SDK sends no chunked
+/// bodies here).
+#[derive(Default)]
+struct RequestLines {
+    line: Vec<u8>,
+    /// Inside a request's headers (after its request line).
+    in_headers: bool,
+    content_length: usize,
+    /// Body bytes still to skip.
+    skip: usize,
+}
+
+impl RequestLines {
+    fn feed(&mut self, mut data: &[u8], out: &Mutex<Vec<String>>) {
+        while !data.is_empty() {
+            if self.skip > 0 {
+                let n = self.skip.min(data.len());
+                self.skip -= n;
+                data = &data[n..];
+                continue;
+            }
+            let b = data[0];
+            data = &data[1..];
+            if b != b'\n' {
+                if self.line.len() < 8192 {
+                    self.line.push(b);
+                }
+                continue;
+            }
+            let text = String::from_utf8_lossy(&self.line)
+                .trim_end_matches('\r')
+                .to_string();
+            self.line.clear();
+            if !self.in_headers {
+                if !text.is_empty() {
+                    out.lock().unwrap().push(text);
+                    self.in_headers = true;
+                    self.content_length = 0;
+                }
+            } else if text.is_empty() {
+                self.in_headers = false;
+                self.skip = self.content_length;
+            } else if let Some((name, value)) = text.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    self.content_length = value.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+    }
+}
+
 async fn relay(client: TcpStream, target: SocketAddr, s: Arc<Shared>) {
     let Ok(server) = TcpStream::connect(target).await else {
         return;
@@ -132,16 +223,25 @@ async fn relay(client: TcpStream, target: SocketAddr, s: Arc<Shared>) {
     let (mut sr, mut sw) = server.into_split();
     let held = Arc::new(AtomicBool::new(false));
     let held_up = held.clone();
+    let answer_held = Arc::new(AtomicBool::new(false));
+    let answer_held_up = answer_held.clone();
     let shared = s.clone();
     // Client → server; a held connection buffers until released.
     let up = async move {
         let mut buf = vec![0u8; 64 << 10];
         let mut release = shared.release.subscribe();
+        let mut requests = RequestLines::default();
         loop {
             let n = match cr.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
+            requests.feed(&buf[..n], &shared.requests);
+            if !answer_held_up.load(Ordering::SeqCst)
+                && shared.armed_answer.swap(false, Ordering::SeqCst)
+            {
+                answer_held_up.store(true, Ordering::SeqCst);
+            }
             if !held_up.load(Ordering::SeqCst) && shared.armed.swap(false, Ordering::SeqCst) {
                 held_up.store(true, Ordering::SeqCst);
                 shared.held.store(true, Ordering::SeqCst);
@@ -165,11 +265,16 @@ async fn relay(client: TcpStream, target: SocketAddr, s: Arc<Shared>) {
     // Server → client; a held connection's status line is recorded.
     let down = async move {
         let mut buf = vec![0u8; 64 << 10];
+        let mut release = s.release.subscribe();
         loop {
             let n = match sr.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
+            if answer_held.load(Ordering::SeqCst) {
+                s.answer_waiting.store(true, Ordering::SeqCst);
+                let _ = release.wait_for(|r| *r).await;
+            }
             if held.load(Ordering::SeqCst) {
                 let line = String::from_utf8_lossy(&buf[..n])
                     .lines()

@@ -176,7 +176,8 @@ pub trait BlockStore: Send + Sync + 'static {
     /// streams its answers (S3, fs) stops reading at the bound.
     ///
     /// Observed: one GET per key, issued together (the same with or without a
-    /// bound).
+    /// bound), every one of them even when another fails (the first error is
+    /// reported once all are done).
     async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> Result<Vec<Option<Bytes>>>;
 
     /// Fetches the bytes `range` of one object: `None` if the object does not exist;
@@ -195,7 +196,9 @@ pub trait BlockStore: Send + Sync + 'static {
     /// returns `Ok`).
     ///
     /// Observed: one PUT per item with its key and size, issued together (the
-    /// same in either mode).
+    /// same in either mode), every one of them even when another fails (fs,
+    /// atomic mode: every object is written to its temporary file first, and
+    /// none is renamed into place if one of those writes fails).
     async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> Result<()>;
 
     /// Deletes several objects; missing ones are ignored.

@@ -126,9 +126,10 @@ max_attempts = 4
 # it; turn off only for a service that rejects conditional writes).
 conditional_writes = true
 # Seconds of the backend lease (<prefix>/meta/lease): one proxy at a time may
-# write a volume; it renews the lease every third of this and stops writing when
+# write a volume; it renews the lease every quarter of this and stops writing when
 # it cannot. A second proxy waits this long for a silent holder before taking
-# over. 0: no lease (only for a service without conditional writes).
+# over. A write in flight (its retries included) is abandoned when the lease
+# lapses. 0: no lease (only for a service without conditional writes).
 lease_secs = 30
 
 [state]

@@ -5,10 +5,21 @@
 //! volume's parameters ([`crate::params::checkpoint_size`]) and sealed as
 //! (`Meta`, position 0, version = epoch); the head authenticates the epoch and
 //! the size (see [`crate::header`]).
+//!
+//! It is written conditionally (`If-Match`): on the tag of the checkpoint this
+//! process wrote last, or, at its first checkpoint, on the tag of the
+//! checkpoint the backend holds then, read whole (`If-None-Match: *` if there
+//! is none). Only tags this process saw are used: a tag kept across restarts
+//! would be wrong for a backend restored from a copy (an fs tag names the
+//! file's inode and time). A proxy
+//! whose checkpoint was replaced by another writer since — a proxy that took
+//! the volume over — can therefore not replace it in turn, even with a PUT
+//! that lands late: its PUT is refused (412) and the checkpoint fails.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use oram_blockstore::{BlockStoreExt, ObjKey};
+use bytes::Bytes;
+use oram_blockstore::{BlockStoreExt, ObjKey, ObjTag, PutCondition, SizeBound, StoreError};
 use oram_engine::OramError;
 use oram_seal::{ObjectIdentity, ObjectKind};
 use oram_statedb::Db;
@@ -41,7 +52,9 @@ impl Volume {
     /// objects it refers to stay untouched until the next checkpoint).
     ///
     /// Observed by the storage server: one PUT of `<prefix>/meta/checkpoint`, always
-    /// of the same size, with accesses paused meanwhile.
+    /// of the same size, with accesses paused meanwhile (conditional: see the
+    /// module documentation), preceded by a GET of it at the first checkpoint
+    /// of this process.
     pub async fn checkpoint(&self) -> Result<CheckpointInfo, VolumeError> {
         let quiet = self.engine.quiesce().await?;
         let epoch = self.db.epoch();
@@ -91,11 +104,7 @@ impl Volume {
         let mut delay = Duration::from_millis(200);
         let mut attempt = 1;
         loop {
-            match self
-                .store
-                .put_many(vec![(checkpoint_key(&self.prefix), obj.clone())])
-                .await
-            {
+            match self.upload_checkpoint(&obj).await {
                 Ok(()) => {
                     // Not needed for consistency (a start compares epochs): lets a
                     // start tell a roll-back from an interrupted checkpoint.
@@ -113,12 +122,17 @@ impl Volume {
                     }
                     break;
                 }
+                // Another writer replaced the checkpoint: trying again cannot help.
+                Err(e @ VolumeError::Integrity(_)) => {
+                    tracing::error!("checkpoint refused: {e}");
+                    return Err(e);
+                }
                 Err(e) if attempt >= 5 => {
                     tracing::error!(
                         "checkpoint upload failed ({e}); until one succeeds, `recover` may be \
                          unable to use the previous checkpoint"
                     );
-                    return Err(e.into());
+                    return Err(e);
                 }
                 Err(_) => {
                     tokio::time::sleep(delay).await;
@@ -134,6 +148,74 @@ impl Volume {
             state_bytes,
             log_record: self.shipper.as_ref().and_then(|s| s.stats.last_record()),
         })
+    }
+
+    fn lock_checkpoint_tag(&self) -> std::sync::MutexGuard<'_, Option<ObjTag>> {
+        self.checkpoint_tag
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One attempt to upload checkpoint `obj`: a conditional PUT (see
+    /// the module documentation) that records the new tag, or a plain one
+    /// without conditional writes. A refused condition is resolved by reading
+    /// the checkpoint: if it holds exactly `obj`, an earlier attempt landed;
+    /// otherwise another writer replaced it ([`VolumeError::Integrity`]).
+    async fn upload_checkpoint(&self, obj: &Bytes) -> Result<(), VolumeError> {
+        let key = checkpoint_key(&self.prefix);
+        if !self.conditional_checkpoints {
+            self.store.put_many(vec![(key, obj.clone())]).await?;
+            return Ok(());
+        }
+        let cond = self.checkpoint_condition().await?;
+        let tag = match self.store.put_if(&key, obj.clone(), cond).await {
+            Ok(tag) => tag,
+            Err(StoreError::PreconditionFailed { .. }) => {
+                let now = self
+                    .store
+                    .get_tagged(&key, SizeBound::Exact(obj.len() as u64))
+                    .await;
+                match now {
+                    Ok(Some((b, tag))) if b == *obj => tag,
+                    Ok(_) | Err(StoreError::WrongSize { .. }) => {
+                        return Err(VolumeError::Integrity(format!(
+                            "{key}: the backend's checkpoint was replaced by another writer \
+                             since this proxy last wrote or read it (another proxy took this \
+                             volume over?): not overwriting it"
+                        )))
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        };
+        *self.lock_checkpoint_tag() = Some(tag);
+        Ok(())
+    }
+
+    /// The condition of the next checkpoint's PUT: `If-Match` on the tag of the
+    /// checkpoint this process wrote last; at its first checkpoint, on the tag
+    /// of the checkpoint the backend holds now (one GET), or `If-None-Match: *`
+    /// if it holds none.
+    async fn checkpoint_condition(&self) -> Result<PutCondition, VolumeError> {
+        if let Some(tag) = self.lock_checkpoint_tag().clone() {
+            return Ok(PutCondition::IfMatch(tag));
+        }
+        let bound = SizeBound::AtMost(
+            self.checkpoint_size
+                .saturating_mul(8)
+                .saturating_add(1 << 20),
+        );
+        Ok(
+            match self
+                .store
+                .get_tagged(&checkpoint_key(&self.prefix), bound)
+                .await?
+            {
+                Some((_, tag)) => PutCondition::IfMatch(tag),
+                None => PutCondition::IfAbsent,
+            },
+        )
     }
 
     /// The epoch of the checkpoint on the backend, if any, authenticated: reads and
@@ -221,4 +303,78 @@ pub fn last_checkpoint_ms(db: &Db) -> Option<u64> {
     (uploaded + 1 == db.epoch())
         .then(|| u64_meta("checkpoint_ms"))
         .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::{datadir, VolumeConfig, VolumeError, VolumeHooks};
+
+    use super::*;
+
+    fn config(dir: &Path, data: &str) -> VolumeConfig {
+        let mut cfg = VolumeConfig {
+            data_dir: dir.join(data),
+            ..VolumeConfig::default()
+        };
+        cfg.engine.capacity_blocks = 1024;
+        cfg.backend.path = Some(dir.join("store"));
+        // No lease: two proxies write the one volume here, which the lease would
+        // prevent; what is tested is the checkpoint's own condition, the defence
+        // left when a fenced proxy's PUT lands late.
+        cfg.backend.lease_secs = 0;
+        cfg.state.log_interval_ms = 0;
+        cfg.state.checkpoint_interval_secs = 0;
+        cfg.key.key_file = Some(dir.join("master.key"));
+        cfg
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let dest = to.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                copy_dir(&e.path(), &dest);
+            } else {
+                std::fs::copy(e.path(), dest).unwrap();
+            }
+        }
+    }
+
+    /// Proxy B (a copy of A's data directory, standing for a proxy that took the
+    /// volume over) writes a checkpoint; A's next checkpoint was to replace the
+    /// one A wrote, whose tag it kept: it is refused (the fs back-end's
+    /// compare-and-swap, S3's `If-Match`), and B's checkpoint stays.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_checkpoint_over_another_proxy_s_checkpoint_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a_cfg, b_cfg) = (config(dir.path(), "a"), config(dir.path(), "b"));
+        let stored = dir.path().join("store/vol0/meta/checkpoint");
+        datadir::ensure_dir(&a_cfg.data_dir).unwrap();
+        let _la = datadir::lock(&a_cfg.data_dir).unwrap();
+        let a = Volume::open(&a_cfg, &VolumeHooks::default()).await.unwrap();
+        a.checkpoint().await.unwrap();
+        // Copied while A is idle (every commit durable): B starts where A is.
+        copy_dir(&a_cfg.data_dir, &b_cfg.data_dir);
+        let _lb = datadir::lock(&b_cfg.data_dir).unwrap();
+        let b = Volume::open(&b_cfg, &VolumeHooks::default()).await.unwrap();
+        a.layer.create_bucket("alice", "a-only").await.unwrap();
+        b.checkpoint().await.unwrap();
+        let b_checkpoint = std::fs::read(&stored).unwrap();
+        let err = a.checkpoint().await.unwrap_err();
+        assert!(
+            matches!(&err, VolumeError::Integrity(m) if m.contains("replaced by another writer")),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(&stored).unwrap(),
+            b_checkpoint,
+            "A's checkpoint replaced B's"
+        );
+        // B's next checkpoint replaces its own as usual.
+        b.checkpoint().await.unwrap();
+        assert_ne!(std::fs::read(&stored).unwrap(), b_checkpoint);
+    }
 }

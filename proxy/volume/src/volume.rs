@@ -78,6 +78,13 @@ pub struct Volume {
     pub(crate) sealer: Arc<Sealer>,
     pub(crate) checkpoint_size: u64,
     pub(crate) prefix: String,
+    /// Whether checkpoints are written conditionally (see
+    /// [`Volume::checkpoint`]): always on the fs back-end; on S3 unless
+    /// `[backend] conditional_writes = false`.
+    pub(crate) conditional_checkpoints: bool,
+    /// The tag of the checkpoint this process last wrote (`None`: none yet);
+    /// guards only this value, and is never held across an await.
+    pub(crate) checkpoint_tag: std::sync::Mutex<Option<oram_blockstore::ObjTag>>,
 }
 
 /// The engine space of a volume's one engine in its state database.
@@ -300,6 +307,9 @@ impl Volume {
             sealer,
             checkpoint_size: checkpoint_size(cfg),
             prefix: cfg.backend.prefix.clone(),
+            conditional_checkpoints: cfg.backend.kind == crate::config::BackendKind::Fs
+                || cfg.backend.conditional_writes,
+            checkpoint_tag: std::sync::Mutex::new(None),
         };
         if vol.shipper.is_some() && !vol.repair_checkpoint().await? {
             // Before any new round writes: the log shipped from here on continues

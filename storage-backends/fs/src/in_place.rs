@@ -100,39 +100,61 @@ impl FsStore {
     /// files overwritten, missing ones created directly, in runs of consecutive
     /// items on at most `DEFAULT_PARALLELISM` blocking tasks, then each directory
     /// that got a new file fsynced once. An object with a second name is replaced
-    /// atomically, as `FsStore::put_atomic` does.
+    /// atomically, as `FsStore::put_atomic` does. Every object is written even
+    /// when another fails; the first error is reported afterwards.
     pub(crate) async fn put_in_place(&self, items: Vec<(ObjKey, Bytes)>) -> Result<()> {
         let results = join_all(runs(items, DEFAULT_PARALLELISM).into_iter().map(|run| {
             self.blocking(move |inner| {
                 let mut dirs = std::collections::BTreeMap::new();
                 let mut created = std::collections::BTreeSet::new();
                 let mut replace = Vec::new();
+                // Every object of the run is written even when one fails; the
+                // first error is reported once the batch is done.
+                let mut failed = None;
                 for (key, data) in run {
-                    match inner.write_in_place(&key, &data, &mut dirs)? {
-                        Placed::Rewritten => {}
-                        Placed::Created(dir) => {
+                    match inner.write_in_place(&key, &data, &mut dirs) {
+                        Ok(Placed::Rewritten) => {}
+                        Ok(Placed::Created(dir)) => {
                             created.insert(dir);
                         }
-                        Placed::Replace => replace.push((key, data)),
+                        Ok(Placed::Replace) => replace.push((key, data)),
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                        }
                     }
                 }
                 dirs.retain(|name, _| created.contains(name));
-                Ok((dirs, replace))
+                Ok((dirs, replace, failed))
             })
         }))
         .await;
         let mut created = std::collections::BTreeMap::new();
         let mut replace = Vec::new();
+        let mut first_err = None;
         for r in results {
-            let (dirs, rep) = r?;
-            created.extend(dirs);
-            replace.extend(rep);
+            match r {
+                Ok((dirs, rep, failed)) => {
+                    created.extend(dirs);
+                    replace.extend(rep);
+                    if let Some(e) = failed {
+                        first_err.get_or_insert(e);
+                    }
+                }
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
         }
         // Each directory that got a new file is synced once for the whole batch.
-        if !created.is_empty() {
-            self.blocking(move |inner| inner.fsync_dirs(&created))
-                .await?;
+        let synced = if created.is_empty() {
+            Ok(())
+        } else {
+            self.blocking(move |inner| inner.fsync_dirs(&created)).await
+        };
+        let replaced = self.put_atomic(replace).await;
+        match first_err {
+            Some(e) => Err(e),
+            None => synced.and(replaced),
         }
-        self.put_atomic(replace).await
     }
 }

@@ -15,7 +15,10 @@
 //! file and no rename — an order of magnitude cheaper for small objects — and may
 //! leave a torn or partial object after a crash, which the caller writes again.
 //! Batches run as a few runs of consecutive objects, one blocking task each,
-//! rather than one task per object.
+//! rather than one task per object. A batched read or redoable write goes on
+//! with every other object of the batch when one fails and reports the first
+//! error afterwards, so which object failed changes nothing else the store does
+//! (an atomic batch stops renaming at a failed rename: see `put_atomic`).
 //!
 //! Whoever can write the store directory is untrusted like any provider: the store
 //! never follows a symbolic link below its root. Every file is reached from the
@@ -44,7 +47,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::future::try_join_all;
+use futures::future::join_all;
 use oram_blockstore::{
     check_bounded, clip_range, BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition,
     PutMode, PutOpts, Result, SizeBound, StoreError,
@@ -189,21 +192,27 @@ impl FsStore {
 impl BlockStore for FsStore {
     /// Reads in runs of consecutive keys on at most `DEFAULT_PARALLELISM`
     /// blocking tasks; each file is refused before it is read if its size is
-    /// outside the bound, and never read past it (no bound: any size).
+    /// outside the bound, and never read past it (no bound: any size). Every
+    /// file is read even when another fails (the first error is reported
+    /// afterwards), so which one failed changes nothing else that is done.
     async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> Result<Vec<Option<Bytes>>> {
         let bound = opts.bound.unwrap_or(SizeBound::AtMost(u64::MAX));
         let runs = runs(keys.to_vec(), DEFAULT_PARALLELISM);
-        let got: Vec<Option<Bytes>> = try_join_all(runs.into_iter().map(|run| {
+        let results = join_all(runs.into_iter().map(|run| {
             self.blocking(move |inner| {
-                run.iter()
+                Ok(run
+                    .iter()
                     .map(|key| inner.read_bounded(key, bound))
-                    .collect::<Result<Vec<_>>>()
+                    .collect::<Vec<_>>())
             })
         }))
-        .await?
-        .into_iter()
-        .flatten()
-        .collect();
+        .await;
+        let mut got = Vec::with_capacity(keys.len());
+        for run in results {
+            for r in run? {
+                got.push(r?);
+            }
+        }
         check_bounded(keys, &got, bound)?;
         Ok(got)
     }

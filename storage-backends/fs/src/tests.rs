@@ -293,3 +293,111 @@ async fn write_error_is_reported_and_old_object_kept() {
         "a failed batch must not replace objects"
     );
 }
+
+/// The names of the files (not directories) opened in `dir` since `watch` was
+/// set up on it, as the kernel reports them (inotify `IN_OPEN`).
+#[cfg(target_os = "linux")]
+fn opened_files(watch: &OwnedFd) -> std::collections::BTreeSet<String> {
+    use rustix::fs::inotify;
+    let mut buf = [std::mem::MaybeUninit::uninit(); 4096];
+    let mut reader = inotify::Reader::new(watch, &mut buf);
+    let mut names = std::collections::BTreeSet::new();
+    // Bounded: the kernel queue holds at most a few thousand events here.
+    for _ in 0..100_000 {
+        match reader.next() {
+            Ok(ev) => {
+                if ev.events().contains(inotify::ReadFlags::OPEN)
+                    && !ev.events().contains(inotify::ReadFlags::ISDIR)
+                {
+                    if let Some(n) = ev.file_name() {
+                        names.insert(n.to_string_lossy().into_owned());
+                    }
+                }
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => break,
+            Err(e) => panic!("inotify: {e}"),
+        }
+    }
+    names
+}
+
+/// A batch of more keys than there are runs (so each run reads several), one
+/// of them a directory where a file should be: the read fails, and every
+/// other file of the batch was still opened and read (observed by the kernel,
+/// not by the store), so which object failed changes nothing else.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_read_of_a_batch_still_reads_every_other_file() {
+    use rustix::fs::inotify;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let store = FsStore::open(&root).unwrap();
+    let n = 4 * DEFAULT_PARALLELISM;
+    let keys: Vec<ObjKey> = (0..n)
+        .map(|i| ObjKey::new(format!("v/n/{i}")).unwrap())
+        .collect();
+    store
+        .put_many(
+            keys.iter()
+                .map(|k| (k.clone(), Bytes::from_static(b"x")))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    // Key 8 opens the third run of four: a directory planted in its place.
+    let bad = 8;
+    fs::remove_file(root.join(format!("v/n/{bad}"))).unwrap();
+    fs::create_dir(root.join(format!("v/n/{bad}"))).unwrap();
+    let watch =
+        inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(&watch, root.join("v/n"), inotify::WatchFlags::OPEN).unwrap();
+    let err = store.get_many(&keys).await.unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    let opened = opened_files(&watch);
+    let missed: Vec<usize> = (0..n)
+        .filter(|&i| i != bad && !opened.contains(&i.to_string()))
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "files of the batch never opened: {missed:?}"
+    );
+}
+
+/// A redoable batch with one object that cannot be written (a directory in its
+/// place): the batch fails, and every other object was still written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_redoable_write_of_a_batch_still_writes_every_other_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let store = FsStore::open(&root).unwrap();
+    let n = 4 * DEFAULT_PARALLELISM;
+    let keys: Vec<ObjKey> = (0..n)
+        .map(|i| ObjKey::new(format!("v/n/{i}")).unwrap())
+        .collect();
+    store
+        .put_many(
+            keys.iter()
+                .map(|k| (k.clone(), Bytes::from_static(b"old")))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let bad = 8;
+    fs::remove_file(root.join(format!("v/n/{bad}"))).unwrap();
+    fs::create_dir(root.join(format!("v/n/{bad}"))).unwrap();
+    store
+        .put_many_redoable(
+            keys.iter()
+                .map(|k| (k.clone(), Bytes::from_static(b"new")))
+                .collect(),
+        )
+        .await
+        .unwrap_err();
+    let stale: Vec<usize> = (0..n)
+        .filter(|&i| i != bad && fs::read(root.join(format!("v/n/{i}"))).unwrap() != b"new")
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "objects of the batch not written: {stale:?}"
+    );
+}

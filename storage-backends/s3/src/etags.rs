@@ -1,5 +1,6 @@
 //! The ETags this store last saw per key, for conditional writes: bounded memory,
-//! approximately least-recently-used.
+//! approximately least-recently-used, and ordered against writes so that a read
+//! sent before a write cannot replace what the write recorded.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -60,15 +61,44 @@ fn expand(s: &Stored) -> Known {
     }
 }
 
+/// One key's entry: what was seen, and the number of writes recorded (by this
+/// store, all keys) when it was seen.
+#[derive(Clone, Debug)]
+struct Entry {
+    known: Stored,
+    seq: u64,
+}
+
+/// A read's place among the writes: the number of writes recorded when the
+/// read was sent ([`Etags::ticket`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ticket(u64);
+
+/// The two generations and the write count; the lock in [`Etags`] guards all.
+#[derive(Default)]
+struct Maps {
+    cur: HashMap<u64, Entry>,
+    prev: HashMap<u64, Entry>,
+    /// Writes recorded so far (all keys).
+    writes: u64,
+}
+
 /// Two generations of at most `cap / 2` entries each: when the current one is
 /// full it becomes the previous one (the older previous one is dropped), so
 /// memory stays bounded and recently used keys stay known. Keys are 64-bit
 /// hashes: a collision can only cause a needless precondition failure, which
 /// the store resolves by reading the object.
+///
+/// Reads and writes of one key may overlap (a read-ahead round GETs the
+/// buckets the round before it is PUTting): a read records what it saw only
+/// if no write of the key was recorded after the read was sent, so a GET that
+/// answers with the old ETag after the PUT recorded the new one leaves the new
+/// one. (A key whose entry was dropped meanwhile takes the read's tag: at
+/// worst one needless precondition failure, resolved as above.)
 pub(crate) struct Etags {
     hasher: RandomState,
-    /// (current, previous) generation; the lock guards both.
-    maps: Mutex<(HashMap<u64, Stored>, HashMap<u64, Stored>)>,
+    /// Both generations and the write count.
+    maps: Mutex<Maps>,
     half: usize,
 }
 
@@ -76,30 +106,73 @@ impl Etags {
     pub(crate) fn new(cap: usize) -> Self {
         Self {
             hasher: RandomState::new(),
-            maps: Mutex::new((HashMap::new(), HashMap::new())),
+            maps: Mutex::new(Maps::default()),
             half: (cap / 2).max(1),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (HashMap<u64, Stored>, HashMap<u64, Stored>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Maps> {
         self.maps.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn get(&self, key: &ObjKey) -> Option<Known> {
         let h = self.hasher.hash_one(key.as_str());
         let m = self.lock();
-        m.0.get(&h).or_else(|| m.1.get(&h)).map(expand)
+        m.cur
+            .get(&h)
+            .or_else(|| m.prev.get(&h))
+            .map(|e| expand(&e.known))
     }
 
-    pub(crate) fn set(&self, key: &ObjKey, k: Known) {
+    /// Taken before a read is sent; handed to [`Etags::read`] with its answer.
+    pub(crate) fn ticket(&self) -> Ticket {
+        Ticket(self.lock().writes)
+    }
+
+    /// Records what a write (a PUT's answer, a delete) left of `key`.
+    pub(crate) fn wrote(&self, key: &ObjKey, k: Known) {
         let h = self.hasher.hash_one(key.as_str());
         let mut m = self.lock();
-        if m.0.len() >= self.half && !m.0.contains_key(&h) {
-            let cur = std::mem::take(&mut m.0);
-            m.1 = cur;
+        m.writes += 1;
+        let seq = m.writes;
+        self.insert(
+            &mut m,
+            h,
+            Entry {
+                known: compact(k),
+                seq,
+            },
+        );
+    }
+
+    /// Records what a read sent at `ticket` saw of `key`, unless a write of
+    /// `key` was recorded after it was sent (the read's answer may predate it).
+    pub(crate) fn read(&self, key: &ObjKey, k: Known, ticket: Ticket) {
+        let h = self.hasher.hash_one(key.as_str());
+        let mut m = self.lock();
+        let newer = m
+            .cur
+            .get(&h)
+            .or_else(|| m.prev.get(&h))
+            .is_some_and(|e| e.seq > ticket.0);
+        if !newer {
+            self.insert(
+                &mut m,
+                h,
+                Entry {
+                    known: compact(k),
+                    seq: ticket.0,
+                },
+            );
         }
-        m.1.remove(&h);
-        m.0.insert(h, compact(k));
+    }
+
+    fn insert(&self, m: &mut Maps, h: u64, e: Entry) {
+        if m.cur.len() >= self.half && !m.cur.contains_key(&h) {
+            m.prev = std::mem::take(&mut m.cur);
+        }
+        m.prev.remove(&h);
+        m.cur.insert(h, e);
     }
 }
 
@@ -112,18 +185,48 @@ mod tests {
         let e = Etags::new(4);
         let k = |i: u32| ObjKey::new(format!("v/n/{i}")).unwrap();
         let md5 = "\"0123456789abcdef0123456789abcdef\"".to_string();
-        e.set(&k(1), Known::Tag(md5.clone()));
-        e.set(&k(2), Known::Tag("\"other-1\"".into()));
-        e.set(&k(3), Known::Absent);
+        e.wrote(&k(1), Known::Tag(md5.clone()));
+        e.read(&k(2), Known::Tag("\"other-1\"".into()), e.ticket());
+        e.wrote(&k(3), Known::Absent);
         assert_eq!(e.get(&k(1)), Some(Known::Tag(md5)));
         assert_eq!(e.get(&k(2)), Some(Known::Tag("\"other-1\"".into())));
         assert_eq!(e.get(&k(3)), Some(Known::Absent));
         for i in 4..10 {
-            e.set(&k(i), Known::Absent);
+            e.wrote(&k(i), Known::Absent);
         }
         assert_eq!(e.get(&k(1)), None, "old keys are forgotten");
         assert_eq!(e.get(&k(9)), Some(Known::Absent));
         let m = e.lock();
-        assert!(m.0.len() + m.1.len() <= 4);
+        assert!(m.cur.len() + m.prev.len() <= 4);
+    }
+
+    /// A read-ahead GET sent before a PUT of the same key, answering with the
+    /// old tag after the PUT recorded the new one, leaves the PUT's tag.
+    #[test]
+    fn a_read_sent_before_a_write_does_not_replace_the_write_s_tag() {
+        let e = Etags::new(1 << 10);
+        let k = ObjKey::new("v/n/1").unwrap();
+        let (old, new) = ("\"old-1\"".to_string(), "\"new-1\"".to_string());
+        e.wrote(&k, Known::Tag(old.clone()));
+        let get = e.ticket();
+        e.wrote(&k, Known::Tag(new.clone()));
+        e.read(&k, Known::Tag(old.clone()), get);
+        assert_eq!(e.get(&k), Some(Known::Tag(new.clone())));
+        // A 404 answered late (the key was absent when the GET was sent) too.
+        let get = e.ticket();
+        let k2 = ObjKey::new("v/n/2").unwrap();
+        e.wrote(&k2, Known::Tag(new.clone()));
+        e.read(&k2, Known::Absent, get);
+        assert_eq!(e.get(&k2), Some(Known::Tag(new.clone())));
+        // An older read answering after a newer one leaves the newer one's.
+        let early = e.ticket();
+        e.wrote(&k, Known::Tag("\"newer-1\"".into()));
+        let late = e.ticket();
+        e.read(&k, Known::Tag("\"newest-1\"".into()), late);
+        e.read(&k, Known::Tag(new), early);
+        assert_eq!(e.get(&k), Some(Known::Tag("\"newest-1\"".into())));
+        // A read sent after the write is recorded (another writer's change).
+        e.read(&k, Known::Tag(old.clone()), e.ticket());
+        assert_eq!(e.get(&k), Some(Known::Tag(old)));
     }
 }

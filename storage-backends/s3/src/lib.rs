@@ -18,7 +18,18 @@
 //! Writes are conditional (see [`S3StoreConfig::conditional_writes`]): each PUT
 //! carries `If-Match` with the ETag this store last saw for the key (or
 //! `If-None-Match: *` when it saw the key absent), so a PUT that timed out at the
-//! client but lands on the server later cannot replace a newer version.
+//! client but lands on the server later cannot replace a newer version. A GET
+//! updates the remembered ETag only if no write of the key was recorded after
+//! the GET was sent (see `etags`), so a read overlapping a write of the same key
+//! cannot leave the write's tag replaced by an older one.
+//!
+//! Every request of a batch (`get_opts`, `put_opts`) is sent even when another
+//! fails; the first error is reported once all have answered, so what the
+//! provider sees of a failed batch does not depend on which request failed.
+//!
+//! A write may be given a deadline ([`S3StoreConfig::write_deadline`]): the
+//! fencing of a leased volume admits a write when it starts, and the deadline
+//! keeps its SDK retries from being sent long after that.
 
 mod etags;
 mod limit;
@@ -38,7 +49,7 @@ use aws_sdk_s3::types::{
 };
 use aws_sdk_s3::Client;
 use bytes::Bytes;
-use futures::future::try_join_all;
+use futures::future::join_all;
 use oram_blockstore::{
     BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, Result, SizeBound,
     StoreError,
@@ -79,8 +90,17 @@ pub struct S3StoreConfig {
     /// Send `If-Match` / `If-None-Match: *` with every PUT (AWS S3 and MinIO
     /// support both); off only for services that reject them.
     pub conditional_writes: bool,
-    /// ETags remembered for conditional writes (about 40 bytes each).
+    /// ETags remembered for conditional writes (about 50 bytes each).
     pub etag_cache: usize,
+    /// Longest time one write (a PUT, conditional PUT, or a batch of deletes) may
+    /// take from its call until it is answered, the wait for a connection slot
+    /// (`max_in_flight`) and every attempt of the SDK's retries included; then it
+    /// is abandoned (no further attempt is sent) and fails as
+    /// [`StoreError::Unavailable`]. `None`: only `attempt_timeout` and
+    /// `max_attempts` bound it. A leased volume sets it shorter than the lease's
+    /// safety margin, so that a write admitted by the lease sends nothing after
+    /// another proxy may have taken over. Reads have no deadline.
+    pub write_deadline: Option<Duration>,
 }
 
 impl std::fmt::Debug for S3StoreConfig {
@@ -98,6 +118,7 @@ impl std::fmt::Debug for S3StoreConfig {
             .field("max_in_flight", &self.max_in_flight)
             .field("max_object_bytes", &self.max_object_bytes)
             .field("conditional_writes", &self.conditional_writes)
+            .field("write_deadline", &self.write_deadline)
             .finish_non_exhaustive()
     }
 }
@@ -118,6 +139,7 @@ impl Default for S3StoreConfig {
             max_list_keys: 1 << 24,
             conditional_writes: true,
             etag_cache: 1 << 20,
+            write_deadline: None,
         }
     }
 }
@@ -140,6 +162,8 @@ pub struct S3Store {
     conditional: bool,
     /// The last ETag seen per key, for conditional writes.
     etags: Arc<Etags>,
+    /// See [`S3StoreConfig::write_deadline`].
+    write_deadline: Option<Duration>,
 }
 
 type HttpResponse = aws_sdk_s3::config::http::HttpResponse;
@@ -238,6 +262,27 @@ impl S3Store {
             max_list_keys: cfg.max_list_keys,
             conditional: cfg.conditional_writes,
             etags: Arc::new(Etags::new(cfg.etag_cache)),
+            write_deadline: cfg.write_deadline,
+        }
+    }
+
+    /// Runs write `f` within the write deadline, if there is one: past it, `f`
+    /// is dropped (the SDK abandons its attempt in flight and sends no other).
+    async fn within_deadline<T>(
+        &self,
+        op: &str,
+        key: &str,
+        f: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        match self.write_deadline {
+            None => f.await,
+            Some(d) => tokio::time::timeout(d, f).await.unwrap_or_else(|_| {
+                Err(StoreError::Unavailable(format!(
+                    "{op} {key}: timed out: no answer within the write deadline of {} ms \
+                     (every attempt included); abandoned",
+                    d.as_millis()
+                )))
+            }),
         }
     }
 
@@ -292,6 +337,9 @@ impl S3Store {
     ) -> Result<Option<(Bytes, Option<String>)>> {
         let _p = self.limit.acquire().await.expect("semaphore open");
         let full = self.full_key(key.as_str());
+        // Before the GET is sent: a write of the key recorded after this point
+        // wins over whatever the GET answers.
+        let ticket = self.etags.ticket();
         let mut req = self.client.get_object().bucket(&self.bucket).key(&full);
         if let Some(r) = range {
             req = req.range(format!("bytes={}-{}", r.start, r.end - 1));
@@ -333,18 +381,18 @@ impl S3Store {
                 bound.check(key, got)?;
                 let etag = out.e_tag().map(str::to_string);
                 if let Some(e) = &etag {
-                    self.etags.set(key, Known::Tag(e.clone()));
+                    self.etags.read(key, Known::Tag(e.clone()), ticket);
                 }
                 Ok(Some((Bytes::from(buf), etag)))
             }
             Err(SdkError::ServiceError(se)) if se.err().is_no_such_key() => {
-                self.etags.set(key, Known::Absent);
+                self.etags.read(key, Known::Absent, ticket);
                 Ok(None)
             }
             // A 404 is a missing object only if it names no other cause
             // (NoSuchBucket must not look like a deleted node).
             Err(e) if status(&e) == Some(404) && matches!(e.code(), None | Some("NoSuchKey")) => {
-                self.etags.set(key, Known::Absent);
+                self.etags.read(key, Known::Absent, ticket);
                 Ok(None)
             }
             // Range starting at or past the end of an existing object.
@@ -353,15 +401,28 @@ impl S3Store {
         }
     }
 
-    /// One PUT with an optional condition; returns the new ETag.
+    /// One PUT with an optional condition, within the write deadline; returns
+    /// the new ETag.
     async fn put_one(&self, key: &ObjKey, v: Bytes, cond: Option<&PutCondition>) -> Result<ObjTag> {
-        let _p = self.limit.acquire().await.expect("semaphore open");
         let full = self.full_key(key.as_str());
+        self.within_deadline("put", &full, self.put_one_now(key, &full, v, cond))
+            .await
+    }
+
+    /// [`S3Store::put_one`] without the deadline.
+    async fn put_one_now(
+        &self,
+        key: &ObjKey,
+        full: &str,
+        v: Bytes,
+        cond: Option<&PutCondition>,
+    ) -> Result<ObjTag> {
+        let _p = self.limit.acquire().await.expect("semaphore open");
         let mut req = self
             .client
             .put_object()
             .bucket(&self.bucket)
-            .key(&full)
+            .key(full)
             .content_length(v.len() as i64)
             .body(ByteStream::from(v));
         match cond {
@@ -372,12 +433,71 @@ impl S3Store {
         match req.send().await {
             Ok(out) => {
                 let tag = out.e_tag().unwrap_or_default().to_string();
-                self.etags.set(key, Known::Tag(tag.clone()));
+                self.etags.wrote(key, Known::Tag(tag.clone()));
                 Ok(ObjTag(tag))
             }
-            Err(e) if status(&e) == Some(412) => Err(StoreError::PreconditionFailed { key: full }),
-            Err(e) => Err(map_err("put", &full, e)),
+            Err(e) if status(&e) == Some(412) => Err(StoreError::PreconditionFailed {
+                key: full.to_string(),
+            }),
+            Err(e) => Err(map_err("put", full, e)),
         }
+    }
+
+    /// One DeleteObjects request of at most 1000 keys (no deadline).
+    async fn delete_chunk(&self, chunk: &[ObjKey]) -> Result<()> {
+        let _p = self.limit.acquire().await.expect("semaphore open");
+        let objects = chunk
+            .iter()
+            .map(|k| {
+                ObjectIdentifier::builder()
+                    .key(self.full_key(k.as_str()))
+                    .build()
+                    .map_err(|e| StoreError::Rejected {
+                        op: "delete",
+                        key: k.to_string(),
+                        message: e.to_string(),
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let delete = Delete::builder()
+            .set_objects(Some(objects))
+            .quiet(true)
+            .build()
+            .map_err(|e| StoreError::Rejected {
+                op: "delete",
+                key: String::new(),
+                message: e.to_string(),
+            })?;
+        let out = self
+            .client
+            .delete_objects()
+            .bucket(&self.bucket)
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|e| map_err("delete", &self.bucket, e))?;
+        if let Some(err) = out.errors().first() {
+            let what = format!(
+                "{} {}",
+                err.code().unwrap_or(""),
+                err.message().unwrap_or("")
+            );
+            let key = err.key().unwrap_or("").to_string();
+            return Err(match err.code() {
+                Some("InternalError" | "SlowDown" | "ServiceUnavailable" | "RequestTimeout") => {
+                    StoreError::Unavailable(format!("delete {key}: {what}"))
+                }
+                _ => StoreError::Rejected {
+                    op: "delete",
+                    key,
+                    message: what,
+                },
+            });
+        }
+        for k in chunk {
+            self.etags.wrote(k, Known::Absent);
+        }
+        Ok(())
     }
 
     /// A data PUT, conditional on what this store last saw of the key. A failed
@@ -422,8 +542,12 @@ impl BlockStore for S3Store {
         let bound = opts
             .bound
             .unwrap_or(SizeBound::AtMost(self.max_object_bytes));
-        let got = try_join_all(keys.iter().map(|k| self.get_one(k, None, bound))).await?;
-        Ok(got.into_iter().map(|o| o.map(|(b, _)| b)).collect())
+        // Every GET is sent even when another fails (`join_all`, not
+        // `try_join_all`, which would drop those still waiting for a slot).
+        let got = join_all(keys.iter().map(|k| self.get_one(k, None, bound))).await;
+        got.into_iter()
+            .map(|r| r.map(|o| o.map(|(b, _)| b)))
+            .collect()
     }
 
     async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> Result<Option<Bytes>> {
@@ -436,15 +560,17 @@ impl BlockStore for S3Store {
     }
 
     /// Every item is one PUT (conditional, see `put_tracked`) in either mode: S3
-    /// has no in-place write, so a redoable write is an ordinary one.
+    /// has no in-place write, so a redoable write is an ordinary one. Every PUT
+    /// is sent even when another fails; the first error is reported after.
     async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, _: PutOpts) -> Result<()> {
-        try_join_all(
+        join_all(
             items
                 .into_iter()
                 .map(|(k, v)| async move { self.put_tracked(&k, v).await }),
         )
         .await
-        .map(|_| ())
+        .into_iter()
+        .collect()
     }
 
     async fn get_tagged(&self, key: &ObjKey, bound: SizeBound) -> Result<Option<(Bytes, ObjTag)>> {
@@ -458,60 +584,12 @@ impl BlockStore for S3Store {
         self.put_one(key, data, Some(&cond)).await
     }
 
+    /// One DeleteObjects request per 1000 keys, one after the other, each
+    /// within the write deadline.
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
         for chunk in keys.chunks(1000) {
-            let _p = self.limit.acquire().await.expect("semaphore open");
-            let objects = chunk
-                .iter()
-                .map(|k| {
-                    ObjectIdentifier::builder()
-                        .key(self.full_key(k.as_str()))
-                        .build()
-                        .map_err(|e| StoreError::Rejected {
-                            op: "delete",
-                            key: k.to_string(),
-                            message: e.to_string(),
-                        })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let delete = Delete::builder()
-                .set_objects(Some(objects))
-                .quiet(true)
-                .build()
-                .map_err(|e| StoreError::Rejected {
-                    op: "delete",
-                    key: String::new(),
-                    message: e.to_string(),
-                })?;
-            let out = self
-                .client
-                .delete_objects()
-                .bucket(&self.bucket)
-                .delete(delete)
-                .send()
-                .await
-                .map_err(|e| map_err("delete", &self.bucket, e))?;
-            if let Some(err) = out.errors().first() {
-                let what = format!(
-                    "{} {}",
-                    err.code().unwrap_or(""),
-                    err.message().unwrap_or("")
-                );
-                let key = err.key().unwrap_or("").to_string();
-                return Err(match err.code() {
-                    Some(
-                        "InternalError" | "SlowDown" | "ServiceUnavailable" | "RequestTimeout",
-                    ) => StoreError::Unavailable(format!("delete {key}: {what}")),
-                    _ => StoreError::Rejected {
-                        op: "delete",
-                        key,
-                        message: what,
-                    },
-                });
-            }
-            for k in chunk {
-                self.etags.set(k, Known::Absent);
-            }
+            self.within_deadline("delete", &self.bucket, self.delete_chunk(chunk))
+                .await?;
         }
         Ok(())
     }
@@ -561,3 +639,6 @@ impl BlockStore for S3Store {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests;

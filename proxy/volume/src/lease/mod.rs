@@ -21,11 +21,16 @@
 //!   *sent* the last successful renewal. A contender waits a full `D` after its
 //!   first unchanged observation, which comes after that renewal landed, so the
 //!   holder's validity ends at least `D/3` before any take-over (clocks need only
-//!   run at roughly the same rate).
+//!   run at roughly the same rate): the *safety margin* ([`safety_margin`]).
 //! * **Fencing**: every PUT and DELETE of the volume goes through [`LeasedStore`],
 //!   which refuses it (`StoreError::Fenced`, a 503 to clients) once the lease is
 //!   lost (a renewal found another holder's version) or expired (not renewed in
 //!   time); reads pass. A proxy that lost its lease stays fenced until restarted.
+//!   A write runs while the lease holds: it is abandoned (dropped, with the
+//!   back-end's retries) as soon as the lease is lost or lapses, at least the
+//!   safety margin before a take-over, so that no request of a write the lease
+//!   admitted is sent after one; a long write goes on while renewals succeed.
+//!   The checkpoint is written conditionally besides (see [`crate::checkpoint`]).
 //! * **Release** at a graceful stop, so the next holder need not wait.
 
 use std::ops::Range;
@@ -83,6 +88,18 @@ impl Record {
 /// the provider's to change, and a start must neither wait for years nor overflow
 /// its deadline on a huge `lease_secs`.
 pub const MAX_FOUND_LEASE_SECS: u64 = 86_400;
+
+/// How long a holder of a lease of `duration` considers itself valid after it
+/// sent its last successful renewal: `2D/3`.
+pub fn validity(duration: Duration) -> Duration {
+    duration * 2 / 3
+}
+
+/// How long before any take-over a holder's validity ends, at least: `D/3` (a
+/// contender watches the record unchanged for a full `D`).
+pub fn safety_margin(duration: Duration) -> Duration {
+    duration.saturating_sub(validity(duration))
+}
 
 /// What a start makes of the lease record it found on the backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -337,7 +354,7 @@ impl Lease {
                         held: Mutex::new(Held {
                             record,
                             tag,
-                            valid_until: sent + duration * 2 / 3,
+                            valid_until: sent + validity(duration),
                         }),
                         lost: AtomicBool::new(false),
                         renewing: tokio::sync::Mutex::new(()),
@@ -398,6 +415,17 @@ impl Lease {
         self.check()
     }
 
+    /// Until when this proxy considers the lease valid (moves on at every
+    /// renewal; in the past once it lapsed).
+    pub fn valid_until(&self) -> Instant {
+        self.lock().valid_until
+    }
+
+    /// The lease's duration `D`.
+    pub fn duration(&self) -> Duration {
+        self.duration
+    }
+
     /// The lease's generation (incremented at every take-over).
     pub fn generation(&self) -> u64 {
         self.lock().record.generation
@@ -441,7 +469,7 @@ impl Lease {
                 h.valid_until = if release {
                     sent
                 } else {
-                    sent + self.duration * 2 / 3
+                    sent + validity(self.duration)
                 };
                 Ok(())
             }
@@ -540,6 +568,34 @@ impl LeasedStore {
     pub fn new(inner: Arc<dyn BlockStore>, lease: Arc<Lease>) -> Self {
         Self { inner, lease }
     }
+
+    /// Runs `write` while the lease holds: it starts only if the lease is valid
+    /// ([`Lease::ensure`]), and is abandoned — dropped, its back-end retries
+    /// with it — as soon as the lease is lost or lapses, which is at least the
+    /// safety margin (`D/3`) before another proxy may take over. A write that
+    /// takes long (a large checkpoint on a slow link) goes on as long as the
+    /// renewals succeed. The lease is looked at whenever its validity would end
+    /// and at least every `D/8` (a take-over is noticed at a renewal).
+    async fn while_held<T>(
+        &self,
+        write: impl std::future::Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        self.lease.ensure().await?;
+        let mut write = std::pin::pin!(write);
+        let poll = self.lease.duration() / 8;
+        loop {
+            let until = self.lease.valid_until().min(Instant::now() + poll);
+            tokio::select! {
+                // The lease first: after a pause (a stopped process, a stalled
+                // machine) no request of the write goes out before it is checked.
+                biased;
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(until)) => {
+                    self.lease.check()?;
+                }
+                r = &mut write => return r,
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -552,12 +608,10 @@ impl BlockStore for LeasedStore {
         self.inner.get_range(key, range).await
     }
     async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> StoreResult<()> {
-        self.lease.ensure().await?;
-        self.inner.put_opts(items, opts).await
+        self.while_held(self.inner.put_opts(items, opts)).await
     }
     async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
-        self.lease.ensure().await?;
-        self.inner.delete_many(keys).await
+        self.while_held(self.inner.delete_many(keys)).await
     }
     async fn list_opts(&self, prefix: &str, opts: ListOpts) -> StoreResult<Vec<ObjKey>> {
         self.inner.list_opts(prefix, opts).await
@@ -570,8 +624,7 @@ impl BlockStore for LeasedStore {
         self.inner.get_tagged(key, bound).await
     }
     async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> StoreResult<ObjTag> {
-        self.lease.ensure().await?;
-        self.inner.put_if(key, data, cond).await
+        self.while_held(self.inner.put_if(key, data, cond)).await
     }
 }
 

@@ -191,42 +191,70 @@ async fn a_second_holder_is_refused_and_the_first_is_fenced_after_a_take_over() 
     assert_eq!(lb.generation(), 3);
 }
 
-/// A store whose next conditional PUT lands but is reported as failed: the
-/// renewal that times out on our side and is applied later. A wrapper, because
-/// no real back-end fails this way on demand (the MinIO relay test in
-/// tests/tests/s3_backends.rs covers late PUTs of data, not of the lease).
-struct LandsButFails {
-    inner: Arc<dyn BlockStore>,
+/// The fs store with failures no real back-end produces on demand: a lease
+/// renewal (`put_if`) that lands but reports failure, as a renewal that timed
+/// out on our side and was applied later (the MinIO relay test in
+/// tests/tests/s3_backends.rs covers late PUTs of data, not of the lease);
+/// lease renewals refused outright (a backend cut off); and data PUTs held
+/// without an answer (a server that never answers) until released.
+#[derive(Default)]
+struct Faulty {
+    inner: Option<Arc<dyn BlockStore>>,
+    /// The next `put_if` lands, then fails.
     fail_next: AtomicBool,
+    /// Every `put_if` fails without landing.
+    refuse_renewals: AtomicBool,
+    /// `put_opts` waits for this before it goes on.
+    hold_puts: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+impl Faulty {
+    fn over_fs() -> Self {
+        Self {
+            inner: Some(fs_store()),
+            ..Self::default()
+        }
+    }
+
+    fn inner(&self) -> &Arc<dyn BlockStore> {
+        self.inner.as_ref().expect("an inner store")
+    }
 }
 
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
-impl BlockStore for LandsButFails {
+impl BlockStore for Faulty {
     async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> StoreResult<Vec<Option<Bytes>>> {
-        self.inner.get_opts(keys, opts).await
+        self.inner().get_opts(keys, opts).await
     }
     async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> StoreResult<Option<Bytes>> {
-        self.inner.get_range(key, range).await
+        self.inner().get_range(key, range).await
     }
     async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> StoreResult<()> {
-        self.inner.put_opts(items, opts).await
+        if let Some(gate) = &self.hold_puts {
+            // One release lets one write through.
+            gate.acquire().await.expect("gate open").forget();
+        }
+        self.inner().put_opts(items, opts).await
     }
     async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
-        self.inner.delete_many(keys).await
+        self.inner().delete_many(keys).await
     }
     async fn list_opts(&self, prefix: &str, opts: ListOpts) -> StoreResult<Vec<ObjKey>> {
-        self.inner.list_opts(prefix, opts).await
+        self.inner().list_opts(prefix, opts).await
     }
     async fn get_tagged(
         &self,
         key: &ObjKey,
         bound: SizeBound,
     ) -> StoreResult<Option<(Bytes, ObjTag)>> {
-        self.inner.get_tagged(key, bound).await
+        self.inner().get_tagged(key, bound).await
     }
     async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> StoreResult<ObjTag> {
-        let tag = self.inner.put_if(key, data, cond).await?;
+        if self.refuse_renewals.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("the backend is cut off".into()));
+        }
+        let tag = self.inner().put_if(key, data, cond).await?;
         if self.fail_next.swap(false, Ordering::SeqCst) {
             return Err(StoreError::Unavailable("timed out (but landed)".into()));
         }
@@ -234,15 +262,73 @@ impl BlockStore for LandsButFails {
     }
 }
 
+/// A write in flight goes on while the lease is renewed, however long it takes,
+/// and is abandoned (not left to its back-end's retries) once the lease lapses.
+#[tokio::test]
+async fn a_write_goes_on_while_the_lease_is_renewed_and_is_abandoned_when_it_lapses() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let store = Arc::new(Faulty {
+        hold_puts: Some(gate.clone()),
+        ..Faulty::over_fs()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let d = Duration::from_secs(2);
+    let l = Lease::acquire(store.clone(), "vol0", dir.path(), d)
+        .await
+        .unwrap();
+    let leased = Arc::new(LeasedStore::new(store.clone(), l.clone()));
+    let k = ObjKey::new("vol0/n/1").unwrap();
+    // A write that takes three lease times: the renewals go on beside it.
+    let w = {
+        let (leased, k) = (leased.clone(), k.clone());
+        tokio::spawn(async move {
+            leased
+                .put_many(vec![(k, Bytes::from_static(b"long"))])
+                .await
+        })
+    };
+    tokio::time::sleep(d * 3).await;
+    assert!(
+        !w.is_finished(),
+        "a write was cut short while the lease held"
+    );
+    gate.add_permits(1);
+    w.await.unwrap().unwrap();
+    assert_eq!(
+        store.get_many(std::slice::from_ref(&k)).await.unwrap()[0]
+            .clone()
+            .unwrap(),
+        Bytes::from_static(b"long")
+    );
+    // Another one, held for good; the backend then refuses the renewals: the
+    // lease lapses and the write is abandoned with it.
+    let w = {
+        let (leased, k) = (leased.clone(), k.clone());
+        tokio::spawn(async move {
+            leased
+                .put_many(vec![(k, Bytes::from_static(b"late"))])
+                .await
+        })
+    };
+    store.refuse_renewals.store(true, Ordering::SeqCst);
+    let r = tokio::time::timeout(Duration::from_secs(60), w)
+        .await
+        .expect("the write outlived its lapsed lease")
+        .unwrap();
+    assert!(matches!(r, Err(StoreError::Fenced(_))), "{r:?}");
+    assert!(l.check().is_err());
+    assert_eq!(
+        store.get_many(std::slice::from_ref(&k)).await.unwrap()[0]
+            .clone()
+            .unwrap(),
+        Bytes::from_static(b"long")
+    );
+}
+
 #[tokio::test]
 async fn a_renewal_that_landed_after_failing_does_not_lose_the_lease() {
-    let inner: Arc<dyn BlockStore> = Arc::new(
-        oram_store_fs::FsStore::open(tempfile::tempdir().unwrap().keep().join("store")).unwrap(),
-    );
-    let store = Arc::new(LandsButFails {
-        inner: inner.clone(),
-        fail_next: AtomicBool::new(false),
-    });
+    let store = Arc::new(Faulty::over_fs());
+    let inner = store.inner().clone();
     let dir = tempfile::tempdir().unwrap();
     let d = Duration::from_secs(60);
     let l = Lease::acquire(store.clone(), "vol0", dir.path(), d)
