@@ -264,7 +264,7 @@ fn assert_both_repeated(fetches: &[TraceEvent], first: &[Seen], second: &[Seen])
 
 /// The round before fails (its PUTs fail) after the next one read ahead — and
 /// read buckets the round before was rewriting, so that its plan rests on what
-/// that round drew ([`overlapping_pair`]): that access fails too, and the next
+/// that round drew (`overlapping_pair`): that access fails too, and the next
 /// access repeats both rounds, request for request and in order, before its
 /// own. Three times (a slot read in a rewritten bucket may be the same under
 /// another layout by chance; three times over, hardly). Nothing acknowledged is
@@ -307,7 +307,7 @@ pub fn a_failed_round_repeats_the_round_that_read_ahead_of_it(s: Arc<dyn Subject
 
 /// The process dies while a round of reads is landing (its PUTs hang) and the
 /// next round has read ahead, in a bucket the landing round rewrites
-/// ([`overlapping_pair`]): both intent records are durable, and the restart
+/// (`overlapping_pair`): both intent records are durable, and the restart
 /// repeats both rounds, request for request and in order, before anything new.
 pub fn a_crash_while_reading_ahead_repeats_both_rounds(s: Arc<dyn Subject>) {
     if !s.reads_ahead() {

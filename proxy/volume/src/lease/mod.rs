@@ -30,7 +30,7 @@
 //!   back-end's retries) as soon as the lease is lost or lapses, at least the
 //!   safety margin before a take-over, so that no request of a write the lease
 //!   admitted is sent after one; a long write goes on while renewals succeed.
-//!   The checkpoint is written conditionally besides (see [`crate::checkpoint`]).
+//!   The checkpoint is written conditionally besides (see `checkpoint.rs`).
 //! * **Release** at a graceful stop, so the next holder need not wait.
 
 use std::ops::Range;
