@@ -507,6 +507,19 @@ impl ProxyRun {
         let mut p = Proc::spawn(&format!("oram-proxy ({name})"), cmd, &log)?;
         wait_port(s3_port, Duration::from_secs(120), &mut p)?;
         wait_port(metrics_port, Duration::from_secs(10), &mut p)?;
+        // The endpoint's port is bound before the proxy writes its token (at
+        // the first start): wait for the file too.
+        let token_file = data_dir.join("data").join("metrics.token");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::fs::read_to_string(&token_file).map_or(true, |t| t.trim().is_empty()) {
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "oram-proxy ({name}) wrote no {}",
+                    token_file.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         if swift {
             wait_port(swift_port, Duration::from_secs(10), &mut p)?;
         }
