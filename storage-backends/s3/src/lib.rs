@@ -27,9 +27,9 @@
 //! fails; the first error is reported once all have answered, so what the
 //! provider sees of a failed batch does not depend on which request failed.
 //!
-//! A write may be given a deadline ([`S3StoreConfig::write_deadline`]): the
-//! fencing of a leased volume admits a write when it starts, and the deadline
-//! keeps its SDK retries from being sent long after that.
+//! A write may be given a deadline ([`S3StoreConfig::write_deadline`]) that
+//! bounds it with every SDK retry. (A leased volume does not use it: its
+//! writes are abandoned when the lease lapses, however long they took.)
 
 mod etags;
 mod limit;
@@ -96,10 +96,9 @@ pub struct S3StoreConfig {
     /// take from its call until it is answered, the wait for a connection slot
     /// (`max_in_flight`) and every attempt of the SDK's retries included; then it
     /// is abandoned (no further attempt is sent) and fails as
-    /// [`StoreError::Unavailable`]. `None`: only `attempt_timeout` and
-    /// `max_attempts` bound it. A leased volume sets it shorter than the lease's
-    /// safety margin, so that a write admitted by the lease sends nothing after
-    /// another proxy may have taken over. Reads have no deadline.
+    /// [`StoreError::Unavailable`]. `None` (the default, and what a volume
+    /// uses): only `attempt_timeout` and `max_attempts` bound it. Reads have no
+    /// deadline.
     pub write_deadline: Option<Duration>,
 }
 
