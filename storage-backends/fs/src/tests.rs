@@ -321,6 +321,39 @@ fn opened_files(watch: &OwnedFd) -> std::collections::BTreeSet<String> {
     names
 }
 
+/// A store holding a batch of `4 × DEFAULT_PARALLELISM` objects `v/n/<i>` of
+/// `body` (more keys than runs, so each run handles several), with a directory
+/// planted in place of object 8 (it opens the third run of four); the
+/// directory it lives in, its root, the keys and the planted one's number.
+async fn batch_with_a_directory(
+    body: &'static [u8],
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    FsStore,
+    Vec<ObjKey>,
+    usize,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let store = FsStore::open(&root).unwrap();
+    let keys: Vec<ObjKey> = (0..4 * DEFAULT_PARALLELISM)
+        .map(|i| ObjKey::new(format!("v/n/{i}")).unwrap())
+        .collect();
+    store
+        .put_many(
+            keys.iter()
+                .map(|k| (k.clone(), Bytes::from_static(body)))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let bad = 8;
+    fs::remove_file(root.join(format!("v/n/{bad}"))).unwrap();
+    fs::create_dir(root.join(format!("v/n/{bad}"))).unwrap();
+    (dir, root, store, keys, bad)
+}
+
 /// A batch of more keys than there are runs (so each run reads several), one
 /// of them a directory where a file should be: the read fails, and every
 /// other file of the batch was still opened and read (observed by the kernel,
@@ -329,25 +362,8 @@ fn opened_files(watch: &OwnedFd) -> std::collections::BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_read_of_a_batch_still_reads_every_other_file() {
     use rustix::fs::inotify;
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("store");
-    let store = FsStore::open(&root).unwrap();
-    let n = 4 * DEFAULT_PARALLELISM;
-    let keys: Vec<ObjKey> = (0..n)
-        .map(|i| ObjKey::new(format!("v/n/{i}")).unwrap())
-        .collect();
-    store
-        .put_many(
-            keys.iter()
-                .map(|k| (k.clone(), Bytes::from_static(b"x")))
-                .collect(),
-        )
-        .await
-        .unwrap();
-    // Key 8 opens the third run of four: a directory planted in its place.
-    let bad = 8;
-    fs::remove_file(root.join(format!("v/n/{bad}"))).unwrap();
-    fs::create_dir(root.join(format!("v/n/{bad}"))).unwrap();
+    let (_dir, root, store, keys, bad) = batch_with_a_directory(b"x").await;
+    let n = keys.len();
     let watch =
         inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
     inotify::add_watch(&watch, root.join("v/n"), inotify::WatchFlags::OPEN).unwrap();
@@ -367,24 +383,8 @@ async fn a_failed_read_of_a_batch_still_reads_every_other_file() {
 /// place): the batch fails, and every other object was still written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_redoable_write_of_a_batch_still_writes_every_other_object() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("store");
-    let store = FsStore::open(&root).unwrap();
-    let n = 4 * DEFAULT_PARALLELISM;
-    let keys: Vec<ObjKey> = (0..n)
-        .map(|i| ObjKey::new(format!("v/n/{i}")).unwrap())
-        .collect();
-    store
-        .put_many(
-            keys.iter()
-                .map(|k| (k.clone(), Bytes::from_static(b"old")))
-                .collect(),
-        )
-        .await
-        .unwrap();
-    let bad = 8;
-    fs::remove_file(root.join(format!("v/n/{bad}"))).unwrap();
-    fs::create_dir(root.join(format!("v/n/{bad}"))).unwrap();
+    let (_dir, root, store, keys, bad) = batch_with_a_directory(b"old").await;
+    let n = keys.len();
     store
         .put_many_redoable(
             keys.iter()
