@@ -136,6 +136,12 @@ def test_client_requests_latency_overhead_and_state_gauges(tmp_path):
         assert m["oram_engine_stash_bound_blocks"] == 89
         assert m['oram_capacity_blocks{kind="used"}'] == 4  # ceil(50 000 / 16384)
         assert m['oram_capacity_blocks{kind="total"}'] == 65536
+        # The engine's objects at most: (2^16 - 1) - 255 cached buckets of 65 613
+        # bytes in 3 slots (what `oram-proxy describe` prints), and the fs
+        # back-end's disk.
+        assert m["oram_backend_bytes_bound"] == 65280 * 3 * 65613
+        assert 0 < m['oram_backend_disk_bytes{kind="free"}'] <= m['oram_backend_disk_bytes{kind="total"}']
+        assert "oram_backend_budget_bytes" not in m
         # Journal entries are dropped lazily (at the next round's commit once their
         # write-back landed), so the live value depends on timing; it must be what
         # the state database's journal table holds. The drain at a graceful stop is

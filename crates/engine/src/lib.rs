@@ -28,7 +28,10 @@ use oram_blockstore::StoreError;
 use oram_seal::SealError;
 use oram_state::StateError;
 
-pub use model::{EngineModel, HierarchyLayout, Layout, PartitionLayout, Traffic, TreeLayout};
+pub use model::{
+    EngineModel, HierarchyLayout, Layout, PartitionLayout, Traffic, TreeLayout,
+    SLOTS_PER_DIRECT_BLOCK, SLOTS_PER_POSITION,
+};
 pub use settings::{adopt_value, recorded_value, snapshot_row, EngineSettings, Parts, Shape};
 pub use staged::StagedAccess;
 

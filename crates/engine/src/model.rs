@@ -155,6 +155,53 @@ pub struct PartitionLayout {
     pub sub: Box<Layout>,
 }
 
+/// Backend objects one position of a tree or a hierarchy level may have at once:
+/// the live one, the previous one and the one the last checkpoint refers to
+/// (`oram_state::SlotPolicy::BeforeCommit`).
+pub const SLOTS_PER_POSITION: u64 = 3;
+
+/// Backend objects one block of the `direct` baseline may have at once (its two
+/// fixed keys, `<prefix>/b/<b>` and `<prefix>/b/<b>.1`).
+pub const SLOTS_PER_DIRECT_BLOCK: u64 = 2;
+
+impl Layout {
+    /// The most bytes this layout's objects can take on the backend at rest, for
+    /// `capacity` blocks and objects of `object_bytes` (a tree's buckets, a
+    /// level's slots): every backend position in all of its slots. The tree-top
+    /// cache's levels are not on the backend. What the storage server stores, and
+    /// bills, once every position has been rewritten across a checkpoint; the
+    /// volume adds its header, checkpoints and shipped log.
+    pub fn backend_bytes_bound(&self, capacity: u64, object_bytes: u64) -> u64 {
+        match self {
+            Layout::Blocks => capacity
+                .saturating_mul(SLOTS_PER_DIRECT_BLOCK)
+                .saturating_mul(object_bytes),
+            Layout::Tree(t) => {
+                let mut positions = 0u64;
+                let mut width = t.arity.saturating_pow(t.cached_levels);
+                for _ in t.cached_levels..t.levels {
+                    positions = positions.saturating_add(width);
+                    width = width.saturating_mul(t.arity);
+                }
+                positions
+                    .saturating_mul(SLOTS_PER_POSITION)
+                    .saturating_mul(t.bucket_bytes)
+            }
+            // Level l is one object of 2^(l+1) slots: 2^(top+2) - 2 slots in all.
+            Layout::Hierarchy(h) => 1u64
+                .checked_shl(h.top_level + 2)
+                .unwrap_or(u64::MAX)
+                .saturating_sub(2)
+                .saturating_mul(h.slot_bytes)
+                .saturating_mul(SLOTS_PER_POSITION),
+            Layout::Partitions(p) => p
+                .sub
+                .backend_bytes_bound(p.sub_capacity, object_bytes)
+                .saturating_mul(p.partitions),
+        }
+    }
+}
+
 impl EngineModel {
     /// The tree of the engine, or of each of its partitions; `None` without one.
     pub fn tree(&self) -> Option<&TreeLayout> {
@@ -188,6 +235,14 @@ impl EngineModel {
         }
     }
 
+    /// The most bytes the engine's objects can take on the backend at rest
+    /// ([`Layout::backend_bytes_bound`]; measured against it in
+    /// `benches/footprint/RESULTS.md`).
+    pub fn backend_bytes_bound(&self) -> u64 {
+        self.layout
+            .backend_bytes_bound(self.capacity, self.object_bytes)
+    }
+
     /// Logical bytes of the volume (capacity × block size).
     pub fn oram_bytes(&self) -> u64 {
         self.capacity.saturating_mul(self.block_size)
@@ -209,6 +264,17 @@ impl EngineModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounds_of_blocks_and_hierarchies() {
+        assert_eq!(Layout::Blocks.backend_bytes_bound(100, 10), 2 * 100 * 10);
+        let h = Layout::Hierarchy(HierarchyLayout {
+            top_level: 2,
+            slot_bytes: 10,
+        });
+        // Levels of 2, 4 and 8 slots, each in 3 slots of its own.
+        assert_eq!(h.backend_bytes_bound(0, 0), 14 * 10 * 3);
+    }
 
     #[test]
     fn partitions_show_their_sub_layout() {
@@ -257,5 +323,7 @@ mod tests {
         assert_eq!(m.overhead, 100.0);
         assert_eq!(m.overhead_blocks(), 50.0);
         assert_eq!(m.oram_bytes(), 10_000);
+        // 3 + 9 + 27 + 81 uncached buckets in 3 slots, in each of 10 partitions.
+        assert_eq!(m.backend_bytes_bound(), 10 * 120 * 3 * 1000);
     }
 }

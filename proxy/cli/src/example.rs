@@ -131,6 +131,12 @@ conditional_writes = true
 # over. A write in flight (its retries included) is abandoned when the lease
 # lapses. 0: no lease (only for a service without conditional writes).
 lease_secs = 30
+# GiB the backend may hold for this volume (a bucket budget or quota); 0 = none.
+# The engine's objects grow towards a bound several times the capacity (see
+# `oram-proxy describe` and the README's footprint table); the metric
+# oram_backend_budget_bytes and the alert OramProxyBackendBudgetTooSmall warn
+# when that bound exceeds the budget. Nothing is refused because of it.
+budget_gib = 0
 
 [state]
 # The trusted state (position map, stash, object index...) lives in

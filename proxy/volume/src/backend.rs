@@ -1,6 +1,7 @@
 //! The backend a volume lives on: the configured back-end (a local directory or
 //! an S3 bucket), checked when opened, and the hooks that wrap it.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,9 +9,19 @@ use oram_blockstore::BlockStore;
 use oram_store_fs::FsStore;
 use oram_store_s3::{S3Store, S3StoreConfig};
 
-use crate::config::{BackendKind, VolumeConfig};
+use crate::config::{BackendConfig, BackendKind, VolumeConfig};
 use crate::params::checkpoint_size;
 use crate::VolumeError;
+
+/// The fs back-end's file system: free and total bytes (`None` on an object
+/// store, or when it cannot be read). A blocking call (one `statvfs`).
+pub fn disk_space(backend: &BackendConfig, data_dir: &Path) -> Option<DiskSpace> {
+    (backend.kind == BackendKind::Fs)
+        .then(|| oram_store_fs::disk_space(&backend.store_path(data_dir)).ok())
+        .flatten()
+}
+
+pub use oram_store_fs::DiskSpace;
 
 /// Wraps a block store in another (one that observes or changes its requests).
 pub type StoreHook = Arc<dyn Fn(Arc<dyn BlockStore>) -> Arc<dyn BlockStore> + Send + Sync>;

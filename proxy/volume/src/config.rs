@@ -166,6 +166,11 @@ pub struct BackendConfig {
     pub conditional_writes: bool,
     /// Seconds of the backend lease; 0: no lease.
     pub lease_secs: u64,
+    /// GiB the operator allows this volume on the backend (a bucket's budget or
+    /// quota); 0: none. Shown as `oram_backend_budget_bytes`, and the alert
+    /// `OramProxyBackendBudgetTooSmall` fires when the engine's objects can
+    /// outgrow it. Nothing is refused because of it.
+    pub budget_gib: f64,
 }
 
 impl fmt::Debug for BackendConfig {
@@ -206,6 +211,7 @@ impl Default for BackendConfig {
             max_attempts: 4,
             conditional_writes: true,
             lease_secs: 30,
+            budget_gib: 0.0,
         }
     }
 }
@@ -245,6 +251,9 @@ impl BackendConfig {
 
     /// Checks values that parse but cannot work.
     pub fn validate(&self) -> Result<(), String> {
+        if !(self.budget_gib >= 0.0 && self.budget_gib.is_finite()) {
+            return Err("backend.budget_gib must be 0 (none) or a positive number of GiB".into());
+        }
         if self.kind == BackendKind::S3 {
             if self.bucket.is_empty() {
                 return Err("backend.bucket is required with the s3 back-end".into());

@@ -40,7 +40,7 @@ mod recover;
 pub mod users;
 mod volume;
 
-pub use backend::{StoreHook, VolumeHooks};
+pub use backend::{disk_space, DiskSpace, StoreHook, VolumeHooks};
 pub use checkpoint::{last_checkpoint_ms, CheckpointInfo};
 pub use config::{BackendConfig, BackendKind, KeyConfig, StateConfig, VolumeConfig};
 pub use engines::{Engine, EngineConfig};

@@ -187,6 +187,31 @@ impl FsStore {
     }
 }
 
+/// Free and total bytes of the file system holding `dir` (`statvfs`; free as an
+/// unprivileged writer sees it). A blocking call: one system call, no I/O to the
+/// disk beyond the file system's own counters.
+pub fn disk_space(dir: &Path) -> io::Result<DiskSpace> {
+    let st = rustix::fs::statvfs(dir).map_err(io::Error::from)?;
+    let unit = if st.f_frsize > 0 {
+        st.f_frsize
+    } else {
+        st.f_bsize
+    };
+    Ok(DiskSpace {
+        free: st.f_bavail.saturating_mul(unit),
+        total: st.f_blocks.saturating_mul(unit),
+    })
+}
+
+/// What [`disk_space`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskSpace {
+    /// Bytes an unprivileged writer may still use.
+    pub free: u64,
+    /// Bytes of the file system.
+    pub total: u64,
+}
+
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
 impl BlockStore for FsStore {

@@ -401,3 +401,17 @@ async fn a_failed_redoable_write_of_a_batch_still_writes_every_other_object() {
         "objects of the batch not written: {stale:?}"
     );
 }
+
+#[test]
+fn disk_space_reports_the_file_system_of_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = disk_space(dir.path()).unwrap();
+    assert!(
+        before.total > 0 && before.free <= before.total,
+        "{before:?}"
+    );
+    assert!(
+        disk_space(&dir.path().join("missing")).is_err(),
+        "a missing directory has no file system"
+    );
+}

@@ -175,6 +175,16 @@ fn banner(cfg: &Config, server: &Server) {
             b.region
         ),
     }
+    let bound = cfg.engine.model(&cfg.backend.prefix).backend_bytes_bound();
+    let disk = oram_volume::disk_space(&cfg.backend, &cfg.data_dir);
+    let budget = (b.budget_gib * (1u64 << 30) as f64) as u64;
+    let (line, warning) =
+        footprint_text(bound, u.capacity_blocks * u.block_size as u64, disk, budget);
+    println!("  footprint:  {line}");
+    if let Some(w) = warning {
+        println!("  WARNING:    {w}");
+        tracing::warn!("{w}");
+    }
     if info.new_key {
         println!("  master key: created {}", cfg.key_file().display());
     }
@@ -219,6 +229,37 @@ fn used_text(u: oram_objects::Usage) -> String {
     )
 }
 
+/// The banner's `footprint:` line — what the backend may come to hold — and a
+/// warning when the fs back-end's file system, or the operator's budget, is
+/// smaller than that.
+fn footprint_text(
+    bound: u64,
+    capacity_bytes: u64,
+    disk: Option<oram_volume::DiskSpace>,
+    budget: u64,
+) -> (String, Option<String>) {
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let line = format!(
+        "up to {:.2} GiB on the backend ({:.1}x the capacity; `oram-proxy describe`)",
+        gib(bound),
+        bound as f64 / capacity_bytes.max(1) as f64
+    );
+    let warning = match (disk, budget) {
+        (Some(d), _) if d.total < bound => Some(format!(
+            "the backend's file system holds {:.2} GiB in all, less than the {:.2} GiB the              volume's objects can come to: writes (and reads, which write too) will fail              once it is full; give the backend a larger disk or use a smaller volume",
+            gib(d.total),
+            gib(bound)
+        )),
+        (_, budget) if budget > 0 && budget < bound => Some(format!(
+            "backend.budget_gib is {:.2} GiB, less than the {:.2} GiB the volume's objects              can come to",
+            gib(budget),
+            gib(bound)
+        )),
+        _ => None,
+    };
+    (line, warning)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +275,31 @@ mod tests {
             used_text(u),
             "102 MiB of 1024 MiB (10.0 %; 58982 blocks free)"
         );
+    }
+
+    #[test]
+    fn the_banner_warns_when_the_backend_cannot_hold_the_volume() {
+        let gib = 1u64 << 30;
+        let (line, w) = footprint_text(12 * gib, gib, None, 0);
+        assert_eq!(
+            line,
+            "up to 12.00 GiB on the backend (12.0x the capacity; `oram-proxy describe`)"
+        );
+        assert!(w.is_none());
+        let small = oram_volume::DiskSpace {
+            free: gib,
+            total: 2 * gib,
+        };
+        let (_, w) = footprint_text(12 * gib, gib, Some(small), 0);
+        assert!(w.unwrap().contains("holds 2.00 GiB in all"));
+        let (_, w) = footprint_text(12 * gib, gib, None, 10 * gib);
+        assert!(w.unwrap().contains("budget_gib is 10.00 GiB"));
+        let big = oram_volume::DiskSpace {
+            free: 20 * gib,
+            total: 20 * gib,
+        };
+        assert!(footprint_text(12 * gib, gib, Some(big), 20 * gib)
+            .1
+            .is_none());
     }
 }

@@ -31,6 +31,14 @@ pub struct EngineInfo {
     pub stash_bound: u64,
     /// Seconds between checkpoints (0: at shutdown only).
     pub checkpoint_interval_secs: u64,
+    /// The most bytes the engine's objects can take on the backend
+    /// ([`oram_engine::EngineModel::backend_bytes_bound`]).
+    pub backend_bytes_bound: u64,
+    /// The operator's budget for the backend in bytes (`backend.budget_gib`; 0: none).
+    pub backend_budget_bytes: u64,
+    /// The backend's settings and the data directory, for the fs back-end's
+    /// free space ([`oram_volume::disk_space`]).
+    pub backend: (oram_volume::BackendConfig, PathBuf),
 }
 
 impl EngineInfo {
@@ -42,6 +50,9 @@ impl EngineInfo {
             oblivious: e.kind.settings().oblivious(),
             stash_bound: e.kind.settings().stash_bound(&e.shape(&cfg.backend.prefix)),
             checkpoint_interval_secs: cfg.state.checkpoint_interval_secs,
+            backend_bytes_bound: e.model(&cfg.backend.prefix).backend_bytes_bound(),
+            backend_budget_bytes: (cfg.backend.budget_gib * (1u64 << 30) as f64) as u64,
+            backend: (cfg.backend.clone(), cfg.data_dir.clone()),
         }
     }
 }

@@ -273,6 +273,38 @@ fn engine(o: &mut Out, n: &Now<'_>) {
     );
     engine_specific(o, &ep.info.engine, e);
 }
+/// What the backend may come to hold, the operator's budget for it, and the fs
+/// back-end's disk.
+fn footprint(o: &mut Out, info: &crate::operator::EngineInfo) {
+    o.metric(
+        "oram_backend_bytes_bound",
+        "gauge",
+        "The most bytes the engine's objects can take on the backend (every position in all its slots; reached with use). The volume adds its header, checkpoints and shipped log.",
+        &[("", info.backend_bytes_bound as f64)],
+    );
+    if info.backend_budget_bytes > 0 {
+        o.metric(
+            "oram_backend_budget_bytes",
+            "gauge",
+            "The operator's budget for the backend (backend.budget_gib).",
+            &[("", info.backend_budget_bytes as f64)],
+        );
+    }
+    {
+        if let Some(d) = oram_volume::disk_space(&info.backend.0, &info.backend.1) {
+            o.metric(
+                "oram_backend_disk_bytes",
+                "gauge",
+                "The fs back-end's file system: bytes free (to an unprivileged writer) and in all.",
+                &[
+                    ("kind=\"free\"", d.free as f64),
+                    ("kind=\"total\"", d.total as f64),
+                ],
+            );
+        }
+    }
+}
+
 /// The index, the capacity, and the local state database.
 fn volume(o: &mut Out, n: &Now<'_>) {
     let vol = &n.ep.vol;
@@ -317,6 +349,7 @@ fn volume(o: &mut Out, n: &Now<'_>) {
         "Bytes per logical block.",
         &[("", usage.block_size as f64)],
     );
+    footprint(o, &n.ep.info);
     o.metric(
         "oram_state_file_bytes",
         "gauge",

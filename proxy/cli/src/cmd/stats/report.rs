@@ -102,6 +102,7 @@ pub fn live_report(m: &BTreeMap<String, f64>) -> Vec<(&'static str, String)> {
                 100.0 * used / total.max(1.0)
             ),
         ),
+        ("backend footprint", footprint(&g, total * bs)),
         (
             "objects",
             format!(
@@ -262,6 +263,33 @@ pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, Volum
     Ok(out)
 }
 
+/// What the backend may come to hold (the engine's bound, against the
+/// capacity), and the fs back-end's disk or the operator's budget beside it.
+fn footprint(g: &dyn Fn(&str) -> f64, capacity_bytes: f64) -> String {
+    let bound = g("oram_backend_bytes_bound");
+    let mut text = format!(
+        "up to {} ({:.1}x the capacity)",
+        mib(bound),
+        bound / capacity_bytes.max(1.0)
+    );
+    let total = g("oram_backend_disk_bytes{kind=\"total\"}");
+    if total > 0.0 {
+        let free = g("oram_backend_disk_bytes{kind=\"free\"}");
+        text.push_str(&format!("; disk {} free of {}", mib(free), mib(total)));
+        if total < bound {
+            text.push_str(" (SMALLER than the bound)");
+        }
+    }
+    let budget = g("oram_backend_budget_bytes");
+    if budget > 0.0 {
+        text.push_str(&format!("; budget {}", mib(budget)));
+        if budget < bound {
+            text.push_str(" (SMALLER than the bound)");
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,7 +301,9 @@ mod tests {
                     oram_block_size_bytes 4096\noram_lease_state{state=\"none\"} 1\n\
                     oram_lease_state{state=\"held\"} 0\noram_engine_stash_bound_blocks 80\n\
                     oram_engine_stash_blocks 3\noram_backend_requests_total{verb=\"get\"} 7\n\
-                    oram_backend_requests_total{verb=\"put\"} 5\n";
+                    oram_backend_requests_total{verb=\"put\"} 5\n\
+                    oram_backend_bytes_bound 1228800\noram_backend_disk_bytes{kind=\"total\"} 1048576\n\
+                    oram_backend_disk_bytes{kind=\"free\"} 524288\n";
         let m = parse_metrics(text);
         assert_eq!(m["oram_capacity_blocks{kind=\"used\"}"], 25.0);
         let r: BTreeMap<_, _> = live_report(&m).into_iter().collect();
@@ -295,6 +325,11 @@ mod tests {
         assert!(r["stash"].starts_with("3 blocks now"), "{}", r["stash"]);
         assert!(r["backend"].starts_with("12 requests"), "{}", r["backend"]);
         assert_eq!(r["lease"], "none");
+        assert_eq!(
+            r["backend footprint"],
+            "up to 1.2 MiB (3.0x the capacity); disk 512.0 KiB free of 1.0 MiB (SMALLER than \
+             the bound)"
+        );
     }
 
     #[test]
