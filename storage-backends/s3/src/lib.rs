@@ -27,9 +27,8 @@
 //! fails; the first error is reported once all have answered, so what the
 //! provider sees of a failed batch does not depend on which request failed.
 //!
-//! A write may be given a deadline ([`S3StoreConfig::write_deadline`]) that
-//! bounds it with every SDK retry. (A leased volume does not use it: its
-//! writes are abandoned when the lease lapses, however long they took.)
+//! A write is bounded by `attempt_timeout` × `max_attempts` (with back-off);
+//! a leased volume abandons its writes sooner, when the lease lapses.
 
 mod etags;
 mod limit;
@@ -92,14 +91,6 @@ pub struct S3StoreConfig {
     pub conditional_writes: bool,
     /// ETags remembered for conditional writes (about 50 bytes each).
     pub etag_cache: usize,
-    /// Longest time one write (a PUT, conditional PUT, or a batch of deletes) may
-    /// take from its call until it is answered, the wait for a connection slot
-    /// (`max_in_flight`) and every attempt of the SDK's retries included; then it
-    /// is abandoned (no further attempt is sent) and fails as
-    /// [`StoreError::Unavailable`]. `None` (the default, and what a volume
-    /// uses): only `attempt_timeout` and `max_attempts` bound it. Reads have no
-    /// deadline.
-    pub write_deadline: Option<Duration>,
 }
 
 impl std::fmt::Debug for S3StoreConfig {
@@ -117,7 +108,6 @@ impl std::fmt::Debug for S3StoreConfig {
             .field("max_in_flight", &self.max_in_flight)
             .field("max_object_bytes", &self.max_object_bytes)
             .field("conditional_writes", &self.conditional_writes)
-            .field("write_deadline", &self.write_deadline)
             .finish_non_exhaustive()
     }
 }
@@ -138,7 +128,6 @@ impl Default for S3StoreConfig {
             max_list_keys: 1 << 24,
             conditional_writes: true,
             etag_cache: 1 << 20,
-            write_deadline: None,
         }
     }
 }
@@ -161,8 +150,6 @@ pub struct S3Store {
     conditional: bool,
     /// The last ETag seen per key, for conditional writes.
     etags: Arc<Etags>,
-    /// See [`S3StoreConfig::write_deadline`].
-    write_deadline: Option<Duration>,
 }
 
 type HttpResponse = aws_sdk_s3::config::http::HttpResponse;
@@ -261,27 +248,6 @@ impl S3Store {
             max_list_keys: cfg.max_list_keys,
             conditional: cfg.conditional_writes,
             etags: Arc::new(Etags::new(cfg.etag_cache)),
-            write_deadline: cfg.write_deadline,
-        }
-    }
-
-    /// Runs write `f` within the write deadline, if there is one: past it, `f`
-    /// is dropped (the SDK abandons its attempt in flight and sends no other).
-    async fn within_deadline<T>(
-        &self,
-        op: &str,
-        key: &str,
-        f: impl std::future::Future<Output = Result<T>>,
-    ) -> Result<T> {
-        match self.write_deadline {
-            None => f.await,
-            Some(d) => tokio::time::timeout(d, f).await.unwrap_or_else(|_| {
-                Err(StoreError::Unavailable(format!(
-                    "{op} {key}: timed out: no answer within the write deadline of {} ms \
-                     (every attempt included); abandoned",
-                    d.as_millis()
-                )))
-            }),
         }
     }
 
@@ -400,16 +366,14 @@ impl S3Store {
         }
     }
 
-    /// One PUT with an optional condition, within the write deadline; returns
-    /// the new ETag.
+    /// One PUT with an optional condition; returns the new ETag.
     async fn put_one(&self, key: &ObjKey, v: Bytes, cond: Option<&PutCondition>) -> Result<ObjTag> {
         let full = self.full_key(key.as_str());
-        self.within_deadline("put", &full, self.put_one_now(key, &full, v, cond))
-            .await
+        self.put_one_inner(key, &full, v, cond).await
     }
 
-    /// [`S3Store::put_one`] without the deadline.
-    async fn put_one_now(
+    /// [`S3Store::put_one`] with the full key computed.
+    async fn put_one_inner(
         &self,
         key: &ObjKey,
         full: &str,
@@ -442,7 +406,7 @@ impl S3Store {
         }
     }
 
-    /// One DeleteObjects request of at most 1000 keys (no deadline).
+    /// One DeleteObjects request of at most 1000 keys.
     async fn delete_chunk(&self, chunk: &[ObjKey]) -> Result<()> {
         let _p = self.limit.acquire().await.expect("semaphore open");
         let objects = chunk
@@ -583,12 +547,10 @@ impl BlockStore for S3Store {
         self.put_one(key, data, Some(&cond)).await
     }
 
-    /// One DeleteObjects request per 1000 keys, one after the other, each
-    /// within the write deadline.
+    /// One DeleteObjects request per 1000 keys, one after the other.
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
         for chunk in keys.chunks(1000) {
-            self.within_deadline("delete", &self.bucket, self.delete_chunk(chunk))
-                .await?;
+            self.delete_chunk(chunk).await?;
         }
         Ok(())
     }
@@ -638,6 +600,3 @@ impl BlockStore for S3Store {
         Ok(out)
     }
 }
-
-#[cfg(test)]
-mod tests;
