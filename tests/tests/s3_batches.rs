@@ -28,14 +28,26 @@ async fn relayed(
 }
 
 /// The keys `p/<i>` a request line of `method` names (the path, before any query).
-fn sent(relay: &HoldRelay, method: &str, bucket: &str) -> Vec<String> {
+/// Which of `keys` the relay never saw a `method` request for, and what it saw.
+fn unsent(
+    relay: &HoldRelay,
+    method: &str,
+    bucket: &str,
+    keys: &[ObjKey],
+) -> (Vec<ObjKey>, Vec<String>) {
     let prefix = format!("{method} /{bucket}/p/");
-    relay
+    let got: Vec<String> = relay
         .requests()
         .iter()
         .filter_map(|l| l.strip_prefix(&prefix))
         .map(|rest| rest.split(['?', ' ']).next().unwrap_or("").to_string())
-        .collect()
+        .collect();
+    let missing = keys
+        .iter()
+        .filter(|k| !got.iter().any(|g| g == k.as_str()))
+        .cloned()
+        .collect();
+    (missing, got)
 }
 
 fn keys(n: usize) -> Vec<ObjKey> {
@@ -63,11 +75,7 @@ async fn a_failed_get_of_a_batch_still_sends_every_other_get() {
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::WrongSize { .. }), "{err:?}");
-    let got = sent(&relay, "GET", "batch-get");
-    let missing: Vec<_> = keys
-        .iter()
-        .filter(|k| !got.iter().any(|g| g == k.as_str()))
-        .collect();
+    let (missing, got) = unsent(&relay, "GET", "batch-get", &keys);
     assert!(
         missing.is_empty(),
         "GETs never sent: {missing:?} (sent: {got:?})"
@@ -95,11 +103,7 @@ async fn a_failed_put_of_a_batch_still_sends_every_other_put() {
     let err = store.put_many(items).await.unwrap_err();
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
     assert!(relay.holding(), "the relay held the first PUT");
-    let got = sent(&relay, "PUT", "batch-put");
-    let missing: Vec<_> = keys
-        .iter()
-        .filter(|k| !got.iter().any(|g| g == k.as_str()))
-        .collect();
+    let (missing, got) = unsent(&relay, "PUT", "batch-put", &keys);
     assert!(
         missing.is_empty(),
         "PUTs never sent: {missing:?} (sent: {got:?})"
