@@ -75,6 +75,22 @@ impl ObjectLayer {
         self.shared.lock().owned_bucket(owner, name)
     }
 
+    /// The buckets of every account whose names S3 cannot address (Swift
+    /// containers; see [`crate::bucket_name_problem`]), with the reason, by
+    /// account and name. Only the local index is read.
+    pub fn buckets_invisible_to_s3(&self) -> Result<Vec<(BucketRecord, &'static str)>> {
+        let m = self.shared.lock();
+        let mut out = Vec::new();
+        scan_prefix(m.kv.as_ref(), b"b/", |_, v| {
+            let b: BucketRecord = decode(v).map_err(|e| corrupt("bucket", e))?;
+            if let Some(why) = crate::bucket_name_problem(&b.name) {
+                out.push((b, why));
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
     /// The buckets `owner` owns, by name.
     pub fn list_buckets(&self, owner: &str) -> Result<Vec<BucketRecord>> {
         let m = self.shared.lock();
