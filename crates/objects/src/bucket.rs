@@ -80,15 +80,13 @@ impl ObjectLayer {
     /// account and name. Only the local index is read.
     pub fn buckets_invisible_to_s3(&self) -> Result<Vec<(BucketRecord, &'static str)>> {
         let m = self.shared.lock();
-        let mut out = Vec::new();
-        scan_prefix(m.kv.as_ref(), b"b/", |_, v| {
-            let b: BucketRecord = decode(v).map_err(|e| corrupt("bucket", e))?;
-            if let Some(why) = crate::bucket_name_problem(&b.name) {
-                out.push((b, why));
-            }
+        let mut values = Vec::new();
+        scan_prefix(m.kv.as_ref(), crate::BUCKET_RECORDS, |_, v| {
+            values.push(v.to_vec());
             Ok(())
         })?;
-        Ok(out)
+        drop(m);
+        crate::invisible_to_s3(values.iter().map(Vec::as_slice))
     }
 
     /// The buckets `owner` owns, by name.

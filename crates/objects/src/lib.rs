@@ -185,6 +185,26 @@ pub fn valid_bucket_name(name: &str) -> bool {
     bucket_name_problem(name).is_none()
 }
 
+/// The prefix of the bucket records' keys in the object index (what
+/// [`invisible_to_s3`] reads when no layer is open).
+pub const BUCKET_RECORDS: &[u8] = b"b/";
+
+/// The bucket records among `values` (the index's values under
+/// [`BUCKET_RECORDS`]) whose names S3 cannot address, with the reason
+/// ([`bucket_name_problem`]).
+pub fn invisible_to_s3<'a>(
+    values: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<(BucketRecord, &'static str)>> {
+    let mut out = Vec::new();
+    for v in values {
+        let b: BucketRecord = records::decode(v).map_err(|e| corrupt("bucket", e))?;
+        if let Some(why) = bucket_name_problem(&b.name) {
+            out.push((b, why));
+        }
+    }
+    Ok(out)
+}
+
 /// Why `name` is not a valid S3 bucket name (the first rule it breaks), or
 /// `None` when it is one: what S3 clients are told of a Swift container whose
 /// name they cannot address (`oram-proxy stats`).

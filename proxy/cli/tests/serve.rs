@@ -225,6 +225,24 @@ fn the_access_log_has_every_request_and_no_secret_and_stats_names_invisible_cont
     }));
     let log = p.stop();
     let token = served.unwrap_or_else(|e| std::panic::resume_unwind(e));
+    // With the proxy stopped, `stats` reads the data directory: the same name.
+    let out = Command::new(bin())
+        .args(["stats", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("no proxy running"),
+        "{out:?}"
+    );
+    assert!(
+        text.contains(&format!(
+            "invisible:     \"My_Container\" (account AUTH_{ACCESS_KEY}): not a valid S3 \
+             bucket name: uppercase letters"
+        )),
+        "{text}"
+    );
     let access: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("oram_proxy::access"))

@@ -1,8 +1,8 @@
 //! `oram-proxy stats`: a running proxy's state from its operator endpoint
 //! (`/metrics`, [`fetch`]), summarised ([`report`]); with no proxy running, what
 //! the data directory itself knows (volume parameters, checkpoint, stash,
-//! journal, file sizes). A running proxy also names the Swift containers S3
-//! cannot address (`/buckets/invisible`), with the reason.
+//! journal, file sizes). Both name the Swift containers S3 cannot address,
+//! with the reason (a running proxy from `/buckets/invisible`).
 
 mod fetch;
 mod report;
@@ -13,7 +13,7 @@ use oram_server::tls;
 use crate::args::StatsArgs;
 use crate::error::CliError;
 use fetch::{fetch, fetch_metrics, FetchError, Target};
-use report::{live_report, offline_report, parse_metrics};
+use report::{invisible_line, live_report, offline_report, parse_metrics};
 
 /// `oram-proxy stats`.
 pub fn run(args: StatsArgs) -> Result<(), CliError> {
@@ -102,8 +102,8 @@ fn invisible_report(json: &str) -> Result<String, String> {
     );
     for c in list {
         text.push_str(&format!(
-            "  {:?} (account AUTH_{}): not a valid S3 bucket name: {}\n",
-            c.container, c.account, c.reason
+            "  {}\n",
+            invisible_line(&c.account, &c.container, &c.reason)
         ));
     }
     Ok(text)
