@@ -75,6 +75,20 @@ impl ObjectLayer {
         self.shared.lock().owned_bucket(owner, name)
     }
 
+    /// The buckets of every account whose names S3 cannot address (Swift
+    /// containers; see [`crate::bucket_name_problem`]), with the reason, by
+    /// account and name. Only the local index is read.
+    pub fn buckets_invisible_to_s3(&self) -> Result<Vec<(BucketRecord, &'static str)>> {
+        let m = self.shared.lock();
+        let mut values = Vec::new();
+        scan_prefix(m.kv.as_ref(), crate::BUCKET_RECORDS, |_, v| {
+            values.push(v.to_vec());
+            Ok(())
+        })?;
+        drop(m);
+        crate::invisible_to_s3(values.iter().map(Vec::as_slice))
+    }
+
     /// The buckets `owner` owns, by name.
     pub fn list_buckets(&self, owner: &str) -> Result<Vec<BucketRecord>> {
         let m = self.shared.lock();

@@ -182,14 +182,62 @@ fn corrupt(what: &str, e: String) -> ObjectError {
 /// Whether `name` is a valid S3 bucket name (3–63 of `a-z0-9.-`, starting and ending
 /// with a letter or digit, no `..`, not an IPv4 address).
 pub fn valid_bucket_name(name: &str) -> bool {
+    bucket_name_problem(name).is_none()
+}
+
+/// The prefix of the bucket records' keys in the object index (what
+/// [`invisible_to_s3`] reads when no layer is open).
+pub const BUCKET_RECORDS: &[u8] = b"b/";
+
+/// The bucket records among `values` (the index's values under
+/// [`BUCKET_RECORDS`]) whose names S3 cannot address, with the reason
+/// ([`bucket_name_problem`]).
+pub fn invisible_to_s3<'a>(
+    values: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<(BucketRecord, &'static str)>> {
+    let mut out = Vec::new();
+    for v in values {
+        let b: BucketRecord = records::decode(v).map_err(|e| corrupt("bucket", e))?;
+        if let Some(why) = bucket_name_problem(&b.name) {
+            out.push((b, why));
+        }
+    }
+    Ok(out)
+}
+
+/// Why `name` is not a valid S3 bucket name (the first rule it breaks), or
+/// `None` when it is one: what S3 clients are told of a Swift container whose
+/// name they cannot address (`oram-proxy stats`).
+pub fn bucket_name_problem(name: &str) -> Option<&'static str> {
     let b = name.as_bytes();
-    (3..=63).contains(&b.len())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'.' || *c == b'-')
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && !name.contains("..")
-        && name.parse::<std::net::Ipv4Addr>().is_err()
+    if b.len() < 3 {
+        return Some("shorter than 3 bytes");
+    }
+    if b.len() > 63 {
+        return Some("longer than 63 bytes");
+    }
+    if b.iter().any(u8::is_ascii_uppercase) {
+        return Some("uppercase letters");
+    }
+    if b.contains(&b'_') {
+        return Some("an underscore");
+    }
+    if !b
+        .iter()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'.' || *c == b'-')
+    {
+        return Some("characters other than a-z, 0-9, '.' and '-'");
+    }
+    if !b[0].is_ascii_alphanumeric() || !b[b.len() - 1].is_ascii_alphanumeric() {
+        return Some("does not begin and end with a letter or digit");
+    }
+    if name.contains("..") {
+        return Some("two dots in a row");
+    }
+    if name.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Some("an IPv4 address");
+    }
+    None
 }
 
 /// Whether `name` is a valid Swift container name: 1–256 bytes of UTF-8 without

@@ -162,7 +162,7 @@ fn joined(parts: &[&[u8]]) -> Vec<u8> {
 }
 
 pub(crate) fn buckets_base(account: &str) -> Vec<u8> {
-    joined(&[b"b/", account.as_bytes(), b""])
+    joined(&[crate::BUCKET_RECORDS, account.as_bytes(), b""])
 }
 
 pub(crate) fn bucket_key(account: &str, bucket: &str) -> Vec<u8> {

@@ -1307,3 +1307,42 @@ async fn expired_objects_read_as_absent_and_are_purged() {
     l.delete_bucket("a", "c").await.unwrap();
     assert_eq!(l.usage().free_blocks, free);
 }
+
+#[tokio::test]
+async fn containers_s3_cannot_address_are_listed_with_the_reason() {
+    let l = layer(100);
+    l.create_bucket("alice", "fine-bucket").await.unwrap();
+    for name in ["My_Container", "snake_case", "x".repeat(64).as_str(), "ab"] {
+        l.create_container("bob", name, BTreeMap::new(), BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    let found: Vec<(String, String, &str)> = l
+        .buckets_invisible_to_s3()
+        .unwrap()
+        .into_iter()
+        .map(|(b, why)| (b.owner, b.name, why))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("bob".into(), "My_Container".into(), "uppercase letters"),
+            ("bob".into(), "ab".into(), "shorter than 3 bytes"),
+            ("bob".into(), "snake_case".into(), "an underscore"),
+            ("bob".into(), "x".repeat(64), "longer than 63 bytes"),
+        ]
+    );
+    assert_eq!(crate::bucket_name_problem("fine-bucket"), None);
+    assert_eq!(
+        crate::bucket_name_problem("a..b"),
+        Some("two dots in a row")
+    );
+    assert_eq!(
+        crate::bucket_name_problem("10.0.0.1"),
+        Some("an IPv4 address")
+    );
+    assert_eq!(
+        crate::bucket_name_problem("-abc"),
+        Some("does not begin and end with a letter or digit")
+    );
+}

@@ -525,6 +525,22 @@ impl Db {
         )
     }
 
+    /// The object index's entries whose keys start with `prefix`, in key order:
+    /// a read of the local file only (`oram-proxy stats` with no proxy running).
+    pub fn kv_prefix(&self, prefix: &[u8]) -> Result<Vec<KvEntry>, DbError> {
+        let txn = self.db.begin_read().map_err(redb_err)?;
+        let table = txn.open_table(def(Table::Kv)).map_err(redb_err)?;
+        let mut out = Vec::new();
+        for entry in table.range(prefix..).map_err(redb_err)? {
+            let (k, v) = entry.map_err(redb_err)?;
+            if !k.value().starts_with(prefix) {
+                break;
+            }
+            out.push((k.value().to_vec(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
     /// Loads the object index.
     pub fn kv(self: &Arc<Self>) -> Result<DbKv, DbError> {
         let txn = self.db.begin_read().map_err(redb_err)?;
@@ -538,6 +554,9 @@ impl Db {
         Ok(KvMap::with_sink(map, Some(sink)))
     }
 }
+
+/// A key and its value in the object index.
+pub type KvEntry = (Vec<u8>, Vec<u8>);
 
 fn read_meta(db: &redb::Database, name: &str) -> Result<Option<Vec<u8>>, DbError> {
     let txn = db.begin_read().map_err(redb_err)?;

@@ -531,3 +531,23 @@ async fn a_crash_image_opens_without_being_taken_for_damage() {
     let reopened = Db::open(&image, VOL).unwrap();
     assert_eq!(reopened.state(S0).unwrap().position(1), Some(2));
 }
+
+#[tokio::test]
+async fn a_prefix_of_the_object_index_is_read_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(&dir.path().join("p.redb"), VOL).unwrap();
+    let mut kv = db.kv().unwrap();
+    for k in [&b"a/1"[..], b"b/x", b"b/y", b"b0", b"c/1"] {
+        kv.put(k, k.to_vec());
+    }
+    kv.commit().await.unwrap();
+    let got = db.kv_prefix(b"b/").unwrap();
+    assert_eq!(
+        got,
+        vec![
+            (b"b/x".to_vec(), b"b/x".to_vec()),
+            (b"b/y".to_vec(), b"b/y".to_vec())
+        ]
+    );
+    assert!(db.kv_prefix(b"z/").unwrap().is_empty());
+}

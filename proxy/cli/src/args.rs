@@ -60,22 +60,22 @@ pub enum Command {
     /// Check every ORAM invariant and re-read every object against its ETag.
     /// Exit status 0 only when everything is clean (1: problems found, 2: the
     /// check could not run). Recovers from an unclean stop first, like a start.
-    Fsck(ServeArgs),
+    Fsck(FsckArgs),
     /// Rebuild an empty data directory from the backend's latest checkpoint, given
     /// the backend settings and the key (key file, ORAM_PROXY_MASTER_KEY, or the
     /// passphrase). Objects written after that checkpoint are lost.
-    Recover(ServeArgs),
+    Recover(RecoverArgs),
     /// Summarise a running proxy's state from its operator endpoint (engine,
     /// stash, backlog, checkpoint age, capacity used...); with no proxy running,
     /// what the data directory knows.
     Stats(StatsArgs),
     /// Shrink state.redb (the proxy must be stopped).
-    Compact(ServeArgs),
+    Compact(CompactArgs),
     /// Write every backend bucket the engine may read that was never written
     /// (empty), so that no read finds one missing (the proxy must be stopped).
     /// Safe on a volume holding data; a second run writes nothing. The direct
     /// engine has nothing to format.
-    Format(ServeArgs),
+    Format(FormatArgs),
     /// Print the engine's model at the configuration: its layout, the backend
     /// bytes one op moves, its local state and round size (for an existing data
     /// directory, with the parameters it was created with).
@@ -84,188 +84,337 @@ pub enum Command {
     ExampleConfig,
 }
 
+// One struct of flags per command, made of the groups below: every command
+// finds its configuration with `ConfigArgs`; those that open or create the
+// volume add `VolumeArgs`; only `serve` (and `init`, for the certificate's
+// names) has the listeners' flags.
+
+/// `serve`'s flags.
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    #[command(flatten)]
+    pub listen: ListenArgs,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Seconds between checkpoints to the backend; 0: at shutdown only.
+    #[arg(long, value_name = "SECS", help_heading = "Server")]
+    pub checkpoint_interval: Option<u64>,
+    /// Log one line per client request (S3 and Swift) under the target
+    /// `oram_proxy::access` (sets `log.access`; no secrets, signatures or tokens).
+    #[arg(long, help_heading = "Server")]
+    pub access_log: bool,
+}
+
+impl ServeArgs {
+    /// The configuration `serve` runs with.
+    pub fn configure(&self) -> Result<(Config, Option<UserConfig>), String> {
+        configure(&self.volume.place, |cfg| {
+            self.volume.apply(cfg)?;
+            self.listen.apply(cfg);
+            self.tls.apply(cfg);
+            if let Some(c) = self.checkpoint_interval {
+                cfg.state.checkpoint_interval_secs = c;
+            }
+            if self.access_log {
+                cfg.log.access = true;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// `init`'s flags.
+#[derive(clap::Args)]
+pub struct InitArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    #[command(flatten)]
+    pub listen: ListenArgs,
+    /// Also make a private CA and a TLS server certificate in <data_dir>/tls/
+    /// (ca.pem for clients, cert.pem, key.pem), used by `serve` unless [tls] names
+    /// other files.
+    #[arg(long, help_heading = "TLS")]
+    pub tls_self_signed: bool,
+    /// A DNS name or IP address the certificate is for (repeatable; default:
+    /// localhost, 127.0.0.1, ::1, the host name and the listen addresses).
+    #[arg(long = "tls-name", value_name = "NAME", help_heading = "TLS")]
+    pub tls_names: Vec<String>,
+}
+
+impl InitArgs {
+    /// The configuration `init` runs with.
+    pub fn configure(&self) -> Result<(Config, Option<UserConfig>), String> {
+        configure(&self.volume.place, |cfg| {
+            self.volume.apply(cfg)?;
+            self.listen.apply(cfg);
+            Ok(())
+        })
+    }
+}
+
+/// `fsck`'s flags.
+#[derive(clap::Args)]
+pub struct FsckArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+}
+
+/// `format`'s flags.
+#[derive(clap::Args)]
+pub struct FormatArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+}
+
+/// `recover`'s flags.
+#[derive(clap::Args)]
+pub struct RecoverArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// The volume expected at the backend prefix (printed by `init` and in the
+    /// banner); another one is refused.
+    #[arg(long, value_name = "HEX", help_heading = "Recovery")]
+    pub volume_id: Option<String>,
+    /// Replay the shipped log up to a gap (a missing record) instead of failing;
+    /// acknowledged writes after the gap are lost.
+    #[arg(long, help_heading = "Recovery")]
+    pub accept_log_gap: bool,
+    /// The shipped log must reach this record number (noted from
+    /// `oram_log_last_record` in /metrics or the serve log); a shorter log (its
+    /// tail dropped) is refused.
+    #[arg(long, value_name = "N", help_heading = "Recovery")]
+    pub expect_record: Option<u64>,
+}
+
+/// `describe`'s flags.
 #[derive(clap::Args)]
 pub struct DescribeArgs {
     #[command(flatten)]
-    pub serve: ServeArgs,
+    pub volume: VolumeArgs,
     /// Print the model as JSON (the fields of `oram_engine::EngineModel`).
     #[arg(long)]
     pub json: bool,
 }
 
+/// `compact`'s flags: it needs only the data directory.
 #[derive(clap::Args)]
-pub struct InitArgs {
+pub struct CompactArgs {
     #[command(flatten)]
-    pub serve: ServeArgs,
-    /// Also make a private CA and a TLS server certificate in <data_dir>/tls/
-    /// (ca.pem for clients, cert.pem, key.pem), used by `serve` unless [tls] names
-    /// other files.
-    #[arg(long)]
-    pub tls_self_signed: bool,
-    /// A DNS name or IP address the certificate is for (repeatable; default:
-    /// localhost, 127.0.0.1, ::1, the host name and the listen addresses).
-    #[arg(long = "tls-name", value_name = "NAME")]
-    pub tls_names: Vec<String>,
+    pub place: ConfigArgs,
 }
 
+impl CompactArgs {
+    /// The configuration `compact` runs with.
+    pub fn configure(&self) -> Result<(Config, Option<UserConfig>), String> {
+        configure(&self.place, |_| Ok(()))
+    }
+}
+
+/// `stats`' flags: where the operator endpoint is, and the data directory.
 #[derive(clap::Args)]
 pub struct StatsArgs {
     #[command(flatten)]
-    pub serve: ServeArgs,
+    pub place: ConfigArgs,
+    /// The operator endpoint's address, as `serve` was given it (overrides
+    /// `metrics.listen`).
+    #[arg(long, value_name = "HOST:PORT", help_heading = "Endpoint")]
+    pub metrics_listen: Option<String>,
     /// The proxy's operator endpoint, e.g. http://127.0.0.1:9100 (default: from
     /// `metrics.listen`).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help_heading = "Endpoint")]
     pub url: Option<String>,
     /// Bearer token file (default: `metrics.token_file` or <data_dir>/metrics.token).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Endpoint")]
     pub token_file: Option<PathBuf>,
     /// CA certificate(s) for an HTTPS endpoint (default: <data_dir>/tls/ca.pem).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Endpoint")]
     pub ca_file: Option<PathBuf>,
 }
 
-#[derive(clap::Args)]
-pub struct ServeArgs {
+impl StatsArgs {
+    /// The configuration `stats` runs with.
+    pub fn configure(&self) -> Result<(Config, Option<UserConfig>), String> {
+        configure(&self.place, |cfg| {
+            if let Some(l) = &self.metrics_listen {
+                cfg.metrics.listen = l.clone();
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Where the configuration is: the file and the data directory (every command).
+#[derive(clap::Args, Clone)]
+pub struct ConfigArgs {
     /// TOML configuration file (see `oram-proxy example-config`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Data directory (overrides `data_dir`).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// S3 listen address (overrides `s3.listen`).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub s3_listen: Option<String>,
-    /// Metrics and health endpoint address (overrides `metrics.listen`).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub metrics_listen: Option<String>,
-    /// Swift API listen address (overrides `swift.listen`; off unless set).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub swift_listen: Option<String>,
+}
+
+/// The volume: its engine, backend and key (every command that opens or creates
+/// it).
+#[derive(clap::Args)]
+pub struct VolumeArgs {
+    #[command(flatten)]
+    pub place: ConfigArgs,
     /// The engine (its help lists the registry's engines).
-    #[arg(long, value_name = "NAME", help = engine_help())]
+    #[arg(long, value_name = "NAME", help = engine_help(), help_heading = "Engine")]
     pub engine: Option<String>,
     /// Allow the non-oblivious `direct` engine (sets `engine.insecure_direct`): the
     /// storage provider then sees which blocks are read and written.
-    #[arg(long)]
+    #[arg(long, help_heading = "Engine")]
     pub insecure_direct: bool,
     /// Block size in bytes (overrides `engine.block_size`; fixed at creation).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", help_heading = "Engine")]
     pub block_size: Option<usize>,
     /// Capacity in blocks (overrides `engine.capacity_blocks`; fixed at creation).
-    #[arg(long, value_name = "BLOCKS")]
+    #[arg(long, value_name = "BLOCKS", help_heading = "Engine")]
     pub capacity_blocks: Option<u64>,
     /// Tree-top cache of Path and Ring ORAM in MiB (overrides
     /// `engine.tree_cache_mib`; its depth is fixed at creation).
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_name = "MIB", help_heading = "Engine")]
     pub tree_cache_mib: Option<u64>,
     /// Do not fsync backend writes (throw-away benchmarks only).
-    #[arg(long)]
+    #[arg(long, help_heading = "Backend")]
     pub no_fsync: bool,
     /// Back-end: file:///path or s3://bucket/prefix (overrides `[backend]`).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help_heading = "Backend")]
     pub backend: Option<String>,
     /// S3 back-end endpoint URL, e.g. http://127.0.0.1:9000 (default: AWS).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help_heading = "Backend")]
     pub backend_endpoint: Option<String>,
     /// S3 back-end region.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = "Backend")]
     pub backend_region: Option<String>,
     /// Master key file (overrides `key.key_file`; default <data_dir>/master.key).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Key")]
     pub key_file: Option<PathBuf>,
     /// File holding the passphrase the master key is derived from (Argon2id).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Key")]
     pub passphrase_file: Option<PathBuf>,
-    /// Seconds between checkpoints to the backend; 0: at shutdown only.
-    #[arg(long, value_name = "SECS")]
-    pub checkpoint_interval: Option<u64>,
-    /// recover: the volume expected at the backend prefix (printed by `init` and in
-    /// the banner); another one is refused.
-    #[arg(long, value_name = "HEX")]
-    pub volume_id: Option<String>,
-    /// recover: replay the shipped log up to a gap (a missing record) instead of
-    /// failing; acknowledged writes after the gap are lost.
-    #[arg(long)]
-    pub accept_log_gap: bool,
-    /// recover: the shipped log must reach this record number (noted from
-    /// `oram_log_last_record` in /metrics or the serve log); a shorter log (its
-    /// tail dropped) is refused.
-    #[arg(long, value_name = "N")]
-    pub expect_record: Option<u64>,
+}
+
+impl VolumeArgs {
+    /// The configuration of a command with only these flags.
+    pub fn configure(&self) -> Result<(Config, Option<UserConfig>), String> {
+        configure(&self.place, |cfg| self.apply(cfg))
+    }
+
+    /// Puts the flags given into `cfg` (the engine first: it resets that engine's
+    /// settings the flags after it override).
+    fn apply(&self, cfg: &mut Config) -> Result<(), String> {
+        if let Some(e) = &self.engine {
+            cfg.engine.set_kind(e)?;
+        }
+        if self.insecure_direct {
+            cfg.engine.insecure_direct = true;
+        }
+        if let Some(b) = self.block_size {
+            cfg.engine.block_size = b;
+            cfg.engine.named.insert("block_size".into());
+        }
+        if let Some(c) = self.capacity_blocks {
+            cfg.engine.capacity_blocks = c;
+            cfg.engine.named.insert("capacity_blocks".into());
+        }
+        if let Some(m) = self.tree_cache_mib {
+            cfg.engine.set_tree_cache_mib(m);
+        }
+        if self.no_fsync {
+            cfg.backend.fsync = false;
+        }
+        if let Some(url) = &self.backend {
+            cfg.backend.set_url(url)?;
+        }
+        if let Some(ep) = &self.backend_endpoint {
+            cfg.backend.endpoint = Some(ep.clone());
+        }
+        if let Some(r) = &self.backend_region {
+            cfg.backend.region = r.clone();
+        }
+        if let Some(k) = &self.key_file {
+            cfg.key.key_file = Some(k.clone());
+        }
+        if let Some(p) = &self.passphrase_file {
+            cfg.key.passphrase_file = Some(p.clone());
+        }
+        Ok(())
+    }
+}
+
+/// The listeners' addresses (`serve`; `init` names the certificate after them).
+#[derive(clap::Args)]
+pub struct ListenArgs {
+    /// S3 listen address (overrides `s3.listen`).
+    #[arg(long, value_name = "HOST:PORT", help_heading = "Listeners")]
+    pub s3_listen: Option<String>,
+    /// Metrics and health endpoint address (overrides `metrics.listen`).
+    #[arg(long, value_name = "HOST:PORT", help_heading = "Listeners")]
+    pub metrics_listen: Option<String>,
+    /// Swift API listen address (overrides `swift.listen`; off unless set).
+    #[arg(long, value_name = "HOST:PORT", help_heading = "Listeners")]
+    pub swift_listen: Option<String>,
+}
+
+impl ListenArgs {
+    fn apply(&self, cfg: &mut Config) {
+        if let Some(l) = &self.s3_listen {
+            cfg.s3.listen = l.clone();
+        }
+        if let Some(l) = &self.metrics_listen {
+            cfg.metrics.listen = l.clone();
+        }
+        if let Some(l) = &self.swift_listen {
+            cfg.swift.listen = l.clone();
+        }
+    }
+}
+
+/// The listeners' TLS (`serve`).
+#[derive(clap::Args)]
+pub struct TlsArgs {
     /// TLS certificate chain, PEM (overrides `tls.cert_file`; with --tls-key).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    #[arg(long, value_name = "FILE", requires = "tls_key", help_heading = "TLS")]
     pub tls_cert: Option<PathBuf>,
     /// TLS private key, PEM, mode 0600 (overrides `tls.key_file`).
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(long, value_name = "FILE", requires = "tls_cert", help_heading = "TLS")]
     pub tls_key: Option<PathBuf>,
     /// Allow plain HTTP on a non-loopback address (sets `tls.allow_plain_http`).
-    #[arg(long)]
+    #[arg(long, help_heading = "TLS")]
     pub allow_plain_http: bool,
 }
 
-/// The configuration from the file (or defaults), the flags and the environment.
-pub fn configure(args: ServeArgs) -> Result<(Config, Option<UserConfig>), String> {
-    let mut cfg = match &args.config {
+impl TlsArgs {
+    fn apply(&self, cfg: &mut Config) {
+        if let (Some(c), Some(k)) = (&self.tls_cert, &self.tls_key) {
+            cfg.tls.cert_file = Some(c.clone());
+            cfg.tls.key_file = Some(k.clone());
+        }
+        if self.allow_plain_http {
+            cfg.tls.allow_plain_http = true;
+        }
+    }
+}
+
+/// The configuration from the file (or defaults), the data directory flag, the
+/// command's other flags (`overrides`) and the environment.
+fn configure(
+    place: &ConfigArgs,
+    overrides: impl FnOnce(&mut Config) -> Result<(), String>,
+) -> Result<(Config, Option<UserConfig>), String> {
+    let mut cfg = match &place.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
-    if let Some(d) = args.data_dir {
-        cfg.data_dir = d;
+    if let Some(d) = &place.data_dir {
+        cfg.data_dir = d.clone();
     }
-    if let Some(l) = args.s3_listen {
-        cfg.s3.listen = l;
-    }
-    if let Some(l) = args.metrics_listen {
-        cfg.metrics.listen = l;
-    }
-    if let Some(l) = args.swift_listen {
-        cfg.swift.listen = l;
-    }
-    if let Some(e) = args.engine {
-        cfg.engine.set_kind(&e)?;
-    }
-    if args.insecure_direct {
-        cfg.engine.insecure_direct = true;
-    }
-    if let Some(b) = args.block_size {
-        cfg.engine.block_size = b;
-        cfg.engine.named.insert("block_size".into());
-    }
-    if let Some(c) = args.capacity_blocks {
-        cfg.engine.capacity_blocks = c;
-        cfg.engine.named.insert("capacity_blocks".into());
-    }
-    if let Some(m) = args.tree_cache_mib {
-        cfg.engine.set_tree_cache_mib(m);
-    }
-    if args.no_fsync {
-        cfg.backend.fsync = false;
-    }
-    if let Some(url) = &args.backend {
-        cfg.backend.set_url(url)?;
-    }
-    if let Some(ep) = args.backend_endpoint {
-        cfg.backend.endpoint = Some(ep);
-    }
-    if let Some(r) = args.backend_region {
-        cfg.backend.region = r;
-    }
-    if let Some(k) = args.key_file {
-        cfg.key.key_file = Some(k);
-    }
-    if let Some(p) = args.passphrase_file {
-        cfg.key.passphrase_file = Some(p);
-    }
-    if let Some(c) = args.checkpoint_interval {
-        cfg.state.checkpoint_interval_secs = c;
-    }
-    if let (Some(c), Some(k)) = (args.tls_cert, args.tls_key) {
-        cfg.tls.cert_file = Some(c);
-        cfg.tls.key_file = Some(k);
-    }
-    if args.allow_plain_http {
-        cfg.tls.allow_plain_http = true;
-    }
+    overrides(&mut cfg)?;
     // systemd credentials fill what the file and the flags left unset.
     creds::apply(&mut cfg)?;
     // An existing volume fills the [engine] parameters the file and the flags

@@ -1,6 +1,6 @@
 //! The configuration file: the volume's sections (`data_dir`, `[engine]`,
 //! `[backend]`, `[state]`, `[key]`, `[[users]]`, from [`oram_volume`]) and the
-//! server's (`[s3]`, `[swift]`, `[metrics]`, `[tls]`, `[limits]`, from
+//! server's (`[s3]`, `[swift]`, `[metrics]`, `[tls]`, `[limits]`, `[log]`, from
 //! [`oram_server`]) in one TOML file. Every field is optional (defaults below)
 //! and unknown fields are rejected. `oram-proxy example-config` prints
 //! [`crate::example::example`]. Only the binary sees the whole configuration:
@@ -9,7 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
-use oram_server::{LimitsConfig, MetricsConfig, S3Config, ServerConfig, SwiftConfig, TlsConfig};
+use oram_server::{
+    LimitsConfig, LogConfig, MetricsConfig, S3Config, ServerConfig, SwiftConfig, TlsConfig,
+};
 use oram_volume::{BackendConfig, EngineConfig, KeyConfig, StateConfig, UserConfig, VolumeConfig};
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +41,8 @@ pub struct Config {
     pub users: Vec<UserConfig>,
     /// Connection limits of the S3 and Swift listeners.
     pub limits: LimitsConfig,
+    /// What the server logs (the access log).
+    pub log: LogConfig,
 }
 
 impl Default for Config {
@@ -55,6 +59,7 @@ impl Default for Config {
             key: KeyConfig::default(),
             users: Vec::new(),
             limits: LimitsConfig::default(),
+            log: LogConfig::default(),
         }
     }
 }
@@ -132,6 +137,7 @@ impl Config {
             metrics: self.metrics.clone(),
             tls: self.tls.clone(),
             limits: self.limits.clone(),
+            log: self.log.clone(),
         }
     }
 

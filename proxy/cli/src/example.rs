@@ -59,6 +59,15 @@ max_concurrent_requests = 64
 # key = "<8+ characters>"
 # admin = false
 
+[log]
+# One line per client request (S3 and Swift) at info level under the log target
+# oram_proxy::access (--access-log): time, client address, user (access key or
+# Swift account:user), method, path without the query string, status, bytes in
+# and out, duration, request id. Never a secret key, signature, token or the
+# query of a presigned URL. RUST_LOG chooses what is logged and where the target
+# goes, e.g. RUST_LOG=info,oram_proxy::access=off.
+access = false
+
 [limits]
 # Connections served at once per listener (S3, Swift); more wait in the backlog.
 max_connections = 1024

@@ -1,6 +1,6 @@
 //! The server's sections of the configuration: `[s3]`, `[swift]`,
-//! `[metrics]`, `[tls]` ([`crate::tls::TlsConfig`]) and `[limits]`
-//! ([`crate::limits::LimitsConfig`]), bundled as [`ServerConfig`]. The binary
+//! `[metrics]`, `[tls]` ([`crate::tls::TlsConfig`]), `[limits]`
+//! ([`crate::limits::LimitsConfig`]) and `[log]`, bundled as [`ServerConfig`]. The binary
 //! composes them with the volume's sections into the configuration file; every
 //! field is documented in `oram-proxy example-config`.
 
@@ -26,6 +26,8 @@ pub struct ServerConfig {
     pub tls: TlsConfig,
     /// `[limits]`.
     pub limits: LimitsConfig,
+    /// `[log]`.
+    pub log: LogConfig,
 }
 
 impl ServerConfig {
@@ -164,6 +166,18 @@ impl fmt::Debug for SwiftUserConfig {
             .field("admin", &self.admin)
             .finish()
     }
+}
+
+/// `[log]`: what the server logs besides its events (the filter and the format
+/// are `RUST_LOG`'s, see docs/operating.md).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// One line per client request (S3 and Swift) under the target
+    /// `oram_proxy::access`, at info level: time, client address, user, method,
+    /// path without the query, status, bytes in and out, duration, request id.
+    /// Never a secret key, signature, token or presigned query.
+    pub access: bool,
 }
 
 /// `[metrics]`

@@ -30,10 +30,10 @@ mod tasks;
 mod telemetry;
 pub mod tls;
 
-pub use config::{MetricsConfig, S3Config, ServerConfig, SwiftConfig, SwiftUserConfig};
+pub use config::{LogConfig, MetricsConfig, S3Config, ServerConfig, SwiftConfig, SwiftUserConfig};
 pub use error::ServeError;
 pub use limits::LimitsConfig;
 pub use serve::{PeerAddr, ServedBody};
 pub use start::{start, Server, StartInfo};
-pub use telemetry::Telemetry;
+pub use telemetry::{Telemetry, ACCESS_LOG_TARGET};
 pub use tls::{CertInfo, TlsConfig};

@@ -377,7 +377,8 @@ fn s3_task(
             service.call(req.map(s3s::Body::http_body)).await
         }
     };
-    let s3_handler = telemetry::observe(tel.clone(), telemetry::Api::S3, s3_handler);
+    let s3_handler =
+        telemetry::observe(tel.clone(), telemetry::Api::S3, cfg.log.access, s3_handler);
     serve(
         listener,
         s3_handler,

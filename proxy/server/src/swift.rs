@@ -87,7 +87,7 @@ pub(crate) fn listener_task(
             Ok::<_, std::convert::Infallible>(api.handle(req).await)
         }
     };
-    let handler = telemetry::observe(tel, telemetry::Api::Swift, handler);
+    let handler = telemetry::observe(tel, telemetry::Api::Swift, cfg.log.access, handler);
     let limit = Arc::new(Semaphore::new(cfg.swift.max_concurrent_requests));
     Ok(serve(
         listener,

@@ -97,6 +97,12 @@ pub use auth::SwiftUser;
 use error::{err, err_msg, Res, SwiftError};
 use plumbing::{check_container_name, check_object_name, error_answer, finish, Answer, Ctx};
 pub use throttle::ClientAddr;
+
+/// Who sent a request, for the server's access log (an extension of every
+/// answer of [`SwiftApi::handle`] that names a user): `<account>:<user>` of a
+/// valid token, or the `X-Auth-User` a login claims. Never the key or token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestUser(pub String);
 use util::*;
 
 /// The response body type of the Swift service.
@@ -255,7 +261,8 @@ impl SwiftApi {
     }
 
     /// Serves one request. Its client address, for the login throttle, is the
-    /// request's [`ClientAddr`] extension.
+    /// request's [`ClientAddr`] extension; the answer's [`RequestUser`] extension
+    /// names the user it came from, when it names one.
     pub async fn handle<B>(&self, req: Request<B>) -> Response<SwiftBody>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -269,6 +276,7 @@ impl SwiftApi {
             .get(header::CONNECTION)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("keep-alive"));
+        let user = self.user_of(req.headers());
         let answer = match self.route(req).await {
             Ok(a) => a,
             Err(e) => {
@@ -285,7 +293,26 @@ impl SwiftApi {
                 http::HeaderValue::from_static("keep-alive"),
             );
         }
+        if let Some(u) = user {
+            resp.extensions_mut().insert(u);
+        }
         resp
+    }
+
+    /// The user a request names ([`RequestUser`]): a valid token's, else the one
+    /// a login claims (`X-Auth-User` / `X-Storage-User`).
+    fn user_of(&self, headers: &http::HeaderMap) -> Option<RequestUser> {
+        let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
+        if let Some(token) = header("x-auth-token").or_else(|| header("x-storage-token")) {
+            return self
+                .inner
+                .auth
+                .check(token)
+                .map(|w| RequestUser(format!("{}:{}", w.account, w.user)));
+        }
+        header("x-auth-user")
+            .or_else(|| header("x-storage-user"))
+            .map(|u| RequestUser(u.to_string()))
     }
 
     async fn route<B>(&self, req: Request<B>) -> Res<Answer>

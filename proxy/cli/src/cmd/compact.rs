@@ -1,12 +1,12 @@
 //! `oram-proxy compact`: shrinks `state.redb` while the proxy is stopped.
 
-use crate::args::{configure, ServeArgs};
+use crate::args::CompactArgs;
 use crate::error::CliError;
 use crate::util::spinner;
 
 /// `oram-proxy compact`.
-pub fn run(args: ServeArgs) -> Result<(), CliError> {
-    let (cfg, _) = configure(args)?;
+pub fn run(args: CompactArgs) -> Result<(), CliError> {
+    let (cfg, _) = args.configure()?;
     let spinner = spinner("compacting state.redb");
     let r = oram_volume::compact(&cfg.volume(), |pass| {
         spinner.set_message(format!("pass {}", pass + 1))

@@ -2,12 +2,12 @@
 //! `serve` would run it — what the workload runner and the speed benchmark read
 //! instead of computing an engine's numbers themselves.
 
-use crate::args::{configure, DescribeArgs};
+use crate::args::DescribeArgs;
 use crate::error::CliError;
 
 /// `oram-proxy describe`.
 pub fn run(args: DescribeArgs) -> Result<(), CliError> {
-    let (cfg, _) = configure(args.serve)?;
+    let (cfg, _) = args.volume.configure()?;
     cfg.engine.validate()?;
     let m = cfg.engine.model(&cfg.backend.prefix);
     if args.json {

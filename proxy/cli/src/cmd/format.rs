@@ -3,13 +3,13 @@
 
 use oram_volume::VolumeHooks;
 
-use crate::args::{configure, ServeArgs};
+use crate::args::FormatArgs;
 use crate::error::CliError;
 use crate::util::{bar, logging, runtime};
 
 /// `oram-proxy format`.
-pub fn run(args: ServeArgs) -> Result<(), CliError> {
-    let (cfg, _) = configure(args)?;
+pub fn run(args: FormatArgs) -> Result<(), CliError> {
+    let (cfg, _) = args.volume.configure()?;
     logging("warn");
     let pb = bar(0, "format   [{bar:40}] {pos}/{len} buckets ({eta})");
     let progress = |done: u64, total: u64| {

@@ -2,13 +2,13 @@
 
 use oram_objects::CheckPhase;
 
-use crate::args::{configure, ServeArgs};
+use crate::args::FsckArgs;
 use crate::error::CliError;
 use crate::util::{bar, logging, runtime};
 
 /// `oram-proxy fsck`: exit 0 when clean, 1 when problems were found, 2 when
 /// the check could not run.
-pub fn run(args: ServeArgs) -> Result<(), CliError> {
+pub fn run(args: FsckArgs) -> Result<(), CliError> {
     match check(args) {
         Ok(true) => Ok(()),
         Ok(false) => Err(CliError::ProblemsFound),
@@ -16,8 +16,8 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
     }
 }
 
-fn check(args: ServeArgs) -> Result<bool, String> {
-    let (cfg, _) = configure(args)?;
+fn check(args: FsckArgs) -> Result<bool, String> {
+    let (cfg, _) = args.volume.configure()?;
     logging("warn");
     let engine_bar = bar(0, "engine   [{bar:40}] {pos}/{len} nodes ({eta})");
     let object_bar = bar(0, "objects  [{bar:40}] {bytes}/{total_bytes} ({eta})");

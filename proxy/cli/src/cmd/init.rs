@@ -3,13 +3,13 @@
 
 use oram_server::tls;
 
-use crate::args::{configure, InitArgs};
+use crate::args::InitArgs;
 use crate::error::CliError;
 use crate::util::{logging, runtime, spinner, utc};
 
 /// `oram-proxy init`.
 pub fn run(args: InitArgs) -> Result<(), CliError> {
-    let (cfg, root) = configure(args.serve)?;
+    let (cfg, root) = args.configure()?;
     logging("warn");
     let spinner = spinner("init");
     let progress = |step: &str| spinner.set_message(step.to_string());

@@ -1,18 +1,18 @@
 //! `oram-proxy recover`: a lost data directory rebuilt from the backend.
 
-use crate::args::{configure, ServeArgs};
+use crate::args::{RecoverArgs, VolumeArgs};
 use crate::error::CliError;
 use crate::util::{logging, runtime, spinner, utc};
 
 /// `oram-proxy recover`.
-pub fn run(args: ServeArgs) -> Result<(), CliError> {
+pub fn run(args: RecoverArgs) -> Result<(), CliError> {
     let opts = oram_proxy::RecoverOptions {
         expect_volume: args.volume_id.clone(),
         accept_log_gap: args.accept_log_gap,
         expect_record: args.expect_record,
     };
-    let extra = next_flags(&args);
-    let (cfg, _) = configure(args)?;
+    let extra = next_flags(&args.volume);
+    let (cfg, _) = args.volume.configure()?;
     let next = format!(" --data-dir {}{extra}", quote(&cfg.data_dir));
     logging("warn");
     let spinner = spinner("recover");
@@ -124,9 +124,9 @@ fn quote(p: &std::path::Path) -> String {
 /// configuration file and passphrase file if recover was given them (the
 /// backend is recorded; a key given by file was copied into the directory; a
 /// key from the environment must stay set).
-fn next_flags(args: &ServeArgs) -> String {
+fn next_flags(args: &VolumeArgs) -> String {
     let mut out = String::new();
-    if let Some(c) = &args.config {
+    if let Some(c) = &args.place.config {
         out.push_str(&format!(" --config {}", quote(c)));
     }
     if let Some(p) = &args.passphrase_file {

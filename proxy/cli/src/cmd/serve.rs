@@ -8,7 +8,7 @@ use oram_proxy::notify::Notifier;
 use oram_proxy::Server;
 use oram_volume::BackendKind;
 
-use crate::args::{configure, ServeArgs};
+use crate::args::ServeArgs;
 use crate::error::CliError;
 use crate::util::{logging, runtime, utc};
 
@@ -18,7 +18,7 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// `oram-proxy serve`.
 pub fn run(args: ServeArgs) -> Result<(), CliError> {
-    let (cfg, root) = configure(args)?;
+    let (cfg, root) = args.configure()?;
     logging("info");
     let notify = Notifier::from_env();
     runtime()?.block_on(async move {

@@ -63,7 +63,7 @@ pub async fn route(
 }
 
 /// A JSON string literal.
-fn json_str(out: &mut String, s: &str) {
+pub(crate) fn json_str(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {

@@ -322,6 +322,15 @@ fn volume(o: &mut Out, n: &Now<'_>) {
             ("kind=\"objects\"", objects as f64),
         ],
     );
+    // Swift containers whose names S3 cannot address (GET /buckets/invisible
+    // names them; `oram-proxy stats` prints them).
+    let invisible = vol.layer.buckets_invisible_to_s3().map_or(0, |v| v.len());
+    o.metric(
+        "oram_buckets_invisible_to_s3",
+        "gauge",
+        "Swift containers whose names are not valid S3 bucket names: ListBuckets leaves them out.",
+        &[("", invisible as f64)],
+    );
     o.metric(
         "oram_engine_oblivious",
         "gauge",

@@ -4,7 +4,8 @@
 //!
 //! `/health` (200 `ok`; 200 `degraded: …` on a volume 95 % full; 503 while
 //! the backend lease is lost or lapsed, or the backend refuses writes) and the dashboard's static page never need the token;
-//! `/metrics` and the dashboard's data always do (`Authorization: Bearer
+//! `/metrics`, `/buckets/invisible` ([`invisible_buckets`]) and the dashboard's
+//! data always do (`Authorization: Bearer
 //! <token>`; see [`endpoint`] for where the token comes from). On a non-loopback
 //! address the endpoint speaks HTTPS when TLS is configured.
 //!
@@ -98,7 +99,10 @@ async fn handle(
             "only GET and HEAD\n",
         );
     }
-    let needs_token = matches!(path.as_str(), "/metrics" | "/dashboard/data");
+    let needs_token = matches!(
+        path.as_str(),
+        "/metrics" | "/dashboard/data" | "/buckets/invisible"
+    );
     if needs_token && !authorized(&ep, &req) {
         let mut r = respond(
             StatusCode::UNAUTHORIZED,
@@ -131,6 +135,22 @@ async fn handle(
                 ),
             }
         }
+        "/buckets/invisible" => {
+            let ep2 = ep.clone();
+            match tokio::task::spawn_blocking(move || invisible_buckets(&ep2)).await {
+                Ok(Ok(json)) => respond(StatusCode::OK, "application/json", json),
+                Ok(Err(e)) => respond(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    format!("{e}\n"),
+                ),
+                Err(_) => respond(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    "listing failed\n",
+                ),
+            }
+        }
         p if ep.dashboard && p.starts_with("/dashboard") => {
             dashboard::route(&ep, p, req.uri().query())
                 .await
@@ -139,9 +159,31 @@ async fn handle(
         _ => respond(
             StatusCode::NOT_FOUND,
             "text/plain",
-            "not found: GET /metrics, /health or /dashboard\n",
+            "not found: GET /metrics, /health, /buckets/invisible or /dashboard\n",
         ),
     }
+}
+
+/// `GET /buckets/invisible`: the Swift containers S3 cannot address (their
+/// names break S3's rules, so `ListBuckets` leaves them out), as a JSON array of
+/// `{"account": …, "container": …, "reason": …}` (what `oram-proxy stats`
+/// prints). Reads the local index only.
+pub fn invisible_buckets(ep: &Endpoint) -> Result<String, oram_objects::ObjectError> {
+    let mut o = String::from("[");
+    for (i, (b, why)) in ep.vol.layer.buckets_invisible_to_s3()?.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        o.push_str("{\"account\":");
+        dashboard::json_str(&mut o, &b.owner);
+        o.push_str(",\"container\":");
+        dashboard::json_str(&mut o, &b.name);
+        o.push_str(",\"reason\":");
+        dashboard::json_str(&mut o, why);
+        o.push('}');
+    }
+    o.push(']');
+    Ok(o)
 }
 
 /// Serves the endpoint on `listener` (over TLS when `tls` is given) until `stop`

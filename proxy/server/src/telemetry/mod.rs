@@ -8,6 +8,7 @@
 //! Everything here is bounded: operation names come from a fixed set, statuses are
 //! HTTP codes, and the window of recent requests is a ring of [`CLIENT_WINDOW`].
 
+mod access;
 mod hist;
 mod observe;
 
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use oram_volume::lease::Lease;
 
+pub use access::TARGET as ACCESS_LOG_TARGET;
 pub use hist::{Histogram, Ring};
 pub use observe::{observe, Counted};
 

@@ -1,6 +1,7 @@
 //! [`observe`]: a front-end's request handler wrapped so that each request is
 //! classified ([`crate::classify`]), its body bytes counted in and out, and its
-//! answer recorded in [`Telemetry`].
+//! answer recorded in [`Telemetry`] and, when the access log is on, in a line
+//! of its own ([`super::access`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,6 +13,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
+use super::access::Entry;
 use super::{Api, Telemetry};
 
 /// Which way a counted body goes.
@@ -28,6 +30,8 @@ pub struct Counted<B> {
     tel: Option<Arc<Telemetry>>,
     api: Api,
     dir: Dir,
+    /// The request's access log entry (`None`: the access log is off).
+    access: Option<Arc<Entry>>,
 }
 
 impl<B> Counted<B> {
@@ -38,6 +42,7 @@ impl<B> Counted<B> {
             tel: None,
             api: Api::S3,
             dir: Dir::Out,
+            access: None,
         }
     }
 }
@@ -53,11 +58,19 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Counted<B> {
         let r = Pin::new(&mut self.inner).poll_frame(cx);
         if let (Poll::Ready(Some(Ok(f))), Some(tel)) = (&r, &self.tel) {
             if let Some(d) = f.data_ref() {
+                let n = d.len() as u64;
                 let c = match self.dir {
                     Dir::In => &tel.bytes_in,
                     Dir::Out => &tel.bytes_out,
                 };
-                c[self.api.index()].fetch_add(d.len() as u64, Ordering::Relaxed);
+                c[self.api.index()].fetch_add(n, Ordering::Relaxed);
+                if let Some(a) = &self.access {
+                    match self.dir {
+                        Dir::In => &a.bytes_in,
+                        Dir::Out => &a.bytes_out,
+                    }
+                    .fetch_add(n, Ordering::Relaxed);
+                }
             }
         }
         r
@@ -94,10 +107,12 @@ pub type Observed<B, E> =
 
 /// Wraps a front-end's handler: classifies each request, counts its body bytes,
 /// and records its status and time to the answer's head (an error of the handler
-/// itself counts as status 500).
+/// itself counts as status 500); with `access_log`, writes its line of the access
+/// log when it is over ([`super::access`]).
 pub fn observe<H, F, B, E, I>(
     tel: Arc<Telemetry>,
     api: Api,
+    access_log: bool,
     handler: H,
 ) -> impl Fn(http::Request<I>) -> Observed<B, E> + Clone + Send + Sync + 'static
 where
@@ -122,6 +137,7 @@ where
                 }
             };
             let req_len = content_length(req.headers());
+            let access = access_log.then(|| Arc::new(Entry::new(api, &req, c.op)));
             tel.in_flight[api.index()].fetch_add(1, Ordering::Relaxed);
             let _guard = InFlight(tel.clone(), api);
             let req = req.map(|b| Counted {
@@ -129,6 +145,7 @@ where
                 tel: Some(tel.clone()),
                 api,
                 dir: Dir::In,
+                access: access.clone(),
             });
             match handler(req).await {
                 Ok(resp) => {
@@ -138,16 +155,23 @@ where
                         req_len
                     };
                     tel.record(api, &c, resp.status().as_u16(), size, started);
+                    if let Some(a) = &access {
+                        a.answered(&resp);
+                    }
                     let tel2 = tel.clone();
                     Ok(resp.map(|b| Counted {
                         inner: b,
                         tel: Some(tel2),
                         api,
                         dir: Dir::Out,
+                        access,
                     }))
                 }
                 Err(e) => {
                     tel.record(api, &c, 500, req_len, started);
+                    if let Some(a) = &access {
+                        a.failed();
+                    }
                     Err(e)
                 }
             }

@@ -1,4 +1,5 @@
-//! A blocking HTTP/1.1 GET of `/metrics` (over TLS with rustls when the URL
+//! A blocking HTTP/1.1 GET of `/metrics` or another path of the operator
+//! endpoint (over TLS with rustls when the URL
 //! is `https://`), bounded by timeouts: no HTTP client library for one request.
 
 use std::io::{Read, Write};
@@ -12,6 +13,9 @@ pub enum FetchError {
     /// Nothing listens there (the proxy is not running).
     #[error("nothing listens at {0}")]
     Refused(String),
+    /// The endpoint has no such path (a proxy of an earlier version).
+    #[error("{0} was not found")]
+    NotFound(String),
     /// Anything else.
     #[error("{0}")]
     Other(String),
@@ -30,6 +34,12 @@ pub struct Target {
 
 /// GETs `<url>/metrics` (blocking; bounded by timeouts).
 pub fn fetch_metrics(t: &Target) -> Result<String, FetchError> {
+    fetch(t, "/metrics")
+}
+
+/// GETs `<url><path>` (blocking; bounded by timeouts); a 404 is
+/// [`FetchError::NotFound`].
+pub fn fetch(t: &Target, path: &str) -> Result<String, FetchError> {
     let other = |e: String| FetchError::Other(e);
     let (https, rest) = if let Some(r) = t.url.strip_prefix("https://") {
         (true, r)
@@ -86,7 +96,7 @@ pub fn fetch_metrics(t: &Target) -> Result<String, FetchError> {
         None => None,
     };
     let mut req = format!(
-        "GET /metrics HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\nUser-Agent: oram-proxy-stats\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\nUser-Agent: oram-proxy-stats\r\n"
     );
     if let Some(tok) = &token {
         req.push_str(&format!("Authorization: Bearer {tok}\r\n"));
@@ -140,10 +150,11 @@ pub fn fetch_metrics(t: &Target) -> Result<String, FetchError> {
     match status {
         200 => Ok(body),
         401 => Err(other(format!(
-            "{}/metrics wants a token: pass --token-file (the generated one is <data_dir>/metrics.token)",
+            "{}{path} wants a token: pass --token-file (the generated one is <data_dir>/metrics.token)",
             t.url
         ))),
-        s => Err(other(format!("{}/metrics answered {s}", t.url))),
+        404 => Err(FetchError::NotFound(format!("{}{path}", t.url))),
+        s => Err(other(format!("{}{path} answered {s}", t.url))),
     }
 }
 

@@ -1,7 +1,8 @@
 //! `oram-proxy stats`: a running proxy's state from its operator endpoint
 //! (`/metrics`, [`fetch`]), summarised ([`report`]); with no proxy running, what
 //! the data directory itself knows (volume parameters, checkpoint, stash,
-//! journal, file sizes).
+//! journal, file sizes). Both name the Swift containers S3 cannot address,
+//! with the reason (a running proxy from `/buckets/invisible`).
 
 mod fetch;
 mod report;
@@ -9,14 +10,14 @@ mod report;
 use oram_proxy::config::Config;
 use oram_server::tls;
 
-use crate::args::{configure, StatsArgs};
+use crate::args::StatsArgs;
 use crate::error::CliError;
-use fetch::{fetch_metrics, FetchError, Target};
-use report::{live_report, offline_report, parse_metrics};
+use fetch::{fetch, fetch_metrics, FetchError, Target};
+use report::{invisible_line, live_report, offline_report, parse_metrics};
 
 /// `oram-proxy stats`.
 pub fn run(args: StatsArgs) -> Result<(), CliError> {
-    let (cfg, _) = configure(args.serve)?;
+    let (cfg, _) = args.configure()?;
     let target = match (args.url, target(&cfg)?) {
         (Some(url), t) => Some(Target {
             url,
@@ -49,6 +50,12 @@ pub fn run(args: StatsArgs) -> Result<(), CliError> {
                     format!("oram-proxy stats (running proxy, {})", t.url),
                     live_report(&m),
                 );
+                match fetch(t, "/buckets/invisible") {
+                    Ok(json) => crate::util::out(&invisible_report(&json)?),
+                    // A proxy of an earlier version does not list them.
+                    Err(FetchError::NotFound(_)) => {}
+                    Err(e) => return Err(e.to_string().into()),
+                }
                 return Ok(());
             }
             Err(FetchError::Refused(_)) => {}
@@ -73,6 +80,33 @@ pub fn run(args: StatsArgs) -> Result<(), CliError> {
         lines,
     );
     Ok(())
+}
+
+/// The lines naming the Swift containers S3 cannot address, from the JSON of
+/// `/buckets/invisible` (nothing when there are none).
+fn invisible_report(json: &str) -> Result<String, String> {
+    #[derive(serde::Deserialize)]
+    struct Invisible {
+        account: String,
+        container: String,
+        reason: String,
+    }
+    let list: Vec<Invisible> =
+        serde_json::from_str(json).map_err(|e| format!("/buckets/invisible: {e}"))?;
+    if list.is_empty() {
+        return Ok(String::new());
+    }
+    let mut text = format!(
+        "{} Swift container(s) invisible to S3 (ListBuckets leaves them out):\n",
+        list.len()
+    );
+    for c in list {
+        text.push_str(&format!(
+            "  {}\n",
+            invisible_line(&c.account, &c.container, &c.reason)
+        ));
+    }
+    Ok(text)
 }
 
 /// The endpoint the configuration describes (`None` when `metrics.listen` is

@@ -260,6 +260,13 @@ pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, Volum
         ),
     ));
     out.push(("state.redb", mib(file_bytes as f64)));
+    // Swift containers S3's ListBuckets leaves out, from the index's bucket
+    // records (the same list a running proxy gives).
+    let values = db.kv_prefix(oram_objects::BUCKET_RECORDS)?;
+    let invisible = oram_objects::invisible_to_s3(values.iter().map(|(_, v)| v.as_slice()))?;
+    for (b, why) in &invisible {
+        out.push(("invisible", invisible_line(&b.owner, &b.name, why)));
+    }
     Ok(out)
 }
 
@@ -288,6 +295,11 @@ fn footprint(g: &dyn Fn(&str) -> f64, capacity_bytes: f64) -> String {
         }
     }
     text
+}
+
+/// How `stats` names a Swift container S3 cannot address.
+pub fn invisible_line(account: &str, container: &str, reason: &str) -> String {
+    format!("{container:?} (account AUTH_{account}): not a valid S3 bucket name: {reason}")
 }
 
 #[cfg(test)]
