@@ -303,10 +303,12 @@ mod tests {
         let e = users(d.path(), &[clash], None).unwrap_err().to_string();
         assert!(e.contains("defined both"), "{e}");
         assert!(!e.contains("another-secret"), "{e}");
-        assert!(users(d.path(), std::slice::from_ref(&root), Some(root.clone()))
-            .unwrap_err()
-            .to_string()
-            .contains("defined twice"));
+        assert!(
+            users(d.path(), std::slice::from_ref(&root), Some(root.clone()))
+                .unwrap_err()
+                .to_string()
+                .contains("defined twice")
+        );
         let weak = UserConfig {
             access_key: "root".into(),
             secret_key: "x".into(),
