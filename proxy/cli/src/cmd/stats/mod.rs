@@ -3,7 +3,7 @@
 //! the data directory itself knows (volume parameters, checkpoint, stash,
 //! journal, file sizes).
 
-mod fetch;
+pub(crate) mod fetch;
 mod report;
 
 use oram_proxy::config::Config;
