@@ -31,6 +31,16 @@ def secret_of(out):
     return m.group(1)
 
 
+def swift_login(p, user, key):
+    """The status of a Swift v1 login as `user:user` with `key`."""
+    req = urllib.request.Request(p.swift_auth, headers={"X-Auth-User": f"{user}:{user}", "X-Auth-Key": key})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
 def refused(client, code):
     with pytest.raises(ClientError) as e:
         client.list_buckets()
@@ -39,7 +49,7 @@ def refused(client, code):
 
 def test_users_change_while_serving_and_persist(tmp_path):
     port = free_port()
-    p = Proxy(tmp_path / "p", "--metrics-listen", f"127.0.0.1:{port}", "--no-fsync")
+    p = Proxy(tmp_path / "p", "--metrics-listen", f"127.0.0.1:{port}", "--no-fsync", swift=True)
     secrets = []
     try:
         wait_port(port)
@@ -48,6 +58,12 @@ def test_users_change_while_serving_and_persist(tmp_path):
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(req, timeout=10)
         assert e.value.code == 401
+        # With it, a body over 4 KiB is refused.
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/users", data=b" " * 5000, method="POST",
+                                     headers={"Authorization": f"Bearer {p.metrics_token()}"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=10)
+        assert e.value.code == 413
 
         # Add a user with a generated secret: served at once.
         out = user(p, port, "add", "--access-key", "alice").stdout
@@ -56,6 +72,7 @@ def test_users_change_while_serving_and_persist(tmp_path):
         a = p.client("alice", alice_old)
         a.create_bucket(Bucket="alice-b")
         a.put_object(Bucket="alice-b", Key="k", Body=b"alice's")
+        assert swift_login(p, "alice", alice_old) == 200
 
         # A user with a secret of its own, from a 0600 file.
         key_file = tmp_path / "bob.key"
@@ -74,14 +91,18 @@ def test_users_change_while_serving_and_persist(tmp_path):
         refused(p.client("alice", alice_old), "SignatureDoesNotMatch")
         a = p.client("alice", alice_new)
         assert a.get_object(Bucket="alice-b", Key="k")["Body"].read() == b"alice's"
+        assert swift_login(p, "alice", alice_old) == 401
+        assert swift_login(p, "alice", alice_new) == 200
 
         # Remove: refused for a bucket owner (named), for the environment's user.
         r = user(p, port, "remove", "alice", ok=False)
         assert "alice-b" in r.stderr and "--force" in r.stderr, r.stderr
         r = user(p, port, "remove", ACCESS, ok=False)
         assert "environment" in r.stderr, r.stderr
+        assert swift_login(p, "bob", "bob-secret-key-0001") == 200
         user(p, port, "remove", "bob")
         refused(b, "InvalidAccessKeyId")
+        assert swift_login(p, "bob", "bob-secret-key-0001") == 401
 
         # The list: access keys and sources, never a secret.
         out = user(p, port, "list").stdout
