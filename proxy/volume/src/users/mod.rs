@@ -1,7 +1,7 @@
 //! The S3 users a volume is served to: from the environment (the root user),
 //! the configuration (`[[users]]`) and `<data_dir>/credentials.toml` — all three
 //! together; the file is generated with one user on a first start that has no
-//! other user, and is the one source changed while serving ([`live`]:
+//! other user, and is the one source changed while serving ([`UserDirectory`]:
 //! `oram-proxy user add|list|remove|rotate`).
 //!
 //! The content of `credentials.toml` (secret keys included) is also kept in the
