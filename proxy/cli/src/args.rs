@@ -69,6 +69,9 @@ pub enum Command {
     /// stash, backlog, checkpoint age, capacity used...); with no proxy running,
     /// what the data directory knows.
     Stats(StatsArgs),
+    /// Add, list, remove or rotate the S3 users of a running proxy, through its
+    /// operator endpoint (token required), without a restart.
+    User(UserArgs),
     /// Shrink state.redb (the proxy must be stopped).
     Compact(CompactArgs),
     /// Write every backend bucket the engine may read that was never written
@@ -231,6 +234,61 @@ pub struct StatsArgs {
     /// CA certificate(s) for an HTTPS endpoint (default: <data_dir>/tls/ca.pem).
     #[arg(long, value_name = "FILE", help_heading = "Endpoint")]
     pub ca_file: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct UserArgs {
+    #[command(subcommand)]
+    pub action: UserAction,
+    /// TOML configuration file (where `metrics.listen` and the token are).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+    /// Data directory (overrides `data_dir`; holds the generated token).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// The proxy's operator endpoint, e.g. http://127.0.0.1:9100 (default: from
+    /// `metrics.listen`).
+    #[arg(long, value_name = "URL", global = true)]
+    pub url: Option<String>,
+    /// Bearer token file (default: `metrics.token_file` or <data_dir>/metrics.token).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub token_file: Option<PathBuf>,
+    /// CA certificate(s) for an HTTPS endpoint (default: <data_dir>/tls/ca.pem).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub ca_file: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum UserAction {
+    /// Add a user (its secret key, when generated, is printed once).
+    Add {
+        /// The access key (default: generated, `oram` and 16 hex digits).
+        #[arg(long, value_name = "KEY")]
+        access_key: Option<String>,
+        /// A file (mode 0600) holding the secret key (default: generated).
+        #[arg(long, value_name = "FILE")]
+        secret_key_file: Option<PathBuf>,
+    },
+    /// List the users: access keys and where each is defined (no secret key).
+    List,
+    /// Remove a user: refused for the last user and for users of the
+    /// configuration or the environment; a user owning buckets needs --force.
+    Remove {
+        /// The access key.
+        access_key: String,
+        /// Remove a user owning buckets (they stay, owned by its access key).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Give a user a new secret key (printed once when generated); the old one
+    /// stops working.
+    Rotate {
+        /// The access key.
+        access_key: String,
+        /// A file (mode 0600) holding the new secret key (default: generated).
+        #[arg(long, value_name = "FILE")]
+        secret_key_file: Option<PathBuf>,
+    },
 }
 
 impl StatsArgs {

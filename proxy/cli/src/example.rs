@@ -180,9 +180,11 @@ log_record_kib = 1024
 # passphrase_file = "/etc/oram-proxy/passphrase"
 # key_file = "<data_dir>/master.key"
 
-# Users of the S3 API. Without any, a user is generated on first start and kept in
-# <data_dir>/credentials.toml; ORAM_PROXY_ROOT_USER / ORAM_PROXY_ROOT_PASSWORD set
-# the first user instead.
+# Users of the S3 API, served with ORAM_PROXY_ROOT_USER / ORAM_PROXY_ROOT_PASSWORD
+# (the first user) and those of <data_dir>/credentials.toml (where a user is
+# generated on a first start without any other, and where `oram-proxy user`
+# adds, rotates and removes users while serving). Users defined here are changed
+# here (and a restart).
 # [[users]]
 # access_key = "alice"
 # secret_key = "a-long-random-secret"

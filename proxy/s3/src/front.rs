@@ -17,9 +17,6 @@
 //! (aws-chunked) upload with a legacy region, whose chunk signatures cannot be
 //! re-signed here, is refused with `AuthorizationHeaderMalformed`.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
 use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH};
@@ -27,6 +24,8 @@ use rand::RngCore;
 use s3s::service::S3Service;
 use s3s::{s3_error, Body, HttpError};
 use sha2::{Digest, Sha256};
+
+use crate::UserMap;
 
 /// The AWS region a legacy region name stands for.
 pub fn legacy_region(name: &str) -> Option<&'static str> {
@@ -42,16 +41,13 @@ pub fn legacy_region(name: &str) -> Option<&'static str> {
 #[derive(Clone)]
 pub struct S3Front {
     service: S3Service,
-    /// Access key → secret key, to check legacy-region signatures.
-    secrets: Arc<HashMap<String, String>>,
+    /// The users, to check legacy-region signatures (the map s3s checks with).
+    secrets: UserMap,
 }
 
 impl S3Front {
-    pub(crate) fn new(service: S3Service, secrets: HashMap<String, String>) -> Self {
-        Self {
-            service,
-            secrets: Arc::new(secrets),
-        }
+    pub(crate) fn new(service: S3Service, secrets: UserMap) -> Self {
+        Self { service, secrets }
     }
 
     /// Serves one request.
@@ -290,7 +286,7 @@ fn ct_eq(a: &str, b: &str) -> bool {
 /// module documentation); leaves every other request as it is.
 fn resign_legacy_region(
     req: &mut http::Request<Body>,
-    secrets: &HashMap<String, String>,
+    secrets: &UserMap,
 ) -> Result<(), s3s::S3Error> {
     let Some(auth) = req
         .headers()
@@ -316,7 +312,7 @@ fn resign_legacy_region(
         ));
     }
     let (Some(secret), Some(amz_date), Some(canonical)) = (
-        secrets.get(&auth.access_key),
+        secrets.secret(&auth.access_key),
         req.headers()
             .get("x-amz-date")
             .and_then(|v| v.to_str().ok())
@@ -326,7 +322,7 @@ fn resign_legacy_region(
         return Ok(());
     };
     if !ct_eq(
-        &signature(secret, &auth, &auth.region, &amz_date, &canonical),
+        &signature(&secret, &auth, &auth.region, &amz_date, &canonical),
         &auth.signature,
     ) {
         // Not ours to fix: s3s refuses it.
@@ -338,7 +334,7 @@ fn resign_legacy_region(
         auth.date,
         auth.service,
         auth.signed_headers,
-        signature(secret, &auth, region, &amz_date, &canonical)
+        signature(&secret, &auth, region, &amz_date, &canonical)
     );
     if let Ok(v) = HeaderValue::from_str(&new) {
         req.headers_mut().insert(AUTHORIZATION, v);

@@ -40,6 +40,7 @@ mod objects;
 mod request;
 
 use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use oram_objects::{ObjectError, ObjectLayer};
 use s3s::auth::{S3Auth, SecretKey};
@@ -85,35 +86,88 @@ impl OramS3 {
     }
 }
 
-/// The configured users, answering an unknown access key as S3 does.
-struct Users(HashMap<String, SecretKey>);
+/// The users the S3 API serves, replaceable while it serves ([`UserMap::replace`]):
+/// the SigV4 check and the legacy-region re-signing ([`S3Front`]) both read it.
+/// Cheap to clone (clones share the map).
+///
+/// A request looks its access key up once, when its signature is checked: a
+/// request authenticated before a replacement finishes with the secret it was
+/// checked with (a streamed upload's chunk signatures included); the next
+/// request of a removed user is refused with `InvalidAccessKeyId`, and a rotated
+/// user's old secret no longer verifies.
+#[derive(Clone, Default)]
+pub struct UserMap {
+    /// Access key → secret key. The lock guards the pointer to the current map
+    /// only: it is held to clone the `Arc` or to swap in a new map, never
+    /// across an await or while a signature is computed.
+    current: Arc<RwLock<Arc<HashMap<String, String>>>>,
+}
+
+impl UserMap {
+    /// A map serving `users`.
+    pub fn new(users: &[S3User]) -> Self {
+        let m = Self::default();
+        m.replace(users);
+        m
+    }
+
+    /// Serves `users` from now on, in place of the users served so far.
+    pub fn replace(&self, users: &[S3User]) {
+        let map: HashMap<String, String> = users
+            .iter()
+            .map(|u| (u.access_key.clone(), u.secret_key.clone()))
+            .collect();
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(map);
+    }
+
+    /// The secret key of `access_key`, if it is served.
+    pub fn secret(&self, access_key: &str) -> Option<String> {
+        let map = self
+            .current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        map.get(access_key).cloned()
+    }
+
+    /// The access keys served, sorted.
+    pub fn access_keys(&self) -> Vec<String> {
+        let map = self
+            .current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut keys: Vec<String> = map.keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+}
+
+/// SigV4's secret lookup over the [`UserMap`], answering an unknown access key as
+/// S3 does.
+struct Users(UserMap);
 
 #[async_trait::async_trait]
 impl S3Auth for Users {
     async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
-        self.0.get(access_key).cloned().ok_or_else(|| {
-            s3_error!(
-                InvalidAccessKeyId,
-                "The AWS Access Key Id you provided does not exist in our records."
-            )
-        })
+        self.0
+            .secret(access_key)
+            .map(SecretKey::from)
+            .ok_or_else(|| {
+                s3_error!(
+                    InvalidAccessKeyId,
+                    "The AWS Access Key Id you provided does not exist in our records."
+                )
+            })
     }
 }
 
-/// Builds the HTTP service: S3 over `layer`, SigV4 with `users`, anonymous
-/// refused, request ids on every answer and legacy region names accepted (see
-/// [`S3Front`]).
-pub fn build_service(layer: ObjectLayer, users: &[S3User], region: &str) -> S3Front {
-    let keys: HashMap<String, SecretKey> = users
-        .iter()
-        .map(|u| (u.access_key.clone(), SecretKey::from(u.secret_key.clone())))
-        .collect();
-    let secrets = users
-        .iter()
-        .map(|u| (u.access_key.clone(), u.secret_key.clone()))
-        .collect();
+/// Builds the HTTP service: S3 over `layer`, SigV4 with the users of `users`
+/// (as they are when each request is checked), anonymous refused, request ids
+/// on every answer and legacy region names accepted (see [`S3Front`]).
+pub fn build_service(layer: ObjectLayer, users: UserMap, region: &str) -> S3Front {
     let mut b = S3ServiceBuilder::new(OramS3::new(layer, region));
-    b.set_auth(Users(keys));
+    b.set_auth(Users(users.clone()));
     // POST Object (browser forms) is not implemented, and s3s would buffer a form
     // before its access check: nothing of a form is accepted (the binary also
     // refuses form POSTs before s3s sees them).
@@ -125,7 +179,7 @@ pub fn build_service(layer: ObjectLayer, users: &[S3User], region: &str) -> S3Fr
     b.set_config(std::sync::Arc::new(s3s::config::StaticConfigProvider::new(
         std::sync::Arc::new(config),
     )));
-    S3Front::new(b.build(), secrets)
+    S3Front::new(b.build(), users)
 }
 
 impl OramS3 {

@@ -23,7 +23,10 @@ use crate::ServeError;
 
 /// The Swift users: a Swift account is an S3 access key, `<key>:<key>` with the
 /// secret administers it; `[[swift.users]]` adds users to those accounts.
-fn users(cfg: &ServerConfig, s3_users: &[UserConfig]) -> Result<Vec<SwiftUser>, ServeError> {
+pub(crate) fn users(
+    cfg: &ServerConfig,
+    s3_users: &[UserConfig],
+) -> Result<Vec<SwiftUser>, ServeError> {
     let mut swift_users: Vec<SwiftUser> = s3_users
         .iter()
         .map(|u| SwiftUser {
@@ -59,7 +62,8 @@ fn users(cfg: &ServerConfig, s3_users: &[UserConfig]) -> Result<Vec<SwiftUser>, 
     Ok(swift_users)
 }
 
-/// The Swift listener's serving task on `listener`, until `stop`.
+/// The Swift listener's serving task on `listener`, until `stop`, and the API
+/// it serves (to replace its users while serving).
 pub(crate) fn listener_task(
     cfg: &ServerConfig,
     listener: TcpListener,
@@ -68,7 +72,13 @@ pub(crate) fn listener_task(
     tel: Arc<Telemetry>,
     tls: Option<Arc<Tls>>,
     stop: Shutdown,
-) -> Result<impl std::future::Future<Output = ()> + Send + 'static, ServeError> {
+) -> Result<
+    (
+        impl std::future::Future<Output = ()> + Send + 'static,
+        SwiftApi,
+    ),
+    ServeError,
+> {
     let api = SwiftApi::new(
         layer,
         users(cfg, s3_users)?,
@@ -77,6 +87,7 @@ pub(crate) fn listener_task(
             https: tls.is_some(),
         },
     );
+    let handle = api.clone();
     // The client address for the login throttle (oram_swift::ClientAddr).
     let handler = move |mut req: http::Request<telemetry::Counted<ServedBody>>| {
         let api = api.clone();
@@ -89,7 +100,7 @@ pub(crate) fn listener_task(
     };
     let handler = telemetry::observe(tel, telemetry::Api::Swift, cfg.log.access, handler);
     let limit = Arc::new(Semaphore::new(cfg.swift.max_concurrent_requests));
-    Ok(serve(
+    let serving = serve(
         listener,
         handler,
         || SwiftApi::overloaded().map(telemetry::Counted::uncounted),
@@ -97,5 +108,6 @@ pub(crate) fn listener_task(
         cfg.limits.clone(),
         stop,
         tls,
-    ))
+    );
+    Ok((serving, handle))
 }

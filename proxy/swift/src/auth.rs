@@ -1,7 +1,7 @@
 //! tempauth-style v1 authentication: users, and tokens kept only as hashes.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use rand::RngCore;
@@ -49,7 +49,12 @@ struct Entry {
 /// Users and issued tokens. A token is 32 random bytes (hex, prefixed `AUTH_tk`);
 /// only its SHA-256 is kept, in memory, with its account and expiry.
 pub(crate) struct Auth {
-    users: Vec<SwiftUser>,
+    /// The users; replaced by [`Auth::set_users`]. A std lock held for
+    /// in-memory work only: a login holds it (read) until its token is stored,
+    /// so that a replacement, which revokes the tokens of users removed or
+    /// given another key, never misses a token issued with an old key. Taken
+    /// before `tokens`, never after.
+    users: RwLock<Vec<SwiftUser>>,
     ttl: Duration,
     /// The live tokens (both maps of [`Tokens`]); a std mutex held for
     /// in-memory work only.
@@ -104,9 +109,35 @@ fn token_hash(token: &str) -> [u8; 32] {
 impl Auth {
     pub(crate) fn new(users: Vec<SwiftUser>, ttl: Duration) -> Self {
         Self {
-            users,
+            users: RwLock::new(users),
             ttl,
             tokens: Mutex::new(Tokens::default()),
+        }
+    }
+
+    /// Serves `users` from now on: the tokens of a user no longer there, or
+    /// there with another key, are revoked (its next request is refused, its
+    /// next login needs the new key); other users keep theirs.
+    pub(crate) fn set_users(&self, users: Vec<SwiftUser>) {
+        let mut current = self.users.write().unwrap_or_else(|e| e.into_inner());
+        let gone: Vec<UserKey> = current
+            .iter()
+            .filter(|old| {
+                !users.iter().any(|new| {
+                    new.account == old.account
+                        && new.user == old.user
+                        && new.key == old.key
+                        && new.admin == old.admin
+                })
+            })
+            .map(|u| (u.account.clone(), u.user.clone()))
+            .collect();
+        *current = users;
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        for u in gone {
+            for h in tokens.by_user.remove(&u).unwrap_or_default() {
+                tokens.by_hash.remove(&h);
+            }
         }
     }
 
@@ -120,7 +151,8 @@ impl Auth {
         let (account, user) = auth_user.split_once(':')?;
         // Compare every user's key, so the time does not tell which user exists.
         let mut found = None;
-        for u in &self.users {
+        let users = self.users.read().unwrap_or_else(|e| e.into_inner());
+        for u in users.iter() {
             let key_ok = ct_eq(
                 &Sha256::digest(u.key.as_bytes()),
                 &Sha256::digest(key.as_bytes()),
@@ -166,6 +198,8 @@ impl Auth {
             },
         );
         tokens.by_user.entry(key).or_default().push_back(h);
+        drop(tokens);
+        drop(users);
         Some((account, token))
     }
 
@@ -244,5 +278,45 @@ mod tests {
         let a = Auth::new(users(), Duration::ZERO);
         let (_, tok) = a.login("acct:acct", "secret-key").unwrap();
         assert_eq!(a.check(&tok), None);
+    }
+
+    #[test]
+    fn replaced_users_lose_their_tokens_and_old_keys() {
+        let mut two = users();
+        two.push(SwiftUser {
+            account: "other".into(),
+            user: "other".into(),
+            key: "other-key-1".into(),
+            admin: true,
+        });
+        let a = Auth::new(two, Duration::from_secs(60));
+        let (_, kept) = a.login("acct:acct", "secret-key").unwrap();
+        let (_, rotated) = a.login("other:other", "other-key-1").unwrap();
+        // "other" gets a new key; a third user is added.
+        a.set_users(vec![
+            users().remove(0),
+            SwiftUser {
+                account: "other".into(),
+                user: "other".into(),
+                key: "other-key-2".into(),
+                admin: true,
+            },
+            SwiftUser {
+                account: "new".into(),
+                user: "new".into(),
+                key: "new-key-1".into(),
+                admin: true,
+            },
+        ]);
+        assert!(a.check(&kept).is_some());
+        assert!(a.check(&rotated).is_none());
+        assert!(a.login("other:other", "other-key-1").is_none());
+        assert!(a.login("other:other", "other-key-2").is_some());
+        let (_, new) = a.login("new:new", "new-key-1").unwrap();
+        // "new" is removed again.
+        a.set_users(users());
+        assert!(a.check(&new).is_none());
+        assert!(a.login("new:new", "new-key-1").is_none());
+        assert!(a.check(&kept).is_some());
     }
 }

@@ -241,6 +241,13 @@ impl SwiftApi {
         }
     }
 
+    /// Serves `users` from now on (a user added is throttled at login as an
+    /// unknown name until the next start); the tokens of users removed or given
+    /// another key are revoked.
+    pub fn set_users(&self, users: Vec<SwiftUser>) {
+        self.inner.auth.set_users(users);
+    }
+
     /// Bytes of static large objects' manifests read so far.
     #[cfg(test)]
     fn slo_manifest_bytes_read(&self) -> u64 {

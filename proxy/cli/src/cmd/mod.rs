@@ -8,3 +8,4 @@ pub mod init;
 pub mod recover;
 pub mod serve;
 pub mod stats;
+pub mod user;

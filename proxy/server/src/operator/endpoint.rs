@@ -1,5 +1,5 @@
 //! What the operator endpoint serves from ([`Endpoint`]), and the bearer token
-//! that guards `/metrics` and the dashboard's data.
+//! that guards `/metrics`, the dashboard's data and `/users`.
 //!
 //! Access: a token is always required for `/metrics` and the dashboard's data —
 //! the configured one (`metrics.token_file`, or the systemd credential
@@ -117,6 +117,8 @@ pub struct Endpoint {
     pub token: Token,
     /// Whether the dashboard is served.
     pub dashboard: bool,
+    /// The S3 users, changed through `/users`.
+    pub users: Arc<super::LiveUsers>,
 }
 
 #[cfg(test)]

@@ -4,9 +4,10 @@
 //!
 //! `/health` (200 `ok`; 200 `degraded: …` on a volume 95 % full; 503 while
 //! the backend lease is lost or lapsed, or the backend refuses writes) and the dashboard's static page never need the token;
-//! `/metrics`, `/buckets/invisible` ([`invisible_buckets`]) and the dashboard's
-//! data always do (`Authorization: Bearer
-//! <token>`; see [`endpoint`] for where the token comes from). On a non-loopback
+//! `/metrics`, `/buckets/invisible` ([`invisible_buckets`]), the dashboard's
+//! data and `/users` (the S3 users, changed while serving: [`users`]) always do
+//! (`Authorization: Bearer <token>`; see [`endpoint`] for where the token comes
+//! from). On a non-loopback
 //! address the endpoint speaks HTTPS when TLS is configured.
 //!
 //! What it reveals is what an operator needs: request and byte counts towards the
@@ -47,6 +48,7 @@ mod dashboard;
 mod endpoint;
 mod metrics;
 mod respond;
+mod users;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -60,6 +62,8 @@ use tokio::sync::Semaphore;
 
 pub use endpoint::{token, Endpoint, EngineInfo};
 pub use metrics::render;
+pub(crate) use users::s3_users;
+pub use users::LiveUsers;
 
 use respond::{health, respond};
 
@@ -86,17 +90,37 @@ fn authorized(ep: &Endpoint, req: &http::Request<hyper::body::Incoming>) -> bool
         .is_some_and(|t| token.matches(t.trim()))
 }
 
+/// The answer to a request without the token.
+fn unauthorized() -> http::Response<s3s::Body> {
+    let mut r = respond(
+        http::StatusCode::UNAUTHORIZED,
+        "text/plain",
+        "401: send Authorization: Bearer <metrics token>\n",
+    );
+    r.headers_mut().insert(
+        http::header::WWW_AUTHENTICATE,
+        http::HeaderValue::from_static("Bearer realm=\"oram-proxy\""),
+    );
+    r
+}
+
 async fn handle(
     ep: Arc<Endpoint>,
     req: http::Request<hyper::body::Incoming>,
 ) -> http::Response<s3s::Body> {
     use http::StatusCode;
     let path = req.uri().path().to_string();
+    if path == "/users" || path.starts_with("/users/") {
+        if !authorized(&ep, &req) {
+            return unauthorized();
+        }
+        return users::route(&ep.users, &ep.vol, &path, req).await;
+    }
     if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
         return respond(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
-            "only GET and HEAD\n",
+            "only GET and HEAD (and POST and DELETE under /users)\n",
         );
     }
     let needs_token = matches!(
@@ -104,16 +128,7 @@ async fn handle(
         "/metrics" | "/dashboard/data" | "/buckets/invisible"
     );
     if needs_token && !authorized(&ep, &req) {
-        let mut r = respond(
-            StatusCode::UNAUTHORIZED,
-            "text/plain",
-            "401: send Authorization: Bearer <metrics token>\n",
-        );
-        r.headers_mut().insert(
-            http::header::WWW_AUTHENTICATE,
-            http::HeaderValue::from_static("Bearer realm=\"oram-proxy\""),
-        );
-        return r;
+        return unauthorized();
     }
     match path.as_str() {
         "/health" => {
@@ -159,7 +174,8 @@ async fn handle(
         _ => respond(
             StatusCode::NOT_FOUND,
             "text/plain",
-            "not found: GET /metrics, /health, /buckets/invisible or /dashboard\n",
+            "not found: GET /metrics, /health, /buckets/invisible, /dashboard or /users
+",
         ),
     }
 }

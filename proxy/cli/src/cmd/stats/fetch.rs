@@ -1,13 +1,13 @@
-//! A blocking HTTP/1.1 GET of `/metrics` or another path of the operator
-//! endpoint (over TLS with rustls when the URL
-//! is `https://`), bounded by timeouts: no HTTP client library for one request.
+//! Blocking HTTP/1.1 requests to the operator endpoint — `GET /metrics` for
+//! `stats`, `/users` for `user` — over TLS with rustls when the URL is
+//! `https://`, bounded by timeouts: no HTTP client library for one request.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Why `/metrics` could not be read.
+/// Why the endpoint could not be asked.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     /// Nothing listens there (the proxy is not running).
@@ -21,7 +21,7 @@ pub enum FetchError {
     Other(String),
 }
 
-/// Where and how to reach a running proxy's `/metrics`.
+/// Where and how to reach a running proxy's operator endpoint.
 #[derive(Debug, Clone)]
 pub struct Target {
     /// `http://host:port` or `https://host:port`.
@@ -40,6 +40,22 @@ pub fn fetch_metrics(t: &Target) -> Result<String, FetchError> {
 /// GETs `<url><path>` (blocking; bounded by timeouts); a 404 is
 /// [`FetchError::NotFound`].
 pub fn fetch(t: &Target, path: &str) -> Result<String, FetchError> {
+    match call(t, "GET", path, None)? {
+        (200, body) => Ok(body),
+        (404, _) => Err(FetchError::NotFound(format!("{}{path}", t.url))),
+        (s, _) => Err(FetchError::Other(format!("{}{path} answered {s}", t.url))),
+    }
+}
+
+/// Sends `method path` with the token and a JSON `body` (blocking; bounded by
+/// timeouts); returns the status and the body. A 401 is an error saying which
+/// token to pass.
+pub fn call(
+    t: &Target,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<(u16, String), FetchError> {
     let other = |e: String| FetchError::Other(e);
     let (https, rest) = if let Some(r) = t.url.strip_prefix("https://") {
         (true, r)
@@ -95,14 +111,21 @@ pub fn fetch(t: &Target, path: &str) -> Result<String, FetchError> {
         ),
         None => None,
     };
-    let mut req = format!(
-        "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\nUser-Agent: oram-proxy-stats\r\n"
-    );
+    let mut req = zeroize::Zeroizing::new(format!(
+        "{method} {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\nUser-Agent: oram-proxy-cli\r\n"
+    ));
     if let Some(tok) = &token {
         req.push_str(&format!("Authorization: Bearer {tok}\r\n"));
     }
-    req.push_str("\r\n");
-    let mut raw = Vec::new();
+    if let Some(b) = body {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        ));
+    } else {
+        req.push_str("\r\n");
+    }
+    let mut raw = zeroize::Zeroizing::new(Vec::new());
     if https {
         let mut roots = rustls::RootCertStore::empty();
         let ca = t.ca_file.as_ref().ok_or_else(|| {
@@ -148,13 +171,12 @@ pub fn fetch(t: &Target, path: &str) -> Result<String, FetchError> {
     let (status, body) =
         parse_response(&raw).ok_or_else(|| other("malformed HTTP answer".into()))?;
     match status {
-        200 => Ok(body),
         401 => Err(other(format!(
-            "{}{path} wants a token: pass --token-file (the generated one is <data_dir>/metrics.token)",
+            "{}{path} wants the endpoint's token: pass --token-file (the generated one is \
+             <data_dir>/metrics.token)",
             t.url
         ))),
-        404 => Err(FetchError::NotFound(format!("{}{path}", t.url))),
-        s => Err(other(format!("{}{path} answered {s}", t.url))),
+        s => Ok((s, body)),
     }
 }
 

@@ -4,7 +4,7 @@
 //! journal, file sizes). Both name the Swift containers S3 cannot address,
 //! with the reason (a running proxy from `/buckets/invisible`).
 
-mod fetch;
+pub(crate) mod fetch;
 mod report;
 
 use oram_proxy::config::Config;
