@@ -239,6 +239,13 @@ pub async fn start(
         tls::check_plain_listener(&cfg.tls, "swift.listen", &cfg.swift.listen)?;
         tls::check_plain_listener(&cfg.tls, "metrics.listen", &cfg.metrics.listen)?;
     }
+    // The operator endpoint's token exists before its port is bound, so that a
+    // client that sees the port open finds the (generated) token file too.
+    let metrics_token = if cfg.metrics.listen.is_empty() {
+        None
+    } else {
+        Some(operator::token(&cfg.metrics, dir)?)
+    };
     // Bind before touching the backend, so that a port conflict changes nothing.
     let listener = bind(&cfg.s3.listen).await?;
     let metrics = operator::bind(&cfg.metrics.listen).await?;
@@ -301,9 +308,8 @@ pub async fn start(
         swift: swift.as_ref().map(|(_, _, api)| api.clone()),
         cfg: cfg.clone(),
     });
-    let metrics = match metrics {
-        Some((l, addr)) => {
-            let (token, token_file) = operator::token(&cfg.metrics, dir)?;
+    let metrics = match metrics.zip(metrics_token) {
+        Some(((l, addr), (token, token_file))) => {
             let ep = Arc::new(Endpoint {
                 vol: vol.clone(),
                 tap,
