@@ -50,12 +50,14 @@
 //!
 //! Files: `error.rs` (errors and their classes), `precondition.rs` (RFC 7232),
 //! `bucket.rs` (buckets, containers, accounts), `write.rs` (PUT, copy, delete),
-//! `read.rs` (pins and streaming reads), `multipart.rs`, `listing.rs`, `fsck.rs`.
+//! `read.rs` (pins and streaming reads), `multipart.rs`, `lifecycle.rs` (bucket
+//! lifecycle rules and the sweep of stale uploads), `listing.rs`, `fsck.rs`.
 
 pub mod alloc;
 mod bucket;
 mod error;
 mod fsck;
+mod lifecycle;
 mod listing;
 mod multipart;
 mod precondition;
@@ -82,8 +84,10 @@ pub use listing::{ListParams, ListResult, UploadInfo};
 pub use precondition::{Dialect, EntityTag, EtagList, Preconditions, Validators};
 pub use read::OpenObject;
 use records::*;
+pub use lifecycle::{abort_days, MAX_LIFECYCLE_RULES, MAX_RULE_ID};
 pub use records::{
-    AccountRecord, BucketRecord, ObjectMeta, ObjectRecord, PartRecord, Segment, UploadRecord,
+    AccountRecord, BucketRecord, LifecycleRule, ObjectMeta, ObjectRecord, PartRecord, Segment,
+    UploadRecord,
 };
 pub use write::{PartOptions, PutMode, PutOptions};
 

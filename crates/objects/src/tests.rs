@@ -1307,3 +1307,5 @@ async fn expired_objects_read_as_absent_and_are_purged() {
     l.delete_bucket("a", "c").await.unwrap();
     assert_eq!(l.usage().free_blocks, free);
 }
+
+mod lifecycle;
