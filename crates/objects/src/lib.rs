@@ -80,11 +80,11 @@ use rand::RngCore;
 use alloc::{Allocator, Run};
 pub use error::{ErrorClass, ObjectError, Result};
 pub use fsck::{CheckPhase, LayerCheck};
+pub use lifecycle::{abort_days, MAX_LIFECYCLE_RULES, MAX_RULE_ID};
 pub use listing::{ListParams, ListResult, UploadInfo};
 pub use precondition::{Dialect, EntityTag, EtagList, Preconditions, Validators};
 pub use read::OpenObject;
 use records::*;
-pub use lifecycle::{abort_days, MAX_LIFECYCLE_RULES, MAX_RULE_ID};
 pub use records::{
     AccountRecord, BucketRecord, LifecycleRule, ObjectMeta, ObjectRecord, PartRecord, Segment,
     UploadRecord,
@@ -128,6 +128,19 @@ pub struct Usage {
     pub free_blocks: u64,
     /// Bytes per block.
     pub block_size: usize,
+}
+
+impl Usage {
+    /// The capacity in bytes of object data.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_blocks.saturating_mul(self.block_size as u64)
+    }
+
+    /// The free space in bytes of object data (an object of this many bytes
+    /// fits; a multipart upload's parts each round up to whole blocks).
+    pub fn free_bytes(&self) -> u64 {
+        self.free_blocks.saturating_mul(self.block_size as u64)
+    }
 }
 
 /// The object layer. Cheap to clone.

@@ -97,7 +97,9 @@ impl Meta {
             }
         };
         Ok(abort_days(rules, &u.key, default_days).is_some_and(|d| {
-            now_ms >= u.initiated_ms.saturating_add(i64::from(d).saturating_mul(DAY_MS))
+            now_ms
+                >= u.initiated_ms
+                    .saturating_add(i64::from(d).saturating_mul(DAY_MS))
         }))
     }
 }

@@ -76,7 +76,10 @@ async fn a_rule_aborts_the_uploads_older_than_its_days_and_frees_their_blocks() 
     );
     assert_eq!(l.abort_stale_uploads(now, 7, 100).await.unwrap(), 0);
     // The younger one is due a day later.
-    assert_eq!(l.abort_stale_uploads(now + DAY_MS, 7, 100).await.unwrap(), 1);
+    assert_eq!(
+        l.abort_stale_uploads(now + DAY_MS, 7, 100).await.unwrap(),
+        1
+    );
     assert!(!exists(&l, "tmp/young", &young));
     // With the rule disabled the bucket has none of its own: the default applies.
     let mut off = rule("tmp", "tmp/", 2);
@@ -86,7 +89,9 @@ async fn a_rule_aborts_the_uploads_older_than_its_days_and_frees_their_blocks() 
     assert!(!exists(&l, "keep/x", &elsewhere));
     assert_eq!(l.usage().free_blocks, free);
     // Removing the configuration.
-    l.set_bucket_lifecycle("a", "bkt", Vec::new()).await.unwrap();
+    l.set_bucket_lifecycle("a", "bkt", Vec::new())
+        .await
+        .unwrap();
     assert!(l.bucket_lifecycle("a", "bkt").unwrap().is_empty());
 }
 
