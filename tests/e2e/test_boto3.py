@@ -148,3 +148,48 @@ def test_empty_object_ranges_and_create_only_put(s3, bucket):
     assert e.value.response["Error"]["Code"] == "PreconditionFailed"
     assert s3.get_object(Bucket=bucket, Key="once")["Body"].read() == b"first"
     assert_untouched(s3, bucket)
+
+
+def test_lifecycle_rules_and_fullness_headers(s3, bucket):
+    """docs/s3.md, "Lifecycle" and "Fullness", as boto3 users read them."""
+    rules = [
+        {
+            "ID": "tmp",
+            "Status": "Enabled",
+            "Filter": {"Prefix": "tmp/"},
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 3},
+        }
+    ]
+    s3.put_bucket_lifecycle_configuration(
+        Bucket=bucket, LifecycleConfiguration={"Rules": rules}
+    )
+    assert s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"] == rules
+    with pytest.raises(ClientError) as e:
+        s3.put_bucket_lifecycle_configuration(
+            Bucket=bucket,
+            LifecycleConfiguration={
+                "Rules": [
+                    {
+                        "ID": "old",
+                        "Status": "Enabled",
+                        "Filter": {"Prefix": ""},
+                        "Expiration": {"Days": 30},
+                    }
+                ]
+            },
+        )
+    assert e.value.response["Error"]["Code"] == "NotImplemented"
+    assert "Expiration" in e.value.response["Error"]["Message"]
+    assert s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"] == rules
+    s3.delete_bucket_lifecycle(Bucket=bucket)
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_lifecycle_configuration(Bucket=bucket)
+    assert e.value.response["Error"]["Code"] == "NoSuchLifecycleConfiguration"
+
+    headers = s3.head_bucket(Bucket=bucket)["ResponseMetadata"]["HTTPHeaders"]
+    capacity = int(headers["x-oram-volume-capacity-bytes"])
+    free = int(headers["x-oram-volume-free-bytes"])
+    assert 0 < free <= capacity
+    listed = s3.list_buckets()["ResponseMetadata"]["HTTPHeaders"]
+    assert int(listed["x-oram-volume-capacity-bytes"]) == capacity
+    assert_untouched(s3, bucket)

@@ -44,6 +44,7 @@ fn new_bucket(owner: &str, name: &str) -> BucketRecord {
         meta: BTreeMap::new(),
         meta_modified_ms: 0,
         sysmeta: BTreeMap::new(),
+        lifecycle: Vec::new(),
     }
 }
 

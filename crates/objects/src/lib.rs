@@ -50,12 +50,14 @@
 //!
 //! Files: `error.rs` (errors and their classes), `precondition.rs` (RFC 7232),
 //! `bucket.rs` (buckets, containers, accounts), `write.rs` (PUT, copy, delete),
-//! `read.rs` (pins and streaming reads), `multipart.rs`, `listing.rs`, `fsck.rs`.
+//! `read.rs` (pins and streaming reads), `multipart.rs`, `lifecycle.rs` (bucket
+//! lifecycle rules and the sweep of stale uploads), `listing.rs`, `fsck.rs`.
 
 pub mod alloc;
 mod bucket;
 mod error;
 mod fsck;
+mod lifecycle;
 mod listing;
 mod multipart;
 mod precondition;
@@ -78,12 +80,14 @@ use rand::RngCore;
 use alloc::{Allocator, Run};
 pub use error::{ErrorClass, ObjectError, Result};
 pub use fsck::{CheckPhase, LayerCheck};
+pub use lifecycle::{abort_days, MAX_LIFECYCLE_RULES, MAX_RULE_ID};
 pub use listing::{ListParams, ListResult, UploadInfo};
 pub use precondition::{Dialect, EntityTag, EtagList, Preconditions, Validators};
 pub use read::OpenObject;
 use records::*;
 pub use records::{
-    AccountRecord, BucketRecord, ObjectMeta, ObjectRecord, PartRecord, Segment, UploadRecord,
+    AccountRecord, BucketRecord, LifecycleRule, ObjectMeta, ObjectRecord, PartRecord, Segment,
+    UploadRecord,
 };
 pub use write::{PartOptions, PutMode, PutOptions};
 
@@ -124,6 +128,19 @@ pub struct Usage {
     pub free_blocks: u64,
     /// Bytes per block.
     pub block_size: usize,
+}
+
+impl Usage {
+    /// The capacity in bytes of object data.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_blocks.saturating_mul(self.block_size as u64)
+    }
+
+    /// The free space in bytes of object data (an object of this many bytes
+    /// fits; a multipart upload's parts each round up to whole blocks).
+    pub fn free_bytes(&self) -> u64 {
+        self.free_blocks.saturating_mul(self.block_size as u64)
+    }
 }
 
 /// The object layer. Cheap to clone.

@@ -9,6 +9,8 @@
 //!   expiry queue, in time order;
 //! - `u/<upload id>` → [`UploadRecord`]; `a/<account>` → [`AccountRecord`].
 //!
+//! A bucket's lifecycle rules ([`LifecycleRule`]) live in its [`BucketRecord`].
+//!
 //! Values are JSON. Account names, bucket names and keys never contain `\0`, so
 //! the buckets of an account and the objects of a bucket are contiguous key
 //! ranges. Layout 1 (before per-account namespaces: `b/<bucket>`,
@@ -76,10 +78,39 @@ pub struct BucketRecord {
     /// container ACLs: `read`, `write`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sysmeta: BTreeMap<String, String>,
+    /// The bucket's lifecycle configuration (S3's `PutBucketLifecycleConfiguration`),
+    /// in the order given; empty: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lifecycle: Vec<LifecycleRule>,
 }
 
 fn is_zero(v: &i64) -> bool {
     *v == 0
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
+/// One rule of a bucket's lifecycle configuration: what happens, by itself, to
+/// the uploads (and, in a later version, the objects) whose key starts with
+/// `prefix`. Every rule has at least one action; this version has one,
+/// `abort_incomplete_days`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LifecycleRule {
+    /// Its name, unique within the configuration (may be empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// Whether it applies (S3's `Status`: `Enabled` or `Disabled`).
+    pub enabled: bool,
+    /// The keys it applies to: those starting with this (empty: every key).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prefix: String,
+    /// Abort a multipart upload this many days (of 24 hours) after it started
+    /// (S3's `AbortIncompleteMultipartUpload/DaysAfterInitiation`); 0: the rule
+    /// has no such action.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub abort_incomplete_days: u32,
 }
 
 /// Per-account attributes (the Swift front-end's `x-account-meta-*`). An account

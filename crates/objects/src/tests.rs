@@ -1346,3 +1346,5 @@ async fn containers_s3_cannot_address_are_listed_with_the_reason() {
         Some("does not begin and end with a letter or digit")
     );
 }
+
+mod lifecycle;

@@ -210,6 +210,7 @@ fn bucket_record() -> BucketRecord {
         meta: BTreeMap::new(),
         meta_modified_ms: 0,
         sysmeta: BTreeMap::new(),
+        lifecycle: Vec::new(),
     }
 }
 

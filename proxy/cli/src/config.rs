@@ -164,6 +164,15 @@ mod tests {
     }
 
     #[test]
+    fn abandoned_uploads_are_aborted_after_7_days_unless_set() {
+        assert_eq!(Config::default().s3.abort_incomplete_uploads_after_days, 7);
+        let c = Config::parse("[s3]\nabort_incomplete_uploads_after_days = 0").unwrap();
+        assert_eq!(c.s3.abort_incomplete_uploads_after_days, 0);
+        c.validate().unwrap();
+        assert!(Config::parse("[s3]\nabort_incomplete_uploads_after_days = -1").is_err());
+    }
+
+    #[test]
     fn backend_urls() {
         let mut b = BackendConfig::default();
         b.set_url("s3://bkt/some/prefix/").unwrap();

@@ -25,6 +25,10 @@ listen = "127.0.0.1:8480"
 region = "us-east-1"
 # Requests served at once; more get 503 SlowDown (clients retry).
 max_concurrent_requests = 64
+# Days after which an unfinished multipart upload is aborted and its parts'
+# space freed, in buckets without a lifecycle rule (AbortIncompleteMultipartUpload)
+# of their own. 0: never.
+abort_incomplete_uploads_after_days = 7
 
 [metrics]
 # Address of the operator endpoint: GET /metrics (Prometheus text: client requests

@@ -1,5 +1,9 @@
 //! Bucket operations: ListBuckets, CreateBucket, DeleteBucket, HeadBucket,
 //! GetBucketLocation and GetBucketVersioning.
+//!
+//! ListBuckets and HeadBucket also carry the volume's fullness, in bytes of
+//! object data, in two headers of their own ([`CAPACITY_HEADER`],
+//! [`FREE_HEADER`]), from the object layer's usage figures.
 
 use oram_objects::ObjectError;
 use s3s::dto::*;
@@ -9,6 +13,21 @@ use crate::acl::check_canned;
 use crate::convert::{decode_token, encode_token, owner_element, timestamp};
 use crate::request::owner;
 use crate::OramS3;
+
+/// The volume's capacity in bytes of object data, on ListBuckets and HeadBucket.
+pub const CAPACITY_HEADER: &str = "x-oram-volume-capacity-bytes";
+/// The volume's free space in bytes of object data, on ListBuckets and HeadBucket.
+pub const FREE_HEADER: &str = "x-oram-volume-free-bytes";
+
+/// `output` as an answer with the volume's fullness headers.
+fn with_fullness<T>(s3: &OramS3, output: T) -> S3Response<T> {
+    let usage = s3.layer.usage();
+    let mut resp = S3Response::new(output);
+    resp.headers
+        .insert(CAPACITY_HEADER, usage.capacity_bytes().into());
+    resp.headers.insert(FREE_HEADER, usage.free_bytes().into());
+    resp
+}
 
 pub(crate) async fn list_buckets(
     s3: &OramS3,
@@ -44,23 +63,26 @@ pub(crate) async fn list_buckets(
         .collect();
     let truncated = all.len() > max;
     let page = &all[..all.len().min(max)];
-    Ok(S3Response::new(ListBucketsOutput {
-        buckets: Some(
-            page.iter()
-                .map(|b| Bucket {
-                    name: Some(b.name.clone()),
-                    creation_date: Some(timestamp(b.created_ms)),
-                    bucket_region: Some(s3.region.clone()),
-                })
-                .collect(),
-        ),
-        owner: Some(owner_element(&owner)),
-        continuation_token: page
-            .last()
-            .filter(|_| truncated)
-            .map(|b| encode_token(&b.name)),
-        prefix: input.prefix,
-    }))
+    Ok(with_fullness(
+        s3,
+        ListBucketsOutput {
+            buckets: Some(
+                page.iter()
+                    .map(|b| Bucket {
+                        name: Some(b.name.clone()),
+                        creation_date: Some(timestamp(b.created_ms)),
+                        bucket_region: Some(s3.region.clone()),
+                    })
+                    .collect(),
+            ),
+            owner: Some(owner_element(&owner)),
+            continuation_token: page
+                .last()
+                .filter(|_| truncated)
+                .map(|b| encode_token(&b.name)),
+            prefix: input.prefix,
+        },
+    ))
 }
 
 pub(crate) async fn create_bucket(
@@ -102,10 +124,13 @@ pub(crate) async fn head_bucket(
     s3.layer
         .head_bucket(&owner, &req.input.bucket)
         .map_err(|e| s3.map_err(e))?;
-    Ok(S3Response::new(HeadBucketOutput {
-        bucket_region: Some(s3.region.clone()),
-        ..Default::default()
-    }))
+    Ok(with_fullness(
+        s3,
+        HeadBucketOutput {
+            bucket_region: Some(s3.region.clone()),
+            ..Default::default()
+        },
+    ))
 }
 
 pub(crate) async fn get_bucket_location(

@@ -19,6 +19,8 @@
 //! - `buckets`: ListBuckets, CreateBucket, DeleteBucket, HeadBucket,
 //!   GetBucketLocation, GetBucketVersioning;
 //! - `objects`: PutObject, GetObject, HeadObject, DeleteObject(s), CopyObject;
+//! - `lifecycle`: Put/GetBucketLifecycleConfiguration, DeleteBucketLifecycle
+//!   (AbortIncompleteMultipartUpload rules only);
 //! - `listing`: ListObjects, ListObjectsV2, ListObjectVersions;
 //! - `multipart`: the seven multipart-upload operations;
 //! - `acl`: the ACL policy (the owner's full control only), its four
@@ -33,6 +35,7 @@ mod acl;
 mod buckets;
 mod convert;
 mod front;
+mod lifecycle;
 mod listing;
 mod messages;
 mod multipart;
@@ -48,6 +51,7 @@ use s3s::dto::*;
 use s3s::service::S3ServiceBuilder;
 use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result, S3};
 
+pub use buckets::{CAPACITY_HEADER, FREE_HEADER};
 use convert::map_err;
 pub use front::{legacy_region, S3Front};
 
@@ -238,6 +242,28 @@ impl S3 for OramS3 {
         req: S3Request<GetBucketVersioningInput>,
     ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
         buckets::get_bucket_versioning(self, req).await
+    }
+
+    // Lifecycle (`lifecycle`).
+    async fn put_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<PutBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<PutBucketLifecycleConfigurationOutput>> {
+        lifecycle::put_bucket_lifecycle_configuration(self, req).await
+    }
+
+    async fn get_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<GetBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
+        lifecycle::get_bucket_lifecycle_configuration(self, req).await
+    }
+
+    async fn delete_bucket_lifecycle(
+        &self,
+        req: S3Request<DeleteBucketLifecycleInput>,
+    ) -> S3Result<S3Response<DeleteBucketLifecycleOutput>> {
+        lifecycle::delete_bucket_lifecycle(self, req).await
     }
 
     // ACLs (`acl`).

@@ -85,6 +85,9 @@ pub struct S3Config {
     pub region: String,
     /// Requests served at once.
     pub max_concurrent_requests: usize,
+    /// Days after which a multipart upload is aborted (its parts' space freed)
+    /// in a bucket without a lifecycle rule of its own that does it; 0: never.
+    pub abort_incomplete_uploads_after_days: u32,
 }
 
 impl Default for S3Config {
@@ -93,6 +96,7 @@ impl Default for S3Config {
             listen: "127.0.0.1:8480".into(),
             region: "us-east-1".into(),
             max_concurrent_requests: 64,
+            abort_incomplete_uploads_after_days: 7,
         }
     }
 }

@@ -354,6 +354,7 @@ pub async fn start(
     let purging = expiry::purge_loop(
         layer.clone(),
         expiry::EVERY,
+        cfg.s3.abort_incomplete_uploads_after_days,
         async move { stop.wait().await },
     );
     tasks.spawn("the expiry purger did not stop", Wait::Finish, purging);

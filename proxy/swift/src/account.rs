@@ -1,4 +1,9 @@
 //! Account requests: listing (GET/HEAD), metadata (POST), bulk delete.
+//!
+//! GET and HEAD also carry the volume's fullness, from the object layer's usage
+//! figures: [`QUOTA_HEADER`] (as Swift's account-quota middleware sets it; here
+//! the volume's capacity, shared by every account, not set by clients),
+//! [`CAPACITY_HEADER`] and [`FREE_HEADER`], in bytes of object data.
 
 use std::fmt::Write as _;
 
@@ -16,6 +21,15 @@ use crate::meta::{check_merged, meta_updates};
 use crate::plumbing::{body_stream, Answer, Ctx};
 use crate::util::*;
 use crate::SwiftApi;
+
+/// The quota header of Swift's account-quota middleware: the volume's capacity.
+pub(crate) const QUOTA_HEADER: &str = "x-account-meta-quota-bytes";
+/// The volume's capacity in bytes of object data.
+pub(crate) const CAPACITY_HEADER: &str = "x-account-oram-volume-bytes-capacity";
+/// The volume's free space in bytes of object data (shared by every account).
+pub(crate) const FREE_HEADER: &str = "x-account-oram-volume-bytes-free";
+/// [`QUOTA_HEADER`]'s metadata name.
+const QUOTA_NAME: &str = "quota-bytes";
 
 impl SwiftApi {
     pub(crate) async fn account<B>(
@@ -61,8 +75,15 @@ impl SwiftApi {
                         bytes.to_string(),
                     );
                 for (k, v) in layer.account_meta(owner).map_err(obj_err)? {
-                    a = a.header(&format!("x-account-meta-{k}"), v);
+                    if k != QUOTA_NAME {
+                        a = a.header(&format!("x-account-meta-{k}"), v);
+                    }
                 }
+                let usage = layer.usage();
+                a = a
+                    .header(QUOTA_HEADER, usage.capacity_bytes().to_string())
+                    .header(CAPACITY_HEADER, usage.capacity_bytes().to_string())
+                    .header(FREE_HEADER, usage.free_bytes().to_string());
                 let q = list_query(ctx)?;
                 let fmt = listing_format(ctx);
                 let entries = filter_names(items, &q);
@@ -130,6 +151,14 @@ impl SwiftApi {
                     }
                 }
                 let meta = meta_updates(ctx, "x-account-meta-", Some("x-remove-account-meta-"))?;
+                if meta.contains_key(QUOTA_NAME) {
+                    // As the account-quota middleware answers a user who is not
+                    // a reseller admin: the quota is the volume's capacity.
+                    return Err(err_msg(
+                        403,
+                        "X-Account-Meta-Quota-Bytes is the volume's capacity, set by the proxy",
+                    ));
+                }
                 check_merged(layer.account_meta(owner).map_err(obj_err)?, &meta)?;
                 layer
                     .update_account_meta(owner, meta)

@@ -601,4 +601,5 @@ async fn static_large_objects() {
 }
 
 mod auth_limits;
+mod fullness;
 mod slo_limits;

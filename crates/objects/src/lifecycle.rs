@@ -1,0 +1,193 @@
+//! Bucket lifecycle configurations and the sweep that applies them.
+//!
+//! A bucket's configuration is a list of [`LifecycleRule`]s kept in its
+//! [`BucketRecord`] (so the S3 and Swift front-ends share it). This version
+//! applies one action, aborting multipart uploads a number of days after they
+//! started; front-ends refuse rules with actions or filters it cannot apply.
+//!
+//! **Which days apply.** An upload is aborted once the smallest
+//! `abort_incomplete_days` of the bucket's enabled rules whose prefix its key
+//! starts with has passed since it started. A bucket none of whose enabled
+//! rules has that action uses the operator's default instead (the `default_days`
+//! of [`ObjectLayer::abort_stale_uploads`]; 0: never).
+//!
+//! Aborting frees the parts' blocks in the allocator: a change of trusted local
+//! state only. No block is read or written and the storage server sees no
+//! request for it.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::alloc::Run;
+use crate::listing;
+use crate::records::*;
+use crate::{corrupt, Meta, ObjectError, ObjectLayer, Result};
+
+/// Most rules in one configuration (S3's limit).
+pub const MAX_LIFECYCLE_RULES: usize = 1000;
+/// Longest rule id, in bytes (S3's limit).
+pub const MAX_RULE_ID: usize = 255;
+
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+/// The days after which an upload of `key` is aborted under `rules`, with
+/// `default_days` for a configuration without any enabled abort rule; `None`:
+/// never.
+pub fn abort_days(rules: &[LifecycleRule], key: &str, default_days: u32) -> Option<u32> {
+    let mut own = rules
+        .iter()
+        .filter(|r| r.enabled && r.abort_incomplete_days > 0)
+        .peekable();
+    if own.peek().is_none() {
+        return (default_days > 0).then_some(default_days);
+    }
+    own.filter(|r| key.starts_with(&r.prefix))
+        .map(|r| r.abort_incomplete_days)
+        .min()
+}
+
+/// Checks a configuration: at most [`MAX_LIFECYCLE_RULES`] rules, ids of at
+/// most [`MAX_RULE_ID`] bytes and distinct, and an action in every rule.
+fn check_rules(rules: &[LifecycleRule]) -> Result<()> {
+    if rules.len() > MAX_LIFECYCLE_RULES {
+        return Err(ObjectError::InvalidArgument(format!(
+            "at most {MAX_LIFECYCLE_RULES} lifecycle rules"
+        )));
+    }
+    let mut ids = HashSet::new();
+    for r in rules {
+        if r.id.len() > MAX_RULE_ID {
+            return Err(ObjectError::InvalidArgument(format!(
+                "a rule ID is at most {MAX_RULE_ID} bytes"
+            )));
+        }
+        if !r.id.is_empty() && !ids.insert(r.id.as_str()) {
+            return Err(ObjectError::InvalidArgument(format!(
+                "rule ID {:?} used twice",
+                r.id
+            )));
+        }
+        if r.abort_incomplete_days == 0 {
+            return Err(ObjectError::InvalidArgument(
+                "every rule needs an action, and DaysAfterInitiation must be positive".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Meta {
+    /// Whether upload `u` is due at `now_ms` (`rules`: its bucket's, cached per
+    /// bucket in `cache`).
+    fn upload_due(
+        &self,
+        u: &UploadRecord,
+        now_ms: i64,
+        default_days: u32,
+        cache: &mut HashMap<(String, String), Vec<LifecycleRule>>,
+    ) -> Result<bool> {
+        let k = (u.owner.clone(), u.bucket.clone());
+        let rules = match cache.get(&k) {
+            Some(r) => r,
+            None => {
+                let r = self
+                    .bucket(&u.owner, &u.bucket)?
+                    .map(|b| b.lifecycle)
+                    .unwrap_or_default();
+                cache.entry(k).or_insert(r)
+            }
+        };
+        Ok(abort_days(rules, &u.key, default_days).is_some_and(|d| {
+            now_ms
+                >= u.initiated_ms
+                    .saturating_add(i64::from(d).saturating_mul(DAY_MS))
+        }))
+    }
+}
+
+impl ObjectLayer {
+    /// The lifecycle rules of bucket `name` (empty: none), if `owner` owns it.
+    pub fn bucket_lifecycle(&self, owner: &str, name: &str) -> Result<Vec<LifecycleRule>> {
+        Ok(self.shared.lock().owned_bucket(owner, name)?.lifecycle)
+    }
+
+    /// Replaces the lifecycle rules of bucket `name` (empty: removes them).
+    /// Refuses ([`ObjectError::InvalidArgument`]) more than
+    /// [`MAX_LIFECYCLE_RULES`] rules, an id used twice or longer than
+    /// [`MAX_RULE_ID`], and a rule without an action. A change of the local index
+    /// only.
+    pub async fn set_bucket_lifecycle(
+        &self,
+        owner: &str,
+        name: &str,
+        rules: Vec<LifecycleRule>,
+    ) -> Result<()> {
+        check_rules(&rules)?;
+        self.shared
+            .commit(|m| {
+                let mut b = m.owned_bucket(owner, name)?;
+                b.lifecycle = rules;
+                m.kv.put(&bucket_key(owner, name), encode(&b));
+                Ok(())
+            })
+            .await
+    }
+
+    /// Aborts up to `limit` multipart uploads due at `now_ms` (milliseconds since
+    /// the epoch) under their buckets' lifecycle rules, or after `default_days`
+    /// for a bucket without an enabled abort rule (0: never; see the module
+    /// documentation), and frees their parts' blocks; returns how many went.
+    ///
+    /// The storage server observes nothing: freeing blocks changes the local
+    /// index and allocator only. Scans every upload record under the metadata
+    /// lock (as listing uploads does).
+    pub async fn abort_stale_uploads(
+        &self,
+        now_ms: i64,
+        default_days: u32,
+        limit: usize,
+    ) -> Result<usize> {
+        let due: Vec<String> = {
+            let m = self.shared.lock();
+            let mut cache = HashMap::new();
+            let mut due = Vec::new();
+            for (id, u) in listing::all_uploads(m.kv.as_ref())? {
+                if due.len() >= limit {
+                    break;
+                }
+                if m.upload_due(&u, now_ms, default_days, &mut cache)? {
+                    due.push(id);
+                }
+            }
+            due
+        };
+        if due.is_empty() {
+            return Ok(0);
+        }
+        let (n, runs) = self
+            .shared
+            .commit(|m| {
+                // Checked again under this lock: an upload completed or aborted
+                // meanwhile is gone, a rule changed meanwhile holds.
+                let mut cache = HashMap::new();
+                let mut runs: Vec<Run> = Vec::new();
+                let mut n = 0;
+                for id in &due {
+                    let Some(v) = m.kv.get(&upload_key(id)) else {
+                        continue;
+                    };
+                    let u: UploadRecord = decode(&v).map_err(|e| corrupt("upload record", e))?;
+                    if !m.upload_due(&u, now_ms, default_days, &mut cache)? {
+                        continue;
+                    }
+                    m.kv.delete(&upload_key(id));
+                    runs.extend(u.parts.values().flat_map(|p| p.segment.runs.clone()));
+                    n += 1;
+                }
+                Ok((n, runs))
+            })
+            .await?;
+        // A part upload racing this finds its upload gone and frees its own blocks.
+        self.shared.lock().alloc.free(&runs);
+        Ok(n)
+    }
+}
