@@ -102,13 +102,26 @@ impl Volume {
     /// ([`crate::users::keep_in_state`]). Write-backs journaled before a crash
     /// are resent before this returns.
     pub async fn open(cfg: &VolumeConfig, hooks: &VolumeHooks) -> Result<Self, VolumeError> {
+        Self::open_with(cfg, hooks, None).await
+    }
+
+    /// [`Volume::open`] with the key from `source` instead of the one the
+    /// configuration and environment name (`None`: that one).
+    pub async fn open_with(
+        cfg: &VolumeConfig,
+        hooks: &VolumeHooks,
+        source: Option<KeySource>,
+    ) -> Result<Self, VolumeError> {
         let dir = &cfg.data_dir;
         let existed = datadir::has_volume(dir);
         // A backend other than the one this directory belongs to is refused
         // before it is touched.
         backend_record::check(cfg)?;
         let store = open_store(cfg, hooks).await?;
-        let source = KeySource::resolve(&cfg.key, dir)?;
+        let source = match source {
+            Some(s) => s,
+            None => KeySource::resolve(&cfg.key, dir)?,
+        };
         let prefix = &cfg.backend.prefix;
         // Everything that can refuse this start without writing is checked before
         // the lease is taken: a refused start must not fence the real owner.
@@ -155,7 +168,7 @@ impl Volume {
                     )));
                 }
             }
-            let key = source.load(params.kdf.as_ref(), &params.key_check)?;
+            let key = params.load_key(&source)?;
             (Some(params), Some(key))
         } else {
             if let Some(h) = read_header(store.as_ref(), prefix).await? {
@@ -183,14 +196,18 @@ impl Volume {
                 (params, key, false)
             }
             _ => {
-                let (key, kdf, new_key) = source.create()?;
-                let params = VolumeParams::new(
-                    cfg,
-                    &VolumeId::random(),
-                    source.kind(),
-                    check_value(&key),
-                    kdf,
-                );
+                let made = source.create()?;
+                let (key, new_key) = (made.key, made.created_file);
+                let params = VolumeParams {
+                    wrapped_key: made.wrapped,
+                    ..VolumeParams::new(
+                        cfg,
+                        &VolumeId::random(),
+                        source.kind(),
+                        check_value(&key),
+                        made.kdf,
+                    )
+                };
                 let (d, p) = (dir.to_path_buf(), params.clone());
                 blocking("writing volume.toml", move || datadir::save_volume(&d, &p)).await?;
                 // The prefix was just found empty: no need to look again.
@@ -221,8 +238,10 @@ impl Volume {
         new_key: bool,
     ) -> Result<Self, VolumeError> {
         let volume_id = params.volume_id()?;
-        let sealer = Arc::new(Sealer::new(&key, volume_id));
-        drop(key);
+        // The current key seals; keys rotated out still open what they sealed.
+        let earlier = crate::key::earlier_keys(&key, params.earlier_keys.as_deref())?;
+        let sealer = Arc::new(Sealer::with_keyring(&key, &earlier, volume_id));
+        drop((key, earlier));
         // Observers (the server's tap) see what the engine and checkpoints send,
         // above the lease; the counters count it from here on.
         let store = match &hooks.observe {
@@ -259,6 +278,8 @@ impl Volume {
             ),
             None => None,
         };
+        // A rotation in progress counts from the first epoch this key wrote alone.
+        crate::rotation::mark_rotation(&db, &params).await?;
         let state = db.state(ENGINE_SPACE)?;
         let resent = state.pending().len();
         let interrupted = !state.intents().is_empty();
