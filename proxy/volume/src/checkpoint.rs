@@ -123,6 +123,7 @@ impl Volume {
                             Err(e) => tracing::warn!("shipped log: pruning failed: {e}"),
                         }
                     }
+                    self.recount_rotation().await;
                     break;
                 }
                 // Another writer replaced the checkpoint: trying again cannot help.

@@ -85,6 +85,10 @@ pub struct Volume {
     /// The tag of the checkpoint this process last wrote (`None`: none yet);
     /// guards only this value, and is never held across an await.
     pub(crate) checkpoint_tag: std::sync::Mutex<Option<oram_blockstore::ObjTag>>,
+    /// The master-key rotation's progress as last counted, at open and after
+    /// every checkpoint (`None`: no earlier key kept); guards only this value,
+    /// and is never held across an await.
+    pub(crate) rotation: std::sync::Mutex<Option<crate::rotation::RotationProgress>>,
 }
 
 /// The engine space of a volume's one engine in its state database.
@@ -312,6 +316,7 @@ impl Volume {
                 ..LayerConfig::default()
             },
         )?;
+        let rotation = crate::rotation::progress_of(db.clone(), params.clone()).await?;
         let vol = Self {
             params,
             store,
@@ -331,6 +336,7 @@ impl Volume {
             conditional_checkpoints: cfg.backend.kind == crate::config::BackendKind::Fs
                 || cfg.backend.conditional_writes,
             checkpoint_tag: std::sync::Mutex::new(None),
+            rotation: std::sync::Mutex::new(rotation),
         };
         if vol.shipper.is_some() && !vol.repair_checkpoint().await? {
             // Before any new round writes: the log shipped from here on continues

@@ -100,11 +100,29 @@ pub struct Rotated {
 }
 
 impl Volume {
-    /// The master-key rotation's progress (`None`: no earlier key is kept).
-    /// Reads the whole position table (on the blocking pool); the storage server
-    /// observes nothing.
+    /// The master-key rotation's progress (`None`: no earlier key is kept),
+    /// counted now. Reads the whole position table (on the blocking pool); the
+    /// storage server observes nothing.
     pub async fn rotation_progress(&self) -> Result<Option<RotationProgress>, VolumeError> {
         progress_of(self.db.clone(), self.params.clone()).await
+    }
+
+    /// The rotation's progress as counted at open and after the last checkpoint
+    /// (for `/metrics`: no scan).
+    pub fn last_rotation_progress(&self) -> Option<RotationProgress> {
+        *self.rotation.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts the rotation's progress again (after a checkpoint); a failure is
+    /// logged and leaves the last count.
+    pub(crate) async fn recount_rotation(&self) {
+        if self.params.earlier_keys.is_none() {
+            return;
+        }
+        match self.rotation_progress().await {
+            Ok(p) => *self.rotation.lock().unwrap_or_else(|e| e.into_inner()) = p,
+            Err(e) => tracing::warn!("counting the key rotation's progress: {e}"),
+        }
     }
 }
 

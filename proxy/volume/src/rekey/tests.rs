@@ -324,8 +324,13 @@ async fn progress_grows_with_accesses_and_the_old_key_is_dropped_when_complete()
     }
     assert!(last.resealed > start.resealed);
     assert!(!last.complete, "no checkpoint yet: {last:?}");
+    assert_eq!(vol.last_rotation_progress(), Some(start), "counted at open");
     vol.checkpoint().await.unwrap();
     assert!(vol.rotation_progress().await.unwrap().unwrap().complete);
+    assert!(
+        vol.last_rotation_progress().unwrap().complete,
+        "counted again after the checkpoint, for /metrics"
+    );
     close(vol).await;
     drop(lock);
     assert_eq!(
