@@ -66,10 +66,11 @@ use crate::VolumeError;
 pub struct KeyStatus {
     /// Where the key came from at creation (`file`, `env`, `passphrase`).
     pub key_source: String,
-    /// Whether a passphrase wraps the master key (`false` with a passphrase: a
-    /// volume of an earlier release whose key is Argon2id's output itself).
+    /// Whether the key comes from a passphrase (Argon2id parameters recorded).
     pub passphrase: bool,
-    /// Whether the passphrase wraps the key (it can change without re-sealing).
+    /// Whether the passphrase wraps the key (it can change without re-sealing;
+    /// `false` with a passphrase: a volume of an earlier release whose key is
+    /// Argon2id's output itself, until its first passphrase change).
     pub wrapped: bool,
     /// Master keys rotated out and still kept.
     pub earlier_keys: usize,
@@ -215,8 +216,8 @@ pub async fn rotate_key(
         (NewMasterKey::Given(k), _) => k,
         (NewMasterKey::Generate, KeySource::Env(_)) => {
             return Err(VolumeError::Key(format!(
-                "the key comes from {}: give the new key (oram-proxy key rotate reads it \
-                 from ORAM_PROXY_NEW_MASTER_KEY)",
+                "the key comes from {}: give the new key (`oram-proxy key rotate \
+                 --new-key-from-env` reads it from ORAM_PROXY_NEW_MASTER_KEY)",
                 crate::key::ENV_KEY
             )))
         }
@@ -277,8 +278,10 @@ pub async fn rotate_key(
     };
     let vol = Volume::open_with(cfg, hooks, Some(source)).await?;
     vol.repair_checkpoint().await?;
-    let since_epoch = vol.db.epoch() + 1;
     let checkpoint = vol.checkpoint().await?;
+    let since_epoch = vol
+        .last_rotation_progress()
+        .map_or(checkpoint.epoch + 1, |r| r.since_epoch);
     close(vol).await;
     Ok(Rotated {
         key_file,

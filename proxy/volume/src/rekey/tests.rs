@@ -208,6 +208,7 @@ async fn after_a_rotation_every_object_reads_back_after_restart_and_recover() {
     assert_eq!(status.earlier_keys, 1);
     let p = status.rotation.expect("a rotation in progress");
     assert!(p.resealed < p.positions && !p.complete, "{p:?}");
+    assert_eq!(p.since_epoch, r.since_epoch, "as reported by the rotation");
     {
         let (vol, _lock) = open(&cfg).await.unwrap();
         write_blocks(&vol, 30..50, 2).await;
