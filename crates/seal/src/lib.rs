@@ -29,6 +29,38 @@
 //! Openers derive the key of whichever session wrote an object from the session id in
 //! its header (cached), so objects written before a restart stay readable.
 //!
+//! # Master-key rotation: a keyring
+//!
+//! A [`Sealer`] holds a keyring ([`Sealer::with_keyring`]): the *current* master key,
+//! which every seal uses, and earlier keys, which only open. Which key sealed an
+//! object is not written into it: the first time an opener meets a session id it
+//! derives that session's key under each master key of the ring in turn, newest
+//! first, and keeps the one under which the object authenticates (cached per
+//! session id like any session key; a failed trial is not cached). Every object of
+//! one session is under the same master key, so this costs one trial per session,
+//! not per object.
+//!
+//! Why not a key id in the object: the sealed format, its size ([`OVERHEAD`]) and
+//! everything sized by it (buckets, slots, checkpoints) stay as they are, objects of
+//! earlier releases open unchanged, and the storage server cannot tell which key
+//! an object is under — to it, a rotation looks like a restart (a new session id).
+//! Why not a key id inside the session id: it would give up random session bits and
+//! still need the trial for every object sealed before. The cost of the trial is
+//! bounded: at most one derivation and open per master key for a session id never
+//! seen, and an object that opens under no key of the ring fails with
+//! [`SealError::Integrity`] as before. AES-GCM under independent random keys: an
+//! object forged without any key of the ring opens under none of them.
+//!
+//! # Key wrapping
+//!
+//! [`wrap_secret`] / [`unwrap_secret`] seal a short secret (a master key, a keyring)
+//! under a 256-bit key-encryption key with AES-256-GCM, a random 96-bit nonce and a
+//! caller-chosen context as associated data: `nonce (12) ‖ ciphertext ‖ tag (16)`.
+//! A passphrase wraps the master key this way (so a passphrase can change without
+//! re-sealing anything), and the current master key wraps the earlier keys of the
+//! ring. Each key-encryption key wraps a handful of secrets in its life, so random
+//! nonces are safe.
+//!
 //! Key material ([`MasterKey`], the PRK, the derived session key) is zeroized on
 //! drop and has no `Debug` output beyond `<redacted>`. The AES key schedule and the
 //! GHASH key live in AWS-LC's AEAD context (`aws-lc-rs`), allocated by AWS-LC, whose
@@ -94,6 +126,10 @@ pub enum SealError {
     /// Plaintext too large for AES-GCM.
     #[error("plaintext too large to seal")]
     TooLarge,
+    /// A wrapped secret did not unwrap: another key-encryption key (a wrong
+    /// passphrase), another context, or a modified wrapping.
+    #[error("the wrapped key does not unwrap: wrong key or passphrase, or modified")]
+    Unwrap,
 }
 
 /// The 256-bit master key every other key is derived from. Zeroized on drop.
@@ -218,6 +254,8 @@ impl ObjectIdentity {
 /// sees anyway). Nothing else about the plaintext or the identity.
 pub struct Sealer {
     prk: Zeroizing<[u8; 32]>,
+    /// The PRKs of earlier master keys, newest first: they open, never seal.
+    earlier: Vec<Zeroizing<[u8; 32]>>,
     volume: VolumeId,
     session: [u8; SESSION_LEN],
     cipher: Arc<LessSafeKey>,
@@ -237,7 +275,15 @@ impl fmt::Debug for Sealer {
 impl Sealer {
     /// A sealer for `volume` with a fresh random session.
     pub fn new(master: &MasterKey, volume: VolumeId) -> Self {
-        let prk = master.prk();
+        Self::with_keyring(master, &[], volume)
+    }
+
+    /// A sealer for `volume` with a fresh random session that seals under
+    /// `current` and also opens objects sealed under any of `earlier` (newest
+    /// first; see the crate documentation, "Master-key rotation").
+    pub fn with_keyring(current: &MasterKey, earlier: &[MasterKey], volume: VolumeId) -> Self {
+        let prk = current.prk();
+        let earlier = earlier.iter().map(MasterKey::prk).collect();
         let mut session = [0u8; SESSION_LEN];
         OsRng.fill_bytes(&mut session);
         let cipher = Arc::new(session_cipher(&prk, &volume, &session));
@@ -245,6 +291,7 @@ impl Sealer {
         cache.insert(session, cipher.clone());
         Self {
             prk,
+            earlier,
             volume,
             session,
             cipher,
@@ -303,36 +350,44 @@ impl Sealer {
         }
         let session: [u8; SESSION_LEN] = sealed[1..1 + SESSION_LEN].try_into().expect("len");
         let nonce: [u8; NONCE_LEN] = sealed[1 + SESSION_LEN..HEADER_LEN].try_into().expect("len");
-        let cipher = self.cipher_for(&session);
-        // Ciphertext and tag, opened in place; the tag is cut off afterwards.
-        let mut plain = sealed[HEADER_LEN..].to_vec();
-        let len = cipher
-            .open_in_place(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(&self.associated_data(id)[..]),
-                &mut plain,
-            )
-            .map_err(|_| SealError::Integrity)?
-            .len();
-        plain.truncate(len);
-        Ok(plain)
+        let ad = self.associated_data(id);
+        let body = &sealed[HEADER_LEN..];
+        if let Some(cipher) = self.known_cipher(&session) {
+            return open_with(&cipher, nonce, &ad, body);
+        }
+        // A session never seen: the first master key of the ring under which
+        // the object authenticates is the session's (crate docs, "Master-key
+        // rotation"); only a success is remembered.
+        for prk in std::iter::once(&self.prk).chain(&self.earlier) {
+            let cipher = session_cipher(prk, &self.volume, &session);
+            if let Ok(plain) = open_with(&cipher, nonce, &ad, body) {
+                self.remember(session, Arc::new(cipher));
+                return Ok(plain);
+            }
+        }
+        Err(SealError::Integrity)
     }
 
-    fn cipher_for(&self, session: &[u8; SESSION_LEN]) -> Arc<LessSafeKey> {
+    /// How many master keys this sealer opens with (the current one included).
+    pub fn keyring_len(&self) -> usize {
+        1 + self.earlier.len()
+    }
+
+    fn known_cipher(&self, session: &[u8; SESSION_LEN]) -> Option<Arc<LessSafeKey>> {
         if *session == self.session {
-            return self.cipher.clone();
+            return Some(self.cipher.clone());
         }
         // The cache holds only derived keys; a poisoned lock cannot hold a wrong one.
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache.get(session).cloned()
+    }
+
+    fn remember(&self, session: [u8; SESSION_LEN], cipher: Arc<LessSafeKey>) {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = cache.get(session) {
-            return c.clone();
-        }
         if cache.len() >= SESSION_CACHE_MAX {
             cache.clear();
         }
-        let c = Arc::new(session_cipher(&self.prk, &self.volume, session));
-        cache.insert(*session, c.clone());
-        c
+        cache.insert(session, cipher);
     }
 
     fn associated_data(&self, id: &ObjectIdentity) -> [u8; AD_LEN] {
@@ -347,6 +402,77 @@ impl Sealer {
         ad[51..59].copy_from_slice(&id.generation.to_le_bytes());
         ad
     }
+}
+
+/// Opens `body` (ciphertext ‖ tag) under `cipher`.
+fn open_with(
+    cipher: &LessSafeKey,
+    nonce: [u8; NONCE_LEN],
+    ad: &[u8],
+    body: &[u8],
+) -> Result<Vec<u8>, SealError> {
+    // Ciphertext and tag, opened in place; the tag is cut off afterwards.
+    let mut plain = body.to_vec();
+    let len = cipher
+        .open_in_place(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(ad),
+            &mut plain,
+        )
+        .map_err(|_| SealError::Integrity)?
+        .len();
+    plain.truncate(len);
+    Ok(plain)
+}
+
+/// Bytes [`wrap_secret`] adds to a secret: nonce and tag.
+pub const WRAP_OVERHEAD: usize = NONCE_LEN + TAG_LEN;
+
+/// Wraps `secret` under the key-encryption key `kek` (AES-256-GCM, a random
+/// nonce, `context` as associated data): `nonce ‖ ciphertext ‖ tag`. Only
+/// [`unwrap_secret`] with the same `kek` and `context` recovers it.
+pub fn wrap_secret(kek: &[u8; 32], secret: &[u8], context: &[u8]) -> Vec<u8> {
+    let cipher = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, kek).expect("32-byte key"));
+    let mut nonce = [0u8; NONCE_LEN];
+    OsRng.fill_bytes(&mut nonce);
+    let mut out = Vec::with_capacity(secret.len() + WRAP_OVERHEAD);
+    out.extend_from_slice(&nonce);
+    out.extend_from_slice(secret);
+    // A random 96-bit nonce: each key-encryption key wraps a handful of secrets.
+    let tag = cipher
+        .seal_in_place_separate_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(context),
+            &mut out[NONCE_LEN..],
+        )
+        .expect("a short secret seals");
+    out.extend_from_slice(tag.as_ref());
+    out
+}
+
+/// The secret [`wrap_secret`] wrapped under `kek` with `context`; fails
+/// ([`SealError::Unwrap`]) under another key or context, or if modified.
+pub fn unwrap_secret(
+    kek: &[u8; 32],
+    wrapped: &[u8],
+    context: &[u8],
+) -> Result<Zeroizing<Vec<u8>>, SealError> {
+    if wrapped.len() < WRAP_OVERHEAD {
+        return Err(SealError::Unwrap);
+    }
+    let cipher = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, kek).expect("32-byte key"));
+    let nonce: [u8; NONCE_LEN] = wrapped[..NONCE_LEN].try_into().expect("len");
+    let mut plain = Zeroizing::new(wrapped[NONCE_LEN..].to_vec());
+    let len = cipher
+        .open_in_place(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(context),
+            &mut plain,
+        )
+        .map_err(|_| SealError::Unwrap)?
+        .len();
+    plain.truncate(len);
+    Ok(plain)
 }
 
 fn session_cipher(prk: &[u8; 32], volume: &VolumeId, session: &[u8; SESSION_LEN]) -> LessSafeKey {
@@ -539,6 +665,82 @@ mod tests {
             bad[last] ^= 1;
             assert_eq!(s.open(&the_id, &bad), Err(SealError::Integrity));
         }
+    }
+
+    /// After a rotation from key 1 to key 2, the sealer seals under key 2 and
+    /// still opens what key 1 sealed (identity still bound); an object under a
+    /// key outside the ring fails, and what key 2 sealed does not open under
+    /// key 1 alone.
+    #[test]
+    fn a_keyring_opens_objects_of_earlier_keys_and_seals_under_the_current_one() {
+        let (k1, vol, s1) = setup();
+        let old = s1.seal(&id(4, 1), b"under key one").unwrap();
+        let k2 = MasterKey::from_bytes([11u8; 32]);
+        let rotated = Sealer::with_keyring(&k2, &[MasterKey::from_bytes(*k1.expose_bytes())], vol);
+        assert_eq!(rotated.keyring_len(), 2);
+        assert_eq!(rotated.open(&id(4, 1), &old).unwrap(), b"under key one");
+        // Again, from the cache of session keys.
+        assert_eq!(rotated.open(&id(4, 1), &old).unwrap(), b"under key one");
+        // The identity is still bound, for an earlier key's object too (before
+        // and after its session is cached).
+        let fresh = Sealer::with_keyring(&k2, &[MasterKey::from_bytes(*k1.expose_bytes())], vol);
+        assert_eq!(fresh.open(&id(4, 2), &old), Err(SealError::Integrity));
+        assert_eq!(fresh.open(&id(5, 1), &old), Err(SealError::Integrity));
+        assert_eq!(rotated.open(&id(4, 2), &old), Err(SealError::Integrity));
+        let new = rotated.seal(&id(4, 2), b"under key two").unwrap();
+        assert_eq!(rotated.open(&id(4, 2), &new).unwrap(), b"under key two");
+        assert_eq!(
+            Sealer::new(&k1, vol).open(&id(4, 2), &new),
+            Err(SealError::Integrity),
+            "sealed under the current key, not the earlier one"
+        );
+        assert_eq!(
+            Sealer::new(&k2, vol).open(&id(4, 2), &new).unwrap(),
+            b"under key two"
+        );
+        // A key outside the ring: key 1's object no longer opens once key 1 is
+        // dropped.
+        let k3 = MasterKey::from_bytes([12u8; 32]);
+        let dropped = Sealer::with_keyring(&k3, &[MasterKey::from_bytes([11u8; 32])], vol);
+        assert_eq!(dropped.open(&id(4, 1), &old), Err(SealError::Integrity));
+        assert_eq!(dropped.open(&id(4, 2), &new).unwrap(), b"under key two");
+        // A tampered object of an earlier key fails under every key.
+        let mut bad = old.to_vec();
+        bad[HEADER_LEN] ^= 1;
+        let fresh = Sealer::with_keyring(&k2, &[MasterKey::from_bytes(*k1.expose_bytes())], vol);
+        assert_eq!(fresh.open(&id(4, 1), &bad), Err(SealError::Integrity));
+        assert_eq!(fresh.open(&id(4, 1), &old).unwrap(), b"under key one");
+    }
+
+    #[test]
+    fn wrapped_secrets_unwrap_only_under_their_key_and_context() {
+        let kek = [5u8; 32];
+        let w = wrap_secret(&kek, b"a master key", b"ctx");
+        assert_eq!(w.len(), 12 + WRAP_OVERHEAD);
+        assert_eq!(&*unwrap_secret(&kek, &w, b"ctx").unwrap(), b"a master key");
+        assert_ne!(
+            w,
+            wrap_secret(&kek, b"a master key", b"ctx"),
+            "random nonce"
+        );
+        assert_eq!(
+            unwrap_secret(&[6u8; 32], &w, b"ctx").unwrap_err(),
+            SealError::Unwrap
+        );
+        assert_eq!(
+            unwrap_secret(&kek, &w, b"other").unwrap_err(),
+            SealError::Unwrap
+        );
+        let mut bad = w.clone();
+        bad[20] ^= 1;
+        assert_eq!(
+            unwrap_secret(&kek, &bad, b"ctx").unwrap_err(),
+            SealError::Unwrap
+        );
+        assert_eq!(
+            unwrap_secret(&kek, &w[..27], b"ctx").unwrap_err(),
+            SealError::Unwrap
+        );
     }
 
     #[test]

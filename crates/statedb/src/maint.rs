@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use redb::{ReadableDatabase, ReadableTableMetadata};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use oram_state::Table;
 
@@ -42,6 +42,32 @@ pub struct Compacted {
 }
 
 impl Db {
+    /// Backend positions written at least once, of every space, and how many of
+    /// them were last written in epoch `since` or later: `(written, since)`. Reads
+    /// the whole `nodes` table (in one read transaction, committed state only);
+    /// the volume's key rotation counts its progress with it.
+    pub fn nodes_written_since(&self, since: u64) -> Result<(u64, u64), DbError> {
+        let txn = self.db.begin_read().map_err(redb_err)?;
+        let table = match txn.open_table(def(Table::Nodes)) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok((0, 0)),
+            Err(e) => return Err(redb_err(e)),
+        };
+        let (mut written, mut recent) = (0u64, 0u64);
+        for entry in table.iter().map_err(redb_err)? {
+            let (_, v) = entry.map_err(redb_err)?;
+            let nv = oram_state::decode_node(v.value())?;
+            if nv.version == 0 {
+                continue;
+            }
+            written += 1;
+            if nv.epoch >= since {
+                recent += 1;
+            }
+        }
+        Ok((written, recent))
+    }
+
     /// Entries of every table. Cheap: redb keeps each table's length in its root.
     pub fn table_sizes(&self) -> Result<Vec<TableSize>, DbError> {
         let txn = self.db.begin_read().map_err(redb_err)?;

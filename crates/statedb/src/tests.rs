@@ -551,3 +551,28 @@ async fn a_prefix_of_the_object_index_is_read_alone() {
     );
     assert!(db.kv_prefix(b"z/").unwrap().is_empty());
 }
+
+/// The key rotation's count: positions written, and those written in an epoch
+/// at or after a given one, over every space; a later write moves a position.
+#[tokio::test]
+async fn nodes_written_since_counts_positions_by_their_last_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(&dir.path().join("state.redb"), VOL).unwrap();
+    let mut s = db.state(S0).unwrap();
+    let mut other = db.state(Space(3)).unwrap();
+    for p in 0..4 {
+        s.advance(p);
+    }
+    other.advance(7);
+    s.commit().await.unwrap();
+    other.commit().await.unwrap();
+    db.set_epoch(db.epoch() + 1).await.unwrap();
+    let since = db.epoch();
+    assert_eq!(db.nodes_written_since(since).unwrap(), (5, 0));
+    let mut s = db.state(S0).unwrap();
+    s.advance(1);
+    s.advance(9);
+    s.commit().await.unwrap();
+    assert_eq!(db.nodes_written_since(since).unwrap(), (6, 2));
+    assert_eq!(db.nodes_written_since(0).unwrap(), (6, 6));
+}

@@ -85,6 +85,63 @@ pub enum Command {
     Describe(DescribeArgs),
     /// Print a documented configuration file with every default.
     ExampleConfig,
+    /// The master key and passphrase: change the passphrase, rotate the master
+    /// key, show the rotation's progress, drop the keys rotated out (the proxy
+    /// must be stopped).
+    Key(KeyArgs),
+}
+
+#[derive(clap::Args)]
+pub struct KeyArgs {
+    #[command(subcommand)]
+    pub command: KeyCommand,
+}
+
+#[derive(Subcommand)]
+pub enum KeyCommand {
+    /// Wrap the master key under a new passphrase (nothing is re-sealed). The
+    /// current key as for `serve` (passphrase, key file or ORAM_PROXY_MASTER_KEY);
+    /// the new passphrase from --new-passphrase-file or ORAM_PROXY_NEW_PASSPHRASE.
+    Passphrase(KeyPassphraseArgs),
+    /// Seal under a new master key from now on; earlier keys still open what
+    /// they sealed until every object is rewritten (see `key status`).
+    Rotate(KeyRotateArgs),
+    /// The key's source and the rotation's progress (objects re-sealed under the
+    /// current key).
+    Status(KeyStatusArgs),
+    /// Drop the keys rotated out, once `key status` says the rotation is complete.
+    ForgetEarlier(KeyForgetArgs),
+}
+
+#[derive(clap::Args)]
+pub struct KeyPassphraseArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// File holding the new passphrase (mode 0600; default: ORAM_PROXY_NEW_PASSPHRASE).
+    #[arg(long, value_name = "FILE")]
+    pub new_passphrase_file: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct KeyRotateArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// Take the new key (64 hex digits) from ORAM_PROXY_NEW_MASTER_KEY instead of
+    /// generating one (required when the key comes from ORAM_PROXY_MASTER_KEY).
+    #[arg(long)]
+    pub new_key_from_env: bool,
+}
+
+#[derive(clap::Args)]
+pub struct KeyStatusArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+}
+
+#[derive(clap::Args)]
+pub struct KeyForgetArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
 }
 
 // One struct of flags per command, made of the groups below: every command

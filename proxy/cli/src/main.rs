@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Compact(a) => (Some("compact"), cmd::compact::run(a)),
         Command::Format(a) => (Some("format"), cmd::format::run(a)),
         Command::Describe(a) => (Some("describe"), cmd::describe::run(a)),
+        Command::Key(a) => (Some("key"), cmd::key::run(a)),
         Command::ExampleConfig => {
             util::out(&oram_proxy::example::example());
             (None, Ok(()))

@@ -110,3 +110,27 @@ fn a_flag_of_another_command_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--swift-listen"), "{err}");
 }
+
+#[test]
+fn key_and_user_commands_list_only_their_own_flags() {
+    for sub in ["passphrase", "rotate", "status", "forget-earlier"] {
+        let text = help(&["key", sub, "--help"]);
+        for flag in SERVE_ONLY {
+            assert!(!lists(&text, flag), "key {sub} and {flag}:\n{text}");
+        }
+        for flag in VOLUME {
+            assert!(lists(&text, flag), "key {sub} lacks {flag}:\n{text}");
+        }
+    }
+    for sub in ["add", "list", "remove", "rotate"] {
+        let text = help(&["user", sub, "--help"]);
+        for flag in ["--config", "--data-dir", "--url", "--token-file"] {
+            assert!(lists(&text, flag), "user {sub} lacks {flag}:\n{text}");
+        }
+        for flag in SERVE_ONLY.iter().chain(VOLUME.iter()) {
+            assert!(!lists(&text, flag), "user {sub} and {flag}:\n{text}");
+        }
+    }
+    let top = help(&["--help"]);
+    assert!(top.contains("key") && top.contains("user"), "{top}");
+}

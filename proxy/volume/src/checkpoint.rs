@@ -66,6 +66,9 @@ impl Volume {
             .set_meta("checkpoint_ms", &now_ms.to_be_bytes())
             .await
             .map_err(OramError::State)?;
+        // A key rotation whose every position is re-sealed: this checkpoint is
+        // the first to need no earlier key.
+        crate::rotation::note_checkpoint(&self.db, &self.params, epoch).await?;
         // Where the shipped log stands, read before the snapshot: at most the
         // snapshot's own position (commits of the object index may still run).
         let log_end = self.db.log_end()?;
@@ -120,6 +123,7 @@ impl Volume {
                             Err(e) => tracing::warn!("shipped log: pruning failed: {e}"),
                         }
                     }
+                    self.recount_rotation().await;
                     break;
                 }
                 // Another writer replaced the checkpoint: trying again cannot help.

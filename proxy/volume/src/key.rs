@@ -9,6 +9,22 @@
 //!    64 hex digits, mode 0600 (looser modes are refused). Created on first start
 //!    when no other source is given.
 //!
+//! **A passphrase wraps the master key**: Argon2id of the passphrase (salt and
+//! costs in the volume's parameters) is a key-encryption key, under which the
+//! random master key is wrapped (AES-256-GCM, [`oram_seal::wrap_secret`]); the
+//! wrapped key is a volume parameter too (`wrapped_key`, also in the backend's
+//! header, so `recover` needs only the passphrase). Changing the passphrase
+//! ([`crate::change_passphrase`]) wraps the same master key under a new
+//! passphrase and a new salt: nothing is re-sealed. A volume created before
+//! wrapping existed has no `wrapped_key`: its master key is Argon2id's output
+//! itself, and the first passphrase change wraps that key.
+//!
+//! **Master-key rotation** ([`crate::rotate_key`]) keeps the earlier keys, wrapped
+//! under the current one (`earlier_keys`, with the HKDF subkey
+//! [`KEYRING_PURPOSE`]), so that objects still sealed under them open
+//! ([`oram_seal::Sealer::with_keyring`]) wherever the current key does, `recover`
+//! on a fresh machine included.
+//!
 //! Every volume records a *key check*: 16 bytes derived from the master key with
 //! HKDF under a purpose of its own. It reveals nothing about the key (and, for a
 //! passphrase, costs a full Argon2id evaluation per guess, like any sealed object),
@@ -17,7 +33,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use oram_seal::MasterKey;
+use oram_seal::{unwrap_secret, wrap_secret, MasterKey, MASTER_KEY_LEN};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
@@ -26,17 +42,82 @@ use crate::config::KeyConfig;
 use crate::fsutil::{check_private, hex_secret, io, unhex, unhex_vec, write_private};
 use crate::VolumeError;
 
+/// Associated data of a master key wrapped under a passphrase.
+const PASSPHRASE_WRAP: &[u8] = b"oram-proxy/v1/passphrase-wrap";
+/// Associated data of the earlier keys wrapped under the current one.
+const KEYRING_WRAP: &[u8] = b"oram-proxy/v1/keyring";
+/// The HKDF purpose of the subkey of the current master key that wraps the
+/// earlier keys.
+pub const KEYRING_PURPOSE: &str = "keyring wrap v1";
+
+/// `key` wrapped under the passphrase: new Argon2id parameters (a fresh salt) and
+/// the wrapped key, hex (what `kdf` and `wrapped_key` of the parameters hold).
+pub fn wrap_for_passphrase(
+    key: &MasterKey,
+    passphrase: &[u8],
+) -> Result<(Kdf, String), VolumeError> {
+    let kdf = Kdf::generate();
+    let kek = kdf.derive(passphrase)?;
+    let wrapped = wrap_secret(kek.expose_bytes(), key.expose_bytes(), PASSPHRASE_WRAP);
+    Ok((kdf, hex::encode(wrapped)))
+}
+
+/// The earlier master keys `earlier_keys` (a volume parameter) holds, newest
+/// first, unwrapped with `current`; none if it is absent.
+pub fn earlier_keys(
+    current: &MasterKey,
+    earlier_keys: Option<&str>,
+) -> Result<Vec<MasterKey>, VolumeError> {
+    let Some(hexed) = earlier_keys else {
+        return Ok(Vec::new());
+    };
+    let bad = |why: &str| VolumeError::Key(format!("volume parameters: earlier_keys {why}"));
+    let wrapped = unhex_vec(hexed).ok_or_else(|| bad("is not hex"))?;
+    let kek = current.subkey(KEYRING_PURPOSE);
+    let plain = unwrap_secret(&kek, &wrapped, KEYRING_WRAP)
+        .map_err(|_| bad("do not unwrap under the current key (modified?)"))?;
+    if !plain.len().is_multiple_of(MASTER_KEY_LEN) {
+        return Err(bad("have a wrong length"));
+    }
+    Ok(plain
+        .chunks_exact(MASTER_KEY_LEN)
+        .map(|c| MasterKey::from_bytes(c.try_into().expect("chunk of the key length")))
+        .collect())
+}
+
+/// The earlier keys `earlier` (newest first) wrapped under `current`, hex (what
+/// `earlier_keys` of the parameters holds); `None` for none.
+pub fn wrap_earlier_keys(current: &MasterKey, earlier: &[MasterKey]) -> Option<String> {
+    if earlier.is_empty() {
+        return None;
+    }
+    let mut plain = Zeroizing::new(Vec::with_capacity(earlier.len() * MASTER_KEY_LEN));
+    for k in earlier {
+        plain.extend_from_slice(k.expose_bytes());
+    }
+    let kek = current.subkey(KEYRING_PURPOSE);
+    Some(hex::encode(wrap_secret(&kek, &plain, KEYRING_WRAP)))
+}
+
 /// Environment variable holding the master key in hex.
 pub const ENV_KEY: &str = "ORAM_PROXY_MASTER_KEY";
 /// Environment variable holding the passphrase.
 pub const ENV_PASSPHRASE: &str = "ORAM_PROXY_PASSPHRASE";
 
-/// The key and passphrase taken out of the environment by [`take_env_secrets`].
+/// Environment variable holding the new passphrase of `oram-proxy key passphrase`.
+pub const ENV_NEW_PASSPHRASE: &str = "ORAM_PROXY_NEW_PASSPHRASE";
+/// Environment variable holding the new master key (hex) of `oram-proxy key rotate`.
+pub const ENV_NEW_KEY: &str = "ORAM_PROXY_NEW_MASTER_KEY";
+
+/// The secrets taken out of the environment by [`take_env_secrets`]; the mutex
+/// guards only this record.
 static TAKEN: std::sync::Mutex<Option<EnvSecrets>> = std::sync::Mutex::new(None);
 
 struct EnvSecrets {
     key: Option<Zeroizing<String>>,
     passphrase: Option<Zeroizing<String>>,
+    new_key: Option<Zeroizing<String>>,
+    new_passphrase: Option<Zeroizing<String>>,
 }
 
 /// Moves `ORAM_PROXY_MASTER_KEY` and `ORAM_PROXY_PASSPHRASE` out of the process
@@ -52,19 +133,46 @@ pub fn take_env_secrets() {
     let secrets = EnvSecrets {
         key: take(ENV_KEY),
         passphrase: take(ENV_PASSPHRASE),
+        new_key: take(ENV_NEW_KEY),
+        new_passphrase: take(ENV_NEW_PASSPHRASE),
     };
     *TAKEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(secrets);
 }
 
-/// The value of a secret variable: taken from the environment earlier, or still
-/// in it (library use without [`take_env_secrets`]).
-fn env_secret(name: &str) -> Option<Zeroizing<String>> {
+/// The value of a secret variable ([`ENV_KEY`], [`ENV_PASSPHRASE`],
+/// [`ENV_NEW_KEY`], [`ENV_NEW_PASSPHRASE`]): taken from the environment earlier,
+/// or still in it (library use without [`take_env_secrets`]).
+pub fn env_secret(name: &str) -> Option<Zeroizing<String>> {
     let taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
     match taken.as_ref() {
         Some(t) if name == ENV_KEY => t.key.clone(),
         Some(t) if name == ENV_PASSPHRASE => t.passphrase.clone(),
+        Some(t) if name == ENV_NEW_KEY => t.new_key.clone(),
+        Some(t) if name == ENV_NEW_PASSPHRASE => t.new_passphrase.clone(),
         _ => std::env::var(name).ok().map(Zeroizing::new),
     }
+}
+
+/// A passphrase file's contents (mode 0600 required), without one trailing
+/// newline (`\n` or `\r\n`).
+pub fn read_passphrase_file(path: &Path) -> Result<Zeroizing<Vec<u8>>, VolumeError> {
+    check_private(path)?;
+    let text = Zeroizing::new(fs::read(path).map_err(io(path))?);
+    let mut trimmed: &[u8] = &text;
+    if let Some(t) = trimmed.strip_suffix(b"\n") {
+        trimmed = t;
+    }
+    if let Some(t) = trimmed.strip_suffix(b"\r") {
+        trimmed = t;
+    }
+    Ok(Zeroizing::new(trimmed.to_vec()))
+}
+
+/// A master key from hex (64 digits), for `ORAM_PROXY_NEW_MASTER_KEY`.
+pub fn key_from_hex(text: &str, from: &str) -> Result<MasterKey, VolumeError> {
+    let bytes = unhex::<32>(text)
+        .ok_or_else(|| VolumeError::Key(format!("{from} does not hold 64 hex digits")))?;
+    Ok(MasterKey::from_bytes(*bytes))
 }
 
 /// Argon2id parameters and salt of a passphrase-derived key.
@@ -167,16 +275,8 @@ impl KeySource {
             return Self::passphrase(p.as_bytes().to_vec(), ENV_PASSPHRASE);
         }
         if let Some(path) = &cfg.passphrase_file {
-            check_private(path)?;
-            let text = Zeroizing::new(fs::read(path).map_err(io(path))?);
-            let mut trimmed: &[u8] = &text;
-            if let Some(t) = trimmed.strip_suffix(b"\n") {
-                trimmed = t;
-            }
-            if let Some(t) = trimmed.strip_suffix(b"\r") {
-                trimmed = t;
-            }
-            return Self::passphrase(trimmed.to_vec(), &path.display().to_string());
+            let p = read_passphrase_file(path)?;
+            return Self::passphrase(p.to_vec(), &path.display().to_string());
         }
         Ok(Self::File(cfg.key_file(data_dir)))
     }
@@ -200,31 +300,74 @@ impl KeySource {
         }
     }
 
-    /// The key of a new volume: creates the key file (0600) or the Argon2id
-    /// parameters as needed. Returns the key, the KDF parameters (passphrase only)
-    /// and whether a key file was created.
-    pub fn create(&self) -> Result<(MasterKey, Option<Kdf>, bool), VolumeError> {
+    /// The key of a new volume: creates the key file (0600), or a random key
+    /// wrapped under the passphrase, as needed.
+    pub fn create(&self) -> Result<NewKey, VolumeError> {
+        let plain = |key| NewKey {
+            key,
+            kdf: None,
+            wrapped: None,
+            created_file: false,
+        };
         match self {
-            Self::Env(k) => Ok((MasterKey::from_bytes(*k.expose_bytes()), None, false)),
+            Self::Env(k) => Ok(plain(MasterKey::from_bytes(*k.expose_bytes()))),
             Self::Passphrase(p) => {
-                let kdf = Kdf::generate();
-                Ok((kdf.derive(p)?, Some(kdf), false))
+                let key = MasterKey::generate();
+                let (kdf, wrapped) = wrap_for_passphrase(&key, p)?;
+                Ok(NewKey {
+                    key,
+                    kdf: Some(kdf),
+                    wrapped: Some(wrapped),
+                    created_file: false,
+                })
             }
-            Self::File(path) if path.exists() => Ok((read_key_file(path)?, None, false)),
+            Self::File(path) if path.exists() => Ok(plain(read_key_file(path)?)),
             Self::File(path) => {
                 let key = MasterKey::generate();
-                let text = Zeroizing::new(format!("{}\n", *hex_secret(key.expose_bytes())));
-                write_private(path, &text)?;
-                Ok((key, None, true))
+                write_key_file(path, &key)?;
+                Ok(NewKey {
+                    created_file: true,
+                    ..plain(key)
+                })
             }
         }
     }
 
-    /// The key of an existing volume, checked against its key check.
-    pub fn load(&self, kdf: Option<&Kdf>, key_check: &str) -> Result<MasterKey, VolumeError> {
+    /// The key of an existing volume, checked against its key check, from the
+    /// parts of its parameters (see [`crate::VolumeParams::load_key`]): the Argon2id
+    /// parameters, the wrapped key (`None`: the passphrase's Argon2id output is
+    /// the key itself, as in volumes made before wrapping) and the key check.
+    pub fn load_parts(
+        &self,
+        kdf: Option<&Kdf>,
+        wrapped: Option<&str>,
+        key_check: &str,
+    ) -> Result<MasterKey, VolumeError> {
         let key = match (self, kdf) {
             (Self::Env(k), _) => MasterKey::from_bytes(*k.expose_bytes()),
-            (Self::Passphrase(p), Some(kdf)) => kdf.derive(p)?,
+            (Self::Passphrase(p), Some(kdf)) => match wrapped {
+                None => kdf.derive(p)?,
+                Some(w) => {
+                    let w = unhex_vec(w).ok_or_else(|| {
+                        VolumeError::Key("volume parameters: wrapped_key is not hex".into())
+                    })?;
+                    let kek = kdf.derive(p)?;
+                    let plain =
+                        unwrap_secret(kek.expose_bytes(), &w, PASSPHRASE_WRAP).map_err(|_| {
+                            VolumeError::Key(
+                                "wrong passphrase: it does not unwrap this volume's key                                  (a changed passphrase replaces the old one)"
+                                    .into(),
+                            )
+                        })?;
+                    let bytes: [u8; MASTER_KEY_LEN] =
+                        plain.as_slice().try_into().map_err(|_| {
+                            VolumeError::Key(
+                                "volume parameters: wrapped_key has a wrong length".into(),
+                            )
+                        })?;
+                    MasterKey::from_bytes(bytes)
+                }
+            },
             (Self::Passphrase(_), None) => {
                 return Err(VolumeError::Key(
                     "a passphrase was given, but this volume's key is not derived from one".into(),
@@ -241,7 +384,24 @@ impl KeySource {
                     path.display()
                 )));
             }
-            (Self::File(path), _) => read_key_file(path)?,
+            (Self::File(path), _) => {
+                let key = read_key_file(path)?;
+                let next = pending_key_file(path);
+                if check_value(&key) != key_check && next.exists() {
+                    // A rotation stopped after volume.toml named the new key and
+                    // before its file replaced the old one: complete it.
+                    let new = read_key_file(&next)?;
+                    if check_value(&new) == key_check {
+                        install_key_file(&next, path)?;
+                        tracing::warn!(
+                            "{} holds the key of an interrupted rotation: installed it",
+                            next.display()
+                        );
+                        return Ok(new);
+                    }
+                }
+                key
+            }
         };
         if check_value(&key) != key_check {
             return Err(VolumeError::Key(format!(
@@ -258,7 +418,44 @@ pub fn check_value(key: &MasterKey) -> String {
     hex::encode(&key.subkey("oram-proxy key check v1")[..16])
 }
 
-fn read_key_file(path: &Path) -> Result<MasterKey, VolumeError> {
+/// Where a rotation writes the new key before `volume.toml` names it.
+pub fn pending_key_file(path: &std::path::Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".new");
+    PathBuf::from(name)
+}
+
+/// Renames `from` over `to` and makes it durable.
+pub fn install_key_file(from: &std::path::Path, to: &std::path::Path) -> Result<(), VolumeError> {
+    std::fs::rename(from, to).map_err(io(to))?;
+    if let Some(parent) = to.parent() {
+        std::fs::File::open(parent)
+            .and_then(|d| d.sync_all())
+            .map_err(io(parent))?;
+    }
+    Ok(())
+}
+
+/// What [`KeySource::create`] made for a new volume.
+pub struct NewKey {
+    /// The master key.
+    pub key: MasterKey,
+    /// Argon2id parameters (passphrase only).
+    pub kdf: Option<Kdf>,
+    /// The key wrapped under the passphrase, hex (passphrase only).
+    pub wrapped: Option<String>,
+    /// Whether a key file was created.
+    pub created_file: bool,
+}
+
+/// Writes `key` to a new key file `path` (0600; fails if it exists).
+pub fn write_key_file(path: &Path, key: &MasterKey) -> Result<(), VolumeError> {
+    let text = Zeroizing::new(format!("{}\n", *hex_secret(key.expose_bytes())));
+    write_private(path, &text)
+}
+
+/// Reads a key file (64 hex digits, mode 0600).
+pub fn read_key_file(path: &Path) -> Result<MasterKey, VolumeError> {
     check_private(path)?;
     let text = Zeroizing::new(fs::read_to_string(path).map_err(io(path))?);
     let bytes = unhex::<32>(&text).ok_or_else(|| {
@@ -300,11 +497,11 @@ mod tests {
         let check = check_value(&a);
         assert!(
             KeySource::Passphrase(Zeroizing::new(b"correct horse battery".to_vec()))
-                .load(Some(&kdf), &check)
+                .load_parts(Some(&kdf), None, &check)
                 .is_ok()
         );
         let err = KeySource::Passphrase(Zeroizing::new(b"wrong horse battery".to_vec()))
-            .load(Some(&kdf), &check)
+            .load_parts(Some(&kdf), None, &check)
             .unwrap_err()
             .to_string();
         assert!(err.contains("wrong key"), "{err}");
@@ -315,27 +512,28 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("master.key");
         let src = KeySource::File(path.clone());
-        let (k1, kdf, created) = src.create().unwrap();
-        assert!(created && kdf.is_none());
+        let made = src.create().unwrap();
+        assert!(made.created_file && made.kdf.is_none());
+        let k1 = made.key;
         let mode = fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let check = check_value(&k1);
-        let k2 = src.load(None, &check).unwrap();
+        let k2 = src.load_parts(None, None, &check).unwrap();
         assert_eq!(k1.expose_bytes(), k2.expose_bytes());
         assert!(src
-            .load(None, &"00".repeat(16))
+            .load_parts(None, None, &"00".repeat(16))
             .unwrap_err()
             .to_string()
             .contains("wrong key"));
         fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
         assert!(src
-            .load(None, &check)
+            .load_parts(None, None, &check)
             .unwrap_err()
             .to_string()
             .contains("chmod 600"));
         let missing = KeySource::File(d.path().join("none.key"));
         assert!(missing
-            .load(None, &check)
+            .load_parts(None, None, &check)
             .unwrap_err()
             .to_string()
             .contains("missing"));

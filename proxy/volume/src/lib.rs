@@ -19,7 +19,9 @@
 //! - on the backend: [`header`] (the volume header and checkpoint heads),
 //!   [`Volume::checkpoint`], [`lease`], the shipped log ([`Shipper`]);
 //! - life cycle: [`Volume::open`], [`recover()`], [`init()`], [`fsck()`],
-//!   [`compact()`], [`format()`], [`expiry`].
+//!   [`compact()`], [`format()`], [`expiry`];
+//! - keys: [`change_passphrase()`], [`rotate_key()`], [`key_status()`],
+//!   [`forget_earlier_keys()`].
 
 mod backend;
 pub mod backend_record;
@@ -37,6 +39,8 @@ mod logship;
 mod maintenance;
 mod params;
 mod recover;
+mod rekey;
+mod rotation;
 pub mod users;
 mod volume;
 
@@ -49,5 +53,9 @@ pub use logship::{LogSettings, RecordMark, ShipStats, Shipper};
 pub use maintenance::{compact, format, fsck, init, FormatDone};
 pub use params::{checkpoint_size, VolumeParams};
 pub use recover::{recover, RecoverOptions, Recovered};
+pub use rekey::{
+    change_passphrase, forget_earlier_keys, key_status, rotate_key, KeyStatus, NewMasterKey,
+    Rotated, RotationProgress,
+};
 pub use users::UserConfig;
 pub use volume::{Volume, ENGINE_SPACE};

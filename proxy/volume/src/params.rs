@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use crate::config::VolumeConfig;
 use crate::engines::EngineConfig;
 use crate::fsutil::unhex;
-use crate::key::Kdf;
+use crate::key::{Kdf, KeySource};
 use crate::VolumeError;
+use oram_seal::MasterKey;
 
 /// Version of the data directory layout (2: durable state database, key check;
 /// 3: sealed objects bind space and generation, intent records, the engine's
@@ -66,6 +67,17 @@ pub struct VolumeParams {
     pub fixed: BTreeMap<String, String>,
     /// Argon2id parameters, when the key is derived from a passphrase.
     pub kdf: Option<Kdf>,
+    /// The master key wrapped under the passphrase's Argon2id output, hex
+    /// (`nonce ‖ ciphertext ‖ tag`, see [`crate::key`]); absent for a key file or
+    /// environment key, and for a passphrase volume made before wrapping existed
+    /// whose passphrase never changed (its key is Argon2id's output itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrapped_key: Option<String>,
+    /// The master keys rotated out, newest first, wrapped under the current one,
+    /// hex (see [`crate::key`]); absent until the first rotation, and once they are
+    /// dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_keys: Option<String>,
     /// The backend header's MAC under the master key (see `meta_auth`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
@@ -92,8 +104,35 @@ impl VolumeParams {
             key_check,
             fixed: c.engine.fixed(&c.backend.prefix),
             kdf,
+            wrapped_key: None,
+            earlier_keys: None,
             mac: None,
         }
+    }
+
+    /// Writes these parameters to `<dir>/volume.toml`, replacing the file
+    /// atomically (a new file, fsynced, renamed over it, the directory fsynced):
+    /// a crash leaves the old or the new parameters, never a mix.
+    pub fn replace_in(&self, dir: &Path) -> Result<(), VolumeError> {
+        let path = dir.join("volume.toml");
+        let tmp = dir.join("volume.toml.new");
+        let _ = std::fs::remove_file(&tmp);
+        crate::fsutil::write_private(&tmp, &self.to_toml())?;
+        std::fs::rename(&tmp, &path).map_err(crate::fsutil::io(&path))?;
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(crate::fsutil::io(dir))
+    }
+
+    /// The master key from `source`, checked against these parameters' key check
+    /// (a passphrase unwraps `wrapped_key`, or derives the key of a volume made
+    /// before wrapping).
+    pub fn load_key(&self, source: &KeySource) -> Result<MasterKey, VolumeError> {
+        source.load_parts(
+            self.kdf.as_ref(),
+            self.wrapped_key.as_deref(),
+            &self.key_check,
+        )
     }
 
     /// The parameters as TOML.

@@ -148,7 +148,7 @@ pub async fn recover(
     let key = match &source {
         // The key file of the lost machine, wherever the operator kept it.
         KeySource::File(path) if !path.starts_with(dir) => {
-            let key = source.load(params.kdf.as_ref(), &params.key_check)?;
+            let key = params.load_key(&source)?;
             let own = dir.join("master.key");
             write_private(
                 &own,
@@ -156,7 +156,7 @@ pub async fn recover(
             )?;
             key
         }
-        _ => source.load(params.kdf.as_ref(), &params.key_check)?,
+        _ => params.load_key(&source)?,
     };
     if !header_is_authentic(&key, &params) {
         return Err(VolumeError::Integrity(format!(
@@ -172,7 +172,11 @@ pub async fn recover(
     // Before any write (the sweep): the old proxy, if alive, must have stopped.
     let (store, lease) = lease::guard(&cfg.backend, dir, store).await?;
     progress("downloading the latest checkpoint");
-    let sealer = Sealer::new(&key, volume_id);
+    // Objects still sealed under keys rotated out open too: the header carries
+    // them, wrapped under this key.
+    let earlier = crate::key::earlier_keys(&key, params.earlier_keys.as_deref())?;
+    let sealer = Sealer::with_keyring(&key, &earlier, volume_id);
+    drop(earlier);
     let ckpt = checkpoint_key(prefix);
     let no_checkpoint = || {
         VolumeError::Params(

@@ -85,6 +85,10 @@ pub struct Volume {
     /// The tag of the checkpoint this process last wrote (`None`: none yet);
     /// guards only this value, and is never held across an await.
     pub(crate) checkpoint_tag: std::sync::Mutex<Option<oram_blockstore::ObjTag>>,
+    /// The master-key rotation's progress as last counted, at open and after
+    /// every checkpoint (`None`: no earlier key kept); guards only this value,
+    /// and is never held across an await.
+    pub(crate) rotation: std::sync::Mutex<Option<crate::rotation::RotationProgress>>,
 }
 
 /// The engine space of a volume's one engine in its state database.
@@ -102,13 +106,26 @@ impl Volume {
     /// ([`crate::users::keep_in_state`]). Write-backs journaled before a crash
     /// are resent before this returns.
     pub async fn open(cfg: &VolumeConfig, hooks: &VolumeHooks) -> Result<Self, VolumeError> {
+        Self::open_with(cfg, hooks, None).await
+    }
+
+    /// [`Volume::open`] with the key from `source` instead of the one the
+    /// configuration and environment name (`None`: that one).
+    pub async fn open_with(
+        cfg: &VolumeConfig,
+        hooks: &VolumeHooks,
+        source: Option<KeySource>,
+    ) -> Result<Self, VolumeError> {
         let dir = &cfg.data_dir;
         let existed = datadir::has_volume(dir);
         // A backend other than the one this directory belongs to is refused
         // before it is touched.
         backend_record::check(cfg)?;
         let store = open_store(cfg, hooks).await?;
-        let source = KeySource::resolve(&cfg.key, dir)?;
+        let source = match source {
+            Some(s) => s,
+            None => KeySource::resolve(&cfg.key, dir)?,
+        };
         let prefix = &cfg.backend.prefix;
         // Everything that can refuse this start without writing is checked before
         // the lease is taken: a refused start must not fence the real owner.
@@ -155,7 +172,7 @@ impl Volume {
                     )));
                 }
             }
-            let key = source.load(params.kdf.as_ref(), &params.key_check)?;
+            let key = params.load_key(&source)?;
             (Some(params), Some(key))
         } else {
             if let Some(h) = read_header(store.as_ref(), prefix).await? {
@@ -183,14 +200,18 @@ impl Volume {
                 (params, key, false)
             }
             _ => {
-                let (key, kdf, new_key) = source.create()?;
-                let params = VolumeParams::new(
-                    cfg,
-                    &VolumeId::random(),
-                    source.kind(),
-                    check_value(&key),
-                    kdf,
-                );
+                let made = source.create()?;
+                let (key, new_key) = (made.key, made.created_file);
+                let params = VolumeParams {
+                    wrapped_key: made.wrapped,
+                    ..VolumeParams::new(
+                        cfg,
+                        &VolumeId::random(),
+                        source.kind(),
+                        check_value(&key),
+                        made.kdf,
+                    )
+                };
                 let (d, p) = (dir.to_path_buf(), params.clone());
                 blocking("writing volume.toml", move || datadir::save_volume(&d, &p)).await?;
                 // The prefix was just found empty: no need to look again.
@@ -221,8 +242,10 @@ impl Volume {
         new_key: bool,
     ) -> Result<Self, VolumeError> {
         let volume_id = params.volume_id()?;
-        let sealer = Arc::new(Sealer::new(&key, volume_id));
-        drop(key);
+        // The current key seals; keys rotated out still open what they sealed.
+        let earlier = crate::key::earlier_keys(&key, params.earlier_keys.as_deref())?;
+        let sealer = Arc::new(Sealer::with_keyring(&key, &earlier, volume_id));
+        drop((key, earlier));
         // Observers (the server's tap) see what the engine and checkpoints send,
         // above the lease; the counters count it from here on.
         let store = match &hooks.observe {
@@ -259,6 +282,8 @@ impl Volume {
             ),
             None => None,
         };
+        // A rotation in progress counts from the first epoch this key wrote alone.
+        crate::rotation::mark_rotation(&db, &params).await?;
         let state = db.state(ENGINE_SPACE)?;
         let resent = state.pending().len();
         let interrupted = !state.intents().is_empty();
@@ -291,6 +316,7 @@ impl Volume {
                 ..LayerConfig::default()
             },
         )?;
+        let rotation = crate::rotation::progress_of(db.clone(), params.clone()).await?;
         let vol = Self {
             params,
             store,
@@ -310,6 +336,7 @@ impl Volume {
             conditional_checkpoints: cfg.backend.kind == crate::config::BackendKind::Fs
                 || cfg.backend.conditional_writes,
             checkpoint_tag: std::sync::Mutex::new(None),
+            rotation: std::sync::Mutex::new(rotation),
         };
         if vol.shipper.is_some() && !vol.repair_checkpoint().await? {
             // Before any new round writes: the log shipped from here on continues

@@ -5,6 +5,7 @@ pub mod describe;
 pub mod format;
 pub mod fsck;
 pub mod init;
+pub mod key;
 pub mod recover;
 pub mod serve;
 pub mod stats;

@@ -442,6 +442,29 @@ fn checkpoints(o: &mut Out, n: &Now<'_>) {
                 .load(std::sync::atomic::Ordering::Relaxed) as f64,
         )],
     );
+    if let Some(r) = ep.vol.last_rotation_progress() {
+        o.metric(
+            "oram_key_rotation_resealed_ratio",
+            "gauge",
+            "Master-key rotation: share of the backend positions re-sealed under the current key (counted at start and after each checkpoint).",
+            &[("", r.ratio())],
+        );
+        o.metric(
+            "oram_key_rotation_positions",
+            "gauge",
+            "Master-key rotation: backend positions written, and of them re-sealed under the current key.",
+            &[
+                ("state=\"written\"", r.positions as f64),
+                ("state=\"resealed\"", r.resealed as f64),
+            ],
+        );
+        o.metric(
+            "oram_key_rotation_complete",
+            "gauge",
+            "Master-key rotation: 1 once an uploaded checkpoint needs no earlier key (`oram-proxy key forget-earlier` may drop them).",
+            &[("", if r.complete { 1.0 } else { 0.0 })],
+        );
+    }
     if let Some(last) = ep.vol.shipper.as_ref().and_then(|s| s.stats.last_record()) {
         o.metric(
             "oram_log_last_record",
