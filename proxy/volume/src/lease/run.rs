@@ -97,6 +97,11 @@ pub(crate) fn read(dir: &Path) -> Result<Option<RunMark>, VolumeError> {
 /// Replaces `<dir>/lease.run` durably (a new file, fsynced, renamed over the
 /// old one). Blocking file I/O: call it off the async workers.
 pub(crate) fn write(dir: &Path, mark: &RunMark) -> Result<(), VolumeError> {
+    // Guards the one temporary file name: two writers of this process (a
+    // renewal and a start, release or test beside it) would remove or rename
+    // each other's file. Other processes are kept out by the data directory's lock.
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = WRITING.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = dir.join(format!("{FILE}.tmp"));
     let _ = std::fs::remove_file(&tmp);
     let text = toml::to_string(mark).map_err(|e| VolumeError::Config(e.to_string()))?;
