@@ -167,6 +167,21 @@ pub fn live_report(m: &BTreeMap<String, f64>) -> Vec<(&'static str, String)> {
         ),
         ("lease", lease),
     ];
+    if m.contains_key("oram_key_rotation_resealed_ratio") {
+        out.push((
+            "key rotation",
+            format!(
+                "{:.1}% of {} written positions re-sealed under the current key{}",
+                100.0 * g("oram_key_rotation_resealed_ratio"),
+                g("oram_key_rotation_positions{state=\"written\"}"),
+                if g("oram_key_rotation_complete") == 1.0 {
+                    " (complete: `oram-proxy key forget-earlier` may drop the earlier keys)"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
     if g("oram_tls_enabled") == 1.0 {
         let left = g("oram_tls_certificate_expiry_timestamp_seconds") - now;
         out.push((
@@ -315,7 +330,9 @@ mod tests {
                     oram_engine_stash_blocks 3\noram_backend_requests_total{verb=\"get\"} 7\n\
                     oram_backend_requests_total{verb=\"put\"} 5\n\
                     oram_backend_bytes_bound 1228800\noram_backend_disk_bytes{kind=\"total\"} 1048576\n\
-                    oram_backend_disk_bytes{kind=\"free\"} 524288\n";
+                    oram_backend_disk_bytes{kind=\"free\"} 524288\n\
+                    oram_key_rotation_resealed_ratio 0.25\n\
+                    oram_key_rotation_positions{state=\"written\"} 40\n";
         let m = parse_metrics(text);
         assert_eq!(m["oram_capacity_blocks{kind=\"used\"}"], 25.0);
         let r: BTreeMap<_, _> = live_report(&m).into_iter().collect();
@@ -337,6 +354,10 @@ mod tests {
         assert!(r["stash"].starts_with("3 blocks now"), "{}", r["stash"]);
         assert!(r["backend"].starts_with("12 requests"), "{}", r["backend"]);
         assert_eq!(r["lease"], "none");
+        assert_eq!(
+            r["key rotation"],
+            "25.0% of 40 written positions re-sealed under the current key"
+        );
         assert_eq!(
             r["backend footprint"],
             "up to 1.2 MiB (3.0x the capacity); disk 512.0 KiB free of 1.0 MiB (SMALLER than \
