@@ -70,6 +70,8 @@ def test_stats_live_and_offline(tmp_path):
     out = r.stdout
     assert "no proxy running" in out
     assert re.search(r"engine:\s+path, 65536 blocks of 16384 bytes", out), out
+    # The blocks in use, from the index alone.
+    assert re.search(r"capacity used:\s+3 blocks \(48.0 KiB, 0.0%\) by 3 objects and 0 unfinished uploads", out), out
     # The stop took a checkpoint.
     assert re.search(r"checkpoint:\s+epoch \d+, taken \d+ s ago", out), out
     assert re.search(r"backlog:\s+0 journaled buckets", out), out

@@ -222,6 +222,38 @@ pub fn invisible_to_s3<'a>(
     Ok(out)
 }
 
+/// The prefixes of the object and multipart-upload records' keys in the object
+/// index (what [`blocks_in_use`] reads when no layer is open).
+pub const BLOCK_RECORDS: [&[u8]; 2] = [b"o/", b"u/"];
+
+/// Blocks the records among `values` hold (the index's values under
+/// [`BLOCK_RECORDS`]: objects and the parts of unfinished uploads) — what an
+/// open layer's [`ObjectLayer::usage`] counts as used, for `oram-proxy stats`
+/// on a stopped proxy.
+pub fn blocks_in_use<'a>(
+    objects: impl IntoIterator<Item = &'a [u8]>,
+    uploads: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<u64> {
+    let runs = |segments: &[records::Segment]| -> u64 {
+        segments
+            .iter()
+            .flat_map(|s| s.runs.iter())
+            .fold(0u64, |n, r| n.saturating_add(r.len))
+    };
+    let mut used = 0u64;
+    for v in objects {
+        let rec: ObjectRecord = records::decode(v).map_err(|e| corrupt("object record", e))?;
+        used = used.saturating_add(runs(&rec.segments));
+    }
+    for v in uploads {
+        let u: records::UploadRecord =
+            records::decode(v).map_err(|e| corrupt("upload record", e))?;
+        let segments: Vec<_> = u.parts.into_values().map(|p| p.segment).collect();
+        used = used.saturating_add(runs(&segments));
+    }
+    Ok(used)
+}
+
 /// Why `name` is not a valid S3 bucket name (the first rule it breaks), or
 /// `None` when it is one: what S3 clients are told of a Swift container whose
 /// name they cannot address (`oram-proxy stats`).
@@ -451,11 +483,11 @@ impl ObjectLayer {
             }
             Ok(())
         };
-        scan_prefix(kv.as_ref(), b"o/", |_, v| {
+        scan_prefix(kv.as_ref(), BLOCK_RECORDS[0], |_, v| {
             let rec: ObjectRecord = decode(v).map_err(|e| corrupt("object record", e))?;
             reserve(&rec.segments)
         })?;
-        scan_prefix(kv.as_ref(), b"u/", |_, v| {
+        scan_prefix(kv.as_ref(), BLOCK_RECORDS[1], |_, v| {
             let u: UploadRecord = decode(v).map_err(|e| corrupt("upload record", e))?;
             let segments: Vec<Segment> = u.parts.into_values().map(|p| p.segment).collect();
             reserve(&segments)

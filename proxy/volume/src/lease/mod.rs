@@ -161,6 +161,9 @@ pub struct Lease {
     /// The record and tag last written and the validity; guards only these.
     held: Mutex<Held>,
     lost: AtomicBool,
+    /// Set by tests to stop the renewal task, as if the process had died
+    /// (nothing else sets it).
+    halted: AtomicBool,
     /// Serialises renewals (the task's, those a refused write starts — see
     /// [`Lease::ensure`] — and the release), so that `lease.run` is written in the
     /// order the record is; a tokio lock held across the renewal's awaits, taken
@@ -357,6 +360,7 @@ impl Lease {
                             valid_until: sent + validity(duration),
                         }),
                         lost: AtomicBool::new(false),
+                        halted: AtomicBool::new(false),
                         renewing: tokio::sync::Mutex::new(()),
                         dir: dir.to_path_buf(),
                         start: start.clone(),
@@ -424,6 +428,12 @@ impl Lease {
     /// The lease's duration `D`.
     pub fn duration(&self) -> Duration {
         self.duration
+    }
+
+    /// Stops the renewal task, as the death of the process would (tests).
+    #[cfg(test)]
+    pub(crate) fn halt_renewals(&self) {
+        self.halted.store(true, Ordering::SeqCst);
     }
 
     /// The lease's generation (incremented at every take-over).
@@ -546,7 +556,16 @@ async fn renew_loop(lease: Weak<Lease>) {
         if l.lost.load(Ordering::SeqCst) || l.lock().record.released {
             return;
         }
-        match l.renew(false).await {
+        let renewed = {
+            // Halted is checked under the renewal lock, so that a test that halts
+            // the renewals and then takes the lock sees none after it.
+            let _one = l.renewing.lock().await;
+            if l.halted.load(Ordering::SeqCst) {
+                return;
+            }
+            l.renew_locked(false).await
+        };
+        match renewed {
             Ok(()) => failing = false,
             Err(StoreError::Fenced(_)) => return,
             Err(e) => {

@@ -116,6 +116,9 @@ async fn a_copy_behind_the_lease_is_refused_even_when_the_original_is_gone() {
         .unwrap();
     copy_dir(b.path(), copy_b.path());
     lb.renew(false).await.unwrap();
+    // The original dies: no renewal after this one.
+    lb.halt_renewals();
+    drop(lb.renewing.lock().await);
     drop(lb);
     crashed(copy_b.path());
     let err = Lease::acquire(store.clone(), "vol0", copy_b.path(), d)
@@ -156,20 +159,16 @@ async fn a_second_holder_is_refused_and_the_first_is_fenced_after_a_take_over() 
         "{err}"
     );
     // A restart of A (same data directory) after its process died takes its own
-    // lease over at once (while the lease is still renewed, so no wait could have
-    // ended in a take-over).
-    // A's renewals still rewrite `lease.run` (its process lives on here): one
-    // landing between `crashed` and the start makes the start a copy beside a
-    // live original, refused without writing; try again (bounded).
-    let mut restarted = None;
-    for _ in 0..10 {
-        crashed(a.path());
-        if let Ok(l) = Lease::acquire(store.clone(), "vol0", a.path(), d).await {
-            restarted = Some(l);
-            break;
-        }
-    }
-    let la2 = restarted.expect("a restart after a crash takes the lease over");
+    // lease over at once (within the lease's validity, so no wait could have
+    // ended in a take-over). The death: A's renewals stop and `lease.run` names
+    // a process that no longer runs.
+    la.halt_renewals();
+    // A renewal under way when it was halted finishes first; none starts after.
+    drop(la.renewing.lock().await);
+    crashed(a.path());
+    let la2 = Lease::acquire(store.clone(), "vol0", a.path(), d)
+        .await
+        .expect("a restart after a crash takes the lease over");
     assert_eq!(la2.generation(), 2);
     // The old incarnation is fenced at its next renewal.
     let _ = la.renew(false).await;

@@ -227,10 +227,26 @@ pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, Volum
     let sizes = db.table_sizes()?;
     let entries = |n: &str| sizes.iter().find(|t| t.name == n).map_or(0, |t| t.entries);
     let (journal, journal_bytes) = db.journal_size()?;
+    let objects = db.kv_prefix(oram_objects::BLOCK_RECORDS[0])?;
+    let uploads = db.kv_prefix(oram_objects::BLOCK_RECORDS[1])?;
+    let used = oram_objects::blocks_in_use(
+        objects.iter().map(|(_, v)| v.as_slice()),
+        uploads.iter().map(|(_, v)| v.as_slice()),
+    )?;
+    out.push((
+        "capacity used",
+        format!(
+            "{used} blocks ({}, {:.1}%) by {} objects and {} unfinished uploads",
+            mib((used * p.block_size as u64) as f64),
+            100.0 * used as f64 / p.capacity_blocks.max(1) as f64,
+            objects.len(),
+            uploads.len()
+        ),
+    ));
     out.push((
         "blocks written",
         format!(
-            "{} of {} have a position (blocks ever written; `stats` on a running proxy shows the blocks in use)",
+            "{} of {} have a position (blocks ever written)",
             entries("positions"),
             p.capacity_blocks
         ),
