@@ -249,6 +249,11 @@ impl BackendConfig {
         self.path.clone().unwrap_or_else(|| data_dir.join("store"))
     }
 
+    /// `budget_gib` in bytes (0: no budget).
+    pub fn budget_bytes(&self) -> u64 {
+        (self.budget_gib * (1u64 << 30) as f64) as u64
+    }
+
     /// Checks values that parse but cannot work.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.budget_gib >= 0.0 && self.budget_gib.is_finite()) {

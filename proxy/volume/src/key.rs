@@ -355,7 +355,8 @@ impl KeySource {
                     let plain =
                         unwrap_secret(kek.expose_bytes(), &w, PASSPHRASE_WRAP).map_err(|_| {
                             VolumeError::Key(
-                                "wrong passphrase: it does not unwrap this volume's key                                  (a changed passphrase replaces the old one)"
+                                "wrong key: the passphrase does not unwrap this volume's master key (after \
+                                 `oram-proxy key passphrase`, only the new passphrase does)"
                                     .into(),
                             )
                         })?;

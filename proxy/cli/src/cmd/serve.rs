@@ -177,7 +177,7 @@ fn banner(cfg: &Config, server: &Server) {
     }
     let bound = cfg.engine.model(&cfg.backend.prefix).backend_bytes_bound();
     let disk = oram_volume::disk_space(&cfg.backend, &cfg.data_dir);
-    let budget = (b.budget_gib * (1u64 << 30) as f64) as u64;
+    let budget = b.budget_bytes();
     let (line, warning) =
         footprint_text(bound, u.capacity_blocks * u.block_size as u64, disk, budget);
     println!("  footprint:  {line}");

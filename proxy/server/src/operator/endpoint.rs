@@ -51,7 +51,7 @@ impl EngineInfo {
             stash_bound: e.kind.settings().stash_bound(&e.shape(&cfg.backend.prefix)),
             checkpoint_interval_secs: cfg.state.checkpoint_interval_secs,
             backend_bytes_bound: e.model(&cfg.backend.prefix).backend_bytes_bound(),
-            backend_budget_bytes: (cfg.backend.budget_gib * (1u64 << 30) as f64) as u64,
+            backend_budget_bytes: cfg.backend.budget_bytes(),
             backend: (cfg.backend.clone(), cfg.data_dir.clone()),
         }
     }
