@@ -290,18 +290,16 @@ fn footprint(o: &mut Out, info: &crate::operator::EngineInfo) {
             &[("", info.backend_budget_bytes as f64)],
         );
     }
-    {
-        if let Some(d) = oram_volume::disk_space(&info.backend.0, &info.backend.1) {
-            o.metric(
-                "oram_backend_disk_bytes",
-                "gauge",
-                "The fs back-end's file system: bytes free (to an unprivileged writer) and in all.",
-                &[
-                    ("kind=\"free\"", d.free as f64),
-                    ("kind=\"total\"", d.total as f64),
-                ],
-            );
-        }
+    if let Some(d) = oram_volume::disk_space(&info.backend.0, &info.backend.1) {
+        o.metric(
+            "oram_backend_disk_bytes",
+            "gauge",
+            "The fs back-end's file system: bytes free (to an unprivileged writer) and in all.",
+            &[
+                ("kind=\"free\"", d.free as f64),
+                ("kind=\"total\"", d.total as f64),
+            ],
+        );
     }
 }
 
