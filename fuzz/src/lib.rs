@@ -36,6 +36,7 @@
 //! | hyper's HTTP/1.1 parser; the Swift router, `parse_query`, `percent_decode`, `parse_range`, `parse_http_date`, ACLs, bulk delete, SLO manifests, DLO, COPY (oram-swift) | clients | `swift` |
 //! | the server's `guard::s3_refusal` (oram-server); s3s (SigV4 header and presigned, SigV2, XML bodies, aws-chunked); `S3Front`'s legacy-region re-signing, range, copy-source, MD5 and token parsing (oram-s3) | clients | `s3` |
 //! | `guard::s3_refusal`'s query decoding (oram-server), checked against an independent decoder: any SigV2 name or long/repeated `X-Amz-Expires` however encoded is refused | clients | `guard` |
+//! | `Envelope::decode`, `Reply::decode` (oram-node) | a cluster member over mutual TLS (front ↔ node) | `cluster_wire` |
 //! | SLO manifests (oram-swift): nesting, ranges, the per-request segment and manifest-byte budgets, `multipart-manifest=get|delete`, overflowing sizes | clients | `slo` |
 //!
 //! Not covered: the TOML configuration file and the key file (the operator's, not

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use oram_blockstore::BlockStore;
 use oram_engine::Oram;
 
+pub mod cluster;
 pub mod relay;
 pub mod servers;
 use oram_path::{PathConfig, PathOram};

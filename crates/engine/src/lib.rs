@@ -19,6 +19,7 @@
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod model;
+mod placement;
 mod settings;
 mod staged;
 
@@ -32,6 +33,7 @@ pub use model::{
     EngineModel, HierarchyLayout, Layout, PartitionLayout, Traffic, TreeLayout,
     SLOTS_PER_DIRECT_BLOCK, SLOTS_PER_POSITION,
 };
+pub use placement::{Local, LocalSub, Placement, RoundId};
 pub use settings::{adopt_value, recorded_value, snapshot_row, EngineSettings, Parts, Shape};
 pub use staged::StagedAccess;
 
@@ -242,6 +244,15 @@ pub trait Oram: Send + Sync {
     async fn access_staged(&self, ops: Vec<Op>) -> Result<StagedAccess> {
         let _ = ops;
         Err(OramError::Unsupported("staged access"))
+    }
+
+    /// As [`Oram::access_staged`], as part of its parent's round `round`. An
+    /// engine served in this process ignores the round (the default); a
+    /// partition served on another machine uses it to answer the repetition
+    /// of a round it already committed from what it recorded, with no access.
+    async fn access_staged_round(&self, round: RoundId, ops: Vec<Op>) -> Result<StagedAccess> {
+        let _ = round;
+        self.access_staged(ops).await
     }
 
     /// Waits until every access already answered is stored on the backend, retrying

@@ -10,7 +10,7 @@ use oram_blockstore::BlockStore;
 use oram_seal::Sealer;
 use oram_state::TrustedState;
 
-use crate::{EngineModel, Oram, Result};
+use crate::{EngineModel, Oram, OramError, Placement, Result};
 
 /// What every engine of a volume is given: its size and its backend prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,6 +99,49 @@ pub trait EngineSettings: Debug + Send + Sync {
     /// Builds the engine. Write-backs journaled in the state by an earlier run are
     /// queued to be resent (by the first flush or access).
     fn build(&self, shape: &Shape, parts: Parts) -> Result<Arc<dyn Oram>>;
+
+    /// The engine's partitions, if it has any (the partition engines: their
+    /// number at `shape`); `None` for an engine that cannot be spread over
+    /// machines.
+    fn partitions(&self, shape: &Shape) -> Option<u32> {
+        let _ = shape;
+        None
+    }
+
+    /// Builds the engine with its partitions where `place` puts them (a
+    /// cluster's front: on the nodes). The storage server sees what
+    /// [`EngineSettings::build`]'s engine shows it. Engines without partitions
+    /// refuse.
+    fn build_placed(
+        &self,
+        shape: &Shape,
+        parts: Parts,
+        place: &dyn Placement,
+    ) -> Result<Arc<dyn Oram>> {
+        let _ = (shape, parts, place);
+        Err(OramError::Config(format!(
+            "the {} engine has no partitions to serve on other machines \
+             (a cluster needs the oblivistore or curious engine)",
+            self.kind()
+        )))
+    }
+
+    /// Builds the sub-engines of partitions `which` alone, in this process, over
+    /// `parts` (whose state is the engine's space: each partition's is its
+    /// sibling, as in [`EngineSettings::build`]) — a cluster node's share.
+    /// Engines without partitions refuse.
+    fn build_partitions(
+        &self,
+        shape: &Shape,
+        parts: Parts,
+        which: &[u32],
+    ) -> Result<Vec<(u32, Arc<dyn Oram>)>> {
+        let _ = (shape, parts, which);
+        Err(OramError::Config(format!(
+            "the {} engine has no partitions to serve on other machines",
+            self.kind()
+        )))
+    }
 }
 
 /// Bytes one row of an engine table takes in a snapshot: the framing (4 + 4), the

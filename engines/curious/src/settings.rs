@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use oram_engine::{
     adopt_value, recorded_value, snapshot_row, EngineModel, EngineSettings, Layout, Oram,
-    OramError, PartitionLayout, Parts, Result, Shape,
+    OramError, PartitionLayout, Parts, Placement, Result, Shape,
 };
 use serde::{Deserialize, Serialize};
 
@@ -191,6 +191,18 @@ impl CuriousSettings {
         }
     }
 
+    /// What [`EngineSettings::build`] builds, to be built whole or in part
+    /// (a cluster's front places the partitions on nodes; each node builds its
+    /// own).
+    pub fn blueprint(&self, shape: &Shape) -> Result<oram_partition::Blueprint> {
+        let sub: Arc<dyn EngineSettings> = Arc::from(self.sub(shape).map_err(OramError::Config)?);
+        Ok(oram_partition::Blueprint {
+            cfg: self.config(shape),
+            sub_shape: self.sub_shape(shape),
+            build: Arc::new(move |_, shape: &Shape, parts| sub.build(shape, parts)),
+        })
+    }
+
     /// The sub-ORAM's settings.
     pub fn sub(&self, shape: &Shape) -> std::result::Result<Box<dyn EngineSettings>, String> {
         let make = self
@@ -304,7 +316,7 @@ impl EngineSettings for CuriousSettings {
         let positions = shape.capacity * snapshot_row(8, 8);
         let cache = cfg.cache_bound as u64 * block_row;
         let stashes = sub_stash_allowance(sub_stash, cfg.partitions) * block_row;
-        positions + cache + partitions * sub_rest + stashes
+        positions + cache + partitions * sub_rest + stashes + oram_partition::MAP_META_BOUND
     }
 
     /// The eviction cache's bound.
@@ -381,6 +393,28 @@ impl EngineSettings for CuriousSettings {
             &sub_shape,
             &|_, shape, parts| sub.build(shape, parts),
         )?))
+    }
+
+    fn partitions(&self, shape: &Shape) -> Option<u32> {
+        Some(self.config(shape).partitions)
+    }
+
+    fn build_placed(
+        &self,
+        shape: &Shape,
+        parts: Parts,
+        place: &dyn Placement,
+    ) -> Result<Arc<dyn Oram>> {
+        Ok(Arc::new(self.blueprint(shape)?.engine(parts, place)?))
+    }
+
+    fn build_partitions(
+        &self,
+        shape: &Shape,
+        parts: Parts,
+        which: &[u32],
+    ) -> Result<Vec<(u32, Arc<dyn Oram>)>> {
+        self.blueprint(shape)?.partitions(parts, which)
     }
 }
 

@@ -94,7 +94,7 @@ mod settings;
 use std::sync::Arc;
 
 use oram_engine::{Oram, OramError, Parts, Result, Shape};
-use oram_partition::{Partitioned, PartitionedConfig};
+use oram_partition::{Blueprint, Partitioned, PartitionedConfig};
 use tokio::sync::Semaphore;
 
 pub use hierarchy::{Hierarchy, HierarchyConfig};
@@ -152,7 +152,15 @@ impl ObliviStoreConfig {
 /// holds at most its top level's `2^top` real blocks (the framework's
 /// `partition_limit`, set here whatever `cfg` says): an eviction into a full
 /// one leaves its block waiting in the eviction cache.
-pub fn oblivistore(mut cfg: ObliviStoreConfig, parts: Parts, prefix: &str) -> Result<Partitioned> {
+pub fn oblivistore(cfg: ObliviStoreConfig, parts: Parts, prefix: &str) -> Result<Partitioned> {
+    oblivistore_blueprint(cfg, prefix)?.engine(parts, &oram_engine::Local)
+}
+
+/// What [`oblivistore`] builds, to be built whole or in part
+/// ([`Blueprint::engine`] with partitions placed elsewhere, or
+/// [`Blueprint::partitions`] on a cluster node). The partitions share one
+/// shuffle buffer per process.
+pub fn oblivistore_blueprint(mut cfg: ObliviStoreConfig, prefix: &str) -> Result<Blueprint> {
     let geometry = cfg.geometry();
     cfg.framework.partition_limit = Some(geometry.reals(geometry.top));
     let slot = geometry.slot_len() as u64;
@@ -195,5 +203,9 @@ pub fn oblivistore(mut cfg: ObliviStoreConfig, parts: Parts, prefix: &str) -> Re
         )?;
         Ok(Arc::new(h) as Arc<dyn Oram>)
     };
-    Partitioned::new(cfg.framework, parts, &sub_shape, &build)
+    Ok(Blueprint {
+        cfg: cfg.framework,
+        sub_shape,
+        build: Arc::new(build),
+    })
 }

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use oram_engine::{
     adopt_value, snapshot_row, EngineModel, EngineSettings, HierarchyLayout, Layout, Oram,
-    PartitionLayout, Parts, Result, Shape, Traffic,
+    PartitionLayout, Parts, Placement, Result, Shape, Traffic,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{oblivistore, ObliviStoreConfig};
+use crate::{oblivistore, oblivistore_blueprint, ObliviStoreConfig};
 
 /// ObliviStore's settings in `[engine]` (with `kind = "oblivistore"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -157,7 +157,7 @@ impl EngineSettings for ObliviStoreSettings {
     fn state_bound(&self, shape: &Shape) -> u64 {
         let cfg = self.config(shape);
         let cache = cfg.framework.cache_bound as u64 * snapshot_row(8, shape.block_size as u64);
-        self.state_base(shape) + cache
+        self.state_base(shape) + cache + oram_partition::MAP_META_BOUND
     }
 
     /// ν partition accesses per op, each reading a slot of every filled level
@@ -222,6 +222,29 @@ impl EngineSettings for ObliviStoreSettings {
             parts,
             &shape.prefix,
         )?))
+    }
+
+    fn partitions(&self, shape: &Shape) -> Option<u32> {
+        Some(self.config(shape).framework.partitions)
+    }
+
+    fn build_placed(
+        &self,
+        shape: &Shape,
+        parts: Parts,
+        place: &dyn Placement,
+    ) -> Result<Arc<dyn Oram>> {
+        let blueprint = oblivistore_blueprint(self.config(shape), &shape.prefix)?;
+        Ok(Arc::new(blueprint.engine(parts, place)?))
+    }
+
+    fn build_partitions(
+        &self,
+        shape: &Shape,
+        parts: Parts,
+        which: &[u32],
+    ) -> Result<Vec<(u32, Arc<dyn Oram>)>> {
+        oblivistore_blueprint(self.config(shape), &shape.prefix)?.partitions(parts, which)
     }
 }
 

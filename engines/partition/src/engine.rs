@@ -72,8 +72,8 @@ use crate::{PartitionMap, Where};
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_engine::{
-    detached, validate_op, CheckReport, EngineStats, Formatted, Op, Oram, OramError, Parts,
-    Quiesced, Result, Shape, StagedAccess, Stat, StatKind,
+    detached, validate_op, CheckReport, EngineStats, Formatted, Local, Op, Oram, OramError, Parts,
+    Placement, Quiesced, Result, RoundId, Shape, StagedAccess, Stat, StatKind,
 };
 use oram_state::Space;
 use rand::SeedableRng;
@@ -140,6 +140,140 @@ impl PartitionedConfig {
     pub fn sub_prefix(&self, prefix: &str, p: u32) -> String {
         format!("{prefix}/{}/{p}", self.letter)
     }
+
+    /// The space of partition `p`'s ledger, for an engine in space `base`: where
+    /// a process serving the partition for a front elsewhere (a cluster node)
+    /// records the last round it committed — apart from the sub-engine's own
+    /// space ([`PartitionedConfig::sub_space`]) and every engine's.
+    pub fn ledger_space(base: Space, p: u32) -> Space {
+        Space(0x8000_0000 | Self::sub_space(base, p).0)
+    }
+}
+
+/// Builds partition `p`'s sub-engine of a shape over its parts (shared, for
+/// [`Blueprint`]).
+pub type SubBuilder = Arc<dyn Fn(u32, &Shape, Parts) -> Result<Arc<dyn Oram>> + Send + Sync>;
+
+/// Everything needed to build a partitioned engine or some of its partitions:
+/// the framework's parameters, the partitions' shape and how to build one.
+/// A volume on one machine builds the whole engine ([`Blueprint::engine`] with
+/// [`Local`]); a cluster's front builds it with its partitions placed on the
+/// nodes, and each node builds its partitions alone ([`Blueprint::partitions`]).
+#[derive(Clone)]
+pub struct Blueprint {
+    /// The framework's parameters.
+    pub cfg: PartitionedConfig,
+    /// The sub-engines' shape (its prefix is the volume's: each partition's
+    /// is [`PartitionedConfig::sub_prefix`] of it).
+    pub sub_shape: Shape,
+    /// Builds a partition's sub-engine.
+    pub build: SubBuilder,
+}
+
+impl Blueprint {
+    /// The engine, its map in `parts.state` and partition `p` where `place`
+    /// puts it (built locally in the sibling space
+    /// [`PartitionedConfig::sub_space`], if there).
+    pub fn engine(&self, parts: Parts, place: &dyn Placement) -> Result<Partitioned> {
+        let build = self.build.clone();
+        Partitioned::new_placed(
+            self.cfg.clone(),
+            parts,
+            &self.sub_shape,
+            &move |p, shape, parts| build(p, shape, parts),
+            place,
+        )
+    }
+
+    /// The sub-engines of partitions `which` alone, over `parts` (whose state
+    /// is the engine's space; each partition's state is its sibling space, as
+    /// in [`Blueprint::engine`]): a cluster node's share of the engine.
+    pub fn partitions(&self, parts: Parts, which: &[u32]) -> Result<Vec<(u32, Arc<dyn Oram>)>> {
+        check_config(&self.cfg)?;
+        let base = parts.state.space();
+        let mut out = Vec::with_capacity(which.len());
+        for &p in which {
+            if p >= self.cfg.partitions {
+                return Err(OramError::Config(format!(
+                    "partition {p} does not exist (the engine has {})",
+                    self.cfg.partitions
+                )));
+            }
+            let sub = build_one(&self.cfg, &parts, base, &self.sub_shape, &*self.build, p)?;
+            out.push((p, sub));
+        }
+        Ok(out)
+    }
+}
+
+/// The framework's parameters that no engine can work with.
+fn check_config(cfg: &PartitionedConfig) -> Result<()> {
+    if cfg.partitions == 0 || cfg.partitions > 1 << 16 {
+        return Err(OramError::Config("partitions must be 1 to 65536".into()));
+    }
+    if !(1.0..=2.0).contains(&cfg.eviction_rate) {
+        return Err(OramError::Config(
+            "the eviction rate must be 1.0 to 2.0".into(),
+        ));
+    }
+    if cfg.capacity == 0 || cfg.block_size == 0 || cfg.max_batch == 0 {
+        return Err(OramError::Config(
+            "capacity, block size and round size must be positive".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The parts and shape of partition `p` of an engine in space `base`.
+fn sub_parts(
+    cfg: &PartitionedConfig,
+    parts: &Parts,
+    base: Space,
+    sub_shape: &Shape,
+    p: u32,
+) -> Result<(Shape, Parts)> {
+    let state = parts.state.sibling(PartitionedConfig::sub_space(base, p))?;
+    let shape = Shape {
+        prefix: cfg.sub_prefix(&sub_shape.prefix, p),
+        ..sub_shape.clone()
+    };
+    let parts = Parts {
+        store: parts.store.clone(),
+        sealer: parts.sealer.clone(),
+        state,
+    };
+    Ok((shape, parts))
+}
+
+/// Partition `p`'s sub-engine, built here, checked against the framework's
+/// block size and ids.
+fn build_one(
+    cfg: &PartitionedConfig,
+    parts: &Parts,
+    base: Space,
+    sub_shape: &Shape,
+    build_sub: BuildSub<'_>,
+    p: u32,
+) -> Result<Arc<dyn Oram>> {
+    let (shape, sub_parts) = sub_parts(cfg, parts, base, sub_shape, p)?;
+    let sub = build_sub(p, &shape, sub_parts)?;
+    check_sub(cfg, p, &*sub)?;
+    Ok(sub)
+}
+
+/// A partition's engine must take the framework's blocks and ids.
+fn check_sub(cfg: &PartitionedConfig, p: u32, sub: &dyn Oram) -> Result<()> {
+    if sub.block_size() != cfg.block_size || sub.id_limit() < cfg.capacity {
+        return Err(OramError::Config(format!(
+            "partition {p}'s engine takes blocks of {} bytes with ids below {}, \
+             not {} bytes below {}",
+            sub.block_size(),
+            sub.id_limit(),
+            cfg.block_size,
+            cfg.capacity
+        )));
+    }
+    Ok(())
 }
 
 /// The partitions of a volume of `capacity` blocks whose setting is `setting`:
@@ -187,7 +321,7 @@ pub fn validate_partitioning(
 }
 
 /// Builds partition `p`'s sub-engine of `shape` from `parts`.
-pub type BuildSub<'a> = &'a dyn Fn(u32, &Shape, Parts) -> Result<Arc<dyn Oram>>;
+pub type BuildSub<'a> = &'a (dyn Fn(u32, &Shape, Parts) -> Result<Arc<dyn Oram>> + Sync);
 
 /// A partitioned engine. Cheap to clone (shared state).
 #[derive(Clone)]
@@ -245,51 +379,35 @@ impl Partitioned {
         sub_shape: &Shape,
         build_sub: BuildSub<'_>,
     ) -> Result<Self> {
-        if cfg.partitions == 0 || cfg.partitions > 1 << 16 {
-            return Err(OramError::Config("partitions must be 1 to 65536".into()));
-        }
-        if !(1.0..=2.0).contains(&cfg.eviction_rate) {
-            return Err(OramError::Config(
-                "the eviction rate must be 1.0 to 2.0".into(),
-            ));
-        }
-        if cfg.capacity == 0 || cfg.block_size == 0 || cfg.max_batch == 0 {
-            return Err(OramError::Config(
-                "capacity, block size and round size must be positive".into(),
-            ));
-        }
+        Self::new_placed(cfg, parts, sub_shape, build_sub, &Local)
+    }
+
+    /// As [`Partitioned::new`], with partition `p` where `place` puts it (a
+    /// cluster's front: on the node that owns it).
+    pub fn new_placed(
+        cfg: PartitionedConfig,
+        parts: Parts,
+        sub_shape: &Shape,
+        build_sub: BuildSub<'_>,
+        place: &dyn Placement,
+    ) -> Result<Self> {
+        check_config(&cfg)?;
         let base = parts.state.space();
         let mut subs = Vec::with_capacity(cfg.partitions as usize);
         for p in 0..cfg.partitions {
-            let state = parts.state.sibling(PartitionedConfig::sub_space(base, p))?;
-            let shape = Shape {
-                prefix: cfg.sub_prefix(&sub_shape.prefix, p),
-                ..sub_shape.clone()
-            };
-            let sub = build_sub(
+            let (shape, sub_parts) = sub_parts(&cfg, &parts, base, sub_shape, p)?;
+            let shape_here = shape.clone();
+            let sub = place.place(
                 p,
                 &shape,
-                Parts {
-                    store: parts.store.clone(),
-                    sealer: parts.sealer.clone(),
-                    state,
-                },
+                Box::new(move || build_sub(p, &shape_here, sub_parts)),
             )?;
-            if sub.block_size() != cfg.block_size || sub.id_limit() < cfg.capacity {
-                return Err(OramError::Config(format!(
-                    "partition {p}'s engine takes blocks of {} bytes with ids below {}, \
-                     not {} bytes below {}",
-                    sub.block_size(),
-                    sub.id_limit(),
-                    cfg.block_size,
-                    cfg.capacity
-                )));
-            }
+            check_sub(&cfg, p, &*sub)?;
             subs.push(sub);
         }
         let map = PartitionMap::load(parts.state, cfg.partitions)?;
         let intents = map.intents();
-        let seq = intents.last().map_or(0, |(s, _)| s + 1);
+        let seq = map.next_round();
         let sticky = match intents.into_iter().next() {
             Some((s, bytes)) => Some((s, round::Intent::decode(&bytes)?)),
             None => None,
@@ -399,7 +517,10 @@ impl Inner {
             }
         };
         let reads = plan.reads();
-        self.run(fw, seq, intent, plan, reads).await.map(|(_, l)| l)
+        let round = RoundId { seq, repeat: true };
+        self.run(fw, round, intent, plan, reads)
+            .await
+            .map(|(_, l)| l)
     }
 
     /// Plans a fresh round of `ops`, records its intent, stages it.
@@ -433,7 +554,8 @@ impl Inner {
             fw.map.rollback()?;
             return Err(e.into());
         }
-        self.run(fw, seq, intent, plan, ops).await
+        let round = RoundId { seq, repeat: false };
+        self.run(fw, round, intent, plan, ops).await
     }
 
     /// The partitions' staged accesses of `plan`, at once, and the answers (the
@@ -442,16 +564,15 @@ impl Inner {
     async fn run(
         &self,
         fw: &mut Framework,
-        seq: u64,
+        round: RoundId,
         intent: round::Intent,
         plan: round::Plan,
         ops: Vec<Op>,
     ) -> Result<(Vec<Bytes>, Landing)> {
-        let staged = futures::future::join_all(
-            plan.subs
-                .iter()
-                .map(|(&p, sub_ops)| self.subs[p as usize].access_staged(sub_ops.clone())),
-        )
+        let seq = round.seq;
+        let staged = futures::future::join_all(plan.subs.iter().map(|(&p, sub_ops)| {
+            self.subs[p as usize].access_staged_round(round, sub_ops.clone())
+        }))
         .await;
         let mut parts = Vec::with_capacity(staged.len());
         let mut failed = None;
@@ -508,6 +629,9 @@ impl Inner {
             intent,
             counts,
         } = landing;
+        // Round numbers only grow, restarts included: a partition served on
+        // another machine tells a repeat it committed from a new round by them.
+        fw.map.set_next_round(fw.seq.max(seq + 1));
         if let Err(e) = StagedAccess::commit_all(parts, fw.map.stage()).await {
             fw.map.rollback()?;
             fw.sticky = Some((seq, intent));

@@ -27,10 +27,10 @@ mod map;
 mod round;
 
 pub use engine::{
-    partitions_for, validate_partitioning, BuildSub, Partitioned, PartitionedConfig,
-    MIN_EVICTION_RATE,
+    partitions_for, validate_partitioning, Blueprint, BuildSub, Partitioned, PartitionedConfig,
+    SubBuilder, MIN_EVICTION_RATE,
 };
-pub use map::{draw, PartitionMap, Where};
+pub use map::{draw, PartitionMap, Where, MAP_META_BOUND};
 
 #[cfg(test)]
 mod validation_tests {

@@ -42,6 +42,13 @@ impl std::fmt::Debug for PartitionMap {
     }
 }
 
+/// The map space's metadata key of the next round's number.
+const NEXT_ROUND: &[u8] = b"partition/next_round";
+
+/// The bytes the map's metadata adds to a snapshot of the trusted state, at
+/// most (for an engine's [`oram_engine::EngineSettings::state_bound`]).
+pub const MAP_META_BOUND: u64 = 4 + 4 + 4 + NEXT_ROUND.len() as u64 + 8;
+
 impl PartitionMap {
     /// The map of `partitions` partitions kept in `state` (as last committed).
     /// A partition number out of range is a corrupt state.
@@ -214,6 +221,24 @@ impl PartitionMap {
             .into_iter()
             .map(|(b, _)| (b, self.locate(b)))
             .collect()
+    }
+
+    /// The number the next round gets: above every round committed or
+    /// recorded before, restarts included (0 for a new map).
+    pub fn next_round(&self) -> u64 {
+        let committed = self
+            .state
+            .meta(NEXT_ROUND)
+            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+            .map_or(0, u64::from_le_bytes);
+        let recorded = self.state.intents().last().map_or(0, |(s, _)| s + 1);
+        committed.max(recorded)
+    }
+
+    /// Records, with the next commit of the map, that the next round is `seq`.
+    pub fn set_next_round(&mut self, seq: u64) {
+        self.state
+            .set_meta(NEXT_ROUND, Bytes::copy_from_slice(&seq.to_le_bytes()));
     }
 
     /// The changes since the last settle, to be committed with the partitions'

@@ -1,6 +1,7 @@
 //! The fuzz targets (see the crate documentation for what each covers) and their
 //! registry, [`ALL`].
 
+pub mod cluster;
 pub mod codecs;
 pub mod guard;
 pub mod http;
@@ -29,6 +30,12 @@ pub const ALL: &[Target] = &[
         run: guard::guard,
         seeds: guard::guard_seeds,
         extra: guard::guard_extra,
+    },
+    Target {
+        name: "cluster_wire",
+        run: cluster::cluster_wire,
+        seeds: cluster::cluster_wire_seeds,
+        extra: none,
     },
     Target {
         name: "log_groups",

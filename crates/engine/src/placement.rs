@@ -1,0 +1,48 @@
+//! Where a partitioned engine's partitions run: in this process, or on other
+//! machines (a cluster's nodes), and which round of its parent a partition's
+//! staged access belongs to.
+
+use std::sync::Arc;
+
+use crate::{Oram, Result, Shape};
+
+/// The round of a parent (a partition framework) that a staged access belongs
+/// to ([`Oram::access_staged_round`]). Round numbers only grow over the life of
+/// a volume's state, restarts included, so that a partition served elsewhere
+/// can tell a repeated round it already committed from a new one.
+///
+/// Observed by the storage server: nothing (it never leaves trusted processes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoundId {
+    /// The round's number (its intent record's sequence number).
+    pub seq: u64,
+    /// Whether this is the exact repetition of an interrupted round (its ops as
+    /// reads) rather than its first attempt.
+    pub repeat: bool,
+}
+
+/// Builds a partition's sub-engine in this process (handed to
+/// [`Placement::place`]; calling it at most once).
+pub type LocalSub<'a> = Box<dyn FnOnce() -> Result<Arc<dyn Oram>> + Send + 'a>;
+
+/// Decides where each partition of a partitioned engine runs.
+///
+/// Whatever it returns must behave as the local sub-engine would: the same
+/// block size, capacity and id limit, and the same staged accesses
+/// ([`Oram::access_staged_round`]), so that the storage server sees the same
+/// requests wherever a partition runs.
+pub trait Placement: Send + Sync {
+    /// Partition `p`'s sub-engine of `shape`: `local` builds it in this process
+    /// (its trusted state in this process's state database).
+    fn place(&self, p: u32, shape: &Shape, local: LocalSub<'_>) -> Result<Arc<dyn Oram>>;
+}
+
+/// Every partition in this process: a volume on one machine.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Local;
+
+impl Placement for Local {
+    fn place(&self, _p: u32, _shape: &Shape, local: LocalSub<'_>) -> Result<Arc<dyn Oram>> {
+        local()
+    }
+}

@@ -1,0 +1,404 @@
+//! A node: serves its partitions' sub-engines to fronts over mutual TLS.
+//!
+//! For each partition it keeps a **ledger** in the node's trusted state (the
+//! partition's ledger space): the last round it committed and that round's
+//! answers, committed atomically with the sub-engine's changes. A front that
+//! repeats a round the node already committed (its own commit was lost to a
+//! failure or crash) gets the recorded answers back and the partition makes no
+//! access; any other repetition is staged again, and the sub-engine finishes
+//! its interrupted round with the same draws, as on one machine.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use oram_blockstore::StoreError;
+use oram_engine::{Op, Oram, OramError, Quiesced, RoundId, StagedAccess};
+use oram_state::TrustedState;
+use tokio::net::TcpListener;
+
+use crate::tls::ClusterTls;
+use crate::wire::{read_frame, write_frame, Envelope, Reply, Request, Response};
+
+/// How long a front has to complete its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The ledger key of the last committed round and its answers.
+const DONE: &[u8] = b"node/done";
+
+/// One partition a node serves.
+pub struct Served {
+    /// The partition.
+    pub partition: u32,
+    /// Its sub-engine, built here.
+    pub sub: Arc<dyn Oram>,
+    /// Its ledger: a state space of the same database as the sub-engine's,
+    /// used by nothing else (the partition framework's `ledger_space`).
+    pub ledger: Box<dyn TrustedState>,
+    /// The owner token the node holds it under (fronts must name it).
+    pub token: u64,
+}
+
+struct Slot {
+    sub: Arc<dyn Oram>,
+    token: u64,
+    /// The ledger and the access staged for the front's next land: one round
+    /// of the partition at a time.
+    ledger: tokio::sync::Mutex<Ledger>,
+}
+
+struct Ledger {
+    state: Box<dyn TrustedState>,
+    staged: Option<Staging>,
+}
+
+struct Staging {
+    seq: u64,
+    attempt: u64,
+    access: StagedAccess,
+    answers: Vec<Bytes>,
+}
+
+impl Ledger {
+    /// The last round committed and its answers.
+    fn done(&self) -> Option<(u64, Vec<Bytes>)> {
+        let mut b = self.state.meta(DONE)?.clone();
+        if b.remaining() < 12 {
+            return None;
+        }
+        let seq = b.get_u64();
+        let n = b.get_u32() as usize;
+        let mut answers = Vec::with_capacity(n.min(1 << 16));
+        for _ in 0..n {
+            if b.remaining() < 4 {
+                return None;
+            }
+            let len = b.get_u32() as usize;
+            if b.remaining() < len {
+                return None;
+            }
+            answers.push(b.split_to(len));
+        }
+        Some((seq, answers))
+    }
+
+    fn set_done(&mut self, seq: u64, answers: &[Bytes]) {
+        let mut out =
+            BytesMut::with_capacity(12 + answers.iter().map(|a| 4 + a.len()).sum::<usize>());
+        out.put_u64(seq);
+        out.put_u32(answers.len() as u32);
+        for a in answers {
+            out.put_u32(a.len() as u32);
+            out.put_slice(a);
+        }
+        self.state.set_meta(DONE, out.freeze());
+    }
+}
+
+/// A node's partitions, served to fronts. Cheap to clone.
+#[derive(Clone)]
+pub struct NodeHost {
+    inner: Arc<HostInner>,
+}
+
+struct HostInner {
+    block_size: usize,
+    slots: HashMap<u32, Slot>,
+}
+
+impl std::fmt::Debug for NodeHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ps: Vec<_> = self.inner.slots.keys().collect();
+        ps.sort();
+        f.debug_struct("NodeHost")
+            .field("partitions", &ps)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unavailable(msg: String) -> OramError {
+    OramError::Store(StoreError::Unavailable(msg))
+}
+
+impl NodeHost {
+    /// A host of `served`, whose sub-engines take blocks of `block_size` bytes.
+    pub fn new(block_size: usize, served: Vec<Served>) -> Self {
+        let slots = served
+            .into_iter()
+            .map(|s| {
+                (
+                    s.partition,
+                    Slot {
+                        sub: s.sub,
+                        token: s.token,
+                        ledger: tokio::sync::Mutex::new(Ledger {
+                            state: s.ledger,
+                            staged: None,
+                        }),
+                    },
+                )
+            })
+            .collect();
+        Self {
+            inner: Arc::new(HostInner { block_size, slots }),
+        }
+    }
+
+    /// The partitions served, ascending.
+    pub fn partitions(&self) -> Vec<u32> {
+        let mut ps: Vec<u32> = self.inner.slots.keys().copied().collect();
+        ps.sort_unstable();
+        ps
+    }
+
+    /// Serves fronts on `listener` until `shutdown` resolves. Each connection
+    /// is served on its own task; a peer without a certificate of the
+    /// cluster's CA is refused at the handshake.
+    ///
+    /// Observed by the storage server: the partitions' own requests, as their
+    /// engines make them.
+    pub async fn serve(
+        &self,
+        listener: TcpListener,
+        tls: ClusterTls,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = listener.accept() => {
+                    let Ok((tcp, peer)) = accepted else { continue };
+                    let _ = tcp.set_nodelay(true);
+                    let host = self.clone();
+                    let acceptor = tls.acceptor.clone();
+                    conns.spawn(async move {
+                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                            Ok(Ok(stream)) => host.connection(stream).await,
+                            Ok(Err(e)) => tracing::warn!(%peer, "cluster handshake refused: {e}"),
+                            Err(_) => tracing::warn!(%peer, "cluster handshake timed out"),
+                        }
+                    });
+                }
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        conns.shutdown().await;
+    }
+
+    /// One front's connection: requests answered in order. Quiesced partitions
+    /// stay quiesced until the connection closes.
+    async fn connection<S>(&self, mut stream: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let bs = self.inner.block_size;
+        let mut held: Vec<Quiesced> = Vec::new();
+        loop {
+            let frame = match read_frame(&mut stream).await {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!("cluster connection: {e}");
+                    break;
+                }
+            };
+            let reply = match Envelope::decode(frame, bs) {
+                Ok(env) => self.handle(env, &mut held).await,
+                Err(e) => Reply {
+                    token: 0,
+                    response: Response::Failed(OramError::Config(e.to_string())),
+                },
+            };
+            if write_frame(&mut stream, &reply.encode(bs)).await.is_err() {
+                break;
+            }
+        }
+    }
+
+    /// Answers one request.
+    pub(crate) async fn handle(&self, env: Envelope, held: &mut Vec<Quiesced>) -> Reply {
+        let p = env.partition;
+        let Some(slot) = self.inner.slots.get(&p) else {
+            return Reply {
+                token: 0,
+                response: Response::Failed(unavailable(format!(
+                    "partition {p} is not served by this node"
+                ))),
+            };
+        };
+        let response = match self.respond(slot, p, env.request, held).await {
+            Ok(r) => r,
+            Err(e) => Response::Failed(e),
+        };
+        Reply {
+            token: slot.token,
+            response,
+        }
+    }
+
+    async fn respond(
+        &self,
+        slot: &Slot,
+        p: u32,
+        request: Request,
+        held: &mut Vec<Quiesced>,
+    ) -> Result<Response, OramError> {
+        let fenced = |token: u64| -> Result<(), OramError> {
+            if token == slot.token {
+                Ok(())
+            } else {
+                Err(unavailable(format!(
+                    "partition {p} is held here under owner token {}, not {token}",
+                    slot.token
+                )))
+            }
+        };
+        match request {
+            Request::Stage {
+                token,
+                round,
+                attempt,
+                ops,
+            } => {
+                fenced(token)?;
+                self.stage(slot, round, attempt, ops)
+                    .await
+                    .map(Response::Answers)
+            }
+            Request::Land {
+                token,
+                seq,
+                attempt,
+            } => {
+                fenced(token)?;
+                land(slot, seq, attempt).await?;
+                Ok(Response::Done(slot.sub.stats()))
+            }
+            Request::Abort {
+                token,
+                seq,
+                attempt,
+            } => {
+                fenced(token)?;
+                let mut led = slot.ledger.lock().await;
+                if led
+                    .staged
+                    .as_ref()
+                    .is_some_and(|s| s.seq == seq && s.attempt == attempt)
+                {
+                    led.staged = None;
+                }
+                Ok(Response::Done(slot.sub.stats()))
+            }
+            Request::Flush => {
+                let _led = idle(slot).await;
+                slot.sub.flush().await?;
+                Ok(Response::Done(slot.sub.stats()))
+            }
+            Request::Stats => Ok(Response::Done(slot.sub.stats())),
+            Request::Check => {
+                let _led = idle(slot).await;
+                Ok(Response::Checked(slot.sub.check(&|_, _| {}).await?))
+            }
+            Request::Sweep => {
+                let _led = idle(slot).await;
+                Ok(Response::Swept(slot.sub.sweep().await?))
+            }
+            Request::Format => {
+                let _led = idle(slot).await;
+                Ok(Response::Formatted(slot.sub.format(&|_, _| {}).await?))
+            }
+            Request::Quiesce => {
+                let led = idle(slot).await;
+                drop(led);
+                held.push(slot.sub.quiesce().await?);
+                Ok(Response::Done(slot.sub.stats()))
+            }
+        }
+    }
+
+    /// Stages `ops` as round `round`, or answers a repeated round committed
+    /// already from the ledger (no access).
+    async fn stage(
+        &self,
+        slot: &Slot,
+        round: RoundId,
+        attempt: u64,
+        ops: Vec<Op>,
+    ) -> Result<Vec<Bytes>, OramError> {
+        let mut led = slot.ledger.lock().await;
+        // An access staged earlier and never landed is undone (its engine keeps
+        // its interrupted round to be finished by this one).
+        led.staged = None;
+        if let Some((done, answers)) = led.done() {
+            if round.repeat && done == round.seq {
+                if answers.len() != ops.len() {
+                    return Err(OramError::Config(format!(
+                        "round {done} is repeated with {} ops, it had {}",
+                        ops.len(),
+                        answers.len()
+                    )));
+                }
+                return Ok(answers);
+            }
+            if !round.repeat && round.seq <= done {
+                return Err(OramError::Config(format!(
+                    "round {} is not after round {done}, the last this partition \
+                     committed: the front's state is older than the node's",
+                    round.seq
+                )));
+            }
+        }
+        let access = slot.sub.access_staged(ops).await?;
+        let answers = access.answers().to_vec();
+        led.staged = Some(Staging {
+            seq: round.seq,
+            attempt,
+            access,
+            answers: answers.clone(),
+        });
+        Ok(answers)
+    }
+}
+
+/// The ledger with no access staged (maintenance runs between rounds).
+async fn idle(slot: &Slot) -> tokio::sync::MutexGuard<'_, Ledger> {
+    let mut led = slot.ledger.lock().await;
+    led.staged = None;
+    led
+}
+
+/// Lands round `seq`'s staged access and commits it with the ledger's record of
+/// it; a land repeated after its reply was lost is answered from the ledger.
+async fn land(slot: &Slot, seq: u64, attempt: u64) -> Result<(), OramError> {
+    let mut led = slot.ledger.lock().await;
+    match led.staged.take() {
+        Some(st) if st.seq == seq && st.attempt == attempt => {
+            led.set_done(seq, &st.answers);
+            let extra = led.state.stage();
+            match StagedAccess::commit_all(vec![st.access], extra).await {
+                Ok(_) => {
+                    led.state.settle();
+                    Ok(())
+                }
+                Err(e) => {
+                    led.state.rollback();
+                    Err(e)
+                }
+            }
+        }
+        Some(st) => Err(unavailable(format!(
+            "round {seq} (attempt {attempt}) landed while round {} (attempt {}) was staged: \
+             the front repeats it",
+            st.seq, st.attempt
+        ))),
+        None if led.done().is_some_and(|(d, _)| d == seq) => Ok(()),
+        None => Err(unavailable(format!(
+            "round {seq} is not staged on this node (it restarted or the round was undone): \
+             the front repeats it"
+        ))),
+    }
+}

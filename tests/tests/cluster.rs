@@ -1,0 +1,248 @@
+//! A cluster's failures that the conformance suite (front and nodes over one
+//! state database, `cluster_conformance.rs`) cannot produce: the front's and
+//! each node's trusted state in databases of their own, a front commit that
+//! fails after every node committed its part, and a front whose owner tokens
+//! are stale.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use oram_blockstore::{BlockStore, Recording};
+use oram_engine::conformance::{block_data, fill, read_back, test_sealer, Model};
+use oram_engine::{Op, Oram, OramError, Parts};
+use oram_oblivistore::{oblivistore_blueprint, ObliviStoreConfig};
+use oram_partition::Blueprint;
+use oram_state::Space;
+use oram_statedb::Db;
+use oram_store_fs::FsStore;
+use oram_tests::cluster::clustered;
+
+const VOL: [u8; 16] = [5; 16];
+const NODES: usize = 3;
+const BLOCK: usize = 256;
+
+fn blueprint() -> Blueprint {
+    let mut cfg = ObliviStoreConfig::new(512, BLOCK, 8, 16);
+    cfg.framework.cache_bound = 1 << 20;
+    cfg.framework.round_attempts = 1;
+    cfg.framework.rng_seed = Some([9; 32]);
+    oblivistore_blueprint(cfg, "vol0").expect("valid configuration")
+}
+
+/// The front's database and one per node.
+struct Dbs {
+    front: Arc<Db>,
+    nodes: Vec<Arc<Db>>,
+}
+
+impl Dbs {
+    fn open(dir: &Path) -> Self {
+        Self {
+            front: Db::open(&dir.join("front.redb"), VOL).unwrap(),
+            nodes: (0..NODES)
+                .map(|n| Db::open(&dir.join(format!("node{n}.redb")), VOL).unwrap())
+                .collect(),
+        }
+    }
+}
+
+fn parts(store: &Arc<dyn BlockStore>, db: &Arc<Db>) -> Parts {
+    Parts {
+        store: store.clone(),
+        sealer: test_sealer(),
+        state: Box::new(db.state(Space(0)).unwrap()),
+    }
+}
+
+fn cluster(store: &Arc<dyn BlockStore>, dbs: &Dbs, token_skew: u64) -> Arc<dyn Oram> {
+    clustered(
+        &blueprint(),
+        parts(store, &dbs.front),
+        dbs.nodes.iter().map(|db| parts(store, db)).collect(),
+        token_skew,
+    )
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Every node lands and commits its part of a round of writes; then the
+/// front's own commit fails (an I/O error of its database) and the front
+/// restarts. The round is repeated: each node answers it from its ledger —
+/// the blocks it *took* from its partitions in that round among them — so the
+/// block the failed write moved keeps its acknowledged data. Without the
+/// ledger the repeat would take the block again from a partition that no
+/// longer holds it.
+#[test]
+fn a_round_the_nodes_committed_and_the_front_did_not_is_answered_from_their_ledgers() {
+    use oram_engine::conformance::HoldStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("store");
+    let mut model = Model::new();
+    let rt = runtime();
+    rt.block_on(async {
+        let hold = Arc::new(HoldStore::new(FsStore::open(&store_path).unwrap()));
+        let store: Arc<dyn BlockStore> = hold.clone();
+        let dbs = Dbs::open(dir.path());
+        let e = cluster(&store, &dbs, 0);
+        fill(e.as_ref(), &mut model, 0..40, 1).await;
+        // The round's intent is committed and its partitions staged when its
+        // writes reach the backend; the front's next commit is the round's.
+        hold.set_puts_open(false);
+        let writer = {
+            let e = e.clone();
+            tokio::spawn(async move {
+                e.access(vec![Op::Write(0, block_data(0, 2, BLOCK)), Op::Read(1)])
+                    .await
+            })
+        };
+        let mut waited = 0;
+        while hold.puts_waiting() == 0 {
+            assert!(waited < 500, "no PUT of the round reached the backend");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            waited += 1;
+        }
+        dbs.front.inject_commit_failure();
+        hold.set_puts_open(true);
+        let err = writer.await.unwrap().unwrap_err();
+        assert!(matches!(err, OramError::State(_)), "{err}");
+        assert!(dbs.front.failure().is_some());
+        for (n, db) in dbs.nodes.iter().enumerate() {
+            assert!(db.failure().is_none(), "node {n} committed its part");
+        }
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(5));
+    runtime().block_on(async {
+        let store: Arc<dyn BlockStore> = Arc::new(FsStore::open(&store_path).unwrap());
+        let dbs = Dbs::open(dir.path());
+        let e = cluster(&store, &dbs, 0);
+        read_back(e.as_ref(), &model, 40, 8).await;
+        assert_eq!(e.stats().extra("rounds_repeated_total"), Some(1));
+        let rep = e.check(&|_, _| {}).await.unwrap();
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+        assert_eq!(rep.blocks_found, 40);
+    });
+}
+
+/// A front whose owner tokens are not the nodes' (a stale view of who owns
+/// what) is refused by every node before anything is staged: its access
+/// fails, the storage server sees no request, and a front with the right
+/// tokens then reads everything as it was.
+#[test]
+fn a_front_naming_stale_owner_tokens_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = Arc::new(Recording::new(
+        FsStore::open(dir.path().join("store")).unwrap(),
+    ));
+    let store: Arc<dyn BlockStore> = recording.clone();
+    let mut model = Model::new();
+    runtime().block_on(async {
+        let dbs = Dbs::open(dir.path());
+        let e = cluster(&store, &dbs, 0);
+        fill(e.as_ref(), &mut model, 0..32, 1).await;
+        drop(e);
+        recording.take_trace();
+        let stale = cluster(&store, &dbs, 1);
+        let err = stale
+            .access(vec![Op::Read(3), Op::Write(4, block_data(4, 9, BLOCK))])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("owner token"), "{err}");
+        assert!(
+            recording.take_trace().is_empty(),
+            "a refused front's round reached the storage server"
+        );
+        drop(stale);
+        let e = cluster(&store, &dbs, 0);
+        read_back(e.as_ref(), &model, 32, 8).await;
+        let rep = e.check(&|_, _| {}).await.unwrap();
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    });
+}
+
+/// A node dies while its partition's writes of a round hang on the backend
+/// (the other nodes' writes hang too, then land and commit once the backend
+/// answers): the front's round fails. The node restarts from its database at
+/// the same address; the front, still running, repeats the round — the nodes
+/// that committed answer from their ledgers, the restarted one stages it again
+/// — and every acknowledged block reads back, with the map and the partitions
+/// in agreement.
+#[test]
+fn a_node_that_dies_in_a_round_is_restarted_and_the_round_repeated() {
+    use oram_engine::conformance::HoldStore;
+    use oram_tests::cluster::{node_host, start_cluster, NodeThread};
+
+    let dir = tempfile::tempdir().unwrap();
+    let hold = Arc::new(HoldStore::new(
+        FsStore::open(dir.path().join("store")).unwrap(),
+    ));
+    let store: Arc<dyn BlockStore> = hold.clone();
+    let mut model = Model::new();
+    runtime().block_on(async {
+        let dbs = Dbs::open(dir.path());
+        let bp = blueprint();
+        let (front, nodes, addrs) = start_cluster(
+            &bp,
+            parts(&store, &dbs.front),
+            dbs.nodes.iter().map(|db| parts(&store, db)).collect(),
+            0,
+        );
+        let mut nodes: Vec<Option<NodeThread>> = nodes.into_iter().map(Some).collect();
+        fill(front.as_ref(), &mut model, 0..40, 1).await;
+
+        hold.set_puts_open(false);
+        let writer = {
+            let front = front.clone();
+            tokio::spawn(async move {
+                front
+                    .access(vec![Op::Write(5, block_data(5, 2, BLOCK)), Op::Read(6)])
+                    .await
+            })
+        };
+        let mut waited = 0;
+        while hold.puts_waiting() == 0 {
+            assert!(waited < 500, "no PUT of the round reached the backend");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            waited += 1;
+        }
+        // The node of the first partition whose writes hang dies.
+        let key = hold.puts_held().into_iter().next().unwrap();
+        let partition: u32 = key.split('/').nth(2).unwrap().parse().unwrap();
+        let victim = (partition as usize) % NODES;
+        let dead = nodes[victim].take();
+        tokio::task::spawn_blocking(move || drop(dead))
+            .await
+            .unwrap();
+        hold.set_puts_open(true);
+        let failed = writer.await.unwrap();
+        assert!(failed.is_err(), "a round whose node died succeeded");
+
+        // Restarted from its own database, where it listened before.
+        let restarted = node_host(
+            &bp,
+            Space(0),
+            parts(&store, &dbs.nodes[victim]),
+            victim as u32,
+            NODES as u32,
+        );
+        let (thread, addr) = NodeThread::start_at(restarted, addrs[victim].clone());
+        assert_eq!(addr, addrs[victim]);
+        nodes[victim] = Some(thread);
+
+        read_back(front.as_ref(), &model, 40, 8).await;
+        assert!(front.stats().extra("rounds_repeated_total").unwrap_or(0) >= 1);
+        let rep = front.check(&|_, _| {}).await.unwrap();
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+        assert_eq!(rep.blocks_found, 40);
+        drop(front);
+        tokio::task::spawn_blocking(move || drop(nodes))
+            .await
+            .unwrap();
+    });
+}
