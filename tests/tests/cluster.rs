@@ -246,3 +246,40 @@ fn a_node_that_dies_in_a_round_is_restarted_and_the_round_repeated() {
             .unwrap();
     });
 }
+
+/// A front whose certificate another CA signed is refused at the handshake:
+/// its access fails naming TLS, and nothing reaches the storage server.
+#[test]
+fn a_member_of_another_cluster_is_refused_at_the_handshake() {
+    use oram_node::{mint_ca, mint_member, ClusterTls, NodeLink, RemotePlacement, Timeouts};
+    use oram_tests::cluster::{node_host, NodeThread};
+
+    let dir = tempfile::tempdir().unwrap();
+    let recording = Arc::new(Recording::new(
+        FsStore::open(dir.path().join("store")).unwrap(),
+    ));
+    let store: Arc<dyn BlockStore> = recording.clone();
+    runtime().block_on(async {
+        let dbs = Dbs::open(dir.path());
+        let bp = blueprint();
+        let host = node_host(&bp, Space(0), parts(&store, &dbs.nodes[0]), 0, 1);
+        let (node, addr) = NodeThread::start(host);
+        let other = mint_ca("another").unwrap();
+        let (chain, key) = mint_member(&other, "intruder").unwrap();
+        let tls = ClusterTls::from_pem(other.cert_pem.as_bytes(), chain.as_bytes(), key.as_bytes())
+            .unwrap();
+        let link = NodeLink::new(addr, tls, BLOCK, Timeouts::default());
+        let mut placement = RemotePlacement::new();
+        for p in 0..bp.cfg.partitions {
+            placement.own(p, link.clone(), 100);
+        }
+        let front = bp.engine(parts(&store, &dbs.front), &placement).unwrap();
+        let err = front.access(vec![Op::Read(1)]).await.unwrap_err();
+        assert!(err.to_string().contains("TLS"), "{err}");
+        assert!(recording.take_trace().is_empty());
+        drop(front);
+        tokio::task::spawn_blocking(move || drop(node))
+            .await
+            .unwrap();
+    });
+}
