@@ -2,6 +2,7 @@
 //! 127.0.0.1, each on its own thread and runtime, and the front's engine with
 //! its partitions placed on them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -29,6 +30,31 @@ pub fn tls() -> ClusterTls {
 pub struct NodeThread {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    /// CPU time of the node's threads that ended, in clock ticks of 1/100 s.
+    cpu: Arc<AtomicU64>,
+}
+
+/// CPU time the calling thread has used, in clock ticks of 1/100 s (Linux's
+/// `/proc/thread-self/stat`: user and system time; 0 where it cannot be read).
+pub fn thread_cpu_ticks() -> u64 {
+    cpu_ticks("/proc/thread-self/stat")
+}
+
+/// CPU time the whole process has used, in clock ticks of 1/100 s.
+pub fn process_cpu_ticks() -> u64 {
+    cpu_ticks("/proc/self/stat")
+}
+
+fn cpu_ticks(path: &str) -> u64 {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return 0;
+    };
+    // Fields after the command name in parentheses: state is field 3, utime
+    // and stime are fields 14 and 15.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    field(14) + field(15)
 }
 
 impl NodeThread {
@@ -41,10 +67,16 @@ impl NodeThread {
     pub fn start_at(host: NodeHost, addr: String) -> (Self, String) {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let cpu = Arc::new(AtomicU64::new(0));
+        let counted = cpu.clone();
         let thread = std::thread::spawn(move || {
+            let on_stop = counted.clone();
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
+                .on_thread_stop(move || {
+                    on_stop.fetch_add(thread_cpu_ticks(), Ordering::Relaxed);
+                })
                 .build()
                 .expect("a runtime");
             rt.block_on(async move {
@@ -59,26 +91,40 @@ impl NodeThread {
                 })
                 .await;
             });
+            drop(rt);
+            counted.fetch_add(thread_cpu_ticks(), Ordering::Relaxed);
         });
         let addr = addr_rx.recv().expect("the node's address");
         (
             Self {
                 stop: Some(stop),
                 thread: Some(thread),
+                cpu,
             },
             addr,
         )
     }
-}
 
-impl Drop for NodeThread {
-    fn drop(&mut self) {
+    /// Stops the node; returns the CPU time its threads used, in clock ticks
+    /// of 1/100 s.
+    pub fn stop(mut self) -> u64 {
+        self.halt();
+        self.cpu.load(Ordering::Relaxed)
+    }
+
+    fn halt(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+impl Drop for NodeThread {
+    fn drop(&mut self) {
+        self.halt();
     }
 }
 
