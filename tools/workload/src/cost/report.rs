@@ -166,6 +166,7 @@ pub fn markdown(
     let all = ordered(rows);
     at_rest(&mut s, &all);
     traffic(&mut s, &all);
+    ceilings(&mut s, &all);
     for t in tables {
         dollars(&mut s, &all, t);
     }
@@ -194,7 +195,8 @@ volume, given apart and priced with the fixed costs.\n\
 halves of the passes, divided by the client bytes written (or read) in them, in GiB. A read \
 also writes (an ORAM rewrites what it read), and that is counted with the read.\n\
 - **Requests per block access**: backend requests of both halves ÷ the logical block accesses \
-the engine served (`oram_engine_accesses_total`).\n\
+the engine served (`oram_engine_accesses_total`). **Levels on backend**: the tree levels an \
+access reads from the backend (CURIOUS: each sub-ORAM's).\n\
 - **Counts**: the proxy's own counters (`/metrics`: `oram_backend_requests_total`, \
 `oram_backend_bytes_total`), kept by the volume's accounting wrapper of the block store \
 between the engine and the back-end: every request the engine and the checkpoint send, failed \
@@ -245,6 +247,44 @@ fn at_rest(s: &mut String, rows: &[Measured]) {
             sig(m.requests_per_access()),
             sig(bpc(&m.write)),
             sig(bpc(&m.read)),
+        );
+    }
+    s.push('\n');
+}
+
+/// S3's documented request rates per key prefix and second: PUT, COPY, POST
+/// and DELETE; GET and HEAD.
+const S3_PUTS_PER_PREFIX: f64 = 3500.0;
+const S3_GETS_PER_PREFIX: f64 = 5500.0;
+
+/// The client bytes per second `p` allows within S3's request rates of one key
+/// prefix (the engines keep a volume's objects under one).
+pub fn prefix_ceiling(p: &super::Phase) -> f64 {
+    let per_byte = |n: f64| n / p.client_bytes.max(1) as f64;
+    let puts = per_byte(p.traffic.put + p.traffic.delete);
+    let gets = per_byte(p.traffic.get + p.traffic.get_range + p.traffic.head);
+    let limit = |rate: f64, per: f64| if per > 0.0 { rate / per } else { f64::INFINITY };
+    limit(S3_PUTS_PER_PREFIX, puts).min(limit(S3_GETS_PER_PREFIX, gets))
+}
+
+fn ceilings(s: &mut String, rows: &[Measured]) {
+    let _ = writeln!(
+        s,
+        "## Throughput ceiling on one S3 key prefix
+
+         S3 serves about {S3_PUTS_PER_PREFIX:.0} PUT/COPY/POST/DELETE and {S3_GETS_PER_PREFIX:.0}          GET/HEAD requests per second per key prefix (AWS's documented rates; a volume's          objects are under one prefix): the client MiB/s those rates allow at the requests          measured above, whatever the link.
+"
+    );
+    let _ = writeln!(s, "| config | block | MiB/s written | MiB/s read |");
+    let _ = writeln!(s, "|---|---|---|---|");
+    for m in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            m.config,
+            human(m.block_size),
+            sig(prefix_ceiling(&m.write) / (1u64 << 20) as f64),
+            sig(prefix_ceiling(&m.read) / (1u64 << 20) as f64),
         );
     }
     s.push('\n');
@@ -404,8 +444,9 @@ pub fn csv(rows: &[Measured], tables: &[PriceTable]) -> String {
         );
     }
     s.push_str(
-        ",requests_per_block_access,usd_gib_month_capacity,usd_gib_month_stored,\
-         usd_gib_written_public,usd_gib_written_private,usd_gib_read_public,usd_gib_read_private\n",
+        ",requests_per_block_access,s3_prefix_write_bps,s3_prefix_read_bps,usd_gib_month_capacity,\
+         usd_gib_month_stored,usd_gib_written_public,usd_gib_written_private,usd_gib_read_public,\
+         usd_gib_read_private\n",
     );
     for t in tables {
         for m in ordered(rows) {
@@ -445,8 +486,10 @@ pub fn csv(rows: &[Measured], tables: &[PriceTable]) -> String {
             }
             let _ = writeln!(
                 s,
-                ",{},{},{},{},{},{},{}",
+                ",{},{},{},{},{},{},{},{},{}",
                 m.requests_per_access(),
+                prefix_ceiling(&m.write),
+                prefix_ceiling(&m.read),
                 d.month_capacity,
                 d.month_stored,
                 d.write_public,
@@ -464,6 +507,24 @@ mod tests {
     use super::super::prices::Traffic;
     use super::super::Phase;
     use super::*;
+
+    #[test]
+    fn the_prefix_ceiling_is_the_scarcer_request_rate() {
+        let p = |put: f64, get: f64| Phase {
+            client_bytes: 1 << 20,
+            traffic: Traffic {
+                put,
+                get_range: get,
+                ..Traffic::default()
+            },
+            ..Phase::default()
+        };
+        // 1 PUT per MiB: 3,500 MiB/s; 10 PUTs and 10 GETs: the PUTs bind.
+        assert_eq!(prefix_ceiling(&p(1.0, 0.0)), 3500.0 * (1u64 << 20) as f64);
+        assert_eq!(prefix_ceiling(&p(10.0, 10.0)), 350.0 * (1u64 << 20) as f64);
+        // 1 PUT and 100 GETs per MiB: the GETs bind (55 MiB/s).
+        assert_eq!(prefix_ceiling(&p(1.0, 100.0)), 55.0 * (1u64 << 20) as f64);
+    }
 
     #[test]
     fn sig_keeps_three_digits() {
