@@ -85,9 +85,15 @@ def test_the_counts_are_sane(cost):
     assert plain["write_put"] == 8 and plain["read_get"] == 8
     assert plain["gib_per_gib_capacity"] == plain["gib_per_gib_stored"] == 1.0
     assert int(r["path"]["levels_on_backend"]) > 0
+    # S3's per-prefix request rates: one request per object lets the most through.
+    for ph in ("write", "read"):
+        k = f"s3_prefix_{ph}_bps"
+        assert plain[k] > d[k] > p[k] > 0, ph
+        assert close(plain[k], (3500 if ph == "write" else 5500) * OBJECT)
     for line in ("| plain copy | 16K |", "| direct | 16K |", "| path | 16K |",
                  "## Dollars at AWS S3 Standard", "## Dollars at IBM Cloud Object Storage",
-                 "extrapolated", "Every configuration ran to the end."):
+                 "extrapolated", "## Throughput ceiling on one S3 key prefix",
+                 "Every configuration ran to the end."):
         assert line in md, line
 
 
