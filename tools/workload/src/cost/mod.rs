@@ -14,7 +14,9 @@
 //! beside a plain encrypted copy computed from the same workload's object
 //! sizes (one PUT per object written, one GET per object read, 1× the bytes),
 //! and prices them with provider price tables ([`prices`]) in the public and
-//! the private cloud model ([`prices::CloudModel`]). The workload: a volume
+//! the private cloud model ([`prices::CloudModel`]), and gives the client
+//! throughput S3's documented request rates per key prefix allow at the
+//! measured requests per byte. The workload: a volume
 //! `--capacity` large filled to `--fill` in `--object-size` objects, then
 //! `--passes` passes of overwriting every object and reading it back (checked),
 //! one object at a time; the write and read halves are counted apart. Every

@@ -1,5 +1,6 @@
 //! The cost report: Markdown tables (bytes at rest, requests and bytes per
-//! client GiB, dollars per price table and cloud model) and a CSV of every
+//! client GiB, the throughput S3's per-prefix request rates allow, dollars per
+//! price table and cloud model, fixed costs per volume) and a CSV of every
 //! figure, one row per price table × configuration.
 
 use std::fmt::Write as _;
