@@ -411,22 +411,7 @@ impl ProxyRun {
         swift: bool,
         format: bool,
     ) -> Result<Self, String> {
-        let data_dir = lab.dir.join(format!("proxy-{name}"));
-        let _ = std::fs::remove_dir_all(&data_dir);
-        std::fs::create_dir_all(&data_dir).map_err(|e| e.to_string())?;
-        let (s3_port, metrics_port, swift_port) = (free_port()?, free_port()?, free_port()?);
-        let bucket = format!("oram-{name}")
-            .to_ascii_lowercase()
-            .replace('_', "-");
-        let secret = format!(
-            "{:032x}",
-            crate::dist::stable_hash(&[name.as_bytes(), b"secret"])
-        );
-        let swift_section = if swift {
-            format!("[swift]\nlisten = \"127.0.0.1:{swift_port}\"\n")
-        } else {
-            String::new()
-        };
+        let bucket = bucket_of(name);
         let backend_section = match backend {
             ProxyBackend::Fs => "[backend]\nkind = \"fs\"\n".to_string(),
             ProxyBackend::LabS3 | ProxyBackend::LabS3Defaults | ProxyBackend::LabS3Local => {
@@ -447,6 +432,56 @@ impl ProxyRun {
                     },
                 )
             }
+        };
+        Self::start_in(
+            &lab.dir,
+            proxy,
+            name,
+            engine,
+            &backend_section,
+            swift,
+            format,
+        )
+    }
+
+    /// Initialises a volume on the fs back-end under `dir` (`<dir>/proxy-<name>`,
+    /// the store in its data directory, without fsync: the figures it is used
+    /// for are counts and sizes, not durability) and starts serving it; no MinIO
+    /// needed. `engine` is the body of the `[engine]` section.
+    pub fn start_fs(
+        dir: &Path,
+        proxy: &Path,
+        name: &str,
+        engine: &str,
+        format: bool,
+    ) -> Result<Self, String> {
+        let backend = "[backend]\nkind = \"fs\"\nfsync = false\n";
+        Self::start_in(dir, proxy, name, engine, backend, false, format)
+    }
+
+    /// [`Self::start_with`] in `dir` with the `[backend]` section `backend_section`.
+    fn start_in(
+        dir: &Path,
+        proxy: &Path,
+        name: &str,
+        engine: &str,
+        backend_section: &str,
+        swift: bool,
+        format: bool,
+    ) -> Result<Self, String> {
+        let data_dir = dir.join(format!("proxy-{name}"));
+        let _ = std::fs::remove_dir_all(&data_dir);
+        std::fs::create_dir_all(&data_dir).map_err(|e| e.to_string())?;
+        let (s3_port, metrics_port, swift_port) = (free_port()?, free_port()?, free_port()?);
+        let bucket = bucket_of(name);
+        let secret = format!(
+            "{:032x}",
+            crate::dist::stable_hash(&[name.as_bytes(), b"secret"])
+        );
+        let swift_section = if swift {
+            format!("[swift]\nlisten = \"127.0.0.1:{swift_port}\"\n")
+        } else {
+            String::new()
         };
         let cfg = format!(
             "data_dir = {data:?}\n\
@@ -669,6 +704,13 @@ impl ProxyRun {
     pub fn fs_store_bytes(&self) -> u64 {
         dir_size(&self.data_dir.join("data").join("store"))
     }
+}
+
+/// The MinIO bucket of the proxy run `name`.
+fn bucket_of(name: &str) -> String {
+    format!("oram-{name}")
+        .to_ascii_lowercase()
+        .replace('_', "-")
 }
 
 /// CPU seconds (user + system) process `pid` has used so far (0 if it is gone).

@@ -8,9 +8,13 @@
 //! only). `oram-workload speed` is the speed benchmark instead (see `speed.rs`):
 //! raw back-end throughput, latency, throughput and achieved ÷ analytical limit
 //! per engine, on the fs back-end and on MinIO, with MinIO as the yardstick.
+//! `oram-workload cost` is the cloud bill (see `cost/mod.rs`): backend bytes at
+//! rest, requests and bytes moved per client GiB for every engine, priced with
+//! provider price tables.
 
 mod api;
 mod cosbench;
+mod cost;
 mod describe;
 mod dist;
 mod exec;
@@ -218,6 +222,10 @@ enum Mode {
     /// 8-stream throughput, CPU and memory, and achieved ÷ analytical limit, for
     /// MinIO and for the proxy with each engine on the fs back-end and on MinIO.
     Speed(speed::SpeedArgs),
+    /// The cloud bill: backend bytes at rest, requests by verb and bytes moved
+    /// per client GiB for each engine and block size, priced with provider
+    /// price tables (fs back-end; no MinIO).
+    Cost(cost::CostArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -229,6 +237,7 @@ fn main() -> std::process::ExitCode {
         .expect("tokio runtime");
     let result = match args.mode.take() {
         Some(Mode::Speed(s)) => rt.block_on(speed::run(s)),
+        Some(Mode::Cost(c)) => rt.block_on(cost::run(c)),
         None => rt.block_on(run(args)),
     };
     match result {

@@ -36,7 +36,8 @@ use rand::RngCore;
 
 pub use args::SpeedArgs;
 use args::{offered_engines, Plan};
-use phases::{object_len_in_fs, object_len_in_s3, phases, s3_err, Target};
+pub use phases::s3_err;
+use phases::{object_len_in_fs, object_len_in_s3, phases, Target};
 use raw::{raw_fs, raw_minio, Raw, RAW_FS_BATCH};
 use report::{csv, markdown, Header, Model, ProxyFacts, Row};
 
@@ -45,7 +46,8 @@ use crate::describe;
 use crate::harness::{Lab, ProxyBackend, ProxyRun};
 use crate::report::fmt::bytes_h;
 
-fn utc_now() -> String {
+/// The time now, UTC (the reports' date).
+pub fn utc_now() -> String {
     std::process::Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
         .output()
