@@ -17,8 +17,11 @@
 //! a glance what is implemented; free functions, unlike inherent methods of the
 //! same names, cannot be mistaken for the trait's.
 //! - `buckets`: ListBuckets, CreateBucket, DeleteBucket, HeadBucket,
-//!   GetBucketLocation, GetBucketVersioning;
-//! - `objects`: PutObject, GetObject, HeadObject, DeleteObject(s), CopyObject;
+//!   GetBucketLocation;
+//! - `versioning`: Put/GetBucketVersioning, version ids in answers, reads by
+//!   version;
+//! - `objects`: PutObject, GetObject, HeadObject, DeleteObject(s), CopyObject
+//!   (each with a `versionId` where S3 has one);
 //! - `lifecycle`: Put/GetBucketLifecycleConfiguration, DeleteBucketLifecycle
 //!   (AbortIncompleteMultipartUpload rules only);
 //! - `listing`: ListObjects, ListObjectsV2, ListObjectVersions;
@@ -41,6 +44,7 @@ mod messages;
 mod multipart;
 mod objects;
 mod request;
+mod versioning;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -237,11 +241,19 @@ impl S3 for OramS3 {
         buckets::get_bucket_location(self, req).await
     }
 
+    // Versioning (`versioning`).
     async fn get_bucket_versioning(
         &self,
         req: S3Request<GetBucketVersioningInput>,
     ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-        buckets::get_bucket_versioning(self, req).await
+        versioning::get_bucket_versioning(self, req).await
+    }
+
+    async fn put_bucket_versioning(
+        &self,
+        req: S3Request<PutBucketVersioningInput>,
+    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        versioning::put_bucket_versioning(self, req).await
     }
 
     // Lifecycle (`lifecycle`).
