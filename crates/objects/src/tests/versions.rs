@@ -79,7 +79,9 @@ async fn versions_are_kept_read_by_id_listed_and_restored() {
         v2.id
     );
 
-    // A delete without a version id makes a delete marker.
+    // A delete without a version id makes a delete marker: in the index
+    // only, like every operation on versions but reads and copies.
+    let accesses = l.engine().stats().accesses;
     let del = l
         .delete_object_versioned("a", "bkt", "k", None)
         .await
@@ -110,6 +112,7 @@ async fn versions_are_kept_read_by_id_listed_and_restored() {
             ("k".into(), v1.version_id.clone(), false, false),
         ]
     );
+    assert_eq!(l.engine().stats().accesses, accesses);
     // The check finds every version's blocks and reads past the marker.
     let check = l.check(&|_, _, _| {}).await.unwrap();
     assert!(check.is_clean(), "{:?}", check.problems);
@@ -146,7 +149,8 @@ async fn versions_are_kept_read_by_id_listed_and_restored() {
     assert_eq!(l.usage().free_blocks, empty - 11);
     assert_eq!(versions(&l, "").len(), 4);
 
-    // Deleting every version for good frees every block.
+    // Deleting every version for good frees every block, with no access.
+    let accesses = l.engine().stats().accesses;
     for (_, vid, _, _) in versions(&l, "") {
         let d = l
             .delete_object_version("a", "bkt", "k", &vid)
@@ -157,6 +161,7 @@ async fn versions_are_kept_read_by_id_listed_and_restored() {
     assert!(versions(&l, "").is_empty());
     assert_eq!(l.usage().free_blocks, empty);
     assert_eq!(blocks_held(&l), 0);
+    assert_eq!(l.engine().stats().accesses, accesses);
     assert!(matches!(
         l.head_object("a", "bkt", "k"),
         Err(ObjectError::NoSuchKey(_))
