@@ -1,7 +1,8 @@
 //! Bucket versioning through the S3 API, with a real client (aws-sdk-s3)
 //! against the proxy over TCP: version ids, reads and deletes by version,
 //! delete markers, listing versions, restoring by copy, the null version of a
-//! suspended bucket, and the blocks of deleted versions freed.
+//! suspended bucket, and the blocks of deleted versions freed; object tags
+//! (per version) and bucket tags.
 
 use std::sync::{Arc, Mutex};
 
@@ -10,8 +11,8 @@ use aws_sdk_s3::config::{ConfigBag, Credentials, Intercept, Region, RuntimeCompo
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
-    BucketVersioningStatus, CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier,
-    VersioningConfiguration,
+    BucketVersioningStatus, CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier, Tag,
+    Tagging, TaggingDirective, VersioningConfiguration,
 };
 use aws_sdk_s3::Client;
 use oram_proxy::{Config, UserConfig};
@@ -377,5 +378,158 @@ async fn suspended_buckets_write_the_null_version_and_multipart_makes_versions()
         .collect();
     assert_eq!(ids, vec!["null", v2.as_str(), v1.as_str()]);
     assert_eq!(get(c, "k", Some(&v1)).await, b"one");
+    p.stop().await;
+}
+
+fn tagging(pairs: &[(&str, &str)]) -> Tagging {
+    Tagging::builder()
+        .set_tag_set(Some(
+            pairs
+                .iter()
+                .map(|(k, v)| Tag::builder().key(*k).value(*v).build().unwrap())
+                .collect(),
+        ))
+        .build()
+        .unwrap()
+}
+
+async fn object_tags(c: &Client, key: &str, version: Option<&str>) -> Vec<(String, String)> {
+    c.get_object_tagging()
+        .bucket("bkt")
+        .key(key)
+        .set_version_id(version.map(str::to_string))
+        .send()
+        .await
+        .unwrap()
+        .tag_set()
+        .iter()
+        .map(|t| (t.key().to_string(), t.value().to_string()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_tags_per_version_and_bucket_tags_within_aws_limits() {
+    let p = Proxy::start().await;
+    let c = &p.client;
+    c.create_bucket().bucket("bkt").send().await.unwrap();
+    set_versioning(c, BucketVersioningStatus::Enabled).await;
+    let v1 = c
+        .put_object()
+        .bucket("bkt")
+        .key("k")
+        .tagging("project=oram&owner=a%20b")
+        .body(ByteStream::from(b"one".to_vec()))
+        .send()
+        .await
+        .unwrap()
+        .version_id
+        .unwrap();
+    let g = c.get_object().bucket("bkt").key("k").send().await.unwrap();
+    assert_eq!(g.tag_count, Some(2));
+    assert_eq!(
+        object_tags(c, "k", None).await,
+        vec![
+            ("owner".to_string(), "a b".to_string()),
+            ("project".to_string(), "oram".to_string())
+        ]
+    );
+    let v2 = put(c, "k", b"two").await.unwrap();
+    assert!(object_tags(c, "k", None).await.is_empty());
+    let g = c.get_object().bucket("bkt").key("k").send().await.unwrap();
+    assert_eq!(g.tag_count, None);
+    // Tag the old version by id: the current one keeps none.
+    let out = c
+        .put_object_tagging()
+        .bucket("bkt")
+        .key("k")
+        .version_id(&v1)
+        .tagging(tagging(&[("old", "yes")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.version_id.as_deref(), Some(v1.as_str()));
+    assert_eq!(
+        object_tags(c, "k", Some(&v1)).await,
+        vec![("old".to_string(), "yes".to_string())]
+    );
+    assert!(object_tags(c, "k", Some(&v2)).await.is_empty());
+    // Copy with REPLACE tags, then delete them.
+    c.copy_object()
+        .bucket("bkt")
+        .key("copy")
+        .copy_source(format!("bkt/k?versionId={v1}"))
+        .tagging_directive(TaggingDirective::Replace)
+        .tagging("new=1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        object_tags(c, "copy", None).await,
+        vec![("new".to_string(), "1".to_string())]
+    );
+    c.delete_object_tagging()
+        .bucket("bkt")
+        .key("copy")
+        .send()
+        .await
+        .unwrap();
+    assert!(object_tags(c, "copy", None).await.is_empty());
+
+    // AWS's limits: 10 tags, keys of 128 and values of 256 characters.
+    let eleven: Vec<(String, String)> = (0..11).map(|i| (format!("k{i}"), "v".into())).collect();
+    let refs: Vec<(&str, &str)> = eleven
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let long_key = "k".repeat(129);
+    let long_value = "v".repeat(257);
+    for bad in [
+        tagging(&refs),
+        tagging(&[(long_key.as_str(), "v")]),
+        tagging(&[("k", long_value.as_str())]),
+    ] {
+        let e = c
+            .put_object_tagging()
+            .bucket("bkt")
+            .key("k")
+            .tagging(bad)
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Some("InvalidTag"));
+    }
+    let e = c
+        .put_object()
+        .bucket("bkt")
+        .key("k2")
+        .tagging(format!("{long_key}=v"))
+        .body(ByteStream::from(b"x".to_vec()))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("InvalidTag"));
+
+    // Bucket tags.
+    let e = c
+        .get_bucket_tagging()
+        .bucket("bkt")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("NoSuchTagSet"));
+    c.put_bucket_tagging()
+        .bucket("bkt")
+        .tagging(tagging(&[("team", "storage")]))
+        .send()
+        .await
+        .unwrap();
+    let t = c.get_bucket_tagging().bucket("bkt").send().await.unwrap();
+    assert_eq!(t.tag_set()[0].key(), "team");
+    c.delete_bucket_tagging()
+        .bucket("bkt")
+        .send()
+        .await
+        .unwrap();
+    assert!(c.get_bucket_tagging().bucket("bkt").send().await.is_err());
     p.stop().await;
 }

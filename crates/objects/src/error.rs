@@ -54,6 +54,9 @@ pub enum ObjectError {
     /// Not a valid object key.
     #[error("invalid object key: {0}")]
     InvalidKey(String),
+    /// A tag set breaks S3's rules (the text says which).
+    #[error("invalid tag: {0}")]
+    InvalidTag(String),
     /// A request argument the layer cannot use (the text says which).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -228,6 +231,7 @@ impl ObjectError {
             E::InvalidBucketName(_)
             | E::InvalidKey(_)
             | E::InvalidArgument(_)
+            | E::InvalidTag(_)
             | E::PartTooSmall { .. }
             | E::InvalidPart(_)
             | E::InvalidPartOrder

@@ -52,7 +52,8 @@
 //! `bucket.rs` (buckets, containers, accounts), `write.rs` (PUT, copy, delete),
 //! `read.rs` (pins and streaming reads), `multipart.rs`, `lifecycle.rs` (bucket
 //! lifecycle rules and the sweep of stale uploads), `versions.rs` (S3
-//! versioning: noncurrent versions and delete markers), `listing.rs`, `fsck.rs`.
+//! versioning: noncurrent versions and delete markers), `tagging.rs` (object and
+//! bucket tags), `listing.rs`, `fsck.rs`.
 
 pub mod alloc;
 mod bucket;
@@ -64,6 +65,7 @@ mod multipart;
 mod precondition;
 mod read;
 pub mod records;
+mod tagging;
 mod versions;
 mod write;
 
@@ -91,6 +93,7 @@ pub use records::{
     AccountRecord, BucketRecord, LifecycleRule, ObjectMeta, ObjectRecord, PartRecord, Segment,
     UploadRecord, Versioning,
 };
+pub use tagging::{tag_set, Tags, MAX_BUCKET_TAGS, MAX_OBJECT_TAGS, MAX_TAG_KEY, MAX_TAG_VALUE};
 pub use versions::Deleted;
 pub use write::{PartOptions, PutMode, PutOptions};
 

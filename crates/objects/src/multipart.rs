@@ -67,6 +67,19 @@ impl ObjectLayer {
         key: &str,
         meta: ObjectMeta,
     ) -> Result<String> {
+        self.create_multipart_tagged(owner, bucket, key, meta, crate::Tags::new())
+            .await
+    }
+
+    /// [`ObjectLayer::create_multipart`] of an object that gets `tags`.
+    pub async fn create_multipart_tagged(
+        &self,
+        owner: &str,
+        bucket: &str,
+        key: &str,
+        meta: ObjectMeta,
+        tags: crate::Tags,
+    ) -> Result<String> {
         check_key(key)?;
         let mut id = [0u8; 16];
         rand::thread_rng().fill_bytes(&mut id);
@@ -78,6 +91,7 @@ impl ObjectLayer {
             initiated_ms: now_ms(),
             meta,
             parts: BTreeMap::new(),
+            tags,
         };
         self.shared
             .commit(|m| {
@@ -237,6 +251,7 @@ impl ObjectLayer {
                     modified_ms: now_ms(),
                     meta: u.meta.clone(),
                     segments,
+                    tags: u.tags.clone(),
                     ..Default::default()
                 };
                 let gone = m.install(owner, &b, key, &mut rec, old)?;

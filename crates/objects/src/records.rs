@@ -249,6 +249,9 @@ pub struct UploadRecord {
     pub meta: ObjectMeta,
     /// Parts uploaded so far, by part number.
     pub parts: BTreeMap<u32, PartRecord>,
+    /// Tags the object will get (S3's `x-amz-tagging`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 fn joined(parts: &[&[u8]]) -> Vec<u8> {

@@ -1349,4 +1349,5 @@ async fn containers_s3_cannot_address_are_listed_with_the_reason() {
 
 mod lifecycle;
 
+mod tagging;
 mod versions;

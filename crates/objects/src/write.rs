@@ -48,6 +48,8 @@ pub struct PutOptions {
     /// When the object expires (Swift `X-Delete-At`), seconds since the Unix
     /// epoch; 0: never.
     pub delete_at: i64,
+    /// The object's tags (S3's `x-amz-tagging`; see [`crate::tag_set`]).
+    pub tags: crate::Tags,
 }
 
 /// What an uploaded part is checked against.
@@ -243,6 +245,7 @@ impl ObjectLayer {
             meta: opts.meta,
             segments: vec![segment],
             delete_at: opts.delete_at,
+            tags: opts.tags,
             ..Default::default()
         };
         self.commit_object(owner, (bucket, key), rec, &opts.mode)
@@ -472,6 +475,23 @@ impl ObjectLayer {
         meta: Option<ObjectMeta>,
         delete_at: i64,
     ) -> Result<ObjectRecord> {
+        self.copy_object_tagged(owner, src, src_name, dst, meta, delete_at, None)
+            .await
+    }
+
+    /// [`ObjectLayer::copy_object`], with `tags` replacing the tags (`None`
+    /// keeps the source's).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn copy_object_tagged(
+        &self,
+        owner: &str,
+        src: OpenObject,
+        src_name: (&str, &str),
+        dst: (&str, &str),
+        meta: Option<ObjectMeta>,
+        delete_at: i64,
+        tags: Option<crate::Tags>,
+    ) -> Result<ObjectRecord> {
         check_key(dst.1)?;
         let in_place = src.owner == owner
             && src_name == dst
@@ -496,6 +516,9 @@ impl ObjectLayer {
                     if let Some(meta) = meta {
                         rec.meta = meta;
                     }
+                    if let Some(tags) = tags {
+                        rec.tags = tags;
+                    }
                     rec.delete_at = delete_at;
                     rec.modified_ms = now_ms();
                     m.put_object_record((owner, dst.0, dst.1), &rec, Some(&old));
@@ -506,6 +529,7 @@ impl ObjectLayer {
         self.shared.writable()?;
         self.shared.lock().owned_bucket(owner, dst.0)?;
         let (etag, src_meta) = (src.rec.etag.clone(), src.rec.meta.clone());
+        let tags = tags.unwrap_or_else(|| src.rec.tags.clone());
         // Segment by segment, so the copy has the source's part layout and its
         // multipart ETag can still be verified (fsck).
         let lens: Vec<u64> = src.rec.segments.iter().map(|s| s.len).collect();
@@ -520,6 +544,7 @@ impl ObjectLayer {
             meta: meta.unwrap_or(src_meta),
             segments,
             delete_at,
+            tags,
             ..Default::default()
         };
         self.commit_object(owner, dst, rec, &PutMode::Overwrite)

@@ -262,6 +262,7 @@ fn upload_record() -> UploadRecord {
             },
         )]
         .into(),
+        tags: BTreeMap::new(),
     }
 }
 

@@ -53,6 +53,7 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
         E::InvalidBucketName(b) => s3_error!(InvalidBucketName, "The specified bucket is not valid: {b}"),
         E::InvalidKey(m) => s3_error!(KeyTooLongError, "{m}"),
         E::InvalidArgument(m) => s3_error!(InvalidArgument, "{m}"),
+        E::InvalidTag(m) => s3_error!(InvalidTag, "{m}"),
         E::TooLarge { max } => s3_error!(EntityTooLarge, "Your proposed upload exceeds the maximum allowed size of {max} bytes."),
         E::PartTooSmall { part, size, min } => s3_error!(
             EntityTooSmall,
@@ -292,6 +293,7 @@ mod tests {
             E::InvalidBucketName("B".into()),
             E::InvalidKey("k".into()),
             E::InvalidArgument("x".into()),
+            E::InvalidTag("x".into()),
             E::TooLarge { max: 1 },
             E::PartTooSmall {
                 part: 1,

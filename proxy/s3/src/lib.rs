@@ -22,6 +22,8 @@
 //!   version;
 //! - `objects`: PutObject, GetObject, HeadObject, DeleteObject(s), CopyObject
 //!   (each with a `versionId` where S3 has one);
+//! - `tagging`: Put/Get/DeleteObjectTagging, Put/Get/DeleteBucketTagging, the
+//!   `x-amz-tagging` header;
 //! - `lifecycle`: Put/GetBucketLifecycleConfiguration, DeleteBucketLifecycle
 //!   (AbortIncompleteMultipartUpload rules only);
 //! - `listing`: ListObjects, ListObjectsV2, ListObjectVersions;
@@ -44,6 +46,7 @@ mod messages;
 mod multipart;
 mod objects;
 mod request;
+mod tagging;
 mod versioning;
 
 use std::collections::HashMap;
@@ -254,6 +257,49 @@ impl S3 for OramS3 {
         req: S3Request<PutBucketVersioningInput>,
     ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
         versioning::put_bucket_versioning(self, req).await
+    }
+
+    // Tagging (`tagging`).
+    async fn put_object_tagging(
+        &self,
+        req: S3Request<PutObjectTaggingInput>,
+    ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+        tagging::put_object_tagging(self, req).await
+    }
+
+    async fn get_object_tagging(
+        &self,
+        req: S3Request<GetObjectTaggingInput>,
+    ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+        tagging::get_object_tagging(self, req).await
+    }
+
+    async fn delete_object_tagging(
+        &self,
+        req: S3Request<DeleteObjectTaggingInput>,
+    ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+        tagging::delete_object_tagging(self, req).await
+    }
+
+    async fn put_bucket_tagging(
+        &self,
+        req: S3Request<PutBucketTaggingInput>,
+    ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        tagging::put_bucket_tagging(self, req).await
+    }
+
+    async fn get_bucket_tagging(
+        &self,
+        req: S3Request<GetBucketTaggingInput>,
+    ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        tagging::get_bucket_tagging(self, req).await
+    }
+
+    async fn delete_bucket_tagging(
+        &self,
+        req: S3Request<DeleteBucketTaggingInput>,
+    ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        tagging::delete_bucket_tagging(self, req).await
     }
 
     // Lifecycle (`lifecycle`).

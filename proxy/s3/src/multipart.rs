@@ -20,10 +20,11 @@ pub(crate) async fn create_multipart_upload(
     let owner = owner(&req)?;
     let input = req.input;
     check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
+    let tags = crate::tagging::header_tags(input.tagging.as_deref())?;
     let meta = object_meta!(input);
     let id = s3
         .layer
-        .create_multipart(&owner, &input.bucket, &input.key, meta)
+        .create_multipart_tagged(&owner, &input.bucket, &input.key, meta, tags)
         .await
         .map_err(|e| s3.map_err(e))?;
     Ok(S3Response::new(CreateMultipartUploadOutput {

@@ -16,6 +16,7 @@ use crate::convert::{
 use crate::request::{
     body_stream, check_conditions, check_len, copy_source, object_meta, owner, EXPIRES,
 };
+use crate::tagging::header_tags;
 use crate::versioning::version_of;
 use crate::OramS3;
 
@@ -53,6 +54,7 @@ pub(crate) async fn put_object(
         expected_md5,
         mode,
         delete_at: 0,
+        tags: header_tags(input.tagging.as_deref())?,
     };
     let body = body_stream(input.body);
     let rec = s3
@@ -110,6 +112,7 @@ pub(crate) async fn get_object(
     out.content_length = Some(len as i64);
     out.content_range = content_range;
     out.parts_count = parts_count;
+    out.tag_count = (!rec.tags.is_empty()).then_some(rec.tags.len() as i32);
     Ok(S3Response::new(out))
 }
 
@@ -284,16 +287,24 @@ pub(crate) async fn copy_object(
             "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
         ));
     }
+    // x-amz-tagging-directive: COPY (the default) keeps the source's tags.
+    let tags = match &input.tagging_directive {
+        Some(d) if d.as_str() == TaggingDirective::REPLACE => {
+            Some(header_tags(input.tagging.as_deref())?)
+        }
+        _ => None,
+    };
     let meta = replace.then(|| object_meta!(input));
     let rec = s3
         .layer
-        .copy_object(
+        .copy_object_tagged(
             &owner,
             src,
             (&sb, &sk),
             (&input.bucket, &input.key),
             meta,
             0,
+            tags,
         )
         .await
         .map_err(|e| s3.map_err(e))?;
