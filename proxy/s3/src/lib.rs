@@ -34,7 +34,8 @@
 //!   its length, conditions, the copy source, the client metadata);
 //! - `convert`: object-layer errors to S3 errors, times, ETags, bodies, listing
 //!   encodings;
-//! - `front`: request ids and legacy region names, around s3s.
+//! - `front`: request ids and legacy region names, around s3s;
+//! - `vhost`: virtual-hosted–style addressing under a configured domain.
 
 mod acl;
 mod buckets;
@@ -48,6 +49,7 @@ mod objects;
 mod request;
 mod tagging;
 mod versioning;
+mod vhost;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -61,6 +63,7 @@ use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result, S3};
 pub use buckets::{CAPACITY_HEADER, FREE_HEADER};
 use convert::map_err;
 pub use front::{legacy_region, S3Front};
+pub use vhost::domain_problem;
 
 /// A user of the S3 API: access key and secret key.
 #[derive(Clone)]
@@ -175,10 +178,16 @@ impl S3Auth for Users {
 
 /// Builds the HTTP service: S3 over `layer`, SigV4 with the users of `users`
 /// (as they are when each request is checked), anonymous refused, request ids
-/// on every answer and legacy region names accepted (see [`S3Front`]).
-pub fn build_service(layer: ObjectLayer, users: UserMap, region: &str) -> S3Front {
+/// on every answer and legacy region names accepted (see [`S3Front`]). With a
+/// `domain` (not empty; see [`domain_problem`]), a request for host
+/// `<bucket>.<domain>` addresses that bucket (virtual-hosted–style
+/// addressing); path-style requests are served either way.
+pub fn build_service(layer: ObjectLayer, users: UserMap, region: &str, domain: &str) -> S3Front {
     let mut b = S3ServiceBuilder::new(OramS3::new(layer, region));
     b.set_auth(Users(users.clone()));
+    if !domain.is_empty() {
+        b.set_host(vhost::VirtualHosts::new(domain));
+    }
     // POST Object (browser forms) is not implemented, and s3s would buffer a form
     // before its access check: nothing of a form is accepted (the binary also
     // refuses form POSTs before s3s sees them).

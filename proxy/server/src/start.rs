@@ -390,7 +390,8 @@ fn s3_task(
     tls: &Option<Arc<Tls>>,
     stop: Shutdown,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let service = oram_s3::build_service(layer.clone(), users.clone(), &cfg.s3.region);
+    let service =
+        oram_s3::build_service(layer.clone(), users.clone(), &cfg.s3.region, "");
     let limit = Arc::new(Semaphore::new(cfg.s3.max_concurrent_requests));
     let s3_handler = move |req: http::Request<telemetry::Counted<ServedBody>>| {
         let service = service.clone();
