@@ -391,7 +391,7 @@ fn s3_task(
     stop: Shutdown,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let service =
-        oram_s3::build_service(layer.clone(), users.clone(), &cfg.s3.region, "");
+        oram_s3::build_service(layer.clone(), users.clone(), &cfg.s3.region, &cfg.s3.domain);
     let limit = Arc::new(Semaphore::new(cfg.s3.max_concurrent_requests));
     let s3_handler = move |req: http::Request<telemetry::Counted<ServedBody>>| {
         let service = service.clone();
