@@ -148,7 +148,7 @@ pub(crate) async fn head_object(
         None => (rec.size, None),
     };
     let g = object_output(&rec);
-    Ok(S3Response::new(HeadObjectOutput {
+    let mut resp = S3Response::new(HeadObjectOutput {
         accept_ranges: g.accept_ranges,
         cache_control: g.cache_control,
         content_disposition: g.content_disposition,
@@ -164,7 +164,14 @@ pub(crate) async fn head_object(
         version_id: g.version_id,
         parts_count,
         ..Default::default()
-    }))
+    });
+    // s3s's HeadObjectOutput has no field for it; GetObject's tag_count is
+    // the same header.
+    if !rec.tags.is_empty() {
+        resp.headers
+            .insert("x-amz-tagging-count", rec.tags.len().into());
+    }
+    Ok(resp)
 }
 
 pub(crate) async fn delete_object(

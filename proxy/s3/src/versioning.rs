@@ -8,10 +8,11 @@ use s3s::{s3_error, S3Request, S3Response, S3Result};
 use crate::request::owner;
 use crate::OramS3;
 
-/// The `x-amz-version-id` of a record: its version id, `null` for the null
-/// version of a versioned bucket, none in a bucket never versioned.
+/// The `x-amz-version-id` of a record: its version id; none for the null
+/// version (as AWS answers a PUT into a suspended bucket) and in a bucket never
+/// versioned.
 pub(crate) fn version_of(rec: &ObjectRecord) -> Option<String> {
-    rec.is_versioned().then(|| rec.version_label().to_string())
+    (!rec.version_id.is_empty()).then(|| rec.version_id.clone())
 }
 
 impl OramS3 {
