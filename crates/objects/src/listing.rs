@@ -229,7 +229,7 @@ pub(crate) fn list_versions(
             if let Some(d) = delim {
                 if let Some(i) = key[p.prefix.len()..].find(d) {
                     let cp = &key[..p.prefix.len() + i + d.len()];
-                    if !marker.is_some_and(|m| cp <= m) {
+                    if marker.is_none_or(|m| cp > m) {
                         if count == p.max_keys {
                             out.truncated = true;
                             break 'outer;
