@@ -63,7 +63,7 @@ use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result, S3};
 pub use buckets::{CAPACITY_HEADER, FREE_HEADER};
 use convert::map_err;
 pub use front::{legacy_region, S3Front};
-pub use vhost::domain_problem;
+pub use vhost::{domain_problem, virtual_host_bucket};
 
 /// A user of the S3 API: access key and secret key.
 #[derive(Clone)]

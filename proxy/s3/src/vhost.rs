@@ -41,6 +41,16 @@ pub fn domain_problem(domain: &str) -> Option<&'static str> {
     None
 }
 
+/// The bucket a `Host` header names under `domain` (virtual-hosted–style
+/// addressing, as the S3 service reads it), if any: for the per-operation
+/// metrics, which classify requests by their path.
+pub fn virtual_host_bucket(host: &str, domain: &str) -> Option<String> {
+    if domain.is_empty() {
+        return None;
+    }
+    VirtualHosts::new(domain).bucket_of(host)
+}
+
 /// The host parser for a configured domain (see the module documentation).
 pub(crate) struct VirtualHosts {
     /// The domain, lower case, without a port.

@@ -265,7 +265,9 @@ pub async fn start(
     };
     let vol = Arc::new(Volume::open(volume, &hooks).await?);
     vol.repair_checkpoint().await?;
-    let tel = Arc::new(Telemetry::new(cfg.metrics.dashboard_object_names));
+    let mut tel = Telemetry::new(cfg.metrics.dashboard_object_names);
+    tel.s3_domain = cfg.s3.domain.clone();
+    let tel = Arc::new(tel);
     if let Some(ms) = oram_volume::last_checkpoint_ms(&vol.db) {
         tel.checkpoint_done(Some(ms));
     }
