@@ -105,3 +105,28 @@ def test_versions_survive_a_restart_and_deleting_them_frees_the_space(vproxy, tm
     finally:
         assert p.stop() == 0
     fsck_clean(p)
+
+
+def test_swift_writes_into_a_bucket_versioned_through_s3(tmp_path):
+    from conftest import swift_connection
+    from swiftclient.exceptions import ClientException
+
+    p = Proxy(tmp_path / "swift", swift=True)
+    try:
+        s3, sw = p.client(), swift_connection(p)
+        b = "e2e-versions-swift"
+        s3.create_bucket(Bucket=b)
+        s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+        v1 = s3.put_object(Bucket=b, Key="k", Body=b"from s3")["VersionId"]
+        sw.put_object(b, "k", b"from swift")
+        assert s3.get_object(Bucket=b, Key="k")["Body"].read() == b"from swift"
+        sw.delete_object(b, "k")
+        with pytest.raises(ClientException) as e:
+            sw.get_object(b, "k")
+        assert e.value.http_status == 404
+        lv = s3.list_object_versions(Bucket=b)
+        assert len(lv["Versions"]) == 2 and len(lv["DeleteMarkers"]) == 1
+        assert s3.get_object(Bucket=b, Key="k", VersionId=v1)["Body"].read() == b"from s3"
+        assert sw.head_container(b)["x-container-object-count"] == "0"
+    finally:
+        assert p.stop() == 0
