@@ -305,6 +305,16 @@ async fn versions_delete_markers_listing_and_restore_by_copy() {
             .count(),
         1
     );
+    let removed_marker = out
+        .deleted()
+        .iter()
+        .find(|d| d.delete_marker() == Some(true))
+        .unwrap();
+    assert_eq!(
+        removed_marker.delete_marker_version_id(),
+        Some(marker.as_str())
+    );
+    assert_eq!(removed_marker.version_id(), Some(marker.as_str()));
     assert_eq!(free_bytes(c).await, empty);
     let l = c.list_object_versions().bucket("bkt").send().await.unwrap();
     assert!(l.versions().is_empty() && l.delete_markers().is_empty());

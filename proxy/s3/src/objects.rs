@@ -235,13 +235,12 @@ pub(crate) async fn delete_objects(
         match done {
             Ok(d) => {
                 if !quiet {
-                    // A marker made is named as the delete marker's version;
-                    // a version named is echoed.
-                    let made = o.version_id.is_none() && d.delete_marker;
+                    // A delete marker made, or one removed by its id, is named
+                    // as DeleteMarkerVersionId (as AWS answers).
                     deleted.push(DeletedObject {
                         key: Some(o.key),
                         delete_marker: d.delete_marker.then_some(true),
-                        delete_marker_version_id: if made { d.version_id.clone() } else { None },
+                        delete_marker_version_id: d.version_id.filter(|_| d.delete_marker),
                         version_id: o.version_id,
                     });
                 }
