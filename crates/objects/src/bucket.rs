@@ -25,7 +25,12 @@ pub(crate) fn merge_meta(meta: &mut BTreeMap<String, String>, updates: BTreeMap<
 fn bucket_usage(kv: &dyn KvState, owner: &str, bucket: &str) -> Result<(u64, u64)> {
     let (mut n, mut bytes) = (0u64, 0u64);
     let now = now_secs();
-    scan_prefix(kv, &objects_base(owner, bucket), |_, v| {
+    let base = objects_base(owner, bucket);
+    scan_prefix(kv, &base, |k, v| {
+        if k[base.len()..].contains(&0) {
+            // A noncurrent version or a delete marker.
+            return Ok(());
+        }
         let rec: ObjectRecord = decode(v).map_err(|e| corrupt("object record", e))?;
         if !rec.expired(now) {
             n += 1;
@@ -45,6 +50,8 @@ fn new_bucket(owner: &str, name: &str) -> BucketRecord {
         meta_modified_ms: 0,
         sysmeta: BTreeMap::new(),
         lifecycle: Vec::new(),
+        versioning: Versioning::Off,
+        tags: BTreeMap::new(),
     }
 }
 

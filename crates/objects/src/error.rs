@@ -18,6 +18,21 @@ pub enum ObjectError {
     /// No such object.
     #[error("no such key {0}")]
     NoSuchKey(String),
+    /// No such version of the object (S3's `NoSuchVersion`).
+    #[error("no such version {0}")]
+    NoSuchVersion(String),
+    /// The version read is a delete marker: asked for by its id
+    /// (`by_version`; S3 answers 405), or the newest version of the key
+    /// asked for (S3 answers 404 and says it is a delete marker).
+    #[error("version {version_id} is a delete marker")]
+    DeleteMarker {
+        /// The marker's version id (`null` for the null version).
+        version_id: String,
+        /// When the marker was made, milliseconds since the Unix epoch.
+        modified_ms: i64,
+        /// Whether the request named the version.
+        by_version: bool,
+    },
     /// No such multipart upload.
     #[error("no such upload {0}")]
     NoSuchUpload(String),
@@ -39,6 +54,9 @@ pub enum ObjectError {
     /// Not a valid object key.
     #[error("invalid object key: {0}")]
     InvalidKey(String),
+    /// A tag set breaks S3's rules (the text says which).
+    #[error("invalid tag: {0}")]
+    InvalidTag(String),
     /// A request argument the layer cannot use (the text says which).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -130,6 +148,9 @@ pub enum ErrorClass {
     NotFound,
     /// The caller may not do this (403).
     Forbidden,
+    /// The operation does not apply to what it names: a delete marker read by
+    /// its version id (405).
+    MethodNotAllowed,
     /// The request conflicts with the current state: name taken, bucket not
     /// empty, a concurrent change (409).
     Conflict,
@@ -166,6 +187,7 @@ impl ErrorClass {
         match self {
             ErrorClass::NotFound => 404,
             ErrorClass::Forbidden => 403,
+            ErrorClass::MethodNotAllowed => 405,
             ErrorClass::Conflict => 409,
             ErrorClass::NotModified => 304,
             ErrorClass::Precondition => 412,
@@ -189,7 +211,16 @@ impl ObjectError {
     pub fn class(&self) -> ErrorClass {
         use ObjectError as E;
         match self {
-            E::NoSuchBucket(_) | E::NoSuchKey(_) | E::NoSuchUpload(_) => ErrorClass::NotFound,
+            E::NoSuchBucket(_) | E::NoSuchKey(_) | E::NoSuchUpload(_) | E::NoSuchVersion(_) => {
+                ErrorClass::NotFound
+            }
+            E::DeleteMarker { by_version, .. } => {
+                if *by_version {
+                    ErrorClass::MethodNotAllowed
+                } else {
+                    ErrorClass::NotFound
+                }
+            }
             E::AccessDenied => ErrorClass::Forbidden,
             E::BucketAlreadyExists(_)
             | E::BucketAlreadyOwnedByYou(_)
@@ -200,6 +231,7 @@ impl ObjectError {
             E::InvalidBucketName(_)
             | E::InvalidKey(_)
             | E::InvalidArgument(_)
+            | E::InvalidTag(_)
             | E::PartTooSmall { .. }
             | E::InvalidPart(_)
             | E::InvalidPartOrder

@@ -192,6 +192,10 @@ impl ObjectLayer {
         let mut done = 0;
         progress(CheckPhase::Objects, 0, total);
         for (name, rec) in objects {
+            if rec.delete_marker {
+                // No data: nothing to read.
+                continue;
+            }
             let multipart = rec.etag.contains('-');
             if multipart && !rec.etag.ends_with(&format!("-{}", rec.segments.len())) {
                 rep.problem(format!(

@@ -51,7 +51,9 @@
 //! Files: `error.rs` (errors and their classes), `precondition.rs` (RFC 7232),
 //! `bucket.rs` (buckets, containers, accounts), `write.rs` (PUT, copy, delete),
 //! `read.rs` (pins and streaming reads), `multipart.rs`, `lifecycle.rs` (bucket
-//! lifecycle rules and the sweep of stale uploads), `listing.rs`, `fsck.rs`.
+//! lifecycle rules and the sweep of stale uploads), `versions.rs` (S3
+//! versioning: noncurrent versions and delete markers), `tagging.rs` (object and
+//! bucket tags), `listing.rs`, `fsck.rs`.
 
 pub mod alloc;
 mod bucket;
@@ -63,6 +65,8 @@ mod multipart;
 mod precondition;
 mod read;
 pub mod records;
+mod tagging;
+mod versions;
 mod write;
 
 use std::collections::{HashMap, VecDeque};
@@ -81,14 +85,16 @@ use alloc::{Allocator, Run};
 pub use error::{ErrorClass, ObjectError, Result};
 pub use fsck::{CheckPhase, LayerCheck};
 pub use lifecycle::{abort_days, MAX_LIFECYCLE_RULES, MAX_RULE_ID};
-pub use listing::{ListParams, ListResult, UploadInfo};
+pub use listing::{ListParams, ListResult, UploadInfo, VersionEntry, VersionList, VersionParams};
 pub use precondition::{Dialect, EntityTag, EtagList, Preconditions, Validators};
 pub use read::OpenObject;
 use records::*;
 pub use records::{
     AccountRecord, BucketRecord, LifecycleRule, ObjectMeta, ObjectRecord, PartRecord, Segment,
-    UploadRecord,
+    UploadRecord, Versioning,
 };
+pub use tagging::{tag_set, Tags, MAX_BUCKET_TAGS, MAX_OBJECT_TAGS, MAX_TAG_KEY, MAX_TAG_VALUE};
+pub use versions::Deleted;
 pub use write::{PartOptions, PutMode, PutOptions};
 
 /// Largest object a single PUT may store (S3's limit).
@@ -509,7 +515,8 @@ impl ObjectLayer {
         })
     }
 
-    /// Buckets and objects in the index.
+    /// Buckets and objects in the index (every version and delete marker of a
+    /// versioned bucket counts as an object).
     pub fn index_counts(&self) -> (u64, u64) {
         let m = self.shared.lock();
         let count = |prefix: &[u8]| {

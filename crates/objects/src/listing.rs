@@ -78,8 +78,15 @@ pub(crate) fn list(
             break;
         }
         for (k, v) in batch {
-            let key = std::str::from_utf8(&k[base.len()..])
-                .map_err(|e| corrupt("object key", e.to_string()))?;
+            let tail = &k[base.len()..];
+            if let Some(i) = tail.iter().position(|b| *b == 0) {
+                // Noncurrent versions and delete markers: skip every one of this key.
+                cursor = [&k[..base.len() + i], &[1u8][..]].concat();
+                inclusive = true;
+                continue 'outer;
+            }
+            let key =
+                std::str::from_utf8(tail).map_err(|e| corrupt("object key", e.to_string()))?;
             if let Some(d) = delim {
                 if let Some(i) = key[p.prefix.len()..].find(d) {
                     let cp = &key[..p.prefix.len() + i + d.len()];
@@ -123,6 +130,155 @@ pub(crate) fn list(
     }
     if !out.truncated {
         out.next_start_after = None;
+    }
+    Ok(out)
+}
+
+/// What to list of a bucket's versions (S3's `ListObjectVersions`).
+#[derive(Clone, Debug, Default)]
+pub struct VersionParams {
+    /// Only keys starting with this.
+    pub prefix: String,
+    /// Roll keys up to the first occurrence of this after the prefix into
+    /// common prefixes.
+    pub delimiter: Option<String>,
+    /// Start after this key (every version of it, unless `version_id_marker`
+    /// names one: then after that version).
+    pub key_marker: Option<String>,
+    /// Start after this version of `key_marker`.
+    pub version_id_marker: Option<String>,
+    /// At most this many versions, delete markers and common prefixes together.
+    pub max_keys: usize,
+}
+
+/// One version or delete marker in a listing.
+#[derive(Clone, Debug)]
+pub struct VersionEntry {
+    /// Its key.
+    pub key: String,
+    /// Its record (`rec.delete_marker` says whether it is a delete marker).
+    pub rec: ObjectRecord,
+    /// Whether it is the newest version of its key.
+    pub is_latest: bool,
+}
+
+/// One page of a version listing.
+#[derive(Clone, Debug, Default)]
+pub struct VersionList {
+    /// Versions and delete markers, by key, newest first.
+    pub versions: Vec<VersionEntry>,
+    /// Common prefixes, sorted.
+    pub common_prefixes: Vec<String>,
+    /// Whether more entries follow.
+    pub truncated: bool,
+    /// Where the next page starts (when truncated): after this key…
+    pub next_key_marker: Option<String>,
+    /// …and this version of it (`None`: after the common prefix).
+    pub next_version_id_marker: Option<String>,
+}
+
+pub(crate) fn list_versions(
+    kv: &dyn KvState,
+    owner: &str,
+    bucket: &str,
+    p: &VersionParams,
+) -> Result<VersionList> {
+    let base = objects_base(owner, bucket);
+    let now = crate::now_secs();
+    let full_prefix = [base.as_slice(), p.prefix.as_bytes()].concat();
+    let end = prefix_end(&full_prefix);
+    let mut out = VersionList::default();
+    if p.max_keys == 0 || p.prefix.contains('\0') {
+        return Ok(out);
+    }
+    let marker = p.key_marker.as_deref().filter(|m| !m.is_empty());
+    let (mut cursor, mut inclusive) = match (marker, p.version_id_marker.as_deref()) {
+        (Some(k), Some(v)) if !v.is_empty() => {
+            match crate::versions::find_version(kv, (owner, bucket, k), v)? {
+                Some(found) => (found.at, false),
+                None => ([base.as_slice(), k.as_bytes(), &[1u8]].concat(), true),
+            }
+        }
+        (Some(k), _) => ([base.as_slice(), k.as_bytes(), &[1u8]].concat(), true),
+        _ => (full_prefix.clone(), true),
+    };
+    if cursor < full_prefix {
+        (cursor, inclusive) = (full_prefix.clone(), true);
+    }
+    if end.as_ref().is_some_and(|e| cursor >= *e) {
+        return Ok(out);
+    }
+    let delim = p.delimiter.as_deref().filter(|d| !d.is_empty());
+    let mut count = 0usize;
+    // The key of the last entry seen, so that only a key's first entry on this
+    // page is checked for being the newest.
+    let mut last_key: Option<String> = None;
+    'outer: loop {
+        let batch = kv.range(&cursor, inclusive, end.as_deref(), 256);
+        if batch.is_empty() {
+            break;
+        }
+        for (k, v) in batch {
+            let tail = &k[base.len()..];
+            let (key_bytes, is_version) = match tail.iter().position(|b| *b == 0) {
+                Some(i) => (&tail[..i], true),
+                None => (tail, false),
+            };
+            let key =
+                std::str::from_utf8(key_bytes).map_err(|e| corrupt("object key", e.to_string()))?;
+            if let Some(d) = delim {
+                if let Some(i) = key[p.prefix.len()..].find(d) {
+                    let cp = &key[..p.prefix.len() + i + d.len()];
+                    if marker.is_none_or(|m| cp > m) {
+                        if count == p.max_keys {
+                            out.truncated = true;
+                            break 'outer;
+                        }
+                        out.common_prefixes.push(cp.to_string());
+                        out.next_key_marker = Some(cp.to_string());
+                        out.next_version_id_marker = None;
+                        count += 1;
+                    }
+                    match prefix_end(&[base.as_slice(), cp.as_bytes()].concat()) {
+                        Some(next) => {
+                            (cursor, inclusive) = (next, true);
+                            continue 'outer;
+                        }
+                        None => break 'outer,
+                    }
+                }
+            }
+            let rec: ObjectRecord = decode(&v).map_err(|e| corrupt("object record", e))?;
+            (cursor, inclusive) = (k.clone(), false);
+            if !is_version && rec.expired(now) {
+                continue;
+            }
+            if count == p.max_keys {
+                out.truncated = true;
+                break 'outer;
+            }
+            let first_seen = last_key.as_deref() != Some(key);
+            let is_latest = first_seen
+                && (!is_version
+                    || (kv
+                        .get(&crate::records::object_key(owner, bucket, key))
+                        .is_none()
+                        && crate::versions::newest_entry(kv, (owner, bucket, key))?
+                            .is_some_and(|(at, _)| at == k)));
+            last_key = Some(key.to_string());
+            out.next_key_marker = Some(key.to_string());
+            out.next_version_id_marker = Some(rec.version_label().to_string());
+            out.versions.push(VersionEntry {
+                key: key.to_string(),
+                rec,
+                is_latest,
+            });
+            count += 1;
+        }
+    }
+    if !out.truncated {
+        out.next_key_marker = None;
+        out.next_version_id_marker = None;
     }
     Ok(out)
 }

@@ -31,8 +31,8 @@ pub(crate) struct Completed {
 
 /// What a completion did.
 enum Done {
-    /// Made a new object: it, the version it replaced, and the unused parts' blocks.
-    New(Box<(ObjectRecord, Option<ObjectRecord>, Vec<Run>)>),
+    /// Made a new object: it, the versions it dropped, and the unused parts' blocks.
+    New(Box<(ObjectRecord, Vec<ObjectRecord>, Vec<Run>)>),
     /// Repeated an earlier completion: the object it made.
     Again(Box<ObjectRecord>),
 }
@@ -67,6 +67,19 @@ impl ObjectLayer {
         key: &str,
         meta: ObjectMeta,
     ) -> Result<String> {
+        self.create_multipart_tagged(owner, bucket, key, meta, crate::Tags::new())
+            .await
+    }
+
+    /// [`ObjectLayer::create_multipart`] of an object that gets `tags`.
+    pub async fn create_multipart_tagged(
+        &self,
+        owner: &str,
+        bucket: &str,
+        key: &str,
+        meta: ObjectMeta,
+        tags: crate::Tags,
+    ) -> Result<String> {
         check_key(key)?;
         let mut id = [0u8; 16];
         rand::thread_rng().fill_bytes(&mut id);
@@ -78,6 +91,7 @@ impl ObjectLayer {
             initiated_ms: now_ms(),
             meta,
             parts: BTreeMap::new(),
+            tags,
         };
         self.shared
             .commit(|m| {
@@ -189,7 +203,7 @@ impl ObjectLayer {
         let done = self
             .shared
             .commit(|m| {
-                m.owned_bucket(owner, bucket)?;
+                let b = m.owned_bucket(owner, bucket)?;
                 let mut u = match m.upload(owner, upload_id) {
                     Err(ObjectError::NoSuchUpload(_)) => {
                         let again = m.completed_again(owner, (bucket, key, upload_id), &parts)?;
@@ -230,16 +244,17 @@ impl ObjectLayer {
                 for (n, _) in &parts {
                     u.parts.remove(n);
                 }
-                let rec = ObjectRecord {
+                let mut rec = ObjectRecord {
                     id: random_id(),
                     size: segments.iter().map(|s| s.len).sum(),
                     etag: format!("{}-{}", hex::encode(Md5::digest(&md5s)), parts.len()),
                     modified_ms: now_ms(),
                     meta: u.meta.clone(),
                     segments,
-                    delete_at: 0,
+                    tags: u.tags.clone(),
+                    ..Default::default()
                 };
-                m.put_object_record((owner, bucket, key), &rec, old.as_ref());
+                let gone = m.install(owner, &b, key, &mut rec, old)?;
                 m.kv.delete(&upload_key(upload_id));
                 m.remember_completed(
                     upload_id,
@@ -257,16 +272,16 @@ impl ObjectLayer {
                     .values()
                     .flat_map(|p| p.segment.runs.clone())
                     .collect();
-                Ok(Done::New(Box::new((rec, old, unused))))
+                Ok(Done::New(Box::new((rec, gone, unused))))
             })
             .await?;
-        let (rec, old, unused) = match done {
+        let (rec, gone, unused) = match done {
             Done::New(new) => *new,
             Done::Again(rec) => return Ok(*rec),
         };
         let mut m = self.shared.lock();
         m.alloc.free(&unused);
-        if let Some(old) = old {
+        for old in gone {
             m.release(old.id, &old.segments);
         }
         Ok(rec)

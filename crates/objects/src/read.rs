@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use oram_engine::Op;
 
 use crate::alloc::nth_block;
-use crate::listing::{self, ListParams, ListResult};
+use crate::listing::{self, ListParams, ListResult, VersionList, VersionParams};
 use crate::records::{ObjectRecord, Segment};
 use crate::{corrupt, ByteStream, Meta, ObjectError, ObjectLayer, Result, Shared};
 
@@ -70,12 +70,15 @@ fn locate(segments: &[Segment], mut offset: u64) -> Option<(usize, u64)> {
 }
 
 impl ObjectLayer {
-    /// The record of `bucket/key`.
+    /// The record of `bucket/key` (its current version); a key whose newest
+    /// version is a delete marker is [`ObjectError::DeleteMarker`].
     pub fn head_object(&self, owner: &str, bucket: &str, key: &str) -> Result<ObjectRecord> {
         let m = self.shared.lock();
         m.owned_bucket(owner, bucket)?;
-        m.object(owner, bucket, key)?
-            .ok_or_else(|| ObjectError::NoSuchKey(key.into()))
+        match m.object(owner, bucket, key)? {
+            Some(rec) => Ok(rec),
+            None => Err(m.missing((owner, bucket, key))?),
+        }
     }
 
     /// Opens `bucket/key`: its record, pinned so that its blocks stay intact until
@@ -86,9 +89,10 @@ impl ObjectLayer {
     pub fn open_object(&self, owner: &str, bucket: &str, key: &str) -> Result<OpenObject> {
         let mut m = self.shared.lock();
         m.owned_bucket(owner, bucket)?;
-        let rec = m
-            .object(owner, bucket, key)?
-            .ok_or_else(|| ObjectError::NoSuchKey(key.into()))?;
+        let rec = match m.object(owner, bucket, key)? {
+            Some(rec) => rec,
+            None => return Err(m.missing((owner, bucket, key))?),
+        };
         let pin = self.shared.pin(&mut m, rec.id);
         Ok(OpenObject {
             rec,
@@ -109,6 +113,19 @@ impl ObjectLayer {
             return Err(ObjectError::InvalidRange { size });
         }
         Ok(self.read_stream(obj.rec.segments, range, obj.pin))
+    }
+
+    /// Lists the versions and delete markers of a bucket's objects (S3's
+    /// `ListObjectVersions`; see [`VersionParams`]): by key, newest first.
+    pub fn list_object_versions(
+        &self,
+        owner: &str,
+        bucket: &str,
+        params: &VersionParams,
+    ) -> Result<VersionList> {
+        let m = self.shared.lock();
+        m.owned_bucket(owner, bucket)?;
+        listing::list_versions(m.kv.as_ref(), owner, bucket, params)
     }
 
     /// Lists the objects of a bucket (see [`ListParams`]).

@@ -4,7 +4,13 @@
 //! - `b/<account>\0<bucket>` → [`BucketRecord`];
 //! - `n/<bucket>\0<account>` → empty: which accounts have a bucket of that name
 //!   (S3's global bucket names are checked against it);
-//! - `o/<account>\0<bucket>\0<key>` → [`ObjectRecord`];
+//! - `o/<account>\0<bucket>\0<key>` → [`ObjectRecord`]: the current version;
+//! - `o/<account>\0<bucket>\0<key>\0<!seq, 16 hex digits>` → [`ObjectRecord`]:
+//!   a noncurrent version or a delete marker of a versioned bucket (S3
+//!   versioning), newest first right after the current version. An index of a
+//!   bucket never versioned has none, so the layout of such a bucket is what it
+//!   was before versioning. The newest version of a key, if it is not a delete
+//!   marker, is always the current one (no such entry is newer than it);
 //! - `x/<delete-at, 16 hex digits>\0<account>\0<bucket>\0<key>` → empty: the
 //!   expiry queue, in time order;
 //! - `u/<upload id>` → [`UploadRecord`]; `a/<account>` → [`AccountRecord`].
@@ -82,6 +88,34 @@ pub struct BucketRecord {
     /// in the order given; empty: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lifecycle: Vec<LifecycleRule>,
+    /// Whether the bucket keeps old versions (S3's `PutBucketVersioning`).
+    #[serde(default, skip_serializing_if = "Versioning::is_off")]
+    pub versioning: Versioning,
+    /// The bucket's tags (S3's `PutBucketTagging`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// A bucket's versioning state (S3's `VersioningConfiguration/Status`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Versioning {
+    /// Never versioned: a write replaces the object, a delete removes it.
+    #[default]
+    Off,
+    /// Every write makes a new version with its own id; a delete without a
+    /// version id makes a delete marker.
+    Enabled,
+    /// Writes make the `null` version (replacing the earlier `null` version);
+    /// versions made while it was enabled are kept.
+    Suspended,
+}
+
+impl Versioning {
+    /// Whether the bucket was never versioned.
+    pub fn is_off(&self) -> bool {
+        *self == Versioning::Off
+    }
 }
 
 fn is_zero(v: &i64) -> bool {
@@ -123,7 +157,7 @@ pub struct AccountRecord {
 }
 
 /// A stored object.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectRecord {
     /// Unique id of this version of the object (readers pin it).
     pub id: u64,
@@ -142,12 +176,48 @@ pub struct ObjectRecord {
     /// the next purge.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub delete_at: i64,
+    /// The S3 version id; empty: the `null` version (every object of a bucket
+    /// never versioned, and those written while versioning was suspended).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version_id: String,
+    /// The order of the versions of a key (larger: newer; about microseconds
+    /// since the epoch); 0 for objects written while the bucket was never
+    /// versioned.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub seq: u64,
+    /// Whether this version is a delete marker (no data; a GET of the key
+    /// answers "not found" while it is the newest version).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_marker: bool,
+    /// The object's tags (S3's object tagging), at most 10.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 impl ObjectRecord {
     /// Whether the object has expired at `now` (seconds since the epoch).
     pub fn expired(&self, now: i64) -> bool {
         self.delete_at > 0 && self.delete_at <= now
+    }
+
+    /// The version id as S3 names it: the id, or `null`.
+    pub fn version_label(&self) -> &str {
+        if self.version_id.is_empty() {
+            "null"
+        } else {
+            &self.version_id
+        }
+    }
+
+    /// Whether the record was written into a versioned bucket (it has a
+    /// version id, or is a `null` version written while versioning was
+    /// suspended): S3 names its version in answers.
+    pub fn is_versioned(&self) -> bool {
+        !self.version_id.is_empty() || self.seq > 0
     }
 }
 
@@ -179,6 +249,9 @@ pub struct UploadRecord {
     pub meta: ObjectMeta,
     /// Parts uploaded so far, by part number.
     pub parts: BTreeMap<u32, PartRecord>,
+    /// Tags the object will get (S3's `x-amz-tagging`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 fn joined(parts: &[&[u8]]) -> Vec<u8> {
@@ -214,6 +287,20 @@ pub(crate) fn objects_base(account: &str, bucket: &str) -> Vec<u8> {
 
 pub(crate) fn object_key(account: &str, bucket: &str, key: &str) -> Vec<u8> {
     joined(&[b"o/", account.as_bytes(), bucket.as_bytes(), key.as_bytes()])
+}
+
+/// Where the version entries of `bucket/key` start (see the module docs).
+pub(crate) fn versions_base(account: &str, bucket: &str, key: &str) -> Vec<u8> {
+    let mut k = object_key(account, bucket, key);
+    k.push(0);
+    k
+}
+
+/// The index key of the version of `bucket/key` with order `seq` (newest first).
+pub(crate) fn version_key(account: &str, bucket: &str, key: &str, seq: u64) -> Vec<u8> {
+    let mut k = versions_base(account, bucket, key);
+    k.extend_from_slice(format!("{:016x}", u64::MAX - seq).as_bytes());
+    k
 }
 
 pub(crate) fn expiry_key(at: i64, account: &str, bucket: &str, key: &str) -> Vec<u8> {

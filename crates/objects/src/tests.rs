@@ -1220,7 +1220,7 @@ async fn an_index_of_the_old_layout_opens_in_per_account_namespaces() {
         modified_ms: 5,
         meta: ObjectMeta::default(),
         segments: vec![],
-        delete_at: 0,
+        ..Default::default()
     };
     kv.put(b"o/old-bucket\0empty", encode(&rec));
     let l = layer_with_kv(300, Box::new(kv));
@@ -1348,3 +1348,6 @@ async fn containers_s3_cannot_address_are_listed_with_the_reason() {
 }
 
 mod lifecycle;
+
+mod tagging;
+mod versions;

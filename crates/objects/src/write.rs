@@ -11,8 +11,8 @@ use oram_engine::Op;
 use crate::alloc::{extend_runs, nth_block, Run};
 use crate::records::*;
 use crate::{
-    check_key, corrupt, now_ms, random_id, ByteStream, EtagList, Meta, ObjectError, ObjectLayer,
-    OpenObject, Result, Shared, MAX_PUT_SIZE,
+    check_key, corrupt, now_ms, random_id, ByteStream, Deleted, EtagList, Meta, ObjectError,
+    ObjectLayer, OpenObject, Result, Shared, MAX_PUT_SIZE,
 };
 
 /// When a PUT may replace what is stored.
@@ -48,6 +48,8 @@ pub struct PutOptions {
     /// When the object expires (Swift `X-Delete-At`), seconds since the Unix
     /// epoch; 0: never.
     pub delete_at: i64,
+    /// The object's tags (S3's `x-amz-tagging`; see [`crate::tag_set`]).
+    pub tags: crate::Tags,
 }
 
 /// What an uploaded part is checked against.
@@ -186,28 +188,24 @@ pub(crate) fn check_mode(mode: &PutMode, key: &str, current: Option<&ObjectRecor
 
 impl Meta {
     /// Makes `rec` the object `bucket/key` if `owner` still owns the bucket and
-    /// `mode` allows it; returns the version it replaces. On error the index is
+    /// `mode` allows it (as the bucket's versioning says: see
+    /// [`Meta::install`]); returns the versions it drops. On error the index is
     /// unchanged and `rec`'s blocks are freed.
     fn replace_object(
         &mut self,
         owner: &str,
         (bucket, key): (&str, &str),
-        rec: &ObjectRecord,
+        rec: &mut ObjectRecord,
         mode: &PutMode,
-    ) -> Result<Option<ObjectRecord>> {
+    ) -> Result<Vec<ObjectRecord>> {
         let now = crate::now_secs();
-        let checked = self
-            .owned_bucket(owner, bucket)
-            .and_then(|_| self.stored_object(owner, bucket, key))
-            .and_then(|old| {
-                let live = old.as_ref().filter(|r| !r.expired(now));
-                check_mode(mode, key, live).map(|()| old)
-            });
+        let checked = self.owned_bucket(owner, bucket).and_then(|b| {
+            let old = self.stored_object(owner, bucket, key)?;
+            let live = old.as_ref().filter(|r| !r.expired(now));
+            check_mode(mode, key, live).map(|()| (b, old))
+        });
         match checked {
-            Ok(old) => {
-                self.put_object_record((owner, bucket, key), rec, old.as_ref());
-                Ok(old)
-            }
+            Ok((b, old)) => self.install(owner, &b, key, rec, old),
             Err(e) => {
                 self.release(rec.id, &rec.segments);
                 Err(e)
@@ -247,6 +245,8 @@ impl ObjectLayer {
             meta: opts.meta,
             segments: vec![segment],
             delete_at: opts.delete_at,
+            tags: opts.tags,
+            ..Default::default()
         };
         self.commit_object(owner, (bucket, key), rec, &opts.mode)
             .await
@@ -332,22 +332,24 @@ impl ObjectLayer {
         Ok(())
     }
 
-    /// Makes `rec` the object `bucket/key` in one durable step and releases the old
-    /// version. If the bucket vanished meanwhile or `mode` no longer allows the
-    /// write, frees `rec`'s blocks instead.
+    /// Makes `rec` the object `bucket/key` in one durable step and releases the
+    /// version it replaces (in a versioned bucket that version is kept). If the
+    /// bucket vanished meanwhile or `mode` no longer allows the write, frees
+    /// `rec`'s blocks instead. Returns `rec` with its version id and order.
     async fn commit_object(
         &self,
         owner: &str,
         name: (&str, &str),
-        rec: ObjectRecord,
+        mut rec: ObjectRecord,
         mode: &PutMode,
     ) -> Result<ObjectRecord> {
-        let old = self
+        let gone = self
             .shared
-            .commit(|m| m.replace_object(owner, name, &rec, mode))
+            .commit(|m| m.replace_object(owner, name, &mut rec, mode))
             .await?;
-        if let Some(old) = old {
-            self.shared.lock().release(old.id, &old.segments);
+        let mut m = self.shared.lock();
+        for old in gone {
+            m.release(old.id, &old.segments);
         }
         Ok(rec)
     }
@@ -382,6 +384,8 @@ impl ObjectLayer {
     /// `if_match`, deletes only an object whose ETag matches (else
     /// [`ObjectError::PreconditionFailed`]; a missing key then is
     /// [`ObjectError::NoSuchKey`]). Returns whether an object was deleted.
+    /// In a versioned bucket this makes a delete marker (see
+    /// [`ObjectLayer::delete_object_versioned`]).
     pub async fn delete_object(
         &self,
         owner: &str,
@@ -389,22 +393,48 @@ impl ObjectLayer {
         key: &str,
         if_match: Option<&EtagList>,
     ) -> Result<bool> {
-        {
-            // Nothing to delete: answer without a commit.
+        Ok(self
+            .delete_object_versioned(owner, bucket, key, if_match)
+            .await?
+            .existed)
+    }
+
+    /// [`ObjectLayer::delete_object`], saying what it did: in a bucket never
+    /// versioned it removes the object and frees its blocks; in a versioned
+    /// bucket it makes a delete marker the newest version (when versioning is
+    /// enabled the current version is kept as a noncurrent one; when it is
+    /// suspended the marker replaces the null version).
+    pub async fn delete_object_versioned(
+        &self,
+        owner: &str,
+        bucket: &str,
+        key: &str,
+        if_match: Option<&EtagList>,
+    ) -> Result<Deleted> {
+        let versioned = {
             let m = self.shared.lock();
-            m.owned_bucket(owner, bucket)?;
+            let b = m.owned_bucket(owner, bucket)?;
             let old = m.object(owner, bucket, key)?;
             if let Some(list) = if_match {
                 check_mode(&PutMode::IfMatch(list.clone()), key, old.as_ref())?;
             }
-            if old.is_none() {
-                return Ok(false);
+            if b.versioning.is_off() && old.is_none() {
+                // Nothing to delete: answer without a commit.
+                return Ok(Deleted::default());
             }
+            !b.versioning.is_off()
+        };
+        if versioned {
+            return self.delete_with_marker(owner, bucket, key, if_match).await;
         }
         let old = self
             .shared
             .commit(|m| {
-                m.owned_bucket(owner, bucket)?;
+                let b = m.owned_bucket(owner, bucket)?;
+                if !b.versioning.is_off() {
+                    // Versioning was enabled meanwhile.
+                    return Ok(Err(()));
+                }
                 let old = m.object(owner, bucket, key)?;
                 if let Some(list) = if_match {
                     check_mode(&PutMode::IfMatch(list.clone()), key, old.as_ref())?;
@@ -412,21 +442,30 @@ impl ObjectLayer {
                 if let Some(old) = &old {
                     m.delete_object_record((owner, bucket, key), old);
                 }
-                Ok(old)
+                Ok(Ok(old))
             })
             .await?;
+        let old = match old {
+            Ok(old) => old,
+            Err(()) => return self.delete_with_marker(owner, bucket, key, if_match).await,
+        };
         let Some(old) = old else {
-            return Ok(false);
+            return Ok(Deleted::default());
         };
         self.shared.lock().release(old.id, &old.segments);
-        Ok(true)
+        Ok(Deleted {
+            existed: true,
+            ..Default::default()
+        })
     }
 
     /// Copies the opened object `src` (found at `src_name`) to `dst` of `owner`;
     /// `meta` replaces the metadata (`None` keeps the source's); the copy expires
     /// at `delete_at` (0: never). Copying an object onto itself with
     /// new metadata changes only the metadata; if the object was replaced since it
-    /// was opened, that fails with [`ObjectError::Conflict`].
+    /// was opened, that fails with [`ObjectError::Conflict`]. In a versioned
+    /// bucket every copy, onto itself too, is a new version with its own blocks
+    /// (a copy of an old version onto its key restores it).
     pub async fn copy_object(
         &self,
         owner: &str,
@@ -436,8 +475,33 @@ impl ObjectLayer {
         meta: Option<ObjectMeta>,
         delete_at: i64,
     ) -> Result<ObjectRecord> {
+        self.copy_object_tagged(owner, src, src_name, dst, meta, delete_at, None)
+            .await
+    }
+
+    /// [`ObjectLayer::copy_object`], with `tags` replacing the tags (`None`
+    /// keeps the source's).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn copy_object_tagged(
+        &self,
+        owner: &str,
+        src: OpenObject,
+        src_name: (&str, &str),
+        dst: (&str, &str),
+        meta: Option<ObjectMeta>,
+        delete_at: i64,
+        tags: Option<crate::Tags>,
+    ) -> Result<ObjectRecord> {
         check_key(dst.1)?;
-        if src.owner == owner && src_name == dst {
+        let in_place = src.owner == owner
+            && src_name == dst
+            && self
+                .shared
+                .lock()
+                .owned_bucket(owner, dst.0)?
+                .versioning
+                .is_off();
+        if in_place {
             return self
                 .shared
                 .commit(|m| {
@@ -452,6 +516,9 @@ impl ObjectLayer {
                     if let Some(meta) = meta {
                         rec.meta = meta;
                     }
+                    if let Some(tags) = tags {
+                        rec.tags = tags;
+                    }
                     rec.delete_at = delete_at;
                     rec.modified_ms = now_ms();
                     m.put_object_record((owner, dst.0, dst.1), &rec, Some(&old));
@@ -462,6 +529,7 @@ impl ObjectLayer {
         self.shared.writable()?;
         self.shared.lock().owned_bucket(owner, dst.0)?;
         let (etag, src_meta) = (src.rec.etag.clone(), src.rec.meta.clone());
+        let tags = tags.unwrap_or_else(|| src.rec.tags.clone());
         // Segment by segment, so the copy has the source's part layout and its
         // multipart ETag can still be verified (fsck).
         let lens: Vec<u64> = src.rec.segments.iter().map(|s| s.len).collect();
@@ -476,6 +544,8 @@ impl ObjectLayer {
             meta: meta.unwrap_or(src_meta),
             segments,
             delete_at,
+            tags,
+            ..Default::default()
         };
         self.commit_object(owner, dst, rec, &PutMode::Overwrite)
             .await
@@ -510,6 +580,7 @@ impl ObjectLayer {
                     match m.stored_object(&owner, &bucket, &key)? {
                         Some(rec) if rec.delete_at == at && rec.expired(now) => {
                             m.delete_object_record((&owner, &bucket, &key), &rec);
+                            m.promote((&owner, &bucket, &key));
                             gone.push(rec);
                         }
                         // Replaced meanwhile: a stale queue entry.

@@ -473,7 +473,7 @@ fn s3_rig() -> S3Rig {
         secret_key: SECRET.into(),
     }];
     let rig = S3Rig {
-        front: oram_s3::build_service(layer(), oram_s3::UserMap::new(&users), REGION),
+        front: oram_s3::build_service(layer(), oram_s3::UserMap::new(&users), REGION, ""),
         served: 0,
     };
     let setup = [

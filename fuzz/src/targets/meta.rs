@@ -211,6 +211,8 @@ fn bucket_record() -> BucketRecord {
         meta_modified_ms: 0,
         sysmeta: BTreeMap::new(),
         lifecycle: Vec::new(),
+        versioning: Default::default(),
+        tags: BTreeMap::new(),
     }
 }
 
@@ -236,6 +238,7 @@ fn object_record() -> ObjectRecord {
             },
         ],
         delete_at: 0,
+        ..ObjectRecord::default()
     }
 }
 
@@ -259,6 +262,7 @@ fn upload_record() -> UploadRecord {
             },
         )]
         .into(),
+        tags: BTreeMap::new(),
     }
 }
 

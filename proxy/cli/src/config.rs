@@ -173,6 +173,24 @@ mod tests {
     }
 
     #[test]
+    fn the_virtual_host_domain_is_checked() {
+        assert_eq!(Config::default().s3.domain, "");
+        let c = Config::parse("[s3]\ndomain = \"s3.example.test\"").unwrap();
+        assert_eq!(c.s3.domain, "s3.example.test");
+        c.validate().unwrap();
+        for bad in [
+            "s3.example.test:8480",
+            "127.0.0.1",
+            "localhost",
+            "S3.Example.test",
+        ] {
+            let c = Config::parse(&format!("[s3]\ndomain = {bad:?}")).unwrap();
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("s3.domain"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn backend_urls() {
         let mut b = BackendConfig::default();
         b.set_url("s3://bkt/some/prefix/").unwrap();

@@ -29,6 +29,12 @@ max_concurrent_requests = 64
 # space freed, in buckets without a lifecycle rule (AbortIncompleteMultipartUpload)
 # of their own. 0: never.
 abort_incomplete_uploads_after_days = 7
+# Virtual-hosted-style addressing: with a domain, a request for host
+# <bucket>.<domain> (any port) addresses that bucket, as SDKs and s3cmd do by
+# default; point *.<domain> at the proxy in DNS. Path-style requests, and
+# requests to any other host name or an IP address, work either way.
+# Empty: path-style only.
+domain = ""
 
 [metrics]
 # Address of the operator endpoint: GET /metrics (Prometheus text: client requests

@@ -1,5 +1,5 @@
 //! Bucket operations: ListBuckets, CreateBucket, DeleteBucket, HeadBucket,
-//! GetBucketLocation and GetBucketVersioning.
+//! and GetBucketLocation.
 //!
 //! ListBuckets and HeadBucket also carry the volume's fullness, in bytes of
 //! object data, in two headers of their own ([`CAPACITY_HEADER`],
@@ -146,16 +146,4 @@ pub(crate) async fn get_bucket_location(
     Ok(S3Response::new(GetBucketLocationOutput {
         location_constraint: Some(BucketLocationConstraint::from(s3.region.clone())),
     }))
-}
-
-pub(crate) async fn get_bucket_versioning(
-    s3: &OramS3,
-    req: S3Request<GetBucketVersioningInput>,
-) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-    let owner = owner(&req)?;
-    s3.layer
-        .head_bucket(&owner, &req.input.bucket)
-        .map_err(|e| s3.map_err(e))?;
-    // Never versioned: no Status element at all.
-    Ok(S3Response::new(GetBucketVersioningOutput::default()))
 }

@@ -26,6 +26,26 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
         E::NoSuchBucket(b) => s3_error!(NoSuchBucket, "The specified bucket does not exist: {b}"),
         E::NoSuchKey(_) => s3_error!(NoSuchKey, "The specified key does not exist."),
         E::NoSuchUpload(_) => s3_error!(NoSuchUpload, "The specified multipart upload does not exist."),
+        E::NoSuchVersion(_) => s3_error!(NoSuchVersion, "The specified version does not exist."),
+        E::DeleteMarker { version_id, modified_ms, by_version } => {
+            let mut err = if by_version {
+                s3_error!(MethodNotAllowed, "The specified method is not allowed against this resource.")
+            } else {
+                s3_error!(NoSuchKey, "The specified key does not exist.")
+            };
+            let mut h = http::HeaderMap::new();
+            h.insert("x-amz-delete-marker", http::HeaderValue::from_static("true"));
+            if let Ok(v) = http::HeaderValue::from_str(&version_id) {
+                h.insert("x-amz-version-id", v);
+            }
+            if let Some(v) = http_date(&timestamp(modified_ms))
+                .and_then(|d| http::HeaderValue::from_str(&d).ok())
+            {
+                h.insert(http::header::LAST_MODIFIED, v);
+            }
+            err.set_headers(h);
+            err
+        }
         E::BucketAlreadyExists(_) => s3_error!(BucketAlreadyExists),
         E::BucketAlreadyOwnedByYou(_) => s3_error!(BucketAlreadyOwnedByYou),
         E::BucketNotEmpty(_) => s3_error!(BucketNotEmpty, "The bucket you tried to delete is not empty."),
@@ -33,6 +53,7 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
         E::InvalidBucketName(b) => s3_error!(InvalidBucketName, "The specified bucket is not valid: {b}"),
         E::InvalidKey(m) => s3_error!(KeyTooLongError, "{m}"),
         E::InvalidArgument(m) => s3_error!(InvalidArgument, "{m}"),
+        E::InvalidTag(m) => s3_error!(InvalidTag, "{m}"),
         E::TooLarge { max } => s3_error!(EntityTooLarge, "Your proposed upload exceeds the maximum allowed size of {max} bytes."),
         E::PartTooSmall { part, size, min } => s3_error!(
             EntityTooSmall,
@@ -254,6 +275,17 @@ mod tests {
             E::NoSuchBucket("b".into()),
             E::NoSuchKey("k".into()),
             E::NoSuchUpload("u".into()),
+            E::NoSuchVersion("v".into()),
+            E::DeleteMarker {
+                version_id: "null".into(),
+                modified_ms: 0,
+                by_version: false,
+            },
+            E::DeleteMarker {
+                version_id: "null".into(),
+                modified_ms: 0,
+                by_version: true,
+            },
             E::BucketAlreadyExists("b".into()),
             E::BucketAlreadyOwnedByYou("b".into()),
             E::BucketNotEmpty("b".into()),
@@ -261,6 +293,7 @@ mod tests {
             E::InvalidBucketName("B".into()),
             E::InvalidKey("k".into()),
             E::InvalidArgument("x".into()),
+            E::InvalidTag("x".into()),
             E::TooLarge { max: 1 },
             E::PartTooSmall {
                 part: 1,

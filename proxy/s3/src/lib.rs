@@ -17,8 +17,13 @@
 //! a glance what is implemented; free functions, unlike inherent methods of the
 //! same names, cannot be mistaken for the trait's.
 //! - `buckets`: ListBuckets, CreateBucket, DeleteBucket, HeadBucket,
-//!   GetBucketLocation, GetBucketVersioning;
-//! - `objects`: PutObject, GetObject, HeadObject, DeleteObject(s), CopyObject;
+//!   GetBucketLocation;
+//! - `versioning`: Put/GetBucketVersioning, version ids in answers, reads by
+//!   version;
+//! - `objects`: PutObject, GetObject, HeadObject, DeleteObject(s), CopyObject
+//!   (each with a `versionId` where S3 has one);
+//! - `tagging`: Put/Get/DeleteObjectTagging, Put/Get/DeleteBucketTagging, the
+//!   `x-amz-tagging` header;
 //! - `lifecycle`: Put/GetBucketLifecycleConfiguration, DeleteBucketLifecycle
 //!   (AbortIncompleteMultipartUpload rules only);
 //! - `listing`: ListObjects, ListObjectsV2, ListObjectVersions;
@@ -29,7 +34,8 @@
 //!   its length, conditions, the copy source, the client metadata);
 //! - `convert`: object-layer errors to S3 errors, times, ETags, bodies, listing
 //!   encodings;
-//! - `front`: request ids and legacy region names, around s3s.
+//! - `front`: request ids and legacy region names, around s3s;
+//! - `vhost`: virtual-hosted–style addressing under a configured domain.
 
 mod acl;
 mod buckets;
@@ -41,6 +47,9 @@ mod messages;
 mod multipart;
 mod objects;
 mod request;
+mod tagging;
+mod versioning;
+mod vhost;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -54,6 +63,7 @@ use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result, S3};
 pub use buckets::{CAPACITY_HEADER, FREE_HEADER};
 use convert::map_err;
 pub use front::{legacy_region, S3Front};
+pub use vhost::{domain_problem, virtual_host_bucket};
 
 /// A user of the S3 API: access key and secret key.
 #[derive(Clone)]
@@ -168,10 +178,16 @@ impl S3Auth for Users {
 
 /// Builds the HTTP service: S3 over `layer`, SigV4 with the users of `users`
 /// (as they are when each request is checked), anonymous refused, request ids
-/// on every answer and legacy region names accepted (see [`S3Front`]).
-pub fn build_service(layer: ObjectLayer, users: UserMap, region: &str) -> S3Front {
+/// on every answer and legacy region names accepted (see [`S3Front`]). With a
+/// `domain` (not empty; see [`domain_problem`]), a request for host
+/// `<bucket>.<domain>` addresses that bucket (virtual-hosted–style
+/// addressing); path-style requests are served either way.
+pub fn build_service(layer: ObjectLayer, users: UserMap, region: &str, domain: &str) -> S3Front {
     let mut b = S3ServiceBuilder::new(OramS3::new(layer, region));
     b.set_auth(Users(users.clone()));
+    if !domain.is_empty() {
+        b.set_host(vhost::VirtualHosts::new(domain));
+    }
     // POST Object (browser forms) is not implemented, and s3s would buffer a form
     // before its access check: nothing of a form is accepted (the binary also
     // refuses form POSTs before s3s sees them).
@@ -237,11 +253,62 @@ impl S3 for OramS3 {
         buckets::get_bucket_location(self, req).await
     }
 
+    // Versioning (`versioning`).
     async fn get_bucket_versioning(
         &self,
         req: S3Request<GetBucketVersioningInput>,
     ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-        buckets::get_bucket_versioning(self, req).await
+        versioning::get_bucket_versioning(self, req).await
+    }
+
+    async fn put_bucket_versioning(
+        &self,
+        req: S3Request<PutBucketVersioningInput>,
+    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        versioning::put_bucket_versioning(self, req).await
+    }
+
+    // Tagging (`tagging`).
+    async fn put_object_tagging(
+        &self,
+        req: S3Request<PutObjectTaggingInput>,
+    ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+        tagging::put_object_tagging(self, req).await
+    }
+
+    async fn get_object_tagging(
+        &self,
+        req: S3Request<GetObjectTaggingInput>,
+    ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+        tagging::get_object_tagging(self, req).await
+    }
+
+    async fn delete_object_tagging(
+        &self,
+        req: S3Request<DeleteObjectTaggingInput>,
+    ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+        tagging::delete_object_tagging(self, req).await
+    }
+
+    async fn put_bucket_tagging(
+        &self,
+        req: S3Request<PutBucketTaggingInput>,
+    ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        tagging::put_bucket_tagging(self, req).await
+    }
+
+    async fn get_bucket_tagging(
+        &self,
+        req: S3Request<GetBucketTaggingInput>,
+    ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        tagging::get_bucket_tagging(self, req).await
+    }
+
+    async fn delete_bucket_tagging(
+        &self,
+        req: S3Request<DeleteBucketTaggingInput>,
+    ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        tagging::delete_bucket_tagging(self, req).await
     }
 
     // Lifecycle (`lifecycle`).

@@ -1,7 +1,7 @@
 //! Listings: ListObjects, ListObjectsV2 and ListObjectVersions, over one page of
-//! the object layer's listing.
+//! the object layer's listing (of current objects, or of every version).
 
-use oram_objects::{ListParams, ObjectRecord};
+use oram_objects::{ListParams, ObjectRecord, VersionParams};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
@@ -124,15 +124,28 @@ pub(crate) async fn list_object_versions(
     let owner = owner(&req)?;
     let input = req.input;
     let url = is_url(input.encoding_type.as_ref());
-    let (params, r) = s3.list_page(
-        &owner,
-        &input.bucket,
-        input.prefix.as_deref(),
-        input.delimiter.as_deref(),
-        input.key_marker.clone().filter(|m| !m.is_empty()),
-        input.max_keys,
-    )?;
+    let key_marker = input.key_marker.clone().filter(|m| !m.is_empty());
+    let version_id_marker = input.version_id_marker.clone().filter(|m| !m.is_empty());
+    if version_id_marker.is_some() && key_marker.is_none() {
+        return Err(s3_error!(
+            InvalidArgument,
+            "A version-id marker cannot be specified without a key marker."
+        ));
+    }
+    let params = VersionParams {
+        prefix: input.prefix.clone().unwrap_or_default(),
+        delimiter: input.delimiter.clone(),
+        key_marker,
+        version_id_marker,
+        max_keys: max_keys(input.max_keys)?,
+    };
+    let r = s3
+        .layer
+        .list_object_versions(&owner, &input.bucket, &params)
+        .map_err(|e| s3.map_err(e))?;
     let enc = |s: String| if url { url_encode(&s) } else { s };
+    let (markers, versions): (Vec<_>, Vec<_>) =
+        r.versions.into_iter().partition(|e| e.rec.delete_marker);
     Ok(S3Response::new(ListObjectVersionsOutput {
         name: Some(input.bucket),
         prefix: Some(enc(params.prefix.clone())),
@@ -140,26 +153,38 @@ pub(crate) async fn list_object_versions(
         version_id_marker: input.version_id_marker,
         max_keys: Some(params.max_keys as i32),
         is_truncated: Some(r.truncated),
-        next_key_marker: r.next_start_after.clone().map(enc),
-        next_version_id_marker: r.next_start_after.as_ref().map(|_| "null".to_string()),
+        next_key_marker: r.next_key_marker.map(enc),
+        next_version_id_marker: r.next_version_id_marker,
         versions: Some(
-            r.objects
-                .iter()
-                .map(|(k, o)| ObjectVersion {
-                    e_tag: Some(ETag::Strong(o.etag.clone())),
-                    is_latest: Some(true),
-                    key: Some(enc(k.clone())),
-                    last_modified: Some(timestamp(o.modified_ms)),
-                    size: Some(o.size as i64),
+            versions
+                .into_iter()
+                .map(|e| ObjectVersion {
+                    e_tag: Some(ETag::Strong(e.rec.etag.clone())),
+                    is_latest: Some(e.is_latest),
+                    key: Some(enc(e.key)),
+                    last_modified: Some(timestamp(e.rec.modified_ms)),
+                    size: Some(e.rec.size as i64),
                     storage_class: Some(ObjectVersionStorageClass::from_static(
                         ObjectVersionStorageClass::STANDARD,
                     )),
-                    version_id: Some("null".into()),
+                    version_id: Some(e.rec.version_label().to_string()),
                     owner: Some(owner_element(&owner)),
                     ..Default::default()
                 })
                 .collect(),
         ),
+        delete_markers: (!markers.is_empty()).then(|| {
+            markers
+                .into_iter()
+                .map(|e| DeleteMarkerEntry {
+                    is_latest: Some(e.is_latest),
+                    key: Some(enc(e.key)),
+                    last_modified: Some(timestamp(e.rec.modified_ms)),
+                    owner: Some(owner_element(&owner)),
+                    version_id: Some(e.rec.version_label().to_string()),
+                })
+                .collect()
+        }),
         common_prefixes: common_prefixes(r.common_prefixes, enc),
         delimiter: input.delimiter.filter(|d| !d.is_empty()).map(enc),
         encoding_type: input.encoding_type,

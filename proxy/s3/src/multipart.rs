@@ -20,10 +20,11 @@ pub(crate) async fn create_multipart_upload(
     let owner = owner(&req)?;
     let input = req.input;
     check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
+    let tags = crate::tagging::header_tags(input.tagging.as_deref())?;
     let meta = object_meta!(input);
     let id = s3
         .layer
-        .create_multipart(&owner, &input.bucket, &input.key, meta)
+        .create_multipart_tagged(&owner, &input.bucket, &input.key, meta, tags)
         .await
         .map_err(|e| s3.map_err(e))?;
     Ok(S3Response::new(CreateMultipartUploadOutput {
@@ -70,11 +71,9 @@ pub(crate) async fn upload_part_copy(
     let owner = owner(&req)?;
     let input = req.input;
     let number = part_number(input.part_number)?;
-    let (sb, sk) = copy_source(&input.copy_source)?;
-    let src = s3
-        .layer
-        .open_object(&owner, &sb, &sk)
-        .map_err(|e| s3.map_err(e))?;
+    let (sb, sk, sv) = copy_source(&input.copy_source)?;
+    let src = s3.open(&owner, &sb, &sk, sv.as_deref())?;
+    let src_version = crate::versioning::version_of(src.record());
     check_conditions(
         src.record(),
         &preconditions(
@@ -107,6 +106,7 @@ pub(crate) async fn upload_part_copy(
             last_modified: Some(timestamp(part.modified_ms)),
             ..Default::default()
         }),
+        copy_source_version_id: src_version,
         ..Default::default()
     }))
 }
@@ -152,6 +152,7 @@ pub(crate) async fn complete_multipart_upload(
     Ok(S3Response::new(CompleteMultipartUploadOutput {
         bucket: Some(input.bucket.clone()),
         key: Some(input.key.clone()),
+        version_id: crate::versioning::version_of(&rec),
         e_tag: Some(ETag::Strong(rec.etag)),
         location: Some(format!("/{}/{}", input.bucket, input.key)),
         ..Default::default()

@@ -16,6 +16,8 @@ use crate::convert::{
 use crate::request::{
     body_stream, check_conditions, check_len, copy_source, object_meta, owner, EXPIRES,
 };
+use crate::tagging::header_tags;
+use crate::versioning::version_of;
 use crate::OramS3;
 
 pub(crate) async fn put_object(
@@ -52,6 +54,7 @@ pub(crate) async fn put_object(
         expected_md5,
         mode,
         delete_at: 0,
+        tags: header_tags(input.tagging.as_deref())?,
     };
     let body = body_stream(input.body);
     let rec = s3
@@ -60,6 +63,7 @@ pub(crate) async fn put_object(
         .await
         .map_err(|e| s3.map_err(e))?;
     Ok(S3Response::new(PutObjectOutput {
+        version_id: version_of(&rec),
         e_tag: Some(ETag::Strong(rec.etag)),
         ..Default::default()
     }))
@@ -73,10 +77,12 @@ pub(crate) async fn get_object(
     let input = req.input;
     // One version throughout: conditions and range are checked against the record
     // whose (pinned) blocks are then read.
-    let obj = s3
-        .layer
-        .open_object(&owner, &input.bucket, &input.key)
-        .map_err(|e| s3.map_err(e))?;
+    let obj = s3.open(
+        &owner,
+        &input.bucket,
+        &input.key,
+        input.version_id.as_deref(),
+    )?;
     let rec = obj.record().clone();
     check_conditions(
         &rec,
@@ -106,6 +112,7 @@ pub(crate) async fn get_object(
     out.content_length = Some(len as i64);
     out.content_range = content_range;
     out.parts_count = parts_count;
+    out.tag_count = (!rec.tags.is_empty()).then_some(rec.tags.len() as i32);
     Ok(S3Response::new(out))
 }
 
@@ -115,10 +122,13 @@ pub(crate) async fn head_object(
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let owner = owner(&req)?;
     let input = req.input;
-    let rec = s3
-        .layer
-        .head_object(&owner, &input.bucket, &input.key)
-        .map_err(|e| s3.map_err(e))?;
+    let rec = match input.version_id.as_deref() {
+        Some(v) => s3
+            .layer
+            .head_object_version(&owner, &input.bucket, &input.key, v),
+        None => s3.layer.head_object(&owner, &input.bucket, &input.key),
+    }
+    .map_err(|e| s3.map_err(e))?;
     check_conditions(
         &rec,
         &preconditions(
@@ -138,7 +148,7 @@ pub(crate) async fn head_object(
         None => (rec.size, None),
     };
     let g = object_output(&rec);
-    Ok(S3Response::new(HeadObjectOutput {
+    let mut resp = S3Response::new(HeadObjectOutput {
         accept_ranges: g.accept_ranges,
         cache_control: g.cache_control,
         content_disposition: g.content_disposition,
@@ -151,9 +161,17 @@ pub(crate) async fn head_object(
         last_modified: g.last_modified,
         metadata: g.metadata,
         expires: g.expires,
+        version_id: g.version_id,
         parts_count,
         ..Default::default()
-    }))
+    });
+    // s3s's HeadObjectOutput has no field for it; GetObject's tag_count is
+    // the same header.
+    if !rec.tags.is_empty() {
+        resp.headers
+            .insert("x-amz-tagging-count", rec.tags.len().into());
+    }
+    Ok(resp)
 }
 
 pub(crate) async fn delete_object(
@@ -163,11 +181,24 @@ pub(crate) async fn delete_object(
     let owner = owner(&req)?;
     let input = req.input;
     let if_match = input.if_match.as_ref().map(etag_list);
-    s3.layer
-        .delete_object(&owner, &input.bucket, &input.key, if_match.as_ref())
-        .await
-        .map_err(|e| s3.map_err(e))?;
-    Ok(S3Response::new(DeleteObjectOutput::default()))
+    let d = match input.version_id.as_deref() {
+        Some(v) => {
+            s3.layer
+                .delete_object_version(&owner, &input.bucket, &input.key, v)
+                .await
+        }
+        None => {
+            s3.layer
+                .delete_object_versioned(&owner, &input.bucket, &input.key, if_match.as_ref())
+                .await
+        }
+    }
+    .map_err(|e| s3.map_err(e))?;
+    Ok(S3Response::new(DeleteObjectOutput {
+        delete_marker: d.delete_marker.then_some(true),
+        version_id: d.version_id,
+        ..Default::default()
+    }))
 }
 
 pub(crate) async fn delete_objects(
@@ -189,16 +220,28 @@ pub(crate) async fn delete_objects(
     let mut deleted = Vec::new();
     let mut errors = Vec::new();
     for o in input.delete.objects {
-        match s3
-            .layer
-            .delete_object(&owner, &input.bucket, &o.key, None)
-            .await
-        {
-            Ok(_) => {
+        let done = match o.version_id.as_deref() {
+            Some(v) => {
+                s3.layer
+                    .delete_object_version(&owner, &input.bucket, &o.key, v)
+                    .await
+            }
+            None => {
+                s3.layer
+                    .delete_object_versioned(&owner, &input.bucket, &o.key, None)
+                    .await
+            }
+        };
+        match done {
+            Ok(d) => {
                 if !quiet {
+                    // A delete marker made, or one removed by its id, is named
+                    // as DeleteMarkerVersionId (as AWS answers).
                     deleted.push(DeletedObject {
                         key: Some(o.key),
-                        ..Default::default()
+                        delete_marker: d.delete_marker.then_some(true),
+                        delete_marker_version_id: d.version_id.filter(|_| d.delete_marker),
+                        version_id: o.version_id,
                     });
                 }
             }
@@ -208,7 +251,7 @@ pub(crate) async fn delete_objects(
                     code: Some(e.code().as_str().to_string()),
                     key: Some(o.key),
                     message: e.message().map(str::to_string),
-                    version_id: None,
+                    version_id: o.version_id,
                 });
             }
         }
@@ -227,11 +270,9 @@ pub(crate) async fn copy_object(
     let owner = owner(&req)?;
     let input = req.input;
     check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
-    let (sb, sk) = copy_source(&input.copy_source)?;
-    let src = s3
-        .layer
-        .open_object(&owner, &sb, &sk)
-        .map_err(|e| s3.map_err(e))?;
+    let (sb, sk, sv) = copy_source(&input.copy_source)?;
+    let src = s3.open(&owner, &sb, &sk, sv.as_deref())?;
+    let src_version = version_of(src.record());
     check_conditions(
         src.record(),
         &preconditions(
@@ -246,31 +287,41 @@ pub(crate) async fn copy_object(
         .metadata_directive
         .as_ref()
         .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-    if sb == input.bucket && sk == input.key && !replace {
+    if sb == input.bucket && sk == input.key && !replace && sv.is_none() {
         return Err(s3_error!(
             InvalidRequest,
             "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
         ));
     }
+    // x-amz-tagging-directive: COPY (the default) keeps the source's tags.
+    let tags = match &input.tagging_directive {
+        Some(d) if d.as_str() == TaggingDirective::REPLACE => {
+            Some(header_tags(input.tagging.as_deref())?)
+        }
+        _ => None,
+    };
     let meta = replace.then(|| object_meta!(input));
     let rec = s3
         .layer
-        .copy_object(
+        .copy_object_tagged(
             &owner,
             src,
             (&sb, &sk),
             (&input.bucket, &input.key),
             meta,
             0,
+            tags,
         )
         .await
         .map_err(|e| s3.map_err(e))?;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {
-            e_tag: Some(ETag::Strong(rec.etag)),
+            e_tag: Some(ETag::Strong(rec.etag.clone())),
             last_modified: Some(timestamp(rec.modified_ms)),
             ..Default::default()
         }),
+        copy_source_version_id: src_version,
+        version_id: version_of(&rec),
         ..Default::default()
     }))
 }
@@ -350,6 +401,7 @@ fn object_output(rec: &ObjectRecord) -> GetObjectOutput {
         content_type: rec.meta.content_type.clone(),
         e_tag: Some(ETag::Strong(rec.etag.clone())),
         last_modified: Some(timestamp(rec.modified_ms)),
+        version_id: version_of(rec),
         expires: rec
             .meta
             .extra

@@ -110,10 +110,19 @@ pub(crate) fn check_conditions(
         })
 }
 
-/// The bucket and key of an `x-amz-copy-source` (an access point is refused).
-pub(crate) fn copy_source(src: &CopySource) -> S3Result<(String, String)> {
+/// The bucket, key and version (`?versionId=`) of an `x-amz-copy-source` (an
+/// access point is refused).
+pub(crate) fn copy_source(src: &CopySource) -> S3Result<(String, String, Option<String>)> {
     match src {
-        CopySource::Bucket { bucket, key, .. } => Ok((bucket.to_string(), key.to_string())),
+        CopySource::Bucket {
+            bucket,
+            key,
+            version_id,
+        } => Ok((
+            bucket.to_string(),
+            key.to_string(),
+            version_id.as_deref().map(str::to_string),
+        )),
         _ => Err(s3_error!(
             NotImplemented,
             "only bucket/key copy sources are supported"

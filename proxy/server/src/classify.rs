@@ -63,7 +63,24 @@ const BUCKET_CONFIG: &[&str] = &[
     "metrics",
 ];
 
-/// Classifies a path-style S3 request.
+/// The path of an S3 request as path-style: a request for host
+/// `<bucket>.<domain>` (virtual-hosted–style addressing under the configured
+/// `domain`; empty: none) gets `/<bucket>` before its path.
+pub fn s3_path_style<'a>(
+    path: &'a str,
+    headers: &HeaderMap,
+    domain: &str,
+) -> std::borrow::Cow<'a, str> {
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok());
+    match host.and_then(|h| oram_s3::virtual_host_bucket(h, domain)) {
+        Some(bucket) => format!("/{bucket}{path}").into(),
+        None => path.into(),
+    }
+}
+
+/// Classifies a path-style S3 request (see [`s3_path_style`]).
 pub fn s3(method: &Method, path: &str, query: Option<&str>, headers: &HeaderMap) -> Classified {
     let q = query_names(query);
     let trimmed = path.trim_start_matches('/');
@@ -198,6 +215,27 @@ mod tests {
             h.insert("x-amz-copy-source", "b/k".parse().unwrap());
         }
         s3(&m.parse().unwrap(), p, q, &h).op
+    }
+
+    #[test]
+    fn virtual_hosted_requests_are_classified_by_their_bucket() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            http::header::HOST,
+            "bkt.s3.example.test:8480".parse().unwrap(),
+        );
+        let path = s3_path_style("/dir/key", &h, "s3.example.test");
+        assert_eq!(path, "/bkt/dir/key");
+        let c = s3(&Method::GET, &path, None, &h);
+        assert_eq!(
+            (c.op, c.object.as_deref()),
+            ("GetObject", Some("bkt/dir/key"))
+        );
+        assert_eq!(s3_path_style("/", &h, "s3.example.test"), "/bkt/");
+        // No domain, or another host: the path as it is.
+        assert_eq!(s3_path_style("/dir/key", &h, ""), "/dir/key");
+        h.insert(http::header::HOST, "127.0.0.1:8480".parse().unwrap());
+        assert_eq!(s3_path_style("/b/k", &h, "s3.example.test"), "/b/k");
     }
 
     #[test]

@@ -43,6 +43,11 @@ impl ServerConfig {
                 self.s3.listen
             )
         })?;
+        if !self.s3.domain.is_empty() {
+            if let Some(why) = oram_s3::domain_problem(&self.s3.domain) {
+                return Err(format!("s3.domain {:?} {why}", self.s3.domain));
+            }
+        }
         for u in &self.swift.users {
             u.validate()?;
         }
@@ -88,6 +93,9 @@ pub struct S3Config {
     /// Days after which a multipart upload is aborted (its parts' space freed)
     /// in a bucket without a lifecycle rule of its own that does it; 0: never.
     pub abort_incomplete_uploads_after_days: u32,
+    /// The domain of virtual-hosted–style addressing: a request for host
+    /// `<bucket>.<domain>` addresses that bucket. Empty: path-style only.
+    pub domain: String,
 }
 
 impl Default for S3Config {
@@ -97,6 +105,7 @@ impl Default for S3Config {
             region: "us-east-1".into(),
             max_concurrent_requests: 64,
             abort_incomplete_uploads_after_days: 7,
+            domain: String::new(),
         }
     }
 }

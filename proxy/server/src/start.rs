@@ -265,7 +265,9 @@ pub async fn start(
     };
     let vol = Arc::new(Volume::open(volume, &hooks).await?);
     vol.repair_checkpoint().await?;
-    let tel = Arc::new(Telemetry::new(cfg.metrics.dashboard_object_names));
+    let mut tel = Telemetry::new(cfg.metrics.dashboard_object_names);
+    tel.s3_domain = cfg.s3.domain.clone();
+    let tel = Arc::new(tel);
     if let Some(ms) = oram_volume::last_checkpoint_ms(&vol.db) {
         tel.checkpoint_done(Some(ms));
     }
@@ -390,7 +392,8 @@ fn s3_task(
     tls: &Option<Arc<Tls>>,
     stop: Shutdown,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let service = oram_s3::build_service(layer.clone(), users.clone(), &cfg.s3.region);
+    let service =
+        oram_s3::build_service(layer.clone(), users.clone(), &cfg.s3.region, &cfg.s3.domain);
     let limit = Arc::new(Semaphore::new(cfg.s3.max_concurrent_requests));
     let s3_handler = move |req: http::Request<telemetry::Counted<ServedBody>>| {
         let service = service.clone();

@@ -211,6 +211,7 @@ impl SwiftApi {
             expected_md5,
             mode,
             delete_at,
+            ..PutOptions::default()
         };
         let rec = self
             .inner

@@ -164,6 +164,9 @@ pub struct Telemetry {
     pub checkpoint: CheckpointStatus,
     /// TLS certificate and reloads.
     pub tls: TlsStatus,
+    /// The S3 domain of virtual-hosted–style addressing (`[s3] domain`;
+    /// empty: none), to classify such requests by their bucket.
+    pub s3_domain: String,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -194,6 +197,7 @@ impl Telemetry {
             show_names,
             checkpoint: CheckpointStatus::default(),
             tls: TlsStatus::default(),
+            s3_domain: String::new(),
         }
     }
 

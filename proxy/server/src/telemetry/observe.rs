@@ -130,7 +130,9 @@ where
             let uri = req.uri();
             let c = match api {
                 Api::S3 => {
-                    crate::classify::s3(req.method(), uri.path(), uri.query(), req.headers())
+                    let path =
+                        crate::classify::s3_path_style(uri.path(), req.headers(), &tel.s3_domain);
+                    crate::classify::s3(req.method(), &path, uri.query(), req.headers())
                 }
                 Api::Swift => {
                     crate::classify::swift(req.method(), uri.path(), uri.query(), req.headers())
