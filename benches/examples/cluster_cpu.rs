@@ -23,7 +23,7 @@ use oram_engine::{Local, Op, Oram, Parts};
 use oram_oblivistore::{oblivistore_blueprint, ObliviStoreConfig};
 use oram_state::MemState;
 use oram_store_memory::MemoryStore;
-use oram_tests::cluster::{node_parts, process_cpu_ticks, start_cluster};
+use oram_tests::cluster::{node_parts, process_cpu_ticks, start_cluster, NodeThread};
 use oram_tests::test_sealer;
 use rand::{Rng, SeedableRng};
 
@@ -61,7 +61,10 @@ struct Measured {
     node_ticks: u64,
 }
 
-async fn workload(e: &dyn Oram, a: &Args) -> (f64, u64) {
+/// Fills the volume, then runs the measured ops; returns their wall time, the
+/// process's CPU ticks and the nodes' CPU ticks over them.
+async fn workload(e: &dyn Oram, a: &Args, nodes: &[NodeThread]) -> (f64, u64, u64) {
+    let node_ticks = || nodes.iter().map(NodeThread::cpu_ticks).sum::<u64>();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let data = |b: u64| Bytes::from(vec![(b % 251) as u8; a.block]);
     for start in (0..a.capacity).step_by(64) {
@@ -70,7 +73,7 @@ async fn workload(e: &dyn Oram, a: &Args) -> (f64, u64) {
             .collect();
         e.access(ops).await.expect("fill");
     }
-    let (t0, c0) = (Instant::now(), process_cpu_ticks());
+    let (t0, c0, n0) = (Instant::now(), process_cpu_ticks(), node_ticks());
     let mut done = 0;
     while done < a.ops {
         let n = 64.min(a.ops - done);
@@ -88,7 +91,11 @@ async fn workload(e: &dyn Oram, a: &Args) -> (f64, u64) {
         assert_eq!(got.len() as u64, n);
         done += n;
     }
-    (t0.elapsed().as_secs_f64(), process_cpu_ticks() - c0)
+    (
+        t0.elapsed().as_secs_f64(),
+        process_cpu_ticks() - c0,
+        node_ticks() - n0,
+    )
 }
 
 fn main() {
@@ -108,27 +115,24 @@ fn main() {
     };
 
     let local = blueprint.engine(parts(), &Local).expect("the engine");
-    let (secs, ticks) = rt.block_on(workload(&local, &a));
+    let (secs, ticks, node_ticks) = rt.block_on(workload(&local, &a, &[]));
     drop(local);
     let local = Measured {
         secs,
         ticks,
-        node_ticks: 0,
+        node_ticks,
     };
 
     let front = parts();
     let nodes = (0..3).map(|_| node_parts(&front)).collect();
     let (engine, threads, _) = start_cluster(&blueprint, front, nodes, 0);
-    let (secs, ticks) = rt.block_on(workload(engine.as_ref(), &a));
+    let (secs, ticks, node_ticks) = rt.block_on(workload(engine.as_ref(), &a, &threads));
     drop(engine);
-    // The nodes' threads' CPU over the whole run, fill included: scaled to
-    // the measured phase by its share of the accesses.
-    let node_total: u64 = threads.into_iter().map(|t| t.stop()).sum();
-    let share = a.ops as f64 / (a.ops + a.capacity) as f64;
+    drop(threads);
     let cluster = Measured {
         secs,
         ticks,
-        node_ticks: (node_total as f64 * share).round() as u64,
+        node_ticks,
     };
 
     let per = |ticks: u64| ticks as f64 * 10_000.0 / a.ops as f64;

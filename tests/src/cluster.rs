@@ -32,6 +32,18 @@ pub struct NodeThread {
     thread: Option<JoinHandle<()>>,
     /// CPU time of the node's threads that ended, in clock ticks of 1/100 s.
     cpu: Arc<AtomicU64>,
+    /// The thread ids of the node's live threads (the lock guards only the
+    /// list).
+    tids: Arc<std::sync::Mutex<Vec<u32>>>,
+}
+
+/// The calling thread's id (Linux: `/proc/thread-self` links to
+/// `<pid>/task/<tid>`; 0 where it cannot be read).
+fn thread_id() -> u32 {
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// CPU time the calling thread has used, in clock ticks of 1/100 s (Linux's
@@ -53,7 +65,12 @@ fn cpu_ticks(path: &str) -> u64 {
     // and stime are fields 14 and 15.
     let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let field = |i: usize| {
+        fields
+            .get(i - 3)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     field(14) + field(15)
 }
 
@@ -68,13 +85,28 @@ impl NodeThread {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let cpu = Arc::new(AtomicU64::new(0));
+        let tids = Arc::new(std::sync::Mutex::new(Vec::new()));
         let counted = cpu.clone();
+        let listed = tids.clone();
         let thread = std::thread::spawn(move || {
-            let on_stop = counted.clone();
+            let list = |tids: &std::sync::Mutex<Vec<u32>>, add: bool| {
+                let tid = thread_id();
+                let mut l = tids.lock().unwrap_or_else(|e| e.into_inner());
+                if add {
+                    l.push(tid);
+                } else {
+                    l.retain(|&t| t != tid);
+                }
+            };
+            list(&listed, true);
+            let (on_start, on_stop, on_stop_list) =
+                (listed.clone(), counted.clone(), listed.clone());
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
+                .on_thread_start(move || list(&on_start, true))
                 .on_thread_stop(move || {
+                    list(&on_stop_list, false);
                     on_stop.fetch_add(thread_cpu_ticks(), Ordering::Relaxed);
                 })
                 .build()
@@ -92,6 +124,7 @@ impl NodeThread {
                 .await;
             });
             drop(rt);
+            list(&listed, false);
             counted.fetch_add(thread_cpu_ticks(), Ordering::Relaxed);
         });
         let addr = addr_rx.recv().expect("the node's address");
@@ -100,9 +133,21 @@ impl NodeThread {
                 stop: Some(stop),
                 thread: Some(thread),
                 cpu,
+                tids,
             },
             addr,
         )
+    }
+
+    /// The CPU time the node's threads have used so far, in clock ticks of
+    /// 1/100 s.
+    pub fn cpu_ticks(&self) -> u64 {
+        let live: Vec<u32> = self.tids.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.cpu.load(Ordering::Relaxed)
+            + live
+                .iter()
+                .map(|t| cpu_ticks(&format!("/proc/self/task/{t}/stat")))
+                .sum::<u64>()
     }
 
     /// Stops the node; returns the CPU time its threads used, in clock ticks
