@@ -13,14 +13,18 @@ def free_bytes(s3, bucket):
     return int(h["x-oram-volume-free-bytes"])
 
 
-@pytest.fixture(scope="module")
-def vproxy(tmp_path_factory):
-    p = Proxy(tmp_path_factory.mktemp("versioning"))
-    yield p
-    p.stop()
+def test_versions_markers_restore_space_and_restart(tmp_path):
+    # One test (not two sharing a fixture): pytest-xdist may run a module's
+    # tests on different workers.
+    vproxy = Proxy(tmp_path / "versioning")
+    try:
+        versions_markers_and_restore(vproxy)
+    finally:
+        vproxy.stop()
+    restart_and_delete_every_version(vproxy)
 
 
-def test_versions_markers_restore_and_space(vproxy):
+def versions_markers_and_restore(vproxy):
     s3 = vproxy.client()
     b = "e2e-versions"
     s3.create_bucket(Bucket=b)
@@ -79,9 +83,9 @@ def test_versions_markers_restore_and_space(vproxy):
     assert [(v["VersionId"], v["Size"]) for v in other] == [("null", 10_000)]
 
 
-def test_versions_survive_a_restart_and_deleting_them_frees_the_space(vproxy, tmp_path):
+def restart_and_delete_every_version(vproxy):
+    """Versions survive a restart (fsck clean), and deleting them frees the space."""
     b = "e2e-versions"
-    vproxy.stop()
     fsck_clean(vproxy)
     p = Proxy(vproxy.workdir)  # the same data directory
     try:

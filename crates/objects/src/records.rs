@@ -212,13 +212,6 @@ impl ObjectRecord {
             &self.version_id
         }
     }
-
-    /// Whether the record was written into a versioned bucket (it has a
-    /// version id, or is a `null` version written while versioning was
-    /// suspended): S3 names its version in answers.
-    pub fn is_versioned(&self) -> bool {
-        !self.version_id.is_empty() || self.seq > 0
-    }
 }
 
 /// One uploaded part of a multipart upload.
