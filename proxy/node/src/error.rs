@@ -11,3 +11,10 @@ pub enum NodeError {
     #[error("cluster listener: {0}")]
     Io(String),
 }
+
+/// A failure the front answers by repeating its round (a node down, late, or
+/// not holding what was asked): transient, as a backend that cannot be
+/// reached.
+pub(crate) fn unavailable(msg: String) -> oram_engine::OramError {
+    oram_engine::OramError::Store(oram_blockstore::StoreError::Unavailable(msg))
+}

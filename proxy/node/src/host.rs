@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use oram_blockstore::StoreError;
 use oram_engine::{Op, Oram, OramError, Quiesced, RoundId, StagedAccess};
 use oram_state::TrustedState;
 use tokio::net::TcpListener;
 
+use crate::error::unavailable;
 use crate::tls::ClusterTls;
 use crate::wire::{read_frame, write_frame, Envelope, Reply, Request, Response};
 
@@ -115,10 +115,6 @@ impl std::fmt::Debug for NodeHost {
             .field("partitions", &ps)
             .finish_non_exhaustive()
     }
-}
-
-fn unavailable(msg: String) -> OramError {
-    OramError::Store(StoreError::Unavailable(msg))
 }
 
 impl NodeHost {

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::StoreError;
 use oram_engine::{
     CheckReport, EngineStats, Formatted, LocalSub, Op, Oram, OramError, Placement, Quiesced,
     Result, RoundId, Shape, StagedAccess,
@@ -15,6 +14,7 @@ use oram_engine::{
 use oram_state::Staged;
 use tokio::net::TcpStream;
 
+use crate::error::unavailable;
 use crate::tls::ClusterTls;
 use crate::wire::{read_frame, write_frame, Envelope, Reply, Request, Response};
 
@@ -22,10 +22,6 @@ type Conn = tokio_rustls::client::TlsStream<TcpStream>;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn unavailable(msg: String) -> OramError {
-    OramError::Store(StoreError::Unavailable(msg))
 }
 
 /// How long a front waits for a node: to connect, and for each answer. A node
