@@ -298,6 +298,47 @@ pub trait Oram: Send + Sync {
         progress(0, 0);
         Ok(Formatted::default())
     }
+
+    /// Grows the engine, online, to hold `capacity` blocks (its id limit grows
+    /// with it unless it was set wider): accesses keep being served while the
+    /// new room is prepared, and the switch to the new size is one commit of
+    /// the trusted state — a crash at any point leaves the old size or the new
+    /// one, never between, and nothing stored is lost. A growth interrupted by
+    /// a crash is resumed by calling `grow` again with the same capacity.
+    /// Calls `progress(done, total)` over the objects the growth writes.
+    /// Growing to the capacity the engine has is a no-op; shrinking is refused.
+    ///
+    /// The engines that grow are `path` and `ring`; every other engine refuses
+    /// (the default) with [`OramError::Unsupported`].
+    ///
+    /// Observed by the storage server: that the volume grows, by how much (the
+    /// new objects) and when; for a tree engine a PUT of every bucket of the
+    /// new levels, in node order and in batches between the rounds (the same
+    /// for any contents), each of the size of every other bucket. Afterwards
+    /// the rounds are those of a volume created at the new size.
+    async fn grow(
+        &self,
+        capacity: u64,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<Grown> {
+        let _ = (capacity, progress);
+        Err(OramError::Unsupported(
+            "growing a volume (only the path and ring engines can grow)",
+        ))
+    }
+}
+
+/// What [`Oram::grow`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Grown {
+    /// The capacity in effect afterwards (blocks).
+    pub capacity: u64,
+    /// The backend objects the growth added (for a tree engine: the buckets of
+    /// its new levels), 0 if it was already that large.
+    pub positions: u64,
+    /// Objects written by this call (those of `positions` an interrupted
+    /// growth had not written yet).
+    pub written: u64,
 }
 
 /// What [`Oram::format`] did.

@@ -25,6 +25,9 @@
 //! Engines that are not oblivious ([`Subject::oblivious`] false) must *fail* the
 //! trace checks: the negative control that shows those checks can fail.
 //!
+//! Growth: [`Grown`] runs every check on a grown volume (one line per engine
+//! that grows), and [`crate::engine_growth!`] checks the growth itself (`grow.rs`).
+//!
 //! One file per concern: `model.rs`, `tamper.rs`, `crash.rs` (a durable state),
 //! `traces.rs`, `ahead.rs` (reading ahead), `maintenance.rs`, `backend.rs` (a
 //! failing or hanging backend) and `staged.rs` (staged accesses and inserts).
@@ -32,6 +35,7 @@
 mod ahead;
 mod backend;
 mod crash;
+mod grow;
 mod hold;
 mod maintenance;
 mod model;
@@ -54,6 +58,7 @@ use rand_chacha::ChaCha8Rng;
 pub use ahead::*;
 pub use backend::*;
 pub use crash::*;
+pub use grow::*;
 pub use hold::{HoldStore, Seen};
 pub use maintenance::*;
 pub use model::*;
