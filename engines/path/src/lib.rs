@@ -176,6 +176,15 @@ impl TreeScheme for PathScheme {
         self.cached_levels
     }
 
+    /// A bucket is Z slots whatever the depth: only the tree changes.
+    fn grown(&self, geo: Geometry, id_limit: u64) -> Result<Self> {
+        Ok(Self {
+            geo,
+            cached_levels: self.cached_levels,
+            id_limit,
+        })
+    }
+
     fn object_len(&self) -> u64 {
         Sealer::sealed_len(bucket::bucket_bytes(&self.geo)) as u64
     }

@@ -20,13 +20,19 @@ impl PathSubject {
     }
 }
 
-impl Subject for PathSubject {
-    fn engine(&self, p: &Params, parts: Parts) -> Arc<dyn Oram> {
-        let cfg = PathConfig {
+impl PathSubject {
+    fn config(&self, p: &Params) -> PathConfig {
+        PathConfig {
             tree: tree_config(p, PathConfig::default().tree.stash_bound),
             z: self.z,
             arity: self.arity,
-        };
+        }
+    }
+}
+
+impl Subject for PathSubject {
+    fn engine(&self, p: &Params, parts: Parts) -> Arc<dyn Oram> {
+        let cfg = self.config(p);
         Arc::new(
             PathOram::new(cfg, parts.store, parts.sealer, parts.state)
                 .expect("valid configuration"),
@@ -60,6 +66,31 @@ impl Subject for PathSubject {
 }
 
 oram_engine::engine_conformance!(PathSubject { arity: 2, z: 4 });
+oram_engine::engine_growth!(PathSubject { arity: 2, z: 4 });
+
+#[test]
+fn a_crash_between_the_growth_phases_leaves_the_old_size() {
+    let subject = PathSubject { arity: 2, z: 4 };
+    oram_engine::conformance::a_crash_between_the_growth_phases_leaves_the_old_size(
+        Arc::new(PathSubject { arity: 2, z: 4 }),
+        &move |p, parts, capacity| {
+            let cfg = subject.config(&p);
+            Box::pin(async move {
+                let e = PathOram::new(cfg, parts.store, parts.sealer, parts.state).unwrap();
+                e.grow_prepare(capacity, &|_, _| {}).await.unwrap()
+            })
+        },
+    );
+}
+
+/// Every check on a volume created one level smaller and grown.
+mod grown {
+    use super::*;
+    oram_engine::engine_conformance!(oram_engine::conformance::Grown(PathSubject {
+        arity: 2,
+        z: 4
+    }));
+}
 
 /// The k-ary tree of the CURIOUS paper's sub-ORAM (k = 3, Z = 5) passes too.
 mod ternary {

@@ -419,6 +419,22 @@ impl TreeScheme for RingScheme {
         self.cached_levels
     }
 
+    /// A bucket's layout (Z + S slots, its seal positions) does not depend on
+    /// the depth, nor does the metadata of the buckets already written; the
+    /// eviction schedule goes on over the new leaves (reverse-lexicographic
+    /// order of the eviction count modulo the leaves). The headers of buckets
+    /// written before keep the leaves their blocks had then (prefixes of
+    /// their leaves now); nothing checks a header's leaves.
+    fn grown(&self, geo: Geometry, id_limit: u64) -> Result<Self> {
+        Ok(Self {
+            lay: Layout { geo, ..self.lay },
+            cached_levels: self.cached_levels,
+            id_limit,
+            evict_read: self.evict_read,
+            stats: Mutex::new(self.ring_stats()),
+        })
+    }
+
     fn object_len(&self) -> u64 {
         self.lay.object_len() as u64
     }

@@ -16,15 +16,19 @@ fn geometry(p: &Params) -> Geometry {
     Geometry::new(p.capacity, z, p.block_size, Some(leaves))
 }
 
+fn config(p: &Params) -> RingConfig {
+    let params = RingPreset::Small.params();
+    let bound = RingConfig::default_stash_bound(params, p.max_batch);
+    RingConfig {
+        tree: tree_config(p, bound),
+        params,
+        ..RingConfig::default()
+    }
+}
+
 impl Subject for RingSubject {
     fn engine(&self, p: &Params, parts: Parts) -> Arc<dyn Oram> {
-        let params = RingPreset::Small.params();
-        let bound = RingConfig::default_stash_bound(params, p.max_batch);
-        let cfg = RingConfig {
-            tree: tree_config(p, bound),
-            params,
-            ..RingConfig::default()
-        };
+        let cfg = config(p);
         Arc::new(
             RingOram::new(cfg, parts.store, parts.sealer, parts.state)
                 .expect("valid configuration"),
@@ -56,3 +60,23 @@ impl Subject for RingSubject {
 }
 
 oram_engine::engine_conformance!(RingSubject);
+oram_engine::engine_growth!(RingSubject);
+
+#[test]
+fn a_crash_between_the_growth_phases_leaves_the_old_size() {
+    oram_engine::conformance::a_crash_between_the_growth_phases_leaves_the_old_size(
+        Arc::new(RingSubject),
+        &|p, parts, capacity| {
+            Box::pin(async move {
+                let e = RingOram::new(config(&p), parts.store, parts.sealer, parts.state).unwrap();
+                e.grow_prepare(capacity, &|_, _| {}).await.unwrap()
+            })
+        },
+    );
+}
+
+/// Every check on a volume created one level smaller and grown.
+mod grown {
+    use super::*;
+    oram_engine::engine_conformance!(oram_engine::conformance::Grown(RingSubject));
+}

@@ -82,6 +82,20 @@ impl Geometry {
         }
     }
 
+    /// The same tree with `levels` more levels below its leaves: every leaf `x`
+    /// has the leaves `x·k^levels ..< (x + 1)·k^levels` below it, whose paths run
+    /// through the whole path to `x` (the nodes are numbered level by level, so
+    /// every existing node keeps its number and the new ones follow). `None`
+    /// if the number of leaves would not fit in a `u64`.
+    pub fn deeper(&self, levels: u32) -> Option<Self> {
+        let factor = self.arity.checked_pow(levels)?;
+        Some(Self {
+            leaf_level: self.leaf_level.checked_add(levels)?,
+            leaves: self.leaves.checked_mul(factor)?,
+            ..*self
+        })
+    }
+
     /// The first node of `level`.
     pub fn first_of_level(&self, level: u32) -> u64 {
         if self.arity == 2 {
@@ -313,6 +327,26 @@ mod tests {
         let order: BTreeSet<u64> = (0..16).map(|i| g.reverse_lexicographic(i)).collect();
         assert_eq!(order.len(), 16);
         assert_eq!(g.reverse_lexicographic(1), 4);
+    }
+
+    #[test]
+    fn a_deeper_tree_extends_every_path() {
+        for g in [geo(16, 4), Geometry::with_arity(3, 9, 5, 8)] {
+            let d = g.deeper(2).unwrap();
+            let k2 = g.arity * g.arity;
+            assert_eq!((d.leaf_level, d.leaves), (g.leaf_level + 2, g.leaves * k2));
+            // Every node keeps its number; the old path of `x` is a prefix of
+            // the paths of the leaves below it, and of no other leaf's.
+            for x in 0..g.leaves {
+                let old: Vec<u64> = g.path(x).collect();
+                for y in 0..d.leaves {
+                    let new: Vec<u64> = d.path(y).collect();
+                    assert_eq!(new[..old.len()] == old[..], y / k2 == x, "{x} {y}");
+                }
+            }
+            assert_eq!(d.first_of_level(g.leaf_level + 1), g.node_count() + 1);
+        }
+        assert_eq!(geo(16, 4).deeper(70), None);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The tree-ORAM core shared by Path and Ring ORAM: geometry and eviction
 //! planning ([`Geometry`], [`plan_eviction`]), the write-back pipeline, the intent
-//! record, the fsck skeleton, `format`, and [`TreeEngine`], a generic engine over
-//! the small [`TreeScheme`] trait.
+//! record, the fsck skeleton, `format`, online growth, and [`TreeEngine`], a
+//! generic engine over the small [`TreeScheme`] trait.
 //!
 //! # A round
 //!
@@ -89,6 +89,18 @@
 //! does not refer to, holding the round lock; [`Oram::format`] writes every
 //! never-written uncached bucket.
 //!
+//! **Growth** ([`Oram::grow`], module `grow`): levels added below the leaves,
+//! online. Phase 1 ([`TreeEngine::grow_prepare`]) records the growth as
+//! pending in the trusted state and writes every bucket of the new levels,
+//! empty, in node order, 256 per batch, under the round lock one batch at a
+//! time (rounds run between the batches, on the old tree); phase 2
+//! ([`TreeEngine::grow_switch`]) extends every position to a random leaf below
+//! it and records the new shape in one commit, then swaps the scheme. A crash
+//! leaves the old size (the growth pending: [`TreeEngine::growth_pending`],
+//! resumed by growing again) or the new one; an engine is always opened with
+//! the capacity its volume was created with, and takes the grown shape from
+//! its trusted state.
+//!
 //! The stash bound is checked after every round: above it the round still
 //! completes (nothing is lost) but the access fails with
 //! [`OramError::StashOverflow`], and [`TreeEngine::set_stash_bound`] lets an
@@ -102,6 +114,7 @@ mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod geometry;
+mod grow;
 mod intent;
 mod round;
 mod scheme;
@@ -116,8 +129,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_engine::{
-    detached, validate_op, CheckReport, EngineStats, Formatted, Op, Oram, OramError, Quiesced,
-    Result, StagedAccess, Stat, StatKind,
+    detached, validate_op, CheckReport, EngineStats, Formatted, Grown, Op, Oram, OramError,
+    Quiesced, Result, StagedAccess, Stat, StatKind,
 };
 use oram_seal::Sealer;
 use oram_state::{NodeVersion, TrustedState};
@@ -147,8 +160,19 @@ impl<S: TreeScheme> Clone for TreeEngine<S> {
     }
 }
 
+/// The scheme in effect: replaced, whole, when the tree grows (see `grow`).
+/// The lock guards only the pointer (held to clone it or swap it, never across
+/// an await); the scheme is swapped while the round lock is held and no round
+/// is landing or reading ahead, so a round sees one scheme from its plan to its
+/// commit.
+type SchemeCell<S> = Arc<std::sync::RwLock<Arc<S>>>;
+
 struct Inner<S: TreeScheme> {
-    scheme: Arc<S>,
+    scheme: SchemeCell<S>,
+    /// The capacity and the id limit in effect (the configured ones, or those
+    /// of the last growth).
+    capacity: AtomicU64,
+    id_limit: AtomicU64,
     params: TreeParams,
     sealing: Sealing,
     store: Arc<dyn BlockStore>,
@@ -195,7 +219,7 @@ impl RoundState {
 
 /// Names, seals and stores buckets for the write-back pipeline.
 struct Io<S> {
-    scheme: Arc<S>,
+    scheme: SchemeCell<S>,
     sealing: Sealing,
     store: Arc<dyn BlockStore>,
 }
@@ -205,7 +229,12 @@ impl<S: TreeScheme> BucketIo for Io<S> {
         self.sealing.key(node, slot)
     }
     fn seal(&self, node: u64, nv: &NodeVersion, plain: &Bytes) -> Result<Bytes> {
-        self.scheme.seal_bucket(&self.sealing, node, nv, plain)
+        let scheme = self
+            .scheme
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        scheme.seal_bucket(&self.sealing, node, nv, plain)
     }
     fn store(&self) -> &dyn BlockStore {
         self.store.as_ref()
@@ -230,7 +259,7 @@ impl<S: TreeScheme> TreeEngine<S> {
         sealer: Arc<Sealer>,
         state: Box<dyn TrustedState>,
     ) -> Result<Self> {
-        let (scheme, params) = S::new(&cfg)?;
+        let (mut scheme, params) = S::new(&cfg)?;
         if params.capacity == 0 || params.block_size == 0 || params.id_limit < params.capacity {
             return Err(OramError::Config(
                 "capacity and block size must be positive and the id limit at least the capacity"
@@ -251,6 +280,17 @@ impl<S: TreeScheme> TreeEngine<S> {
         if scheme.geometry().leaf_level > 40 {
             return Err(OramError::Config("tree deeper than 40 levels".into()));
         }
+        // A grown tree: the shape of its last growth, not the configured one.
+        let growth = grow::Growth::open(state.as_ref(), &params)?;
+        let (capacity, id_limit) = match growth.done {
+            Some((levels, capacity)) => {
+                let geo = grow::deeper(scheme.geometry(), levels)?;
+                let id_limit = grow::grown_id_limit(&params, capacity);
+                scheme = scheme.grown(geo, id_limit)?;
+                (capacity, id_limit)
+            }
+            None => (params.capacity, params.id_limit),
+        };
         let sealing = Sealing::new(sealer, state.space(), S::KIND, &params.prefix, S::DIR)?;
         let mut rng = match params.rng_seed {
             Some(seed) => ChaCha20Rng::from_seed(seed),
@@ -262,7 +302,7 @@ impl<S: TreeScheme> TreeEngine<S> {
             .map(|(seq, b)| Ok((seq, Intent::decode(&b, || rng.gen())?)))
             .collect::<Result<BTreeMap<u64, Intent>>>()?;
         let next_seq = sticky.keys().next_back().map_or(1, |s| s + 1);
-        let scheme = Arc::new(scheme);
+        let scheme: SchemeCell<S> = Arc::new(std::sync::RwLock::new(Arc::new(scheme)));
         let store: Arc<dyn BlockStore> = store;
         let io = Arc::new(Io {
             scheme: scheme.clone(),
@@ -288,24 +328,28 @@ impl<S: TreeScheme> TreeEngine<S> {
                 stats: Mutex::new(EngineStats::default()),
                 repeated: AtomicU64::new(0),
                 stash_bound: AtomicUsize::new(params.stash_bound),
+                capacity: AtomicU64::new(capacity),
+                id_limit: AtomicU64::new(id_limit),
                 params,
             }),
         })
     }
 
-    /// The scheme (its own parameters and statistics).
-    pub fn scheme(&self) -> &S {
-        &self.inner.scheme
+    /// The scheme in effect (its own parameters and statistics); a growth
+    /// replaces it.
+    pub fn scheme(&self) -> Arc<S> {
+        self.inner.scheme()
     }
 
-    /// The tree's shape.
+    /// The tree's shape now.
     pub fn geometry(&self) -> Geometry {
-        *self.inner.scheme.geometry()
+        *self.inner.scheme().geometry()
     }
 
-    /// Levels actually cached locally (the configured number, at most the tree height).
+    /// Levels actually cached locally (the configured number, at most the
+    /// height of the tree as created).
     pub fn cached_levels(&self) -> u32 {
-        self.inner.scheme.cached_levels()
+        self.inner.scheme().cached_levels()
     }
 
     /// Changes the stash bound at run time: after a [`OramError::StashOverflow`] an
@@ -321,6 +365,14 @@ impl<S: TreeScheme> TreeEngine<S> {
 }
 
 impl<S: TreeScheme> Inner<S> {
+    /// The scheme in effect.
+    fn scheme(&self) -> Arc<S> {
+        self.scheme
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The rounds of [`Oram::access`] (ops validated).
     async fn access(self: &Arc<Self>, mut ops: Vec<Op>) -> Result<Vec<Bytes>> {
         let mut out = Vec::with_capacity(ops.len());
@@ -375,11 +427,11 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
     }
 
     fn capacity(&self) -> u64 {
-        self.inner.params.capacity
+        self.inner.capacity.load(Ordering::Acquire)
     }
 
     fn id_limit(&self) -> u64 {
-        self.inner.params.id_limit
+        self.inner.id_limit.load(Ordering::Acquire)
     }
 
     async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>> {
@@ -417,7 +469,7 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
         let mut g = self.inner.quiesce().await?;
         let inner = &self.inner;
         check::run(
-            inner.scheme.as_ref(),
+            inner.scheme().as_ref(),
             &inner.sealing,
             inner.store.as_ref(),
             g.state.as_mut(),
@@ -444,6 +496,18 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
         Ok(n)
     }
 
+    /// Prepares the growth ([`TreeEngine::grow_prepare`]), then switches to it
+    /// ([`TreeEngine::grow_switch`]); see the module `grow`.
+    async fn grow(
+        &self,
+        capacity: u64,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<Grown> {
+        let out = self.grow_prepare(capacity, progress).await?;
+        self.grow_switch().await?;
+        Ok(out)
+    }
+
     /// Writes every never-written uncached bucket (empty), in node order, 256 at a
     /// time, each batch journaled and committed before its PUTs. `progress` counts
     /// the uncached buckets gone through (written or skipped).
@@ -451,9 +515,10 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
         let inner = &self.inner;
         let mut g = inner.quiesce().await?;
         let rs = &mut *g;
-        let geo = *inner.scheme.geometry();
+        let scheme = inner.scheme();
+        let geo = *scheme.geometry();
         let total = geo.node_count();
-        let first = geo.nodes_above(inner.scheme.cached_levels()) + 1;
+        let first = geo.nodes_above(scheme.cached_levels()) + 1;
         let mut done = Formatted {
             positions: (total + 1).saturating_sub(first),
             written: 0,
@@ -469,10 +534,10 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
                 let mut items = Vec::with_capacity(todo.len());
                 let mut written = Vec::with_capacity(todo.len());
                 for n in todo {
-                    let plain = inner.scheme.empty_bucket(rs.state.as_mut(), n, &mut rs.rng);
+                    let plain = scheme.empty_bucket(rs.state.as_mut(), n, &mut rs.rng);
                     let nv = rs.state.advance(n);
                     rs.state.pending_put(n, nv, plain.clone());
-                    let sealed = inner.scheme.seal_bucket(&inner.sealing, n, &nv, &plain)?;
+                    let sealed = scheme.seal_bucket(&inner.sealing, n, &nv, &plain)?;
                     items.push((inner.sealing.key(n, nv.slot), sealed));
                     written.push((n, nv.version));
                 }
@@ -502,7 +567,7 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
             kind: StatKind::Counter,
             value: inner.repeated.load(Ordering::Relaxed),
         });
-        s.extra.extend(inner.scheme.stats());
+        s.extra.extend(inner.scheme().stats());
         s
     }
 }

@@ -82,7 +82,7 @@ impl<S: TreeScheme> Done<S> {
         match outcome {
             Ok(()) => {
                 rs.state.settle();
-                inner.scheme.committed(self.note);
+                inner.scheme().committed(self.note);
                 let mut st = lock(&inner.stats);
                 st.accesses += self.ops;
                 st.rounds += 1;
@@ -275,7 +275,7 @@ impl<S: TreeScheme> Inner<S> {
 
     /// Finishes an interrupted round as the same access, its ops as reads (its
     /// answers go nowhere), and releases the round lock.
-    async fn finish_interrupted(
+    pub(crate) async fn finish_interrupted(
         self: &Arc<Self>,
         g: OwnedMutexGuard<RoundState>,
         seq: u64,
@@ -301,7 +301,7 @@ impl<S: TreeScheme> Inner<S> {
             state: rs.state.as_ref(),
             draws: &mut draws,
         };
-        let plan = self.scheme.plan(&mut cx, &blocks)?;
+        let plan = self.scheme().plan(&mut cx, &blocks)?;
         let intent = Intent {
             blocks,
             draws: draws.into_log(),
@@ -313,14 +313,15 @@ impl<S: TreeScheme> Inner<S> {
 
     /// The keys and ranges `plan` reads, at the versions the state gives.
     fn reads(&self, state: &dyn TrustedState, plan: &S::Plan) -> Reads {
-        let req = self.scheme.requests(plan);
+        let scheme = self.scheme();
+        let req = scheme.requests(plan);
         let key = |n: u64| self.sealing.key(n, state.node(n).slot);
         Reads {
             whole: req.whole.iter().map(|&n| (n, key(n))).collect(),
             parts: req
                 .parts
                 .iter()
-                .map(|&(n, p)| (n, key(n), self.scheme.part_range(p)))
+                .map(|&(n, p)| (n, key(n), scheme.part_range(p)))
                 .collect(),
         }
     }
@@ -332,7 +333,7 @@ impl<S: TreeScheme> Inner<S> {
         ops: Vec<Op>,
         replay: Option<(u64, Intent)>,
     ) -> Result<(Vec<Bytes>, Tail<S>)> {
-        let scheme = &*self.scheme;
+        let scheme = self.scheme();
         let rs = &mut *g;
         // 1. Plan; a fresh plan's intent is durable before any read goes out, and
         // so is a replayed plan's new attempt number before any write does.
@@ -445,7 +446,7 @@ impl<S: TreeScheme> Inner<S> {
 
     /// Every whole object is exactly this large.
     fn bound(&self) -> SizeBound {
-        SizeBound::Exact(self.scheme.object_len())
+        SizeBound::Exact(self.scheme().object_len())
     }
 
     /// Opens, checks and applies a fetched round (`fetched`: what [`fetch`]
@@ -462,7 +463,7 @@ impl<S: TreeScheme> Inner<S> {
         fetched: Result<Fetched>,
         in_flight: &HashMap<u64, Bytes>,
     ) -> Result<(Vec<Bytes>, Tail<S>)> {
-        let scheme = &*self.scheme;
+        let scheme = self.scheme();
         let rs = &mut *g;
         let (whole, parts) = match fetched {
             Ok(got) => got,

@@ -235,6 +235,15 @@ pub trait TreeScheme: Send + Sync + Sized + 'static {
     fn geometry(&self) -> &Geometry;
     /// Levels kept in the trusted state instead of the backend.
     fn cached_levels(&self) -> u32;
+    /// The same scheme over `geo` — its tree with levels added below the
+    /// leaves ([`Geometry::deeper`]) — taking block ids below `id_limit`;
+    /// everything else (the bucket format, the cached levels, statistics so
+    /// far) unchanged. A bucket's object must not depend on the tree's depth:
+    /// the growth seals the new levels' buckets with it. The default refuses.
+    fn grown(&self, geo: Geometry, id_limit: u64) -> Result<Self> {
+        let _ = (geo, id_limit);
+        Err(OramError::Unsupported("growing this tree scheme"))
+    }
     /// The size in bytes of every bucket's backend object: whole-object reads
     /// are bounded to exactly this ([`oram_blockstore::SizeBound::Exact`]), so a
     /// back-end never buffers more and a truncated or extended object is refused

@@ -118,6 +118,15 @@ impl WriteBack {
         }
     }
 
+    /// Queues journaled writes whose PUTs failed (a growth's new buckets), to
+    /// be resent first, like an earlier run's journal.
+    pub(crate) fn requeue(&self, writes: Vec<BucketWrite>) {
+        let mut infl = lock(&self.inflight);
+        for (node, nv, plain) in writes {
+            infl.insert(node, Pending { nv, plain });
+        }
+    }
+
     /// Resends the journaled writes; called under the round lock.
     pub(crate) async fn retry_failed(&self) -> Result<()> {
         let failed: Vec<(u64, Pending)> = {
