@@ -86,7 +86,7 @@ fn a_crash_between_the_growth_phases_leaves_the_old_size() {
 /// Every check on a volume created one level smaller and grown.
 mod grown {
     use super::*;
-    oram_engine::engine_conformance!(oram_engine::conformance::Grown(PathSubject {
+    oram_engine::engine_conformance!(oram_engine::conformance::GrownSubject(PathSubject {
         arity: 2,
         z: 4
     }));

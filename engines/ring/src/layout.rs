@@ -15,6 +15,8 @@
 //! id is [`DUMMY`] and its block zeros. The header's plaintext is, per slot, the
 //! block id and the leaf the block was mapped to when the bucket was written: the
 //! bucket's metadata, sealed to the backend so that it can be rebuilt from there.
+//! (After the tree grew, a bucket written before keeps its blocks' leaves of
+//! then: prefixes of their leaves now, which a rebuild would have to extend.)
 
 use bytes::{BufMut, Bytes};
 use oram_seal::OVERHEAD;

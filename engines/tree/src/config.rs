@@ -8,7 +8,9 @@ use crate::TreeParams;
 /// parameters (Z, S, A, ...). Each scheme's configuration embeds one as `tree`.
 #[derive(Clone, Debug)]
 pub struct TreeConfig {
-    /// Logical blocks stored (any number ≥ 1, not only powers of two).
+    /// Logical blocks stored (any number ≥ 1, not only powers of two): the
+    /// capacity the volume was created with, also once it grew (a grown engine
+    /// takes its shape from its trusted state, see `TreeEngine::grow_prepare`).
     pub capacity: u64,
     /// Block ids are `0..id_limit`; default: the capacity. A partition of a larger
     /// id space holds at most `capacity` blocks with ids up to the limit.

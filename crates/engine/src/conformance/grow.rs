@@ -1,5 +1,5 @@
 //! Growth ([`crate::Oram::grow`]): the whole suite on a grown volume
-//! ([`Grown`], one line per engine), and the checks of the growth itself for
+//! ([`GrownSubject`], one line per engine), and the checks of the growth itself for
 //! the engines that grow ([`crate::engine_growth!`]): every block kept while
 //! rounds go on, the growth's requests independent of the data, a crash or a
 //! failing store at any point of it.
@@ -22,11 +22,11 @@ use super::*;
 /// check of the suite then runs on a grown volume:
 ///
 /// ```ignore
-/// oram_engine::engine_conformance!(oram_engine::conformance::Grown(MySubject));
+/// oram_engine::engine_conformance!(oram_engine::conformance::GrownSubject(MySubject));
 /// ```
-pub struct Grown<S>(pub S);
+pub struct GrownSubject<S>(pub S);
 
-impl<S: Subject> Subject for Grown<S> {
+impl<S: Subject> Subject for GrownSubject<S> {
     fn engine(&self, p: &Params, parts: Parts) -> Arc<dyn Oram> {
         let small = Params {
             capacity: p.capacity.div_ceil(self.0.arity()),

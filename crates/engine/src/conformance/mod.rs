@@ -25,7 +25,7 @@
 //! Engines that are not oblivious ([`Subject::oblivious`] false) must *fail* the
 //! trace checks: the negative control that shows those checks can fail.
 //!
-//! Growth: [`Grown`] runs every check on a grown volume (one line per engine
+//! Growth: [`GrownSubject`] runs every check on a grown volume (one line per engine
 //! that grows), and [`crate::engine_growth!`] checks the growth itself (`grow.rs`).
 //!
 //! One file per concern: `model.rs`, `tamper.rs`, `crash.rs` (a durable state),

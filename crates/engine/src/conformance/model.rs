@@ -117,7 +117,7 @@ pub fn bad_ops_are_refused_without_effect(s: Arc<dyn Subject>) {
         };
         let store = Arc::new(MemoryStore::new());
         let e = mem_engine(s.as_ref(), &p, store.clone());
-        // Empty, unless the engine was grown before the check ([`Grown`]).
+        // Empty, unless the engine was grown before the check ([`GrownSubject`]).
         let prefix = format!("{}/", p.prefix);
         let before = snapshot(&store, &prefix).await;
         let err = e.access(vec![Op::Read(10)]).await.unwrap_err();
