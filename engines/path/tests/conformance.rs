@@ -96,4 +96,13 @@ mod grown {
 mod ternary {
     use super::*;
     oram_engine::engine_conformance!(PathSubject { arity: 3, z: 5 });
+
+    /// Grown by a level of three times the leaves.
+    mod grown {
+        use super::*;
+        oram_engine::engine_conformance!(oram_engine::conformance::GrownSubject(PathSubject {
+            arity: 3,
+            z: 5
+        }));
+    }
 }

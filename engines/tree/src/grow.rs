@@ -117,6 +117,15 @@ impl Growth {
         }
     }
 
+    /// The levels a growth to `levels` (counted from the configured tree)
+    /// adds to the tree in effect.
+    fn added(&self, levels: u32) -> Result<u32> {
+        levels
+            .checked_sub(self.done.map_or(0, |d| d.0))
+            .filter(|&l| l > 0)
+            .ok_or_else(|| StateError::Corrupt("growth record: no level to add".into()).into())
+    }
+
     fn store(&self, state: &mut dyn TrustedState) {
         let mut v = vec![GROWTH_FORMAT];
         v.put_u64_le(self.base);
@@ -206,8 +215,10 @@ impl<S: TreeScheme> Inner<S> {
                     "a growth to {c} blocks is under way: grow to {c} to finish it first"
                 )));
             }
-            let add = levels - done;
-            return Ok(Some(Target { add, capacity }));
+            return Ok(Some(Target {
+                add: rec.added(levels)?,
+                capacity,
+            }));
         }
         let current = self.capacity.load(Ordering::Acquire);
         if capacity < current {
@@ -326,7 +337,7 @@ impl<S: TreeScheme> Inner<S> {
         };
         let scheme = self.scheme();
         let old = *scheme.geometry();
-        let geo = deeper(&old, levels - rec.done.map_or(0, |d| d.0))?;
+        let geo = deeper(&old, rec.added(levels)?)?;
         let id_limit = grown_id_limit(&self.params, capacity);
         let grown = scheme.grown(geo, id_limit)?;
         let first = old.node_count() + 1;
