@@ -24,6 +24,8 @@
 //!   (each with a `versionId` where S3 has one);
 //! - `tagging`: Put/Get/DeleteObjectTagging, Put/Get/DeleteBucketTagging, the
 //!   `x-amz-tagging` header;
+//! - `objectlock`: Put/GetObjectLockConfiguration, Put/GetObjectRetention,
+//!   Put/GetObjectLegalHold, the `x-amz-object-lock-*` headers;
 //! - `lifecycle`: Put/GetBucketLifecycleConfiguration, DeleteBucketLifecycle
 //!   (AbortIncompleteMultipartUpload rules only);
 //! - `listing`: ListObjects, ListObjectsV2, ListObjectVersions;
@@ -45,6 +47,7 @@ mod lifecycle;
 mod listing;
 mod messages;
 mod multipart;
+mod objectlock;
 mod objects;
 mod request;
 mod tagging;
@@ -309,6 +312,49 @@ impl S3 for OramS3 {
         req: S3Request<DeleteBucketTaggingInput>,
     ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
         tagging::delete_bucket_tagging(self, req).await
+    }
+
+    // Object lock (`objectlock`).
+    async fn put_object_lock_configuration(
+        &self,
+        req: S3Request<PutObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
+        objectlock::put_object_lock_configuration(self, req).await
+    }
+
+    async fn get_object_lock_configuration(
+        &self,
+        req: S3Request<GetObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
+        objectlock::get_object_lock_configuration(self, req).await
+    }
+
+    async fn put_object_retention(
+        &self,
+        req: S3Request<PutObjectRetentionInput>,
+    ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+        objectlock::put_object_retention(self, req).await
+    }
+
+    async fn get_object_retention(
+        &self,
+        req: S3Request<GetObjectRetentionInput>,
+    ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+        objectlock::get_object_retention(self, req).await
+    }
+
+    async fn put_object_legal_hold(
+        &self,
+        req: S3Request<PutObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
+        objectlock::put_object_legal_hold(self, req).await
+    }
+
+    async fn get_object_legal_hold(
+        &self,
+        req: S3Request<GetObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
+        objectlock::get_object_legal_hold(self, req).await
     }
 
     // Lifecycle (`lifecycle`).

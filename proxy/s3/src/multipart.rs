@@ -22,9 +22,14 @@ pub(crate) async fn create_multipart_upload(
     check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
     let tags = crate::tagging::header_tags(input.tagging.as_deref())?;
     let meta = object_meta!(input);
+    let lock = crate::objectlock::lock_request(
+        input.object_lock_mode.as_ref(),
+        input.object_lock_retain_until_date.as_ref(),
+        input.object_lock_legal_hold_status.as_ref(),
+    )?;
     let id = s3
         .layer
-        .create_multipart_tagged(&owner, &input.bucket, &input.key, meta, tags)
+        .create_multipart_locked(&owner, (&input.bucket, &input.key), meta, tags, lock)
         .await
         .map_err(|e| s3.map_err(e))?;
     Ok(S3Response::new(CreateMultipartUploadOutput {
