@@ -53,6 +53,7 @@ fn new_bucket(owner: &str, name: &str) -> BucketRecord {
         versioning: Versioning::Off,
         tags: BTreeMap::new(),
         object_lock: None,
+        public_access_block: None,
     }
 }
 
@@ -223,6 +224,25 @@ impl ObjectLayer {
                 b.meta_modified_ms = now_ms();
                 m.kv.put(&bucket_key(owner, name), encode(&b));
                 Ok(b)
+            })
+            .await
+    }
+
+    /// Sets (or, with `None`, removes) the public access block of bucket
+    /// `name` (S3's Put/DeletePublicAccessBlock). A change of the local index
+    /// only.
+    pub async fn set_public_access_block(
+        &self,
+        owner: &str,
+        name: &str,
+        block: Option<PublicAccessBlock>,
+    ) -> Result<()> {
+        self.shared
+            .commit(|m| {
+                let mut b = m.owned_bucket(owner, name)?;
+                b.public_access_block = block;
+                m.kv.put(&bucket_key(owner, name), encode(&b));
+                Ok(())
             })
             .await
     }

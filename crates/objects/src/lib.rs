@@ -93,8 +93,8 @@ pub use read::OpenObject;
 use records::*;
 pub use records::{
     AccountRecord, BucketRecord, DefaultRetention, LifecycleRule, LockRequest, ObjectLockConfig,
-    ObjectMeta, ObjectRecord, PartRecord, Retention, RetentionMode, Segment, UploadRecord,
-    Versioning,
+    ObjectMeta, ObjectRecord, PartRecord, PublicAccessBlock, Retention, RetentionMode, Segment,
+    UploadRecord, Versioning,
 };
 pub use tagging::{tag_set, Tags, MAX_BUCKET_TAGS, MAX_OBJECT_TAGS, MAX_TAG_KEY, MAX_TAG_VALUE};
 pub use versions::Deleted;

@@ -101,6 +101,29 @@ pub struct BucketRecord {
     /// stays enabled); the default retention of new versions, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_lock: Option<ObjectLockConfig>,
+    /// The bucket's public access block (S3's `PutPublicAccessBlock`); `None`:
+    /// none set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_access_block: Option<PublicAccessBlock>,
+}
+
+/// A bucket's public access block (S3's `PublicAccessBlockConfiguration`):
+/// four switches, kept as given. Front-ends honour them: with
+/// `block_public_acls` a request setting a public ACL is refused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublicAccessBlock {
+    /// Refuse requests that set a public ACL.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub block_public_acls: bool,
+    /// Ignore public ACLs (none exist here: they are never accepted).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_public_acls: bool,
+    /// Refuse public bucket policies (bucket policies are not implemented).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub block_public_policy: bool,
+    /// Restrict access to a bucket with a public policy (none exist).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restrict_public_buckets: bool,
 }
 
 /// A bucket's object lock configuration (S3's `ObjectLockConfiguration` with

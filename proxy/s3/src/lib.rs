@@ -28,6 +28,8 @@
 //!   Put/GetObjectLegalHold, the `x-amz-object-lock-*` headers;
 //! - `lifecycle`: Put/GetBucketLifecycleConfiguration, DeleteBucketLifecycle
 //!   (AbortIncompleteMultipartUpload rules only);
+//! - `publicaccess`: Put/Get/DeletePublicAccessBlock, and public ACLs refused
+//!   where the bucket blocks them;
 //! - `listing`: ListObjects, ListObjectsV2, ListObjectVersions;
 //! - `multipart`: the seven multipart-upload operations;
 //! - `acl`: the ACL policy (the owner's full control only), its four
@@ -49,6 +51,7 @@ mod messages;
 mod multipart;
 mod objectlock;
 mod objects;
+mod publicaccess;
 mod request;
 mod tagging;
 mod versioning;
@@ -355,6 +358,28 @@ impl S3 for OramS3 {
         req: S3Request<GetObjectLegalHoldInput>,
     ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
         objectlock::get_object_legal_hold(self, req).await
+    }
+
+    // Public access block (`publicaccess`).
+    async fn put_public_access_block(
+        &self,
+        req: S3Request<PutPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
+        publicaccess::put_public_access_block(self, req).await
+    }
+
+    async fn get_public_access_block(
+        &self,
+        req: S3Request<GetPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
+        publicaccess::get_public_access_block(self, req).await
+    }
+
+    async fn delete_public_access_block(
+        &self,
+        req: S3Request<DeletePublicAccessBlockInput>,
+    ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
+        publicaccess::delete_public_access_block(self, req).await
     }
 
     // Lifecycle (`lifecycle`).

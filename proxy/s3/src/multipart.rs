@@ -19,6 +19,16 @@ pub(crate) async fn create_multipart_upload(
 ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
     let owner = owner(&req)?;
     let input = req.input;
+    let public = crate::publicaccess::is_public(
+        input.acl.as_ref().map(|a| a.as_str()),
+        &[
+            input.grant_full_control.as_deref(),
+            input.grant_read.as_deref(),
+            input.grant_read_acp.as_deref(),
+            input.grant_write_acp.as_deref(),
+        ],
+    );
+    s3.check_public_acl(&owner, &input.bucket, public)?;
     check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
     let tags = crate::tagging::header_tags(input.tagging.as_deref())?;
     let meta = object_meta!(input);

@@ -67,10 +67,12 @@ pub(crate) fn lock_request(
                 .ok_or_else(|| s3_error!(InvalidArgument, "Unknown wormMode directive."))?,
             until_ms: millis(t),
         }),
-        _ => return Err(s3_error!(
+        _ => {
+            return Err(s3_error!(
             InvalidArgument,
             "x-amz-object-lock-retain-until-date and x-amz-object-lock-mode must both be supplied"
-        )),
+        ))
+        }
     };
     let legal_hold = legal_hold
         .map(|h| {

@@ -28,6 +28,7 @@ pub(crate) async fn put_object(
     let owner = owner(&req)?;
     let input = req.input;
     let len = check_len(input.content_length)?;
+    s3.check_public_acl(&owner, &input.bucket, input.requested().is_public())?;
     input.check_acl(&owner)?;
     // If-None-Match: * makes the PUT create-only, If-Match replace-only; both
     // are checked again atomically when the upload commits.
@@ -280,6 +281,16 @@ pub(crate) async fn copy_object(
 ) -> S3Result<S3Response<CopyObjectOutput>> {
     let owner = owner(&req)?;
     let input = req.input;
+    let public = crate::publicaccess::is_public(
+        input.acl.as_ref().map(|a| a.as_str()),
+        &[
+            input.grant_full_control.as_deref(),
+            input.grant_read.as_deref(),
+            input.grant_read_acp.as_deref(),
+            input.grant_write_acp.as_deref(),
+        ],
+    );
+    s3.check_public_acl(&owner, &input.bucket, public)?;
     check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
     let (sb, sk, sv) = copy_source(&input.copy_source)?;
     let src = s3.open(&owner, &sb, &sk, sv.as_deref())?;
