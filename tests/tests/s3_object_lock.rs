@@ -161,7 +161,7 @@ async fn object_lock_configuration_needs_a_versioned_bucket() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn retention_and_legal_hold_protect_versions() {
+async fn retention_and_legal_hold_protect_versions_through_s3() {
     let p = S3Proxy::start().await;
     let c = &p.client;
     c.create_bucket()
