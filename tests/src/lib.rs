@@ -8,6 +8,7 @@ use oram_engine::Oram;
 
 pub mod cluster;
 pub mod relay;
+pub mod s3proxy;
 pub mod servers;
 use oram_path::{PathConfig, PathOram};
 use oram_state::MemState;

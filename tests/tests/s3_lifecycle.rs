@@ -4,61 +4,14 @@
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_s3::config::interceptors::BeforeDeserializationInterceptorContextRef;
-use aws_sdk_s3::config::{ConfigBag, Credentials, Intercept, Region, RuntimeComponents};
+use aws_sdk_s3::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::types::{
     AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, ExpirationStatus,
     LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, Tag,
 };
-use aws_sdk_s3::Client;
-use oram_proxy::{Config, UserConfig};
 
-struct Proxy {
-    server: Option<oram_proxy::Server>,
-    _dir: tempfile::TempDir,
-    client: Client,
-}
-
-impl Proxy {
-    async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut cfg = Config {
-            data_dir: dir.path().join("data"),
-            ..Config::default()
-        };
-        cfg.s3.listen = "127.0.0.1:0".into();
-        cfg.engine.capacity_blocks = 1 << 12;
-        let root = UserConfig {
-            access_key: "alice".into(),
-            secret_key: "alicesecret".into(),
-        };
-        let server = oram_proxy::start(&cfg, Some(root))
-            .await
-            .expect("proxy starts");
-        let conf = aws_sdk_s3::Config::builder()
-            .behavior_version_latest()
-            .region(Region::new("us-east-1"))
-            .endpoint_url(format!("http://{}", server.s3_addr()))
-            .force_path_style(true)
-            .credentials_provider(Credentials::new("alice", "alicesecret", None, None, "t"))
-            .http_client(aws_smithy_http_client::Builder::new().build_http())
-            .build();
-        Self {
-            server: Some(server),
-            _dir: dir,
-            client: Client::from_conf(conf),
-        }
-    }
-
-    async fn stop(mut self) {
-        self.server
-            .take()
-            .unwrap()
-            .shutdown(std::time::Duration::from_secs(10))
-            .await
-            .unwrap();
-    }
-}
+use oram_tests::s3proxy::S3Proxy as Proxy;
 
 fn abort_rule(id: &str, prefix: &str, days: i32) -> LifecycleRule {
     LifecycleRule::builder()

@@ -52,6 +52,8 @@ fn new_bucket(owner: &str, name: &str) -> BucketRecord {
         lifecycle: Vec::new(),
         versioning: Versioning::Off,
         tags: BTreeMap::new(),
+        object_lock: None,
+        public_access_block: None,
     }
 }
 
@@ -59,6 +61,16 @@ impl ObjectLayer {
     /// Creates bucket `name` owned by `owner`. Bucket names are global here, as in
     /// S3: a name another account uses is [`ObjectError::BucketAlreadyExists`].
     pub async fn create_bucket(&self, owner: &str, name: &str) -> Result<BucketRecord> {
+        self.create_bucket_as(owner, name, |_| {}).await
+    }
+
+    /// [`ObjectLayer::create_bucket`], with `setup` applied to the new record.
+    pub(crate) async fn create_bucket_as(
+        &self,
+        owner: &str,
+        name: &str,
+        setup: impl FnOnce(&mut BucketRecord),
+    ) -> Result<BucketRecord> {
         if !valid_bucket_name(name) {
             return Err(ObjectError::InvalidBucketName(name.into()));
         }
@@ -70,7 +82,8 @@ impl ObjectLayer {
                 if m.name_taken(name) {
                     return Err(ObjectError::BucketAlreadyExists(name.into()));
                 }
-                let rec = new_bucket(owner, name);
+                let mut rec = new_bucket(owner, name);
+                setup(&mut rec);
                 m.kv.put(&bucket_key(owner, name), encode(&rec));
                 m.kv.put(&name_key(name, owner), Vec::new());
                 Ok(rec)
@@ -211,6 +224,25 @@ impl ObjectLayer {
                 b.meta_modified_ms = now_ms();
                 m.kv.put(&bucket_key(owner, name), encode(&b));
                 Ok(b)
+            })
+            .await
+    }
+
+    /// Sets (or, with `None`, removes) the public access block of bucket
+    /// `name` (S3's Put/DeletePublicAccessBlock). A change of the local index
+    /// only.
+    pub async fn set_public_access_block(
+        &self,
+        owner: &str,
+        name: &str,
+        block: Option<PublicAccessBlock>,
+    ) -> Result<()> {
+        self.shared
+            .commit(|m| {
+                let mut b = m.owned_bucket(owner, name)?;
+                b.public_access_block = block;
+                m.kv.put(&bucket_key(owner, name), encode(&b));
+                Ok(())
             })
             .await
     }

@@ -60,6 +60,27 @@ pub enum ObjectError {
     /// A request argument the layer cannot use (the text says which).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A request that does not apply to its target as it is (S3's
+    /// `InvalidRequest`: object lock asked of a bucket without it).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// The bucket's state does not allow the change (S3's
+    /// `InvalidBucketState`: object lock on a bucket not versioned, suspending
+    /// versioning with object lock enabled).
+    #[error("invalid bucket state: {0}")]
+    InvalidBucketState(String),
+    /// The bucket has no object lock configuration (S3's
+    /// `ObjectLockConfigurationNotFoundError`).
+    #[error("bucket {0} has no object lock configuration")]
+    NoObjectLockConfig(String),
+    /// The object version has no retention (S3's
+    /// `NoSuchObjectLockConfiguration`).
+    #[error("the object has no retention")]
+    NoSuchObjectLock,
+    /// The version is protected by object lock: retention or legal hold (S3
+    /// answers `AccessDenied`); the text says which.
+    #[error("object locked: {0}")]
+    Locked(String),
     /// The object would be larger than allowed.
     #[error("object larger than {max} bytes")]
     TooLarge {
@@ -221,16 +242,19 @@ impl ObjectError {
                     ErrorClass::NotFound
                 }
             }
-            E::AccessDenied => ErrorClass::Forbidden,
+            E::NoObjectLockConfig(_) | E::NoSuchObjectLock => ErrorClass::NotFound,
+            E::AccessDenied | E::Locked(_) => ErrorClass::Forbidden,
             E::BucketAlreadyExists(_)
             | E::BucketAlreadyOwnedByYou(_)
             | E::BucketNotEmpty(_)
+            | E::InvalidBucketState(_)
             | E::Conflict(_) => ErrorClass::Conflict,
             E::NotModified => ErrorClass::NotModified,
             E::PreconditionFailed(_) => ErrorClass::Precondition,
             E::InvalidBucketName(_)
             | E::InvalidKey(_)
             | E::InvalidArgument(_)
+            | E::InvalidRequest(_)
             | E::InvalidTag(_)
             | E::PartTooSmall { .. }
             | E::InvalidPart(_)

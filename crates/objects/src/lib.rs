@@ -53,7 +53,8 @@
 //! `read.rs` (pins and streaming reads), `multipart.rs`, `lifecycle.rs` (bucket
 //! lifecycle rules and the sweep of stale uploads), `versions.rs` (S3
 //! versioning: noncurrent versions and delete markers), `tagging.rs` (object and
-//! bucket tags), `listing.rs`, `fsck.rs`.
+//! bucket tags), `lock.rs` (S3 object lock: retention and legal hold),
+//! `listing.rs`, `fsck.rs`.
 
 pub mod alloc;
 mod bucket;
@@ -61,6 +62,7 @@ mod error;
 mod fsck;
 mod lifecycle;
 mod listing;
+pub mod lock;
 mod multipart;
 mod precondition;
 mod read;
@@ -90,12 +92,13 @@ pub use precondition::{Dialect, EntityTag, EtagList, Preconditions, Validators};
 pub use read::OpenObject;
 use records::*;
 pub use records::{
-    AccountRecord, BucketRecord, LifecycleRule, ObjectMeta, ObjectRecord, PartRecord, Segment,
+    AccountRecord, BucketRecord, DefaultRetention, LifecycleRule, LockRequest, ObjectLockConfig,
+    ObjectMeta, ObjectRecord, PartRecord, PublicAccessBlock, Retention, RetentionMode, Segment,
     UploadRecord, Versioning,
 };
 pub use tagging::{tag_set, Tags, MAX_BUCKET_TAGS, MAX_OBJECT_TAGS, MAX_TAG_KEY, MAX_TAG_VALUE};
 pub use versions::Deleted;
-pub use write::{PartOptions, PutMode, PutOptions};
+pub use write::{CopyOptions, PartOptions, PutMode, PutOptions};
 
 /// Largest object a single PUT may store (S3's limit).
 pub const MAX_PUT_SIZE: u64 = 5 << 30;

@@ -80,6 +80,21 @@ impl ObjectLayer {
         meta: ObjectMeta,
         tags: crate::Tags,
     ) -> Result<String> {
+        self.create_multipart_locked(owner, (bucket, key), meta, tags, LockRequest::default())
+            .await
+    }
+
+    /// [`ObjectLayer::create_multipart_tagged`] of an object that gets the
+    /// object lock `lock` (see [`crate::lock`]; checked now and again at
+    /// completion, where the bucket's default applies without one).
+    pub async fn create_multipart_locked(
+        &self,
+        owner: &str,
+        (bucket, key): (&str, &str),
+        meta: ObjectMeta,
+        tags: crate::Tags,
+        lock: LockRequest,
+    ) -> Result<String> {
         check_key(key)?;
         let mut id = [0u8; 16];
         rand::thread_rng().fill_bytes(&mut id);
@@ -92,10 +107,12 @@ impl ObjectLayer {
             meta,
             parts: BTreeMap::new(),
             tags,
+            lock,
         };
         self.shared
             .commit(|m| {
-                m.owned_bucket(owner, bucket)?;
+                let b = m.owned_bucket(owner, bucket)?;
+                crate::lock::lock_new_version(&b, &mut ObjectRecord::default(), &lock)?;
                 m.kv.put(&upload_key(&id), encode(&rec));
                 Ok(())
             })
@@ -254,6 +271,7 @@ impl ObjectLayer {
                     tags: u.tags.clone(),
                     ..Default::default()
                 };
+                crate::lock::lock_new_version(&b, &mut rec, &u.lock)?;
                 let gone = m.install(owner, &b, key, &mut rec, old)?;
                 m.kv.delete(&upload_key(upload_id));
                 m.remember_completed(

@@ -15,7 +15,9 @@
 //!   expiry queue, in time order;
 //! - `u/<upload id>` → [`UploadRecord`]; `a/<account>` → [`AccountRecord`].
 //!
-//! A bucket's lifecycle rules ([`LifecycleRule`]) live in its [`BucketRecord`].
+//! A bucket's lifecycle rules ([`LifecycleRule`]) and object lock configuration
+//! ([`ObjectLockConfig`]) live in its [`BucketRecord`]; a version's retention
+//! and legal hold in its [`ObjectRecord`].
 //!
 //! Values are JSON. Account names, bucket names and keys never contain `\0`, so
 //! the buckets of an account and the objects of a bucket are contiguous key
@@ -94,6 +96,78 @@ pub struct BucketRecord {
     /// The bucket's tags (S3's `PutBucketTagging`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// S3 object lock: `None` unless enabled (at creation or by
+    /// `PutObjectLockConfiguration`; once enabled it stays, and versioning
+    /// stays enabled); the default retention of new versions, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_lock: Option<ObjectLockConfig>,
+    /// The bucket's public access block (S3's `PutPublicAccessBlock`); `None`:
+    /// none set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_access_block: Option<PublicAccessBlock>,
+}
+
+/// A bucket's public access block (S3's `PublicAccessBlockConfiguration`):
+/// four switches, kept as given. Front-ends honour them: with
+/// `block_public_acls` a request setting a public ACL is refused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublicAccessBlock {
+    /// Refuse requests that set a public ACL.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub block_public_acls: bool,
+    /// Ignore public ACLs (none exist here: they are never accepted).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_public_acls: bool,
+    /// Refuse public bucket policies (bucket policies are not implemented).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub block_public_policy: bool,
+    /// Restrict access to a bucket with a public policy (none exist).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restrict_public_buckets: bool,
+}
+
+/// A bucket's object lock configuration (S3's `ObjectLockConfiguration` with
+/// `ObjectLockEnabled` set).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectLockConfig {
+    /// The retention every new version gets unless its write names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_retention: Option<DefaultRetention>,
+}
+
+/// A retention mode (S3's `ObjectLockRetentionMode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RetentionMode {
+    /// The version cannot be deleted, nor its retention shortened or removed,
+    /// unless the request bypasses governance retention.
+    Governance,
+    /// The version cannot be deleted, nor its retention shortened or its mode
+    /// changed, by anyone, until the date passes.
+    Compliance,
+}
+
+/// The retention of new versions of a bucket: a mode and a period of `days`
+/// or `years` (one of them, positive; a year is 365 days).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefaultRetention {
+    /// The mode.
+    pub mode: RetentionMode,
+    /// Days of retention (0: the period is in years).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub days: u32,
+    /// Years of retention (0: the period is in days).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub years: u32,
+}
+
+/// The retention of one object version (S3's `ObjectLockRetention`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    /// The mode.
+    pub mode: RetentionMode,
+    /// Until when the version is retained, milliseconds since the Unix epoch.
+    pub until_ms: i64,
 }
 
 /// A bucket's versioning state (S3's `VersioningConfiguration/Status`).
@@ -192,6 +266,14 @@ pub struct ObjectRecord {
     /// The object's tags (S3's object tagging), at most 10.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// The version's retention (S3 object lock); it protects the version from
+    /// deletion until its date (see [`crate::ObjectLayer::set_object_retention`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+    /// Whether the version is under a legal hold (S3 object lock): it cannot
+    /// be deleted until the hold is removed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legal_hold: bool,
 }
 
 fn is_zero_u64(v: &u64) -> bool {
@@ -245,6 +327,29 @@ pub struct UploadRecord {
     /// Tags the object will get (S3's `x-amz-tagging`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// The object lock the object will get (S3's `x-amz-object-lock-*`).
+    #[serde(default, skip_serializing_if = "LockRequest::is_empty")]
+    pub lock: LockRequest,
+}
+
+/// The object lock a write asks for (S3's `x-amz-object-lock-mode`,
+/// `-retain-until-date` and `-legal-hold` headers): allowed only in a bucket
+/// with object lock enabled; without a retention the bucket's default applies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockRequest {
+    /// The retention asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+    /// The legal hold asked for (`Some(false)`: explicitly off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub legal_hold: Option<bool>,
+}
+
+impl LockRequest {
+    /// Whether the write names no object lock at all.
+    pub fn is_empty(&self) -> bool {
+        self.retention.is_none() && self.legal_hold.is_none()
+    }
 }
 
 fn joined(parts: &[&[u8]]) -> Vec<u8> {

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use crate::records::*;
-use crate::versions::find_version;
 use crate::{ObjectError, ObjectLayer, Result};
 
 /// Tags of an object or a bucket: key → value.
@@ -72,25 +71,7 @@ impl ObjectLayer {
         self.shared
             .commit(|m| {
                 m.owned_bucket(owner, bucket)?;
-                let name = (owner, bucket, key);
-                let (at, mut rec) = match vid {
-                    None => match m.object(owner, bucket, key)? {
-                        Some(rec) => (object_key(owner, bucket, key), rec),
-                        None => return Err(m.missing(name)?),
-                    },
-                    Some(v) => {
-                        let f = find_version(m.kv.as_ref(), name, v)?
-                            .ok_or_else(|| ObjectError::NoSuchVersion(v.into()))?;
-                        if f.rec.delete_marker {
-                            return Err(ObjectError::DeleteMarker {
-                                version_id: v.into(),
-                                modified_ms: f.rec.modified_ms,
-                                by_version: true,
-                            });
-                        }
-                        (f.at, f.rec)
-                    }
-                };
+                let (at, mut rec) = m.addressed_version((owner, bucket, key), vid)?;
                 rec.tags = tags;
                 m.kv.put(&at, encode(&rec));
                 Ok(rec)

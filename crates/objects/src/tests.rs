@@ -1348,6 +1348,7 @@ async fn containers_s3_cannot_address_are_listed_with_the_reason() {
 }
 
 mod lifecycle;
+mod lock;
 
 mod tagging;
 mod versions;

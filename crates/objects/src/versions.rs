@@ -255,6 +255,35 @@ impl Meta {
         })
     }
 
+    /// Where and what `bucket/key` is — its current version (unexpired), or
+    /// version `vid` — for a change in place (tags, object lock). A delete
+    /// marker is [`ObjectError::DeleteMarker`].
+    pub(crate) fn addressed_version(
+        &self,
+        name: (&str, &str, &str),
+        vid: Option<&str>,
+    ) -> Result<(Vec<u8>, ObjectRecord)> {
+        let (owner, bucket, key) = name;
+        match vid {
+            None => match self.object(owner, bucket, key)? {
+                Some(rec) => Ok((object_key(owner, bucket, key), rec)),
+                None => Err(self.missing(name)?),
+            },
+            Some(v) => {
+                let f = find_version(self.kv.as_ref(), name, v)?
+                    .ok_or_else(|| ObjectError::NoSuchVersion(v.into()))?;
+                if f.rec.delete_marker {
+                    return Err(ObjectError::DeleteMarker {
+                        version_id: v.into(),
+                        modified_ms: f.rec.modified_ms,
+                        by_version: true,
+                    });
+                }
+                Ok((f.at, f.rec))
+            }
+        }
+    }
+
     /// The version `vid` of `bucket/key`, readable (not a delete marker).
     fn readable_version(&self, name: (&str, &str, &str), vid: &str) -> Result<ObjectRecord> {
         self.owned_bucket(name.0, name.1)?;
@@ -274,7 +303,8 @@ impl Meta {
 impl ObjectLayer {
     /// Sets the versioning of bucket `name` (S3's `PutBucketVersioning`):
     /// [`Versioning::Enabled`] or [`Versioning::Suspended`]; a bucket once
-    /// versioned cannot become unversioned again, as in S3.
+    /// versioned cannot become unversioned again, as in S3, and a bucket with
+    /// object lock cannot be suspended ([`ObjectError::InvalidBucketState`]).
     pub async fn set_bucket_versioning(
         &self,
         owner: &str,
@@ -289,6 +319,12 @@ impl ObjectLayer {
         self.shared
             .commit(|m| {
                 let mut b = m.owned_bucket(owner, name)?;
+                if b.object_lock.is_some() && state != Versioning::Enabled {
+                    return Err(ObjectError::InvalidBucketState(
+                        "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed."
+                            .into(),
+                    ));
+                }
                 if b.versioning != state {
                     b.versioning = state;
                     m.kv.put(&bucket_key(owner, name), encode(&b));
@@ -335,13 +371,15 @@ impl ObjectLayer {
     /// Removes version `vid` of `bucket/key` for good (S3's DELETE with a
     /// `versionId`) and frees its blocks; the next newest version becomes
     /// current unless it is a delete marker. An unknown version is not an
-    /// error (`existed` is false).
+    /// error (`existed` is false). A version protected by object lock is
+    /// refused ([`ObjectError::Locked`]; `bypass_governance` lifts a
+    /// governance retention, see [`crate::lock`]).
     pub async fn delete_object_version(
         &self,
         owner: &str,
-        bucket: &str,
-        key: &str,
+        (bucket, key): (&str, &str),
         vid: &str,
+        bypass_governance: bool,
     ) -> Result<Deleted> {
         parse_version_id(vid)?;
         let gone = self
@@ -352,6 +390,7 @@ impl ObjectLayer {
                 let Some(found) = find_version(m.kv.as_ref(), name, vid)? else {
                     return Ok(None);
                 };
+                crate::lock::check_deletable(&found.rec, now_ms(), bypass_governance)?;
                 if found.current {
                     m.delete_object_record(name, &found.rec);
                 } else {
@@ -406,7 +445,7 @@ impl ObjectLayer {
                     version_id: String::new(),
                     seq: 0,
                     delete_marker: true,
-                    tags: Default::default(),
+                    ..Default::default()
                 };
                 let gone = m.install(owner, &b, key, &mut marker, old)?;
                 Ok((marker, existed, gone))

@@ -50,6 +50,22 @@ pub struct PutOptions {
     pub delete_at: i64,
     /// The object's tags (S3's `x-amz-tagging`; see [`crate::tag_set`]).
     pub tags: crate::Tags,
+    /// The object lock the new version gets (see [`crate::lock`]).
+    pub lock: LockRequest,
+}
+
+/// What a copy stores besides the source's data (see
+/// [`ObjectLayer::copy_object_with`]).
+#[derive(Clone, Debug, Default)]
+pub struct CopyOptions {
+    /// New metadata (`None`: the source's).
+    pub meta: Option<ObjectMeta>,
+    /// When the copy expires, seconds since the Unix epoch; 0: never.
+    pub delete_at: i64,
+    /// New tags (`None`: the source's).
+    pub tags: Option<crate::Tags>,
+    /// The object lock the copy gets (never the source's; see [`crate::lock`]).
+    pub lock: LockRequest,
 }
 
 /// What an uploaded part is checked against.
@@ -189,20 +205,23 @@ pub(crate) fn check_mode(mode: &PutMode, key: &str, current: Option<&ObjectRecor
 impl Meta {
     /// Makes `rec` the object `bucket/key` if `owner` still owns the bucket and
     /// `mode` allows it (as the bucket's versioning says: see
-    /// [`Meta::install`]); returns the versions it drops. On error the index is
-    /// unchanged and `rec`'s blocks are freed.
+    /// [`Meta::install`]), with the object lock `lock` asks for or the bucket's
+    /// default; returns the versions it drops. On error the index is unchanged
+    /// and `rec`'s blocks are freed.
     fn replace_object(
         &mut self,
         owner: &str,
         (bucket, key): (&str, &str),
         rec: &mut ObjectRecord,
-        mode: &PutMode,
+        (mode, lock): (&PutMode, &LockRequest),
     ) -> Result<Vec<ObjectRecord>> {
         let now = crate::now_secs();
         let checked = self.owned_bucket(owner, bucket).and_then(|b| {
             let old = self.stored_object(owner, bucket, key)?;
             let live = old.as_ref().filter(|r| !r.expired(now));
-            check_mode(mode, key, live).map(|()| (b, old))
+            check_mode(mode, key, live)?;
+            crate::lock::lock_new_version(&b, rec, lock)?;
+            Ok((b, old))
         });
         match checked {
             Ok((b, old)) => self.install(owner, &b, key, rec, old),
@@ -231,8 +250,13 @@ impl ObjectLayer {
         {
             // Fail fast, before reading the body; checked again at commit.
             let m = self.shared.lock();
-            m.owned_bucket(owner, bucket)?;
+            let b = m.owned_bucket(owner, bucket)?;
             check_mode(&opts.mode, key, m.object(owner, bucket, key)?.as_ref())?;
+            let mut probe = ObjectRecord {
+                delete_at: opts.delete_at,
+                ..Default::default()
+            };
+            crate::lock::lock_new_version(&b, &mut probe, &opts.lock)?;
         }
         let (segment, md5) = self
             .write_body(body, opts.expected_len, opts.expected_md5)
@@ -248,7 +272,7 @@ impl ObjectLayer {
             tags: opts.tags,
             ..Default::default()
         };
-        self.commit_object(owner, (bucket, key), rec, &opts.mode)
+        self.commit_object(owner, (bucket, key), rec, (&opts.mode, &opts.lock))
             .await
     }
 
@@ -341,11 +365,11 @@ impl ObjectLayer {
         owner: &str,
         name: (&str, &str),
         mut rec: ObjectRecord,
-        mode: &PutMode,
+        checks: (&PutMode, &LockRequest),
     ) -> Result<ObjectRecord> {
         let gone = self
             .shared
-            .commit(|m| m.replace_object(owner, name, &mut rec, mode))
+            .commit(|m| m.replace_object(owner, name, &mut rec, checks))
             .await?;
         let mut m = self.shared.lock();
         for old in gone {
@@ -355,7 +379,8 @@ impl ObjectLayer {
     }
 
     /// Replaces the metadata and expiry time (0: none) of `bucket/key` without
-    /// touching its data (a new last-modified time, same ETag and blocks).
+    /// touching its data (a new last-modified time, same ETag and blocks). A
+    /// bucket with object lock refuses an expiry time ([`crate::lock`]).
     pub async fn set_object_meta(
         &self,
         owner: &str,
@@ -366,7 +391,12 @@ impl ObjectLayer {
     ) -> Result<ObjectRecord> {
         self.shared
             .commit(|m| {
-                m.owned_bucket(owner, bucket)?;
+                let b = m.owned_bucket(owner, bucket)?;
+                if delete_at > 0 && b.object_lock.is_some() {
+                    return Err(ObjectError::InvalidArgument(
+                        "objects in a bucket with object lock cannot expire".into(),
+                    ));
+                }
                 let old = m
                     .object(owner, bucket, key)?
                     .ok_or_else(|| ObjectError::NoSuchKey(key.into()))?;
@@ -475,23 +505,31 @@ impl ObjectLayer {
         meta: Option<ObjectMeta>,
         delete_at: i64,
     ) -> Result<ObjectRecord> {
-        self.copy_object_tagged(owner, src, src_name, dst, meta, delete_at, None)
+        let opts = CopyOptions {
+            meta,
+            delete_at,
+            ..Default::default()
+        };
+        self.copy_object_with(owner, src, (src_name, dst), opts)
             .await
     }
 
-    /// [`ObjectLayer::copy_object`], with `tags` replacing the tags (`None`
-    /// keeps the source's).
-    #[allow(clippy::too_many_arguments)]
-    pub async fn copy_object_tagged(
+    /// [`ObjectLayer::copy_object`] with all its options: `opts.tags` replaces
+    /// the tags (`None` keeps the source's), `opts.lock` sets the copy's
+    /// object lock (the bucket's default without one; never the source's).
+    pub async fn copy_object_with(
         &self,
         owner: &str,
         src: OpenObject,
-        src_name: (&str, &str),
-        dst: (&str, &str),
-        meta: Option<ObjectMeta>,
-        delete_at: i64,
-        tags: Option<crate::Tags>,
+        (src_name, dst): ((&str, &str), (&str, &str)),
+        opts: CopyOptions,
     ) -> Result<ObjectRecord> {
+        let CopyOptions {
+            meta,
+            delete_at,
+            tags,
+            lock,
+        } = opts;
         check_key(dst.1)?;
         let in_place = src.owner == owner
             && src_name == dst
@@ -505,10 +543,13 @@ impl ObjectLayer {
             return self
                 .shared
                 .commit(|m| {
-                    m.owned_bucket(owner, dst.0)?;
+                    let b = m.owned_bucket(owner, dst.0)?;
                     let old = m
                         .object(owner, dst.0, dst.1)?
                         .ok_or_else(|| ObjectError::NoSuchKey(dst.1.into()))?;
+                    let mut probe = old.clone();
+                    probe.delete_at = delete_at;
+                    crate::lock::lock_new_version(&b, &mut probe, &lock)?;
                     if old.id != src.rec.id {
                         return Err(ObjectError::Conflict(dst.1.into()));
                     }
@@ -527,7 +568,15 @@ impl ObjectLayer {
                 .await;
         }
         self.shared.writable()?;
-        self.shared.lock().owned_bucket(owner, dst.0)?;
+        {
+            // Fail fast, before copying data; checked again at commit.
+            let b = self.shared.lock().owned_bucket(owner, dst.0)?;
+            let mut probe = ObjectRecord {
+                delete_at,
+                ..Default::default()
+            };
+            crate::lock::lock_new_version(&b, &mut probe, &lock)?;
+        }
         let (etag, src_meta) = (src.rec.etag.clone(), src.rec.meta.clone());
         let tags = tags.unwrap_or_else(|| src.rec.tags.clone());
         // Segment by segment, so the copy has the source's part layout and its
@@ -547,7 +596,7 @@ impl ObjectLayer {
             tags,
             ..Default::default()
         };
-        self.commit_object(owner, dst, rec, &PutMode::Overwrite)
+        self.commit_object(owner, dst, rec, (&PutMode::Overwrite, &lock))
             .await
     }
 

@@ -7,7 +7,9 @@
 //! GetBucketAcl and GetObjectAcl answer the owner's full control; PutBucketAcl
 //! and PutObjectAcl accept only that and change nothing. An upload (PutObject)
 //! asks for an ACL the same way ([`SetsAcl`]); CreateBucket, CopyObject and
-//! CreateMultipartUpload take only a canned ACL ([`check_canned`]).
+//! CreateMultipartUpload take only a canned ACL ([`check_canned`]). A bucket
+//! whose public access block blocks public ACLs refuses a public one first
+//! (403, [`crate::publicaccess`]).
 
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
@@ -34,6 +36,21 @@ pub(crate) struct Requested<'a> {
 }
 
 impl Requested<'_> {
+    /// Whether it asks for a public ACL (see [`crate::publicaccess`]).
+    pub(crate) fn is_public(&self) -> bool {
+        let mut grants: Vec<Option<&str>> = vec![self.full_control];
+        grants.extend(self.other_grants.iter().map(|g| Some(*g)));
+        let policy_public = self.policy.is_some_and(|p| {
+            p.grants.as_deref().unwrap_or_default().iter().any(|g| {
+                g.grantee
+                    .as_ref()
+                    .and_then(|ge| ge.uri.as_deref())
+                    .is_some_and(|u| crate::publicaccess::is_public(None, &[Some(u)]))
+            })
+        });
+        policy_public || crate::publicaccess::is_public(self.canned, &grants)
+    }
+
     /// Accepts only the owner's full control: the canned ACL, then the grant
     /// headers, then the policy.
     fn check(&self, owner: &str) -> S3Result<()> {
@@ -124,7 +141,11 @@ impl OramS3 {
 
     /// Checks a request to set the ACL of `target`; there is nothing to change.
     fn put_acl<I: SetsAcl>(&self, req: &S3Request<I>, target: Target<'_>) -> S3Result<()> {
+        let bucket = match target {
+            Target::Bucket(b) | Target::Object { bucket: b, .. } => b,
+        };
         let owner = self.owner_of(req, target)?;
+        self.check_public_acl(&owner, bucket, req.input.requested().is_public())?;
         req.input.check_acl(&owner)
     }
 }

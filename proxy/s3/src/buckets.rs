@@ -92,7 +92,14 @@ pub(crate) async fn create_bucket(
     let owner = owner(&req)?;
     let input = req.input;
     check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
-    match s3.layer.create_bucket(&owner, &input.bucket).await {
+    let created = if input.object_lock_enabled_for_bucket == Some(true) {
+        s3.layer
+            .create_bucket_with_lock(&owner, &input.bucket)
+            .await
+    } else {
+        s3.layer.create_bucket(&owner, &input.bucket).await
+    };
+    match created {
         Ok(_) => {}
         // us-east-1 answers 200 to re-creating your own bucket (and changes
         // nothing); every other region answers BucketAlreadyOwnedByYou.

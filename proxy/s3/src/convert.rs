@@ -53,6 +53,17 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
         E::InvalidBucketName(b) => s3_error!(InvalidBucketName, "The specified bucket is not valid: {b}"),
         E::InvalidKey(m) => s3_error!(KeyTooLongError, "{m}"),
         E::InvalidArgument(m) => s3_error!(InvalidArgument, "{m}"),
+        E::InvalidRequest(m) => s3_error!(InvalidRequest, "{m}"),
+        E::InvalidBucketState(m) => s3_error!(InvalidBucketState, "{m}"),
+        E::NoObjectLockConfig(_) => s3_error!(
+            ObjectLockConfigurationNotFoundError,
+            "Object Lock configuration does not exist for this bucket"
+        ),
+        E::NoSuchObjectLock => s3_error!(
+            NoSuchObjectLockConfiguration,
+            "The specified object does not have a ObjectLock configuration"
+        ),
+        E::Locked(m) => s3_error!(AccessDenied, "Access Denied because object protected by object lock: {m}"),
         E::InvalidTag(m) => s3_error!(InvalidTag, "{m}"),
         E::TooLarge { max } => s3_error!(EntityTooLarge, "Your proposed upload exceeds the maximum allowed size of {max} bytes."),
         E::PartTooSmall { part, size, min } => s3_error!(
@@ -293,6 +304,11 @@ mod tests {
             E::InvalidBucketName("B".into()),
             E::InvalidKey("k".into()),
             E::InvalidArgument("x".into()),
+            E::InvalidRequest("x".into()),
+            E::InvalidBucketState("x".into()),
+            E::NoObjectLockConfig("b".into()),
+            E::NoSuchObjectLock,
+            E::Locked("retention".into()),
             E::InvalidTag("x".into()),
             E::TooLarge { max: 1 },
             E::PartTooSmall {

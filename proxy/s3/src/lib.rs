@@ -24,8 +24,12 @@
 //!   (each with a `versionId` where S3 has one);
 //! - `tagging`: Put/Get/DeleteObjectTagging, Put/Get/DeleteBucketTagging, the
 //!   `x-amz-tagging` header;
+//! - `objectlock`: Put/GetObjectLockConfiguration, Put/GetObjectRetention,
+//!   Put/GetObjectLegalHold, the `x-amz-object-lock-*` headers;
 //! - `lifecycle`: Put/GetBucketLifecycleConfiguration, DeleteBucketLifecycle
 //!   (AbortIncompleteMultipartUpload rules only);
+//! - `publicaccess`: Put/Get/DeletePublicAccessBlock, and public ACLs refused
+//!   where the bucket blocks them;
 //! - `listing`: ListObjects, ListObjectsV2, ListObjectVersions;
 //! - `multipart`: the seven multipart-upload operations;
 //! - `acl`: the ACL policy (the owner's full control only), its four
@@ -45,7 +49,9 @@ mod lifecycle;
 mod listing;
 mod messages;
 mod multipart;
+mod objectlock;
 mod objects;
+mod publicaccess;
 mod request;
 mod tagging;
 mod versioning;
@@ -309,6 +315,71 @@ impl S3 for OramS3 {
         req: S3Request<DeleteBucketTaggingInput>,
     ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
         tagging::delete_bucket_tagging(self, req).await
+    }
+
+    // Object lock (`objectlock`).
+    async fn put_object_lock_configuration(
+        &self,
+        req: S3Request<PutObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
+        objectlock::put_object_lock_configuration(self, req).await
+    }
+
+    async fn get_object_lock_configuration(
+        &self,
+        req: S3Request<GetObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
+        objectlock::get_object_lock_configuration(self, req).await
+    }
+
+    async fn put_object_retention(
+        &self,
+        req: S3Request<PutObjectRetentionInput>,
+    ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+        objectlock::put_object_retention(self, req).await
+    }
+
+    async fn get_object_retention(
+        &self,
+        req: S3Request<GetObjectRetentionInput>,
+    ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+        objectlock::get_object_retention(self, req).await
+    }
+
+    async fn put_object_legal_hold(
+        &self,
+        req: S3Request<PutObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
+        objectlock::put_object_legal_hold(self, req).await
+    }
+
+    async fn get_object_legal_hold(
+        &self,
+        req: S3Request<GetObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
+        objectlock::get_object_legal_hold(self, req).await
+    }
+
+    // Public access block (`publicaccess`).
+    async fn put_public_access_block(
+        &self,
+        req: S3Request<PutPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
+        publicaccess::put_public_access_block(self, req).await
+    }
+
+    async fn get_public_access_block(
+        &self,
+        req: S3Request<GetPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
+        publicaccess::get_public_access_block(self, req).await
+    }
+
+    async fn delete_public_access_block(
+        &self,
+        req: S3Request<DeletePublicAccessBlockInput>,
+    ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
+        publicaccess::delete_public_access_block(self, req).await
     }
 
     // Lifecycle (`lifecycle`).

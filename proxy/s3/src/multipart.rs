@@ -19,12 +19,27 @@ pub(crate) async fn create_multipart_upload(
 ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
     let owner = owner(&req)?;
     let input = req.input;
+    let public = crate::publicaccess::is_public(
+        input.acl.as_ref().map(|a| a.as_str()),
+        &[
+            input.grant_full_control.as_deref(),
+            input.grant_read.as_deref(),
+            input.grant_read_acp.as_deref(),
+            input.grant_write_acp.as_deref(),
+        ],
+    );
+    s3.check_public_acl(&owner, &input.bucket, public)?;
     check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
     let tags = crate::tagging::header_tags(input.tagging.as_deref())?;
     let meta = object_meta!(input);
+    let lock = crate::objectlock::lock_request(
+        input.object_lock_mode.as_ref(),
+        input.object_lock_retain_until_date.as_ref(),
+        input.object_lock_legal_hold_status.as_ref(),
+    )?;
     let id = s3
         .layer
-        .create_multipart_tagged(&owner, &input.bucket, &input.key, meta, tags)
+        .create_multipart_locked(&owner, (&input.bucket, &input.key), meta, tags, lock)
         .await
         .map_err(|e| s3.map_err(e))?;
     Ok(S3Response::new(CreateMultipartUploadOutput {

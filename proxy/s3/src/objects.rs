@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use oram_objects::{ObjectRecord, PutMode, PutOptions};
+use oram_objects::{CopyOptions, ObjectRecord, PutMode, PutOptions};
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
@@ -13,6 +13,7 @@ use crate::acl::{check_canned, SetsAcl};
 use crate::convert::{
     decode_md5, etag_list, map_err, preconditions, prefetch, streaming_blob, timestamp,
 };
+use crate::objectlock::{lock_headers, lock_request};
 use crate::request::{
     body_stream, check_conditions, check_len, copy_source, object_meta, owner, EXPIRES,
 };
@@ -27,6 +28,7 @@ pub(crate) async fn put_object(
     let owner = owner(&req)?;
     let input = req.input;
     let len = check_len(input.content_length)?;
+    s3.check_public_acl(&owner, &input.bucket, input.requested().is_public())?;
     input.check_acl(&owner)?;
     // If-None-Match: * makes the PUT create-only, If-Match replace-only; both
     // are checked again atomically when the upload commits.
@@ -55,6 +57,11 @@ pub(crate) async fn put_object(
         mode,
         delete_at: 0,
         tags: header_tags(input.tagging.as_deref())?,
+        lock: lock_request(
+            input.object_lock_mode.as_ref(),
+            input.object_lock_retain_until_date.as_ref(),
+            input.object_lock_legal_hold_status.as_ref(),
+        )?,
     };
     let body = body_stream(input.body);
     let rec = s3
@@ -163,6 +170,9 @@ pub(crate) async fn head_object(
         expires: g.expires,
         version_id: g.version_id,
         parts_count,
+        object_lock_mode: g.object_lock_mode,
+        object_lock_retain_until_date: g.object_lock_retain_until_date,
+        object_lock_legal_hold_status: g.object_lock_legal_hold_status,
         ..Default::default()
     });
     // s3s's HeadObjectOutput has no field for it; GetObject's tag_count is
@@ -181,10 +191,11 @@ pub(crate) async fn delete_object(
     let owner = owner(&req)?;
     let input = req.input;
     let if_match = input.if_match.as_ref().map(etag_list);
+    let bypass = input.bypass_governance_retention.unwrap_or(false);
     let d = match input.version_id.as_deref() {
         Some(v) => {
             s3.layer
-                .delete_object_version(&owner, &input.bucket, &input.key, v)
+                .delete_object_version(&owner, (&input.bucket, &input.key), v, bypass)
                 .await
         }
         None => {
@@ -217,13 +228,14 @@ pub(crate) async fn delete_objects(
         ));
     }
     let quiet = input.delete.quiet.unwrap_or(false);
+    let bypass = input.bypass_governance_retention.unwrap_or(false);
     let mut deleted = Vec::new();
     let mut errors = Vec::new();
     for o in input.delete.objects {
         let done = match o.version_id.as_deref() {
             Some(v) => {
                 s3.layer
-                    .delete_object_version(&owner, &input.bucket, &o.key, v)
+                    .delete_object_version(&owner, (&input.bucket, &o.key), v, bypass)
                     .await
             }
             None => {
@@ -269,6 +281,16 @@ pub(crate) async fn copy_object(
 ) -> S3Result<S3Response<CopyObjectOutput>> {
     let owner = owner(&req)?;
     let input = req.input;
+    let public = crate::publicaccess::is_public(
+        input.acl.as_ref().map(|a| a.as_str()),
+        &[
+            input.grant_full_control.as_deref(),
+            input.grant_read.as_deref(),
+            input.grant_read_acp.as_deref(),
+            input.grant_write_acp.as_deref(),
+        ],
+    );
+    s3.check_public_acl(&owner, &input.bucket, public)?;
     check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
     let (sb, sk, sv) = copy_source(&input.copy_source)?;
     let src = s3.open(&owner, &sb, &sk, sv.as_deref())?;
@@ -300,18 +322,19 @@ pub(crate) async fn copy_object(
         }
         _ => None,
     };
-    let meta = replace.then(|| object_meta!(input));
+    let opts = CopyOptions {
+        meta: replace.then(|| object_meta!(input)),
+        delete_at: 0,
+        tags,
+        lock: lock_request(
+            input.object_lock_mode.as_ref(),
+            input.object_lock_retain_until_date.as_ref(),
+            input.object_lock_legal_hold_status.as_ref(),
+        )?,
+    };
     let rec = s3
         .layer
-        .copy_object_tagged(
-            &owner,
-            src,
-            (&sb, &sk),
-            (&input.bucket, &input.key),
-            meta,
-            0,
-            tags,
-        )
+        .copy_object_with(&owner, src, ((&sb, &sk), (&input.bucket, &input.key)), opts)
         .await
         .map_err(|e| s3.map_err(e))?;
     Ok(S3Response::new(CopyObjectOutput {
@@ -392,7 +415,12 @@ fn parse_range_header(r: &s3s::dto::Range, size: u64) -> S3Result<Range<u64>> {
 
 /// Common metadata of GET and HEAD responses.
 fn object_output(rec: &ObjectRecord) -> GetObjectOutput {
+    let (object_lock_mode, object_lock_retain_until_date, object_lock_legal_hold_status) =
+        lock_headers(rec);
     GetObjectOutput {
+        object_lock_mode,
+        object_lock_retain_until_date,
+        object_lock_legal_hold_status,
         accept_ranges: Some("bytes".into()),
         cache_control: rec.meta.cache_control.clone(),
         content_disposition: rec.meta.content_disposition.clone(),

@@ -66,7 +66,11 @@ pub(crate) fn s3_overloaded() -> http::Response<s3s::Body> {
 /// then the connections are asked to finish their current requests and close.
 /// Beyond `limit` requests at once, `overloaded` answers. Connections are HTTP/1.1
 /// only, capped per listener and per client, with header, body and send timeouts
-/// (see [`crate::limits`]), and TCP_NODELAY.
+/// (see [`crate::limits`]), and TCP_NODELAY. With `title_case_headers` the
+/// answers' header names are sent in Title-Case (`X-Object-Meta-Color`, as
+/// Swift sends them; some Swift clients compare names case-sensitively),
+/// otherwise in lower case.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn serve<H, F, B, E, O>(
     listener: TcpListener,
     handler: H,
@@ -75,6 +79,7 @@ pub(crate) async fn serve<H, F, B, E, O>(
     cfg: LimitsConfig,
     mut stopped: Shutdown,
     tls: Option<Arc<Tls>>,
+    title_case_headers: bool,
 ) where
     H: Fn(http::Request<ServedBody>) -> F + Clone + Send + Sync + 'static,
     F: std::future::Future<Output = Result<http::Response<B>, E>> + Send + 'static,
@@ -92,6 +97,7 @@ pub(crate) async fn serve<H, F, B, E, O>(
     http.http1()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(timeouts.header)
+        .title_case_headers(title_case_headers)
         // Swift allows 90 metadata headers besides the usual ones.
         .max_headers(256);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();

@@ -416,5 +416,6 @@ fn s3_task(
         cfg.limits.clone(),
         stop,
         tls.clone(),
+        false,
     )
 }

@@ -108,6 +108,7 @@ pub(crate) fn listener_task(
         cfg.limits.clone(),
         stop,
         tls,
+        true,
     );
     Ok((serving, handle))
 }

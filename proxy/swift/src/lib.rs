@@ -18,7 +18,9 @@
 //!   accounts), listings in plain text, JSON and XML, Range (single and
 //!   multipart/byteranges), conditional requests, dynamic large objects
 //!   (`X-Object-Manifest`), static large objects (`multipart-manifest=put`,
-//!   module `slo`), bulk delete and `GET /info`.
+//!   module `slo`), bulk delete, `GET /info`, and CORS (`OPTIONS` preflights
+//!   and the `Access-Control-*` answers of containers that allow an origin,
+//!   module `cors`). Header names go out in Title-Case, as Swift sends them.
 //!
 //! # Mapping onto the object layer
 //!
@@ -73,6 +75,7 @@ mod account;
 mod acl;
 mod auth;
 mod container;
+mod cors;
 mod dlo;
 mod error;
 mod listing;
@@ -365,6 +368,11 @@ impl SwiftApi {
             .ok_or_else(|| err_msg(412, "Bad URL"))?;
         let container = segs.next().filter(|c| !c.is_empty());
         let object = segs.next().filter(|o| !o.is_empty());
+        if ctx.method == Method::OPTIONS {
+            // CORS preflights carry no token (Swift's tempauth admits them).
+            let acct = account.strip_prefix("AUTH_").unwrap_or(account);
+            return Ok(self.options(&ctx, acct, container, object));
+        }
         // A token that is not (or no longer) valid is 401 at once; a request
         // without one is anonymous, and only `.r:` grants can admit it.
         let realm = percent_encode_path(account);
@@ -389,7 +397,7 @@ impl SwiftApi {
             return Err(caller.denied());
         };
         let owner = caller.owns(acct);
-        match (container, object) {
+        let answer = match (container, object) {
             // Only the account's admins use the account itself.
             (None, _) if owner => self.account(&ctx, account, acct, body).await,
             (None, _) => Err(caller.denied()),
@@ -409,6 +417,25 @@ impl SwiftApi {
                 check_object_name(o)?;
                 self.object(&ctx, &caller, acct, c, o, body).await
             }
+        };
+        // CORS headers for a container that allows the request's origin.
+        match (container, ctx.header("origin").is_some()) {
+            (Some(c), true) => Ok(match answer {
+                Ok(mut a) => {
+                    let cors = self.cors_headers(&ctx, (acct, c), a.headers.iter().map(|h| &h.0));
+                    a.headers.extend(cors);
+                    a
+                }
+                Err(mut e) => {
+                    let cors = self.cors_headers(&ctx, (acct, c), e.headers.iter().map(|h| &h.0));
+                    e.headers.extend(
+                        cors.into_iter()
+                            .filter_map(|(n, v)| Some((n, v.to_str().ok()?.to_string()))),
+                    );
+                    return Err(e);
+                }
+            }),
+            _ => answer,
         }
     }
 

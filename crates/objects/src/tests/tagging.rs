@@ -94,14 +94,14 @@ async fn tags_follow_versions_copies_and_uploads() {
         .open_object_version("a", "bkt", "k", &v1.version_id)
         .unwrap();
     let c = l
-        .copy_object_tagged(
+        .copy_object_with(
             "a",
             src,
-            ("bkt", "k"),
-            ("bkt", "c2"),
-            None,
-            0,
-            Some(Tags::new()),
+            (("bkt", "k"), ("bkt", "c2")),
+            CopyOptions {
+                tags: Some(Tags::new()),
+                ..Default::default()
+            },
         )
         .await
         .unwrap();

@@ -153,7 +153,7 @@ async fn versions_are_kept_read_by_id_listed_and_restored() {
     let accesses = l.engine().stats().accesses;
     for (_, vid, _, _) in versions(&l, "") {
         let d = l
-            .delete_object_version("a", "bkt", "k", &vid)
+            .delete_object_version("a", ("bkt", "k"), &vid, false)
             .await
             .unwrap();
         assert!(d.existed);
@@ -180,7 +180,7 @@ async fn deleting_the_current_version_makes_the_previous_one_current() {
     let v1 = put(&l, "k", &d1).await;
     let v2 = put(&l, "k", &d2).await;
     let d = l
-        .delete_object_version("a", "bkt", "k", &v2.version_id)
+        .delete_object_version("a", ("bkt", "k"), &v2.version_id, false)
         .await
         .unwrap();
     assert!(d.existed && !d.delete_marker);
@@ -193,7 +193,7 @@ async fn deleting_the_current_version_makes_the_previous_one_current() {
         .await
         .unwrap();
     assert!(l.head_object("a", "bkt", "k").is_err());
-    l.delete_object_version("a", "bkt", "k", m.version_id.as_deref().unwrap())
+    l.delete_object_version("a", ("bkt", "k"), m.version_id.as_deref().unwrap(), false)
         .await
         .unwrap();
     assert_eq!(l.head_object("a", "bkt", "k").unwrap().id, v1.id);
@@ -207,7 +207,7 @@ async fn deleting_the_current_version_makes_the_previous_one_current() {
         Err(ObjectError::InvalidArgument(_))
     ));
     let gone = l
-        .delete_object_version("a", "bkt", "k", &v2.version_id)
+        .delete_object_version("a", ("bkt", "k"), &v2.version_id, false)
         .await
         .unwrap();
     assert!(!gone.existed);

@@ -601,5 +601,6 @@ async fn static_large_objects() {
 }
 
 mod auth_limits;
+mod cors;
 mod fullness;
 mod slo_limits;
