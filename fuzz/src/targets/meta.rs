@@ -213,6 +213,8 @@ fn bucket_record() -> BucketRecord {
         lifecycle: Vec::new(),
         versioning: Default::default(),
         tags: BTreeMap::new(),
+        object_lock: None,
+        public_access_block: None,
     }
 }
 
@@ -263,6 +265,7 @@ fn upload_record() -> UploadRecord {
         )]
         .into(),
         tags: BTreeMap::new(),
+        lock: Default::default(),
     }
 }
 

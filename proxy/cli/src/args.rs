@@ -89,6 +89,37 @@ pub enum Command {
     /// key, show the rotation's progress, drop the keys rotated out (the proxy
     /// must be stopped).
     Key(KeyArgs),
+    /// Set up a volume served by several machines: `cluster certs` makes the
+    /// cluster's CA and each member's TLS identity (see `[cluster]` in
+    /// `oram-proxy example-config`).
+    Cluster(ClusterArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    pub command: ClusterCommand,
+}
+
+#[derive(Subcommand)]
+pub enum ClusterCommand {
+    /// Make the cluster's CA (OUT/ca.pem, OUT/ca.key: keep the key offline) and
+    /// a TLS identity per member (OUT/<member>/: copy it to that member and
+    /// point `[cluster] tls_dir` at it, or put it in <data_dir>/cluster).
+    Certs(ClusterCertsArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ClusterCertsArgs {
+    /// Directory to write into (created, mode 0700).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The members, comma-separated: e.g. front,node0,node1,node2.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub members: Vec<String>,
+    /// The cluster's name (the CA's subject).
+    #[arg(long, default_value = "oram-proxy")]
+    pub name: String,
 }
 
 #[derive(clap::Args)]

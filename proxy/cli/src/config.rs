@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use oram_server::{
     LimitsConfig, LogConfig, MetricsConfig, S3Config, ServerConfig, SwiftConfig, TlsConfig,
 };
+use oram_volume::cluster::ClusterConfig;
 use oram_volume::{BackendConfig, EngineConfig, KeyConfig, StateConfig, UserConfig, VolumeConfig};
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +44,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// What the server logs (the access log).
     pub log: LogConfig,
+    /// This process's role when the volume is served by several machines.
+    pub cluster: ClusterConfig,
 }
 
 impl Default for Config {
@@ -60,6 +63,7 @@ impl Default for Config {
             users: Vec::new(),
             limits: LimitsConfig::default(),
             log: LogConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -111,6 +115,7 @@ impl Config {
         self.limits.validate()?;
         self.state.validate()?;
         self.backend.validate()?;
+        self.cluster.validate()?;
         self.server().validate()?;
         for u in &self.users {
             u.validate()?;
@@ -126,6 +131,7 @@ impl Config {
             backend: self.backend.clone(),
             state: self.state.clone(),
             key: self.key.clone(),
+            cluster: self.cluster.clone(),
         }
     }
 

@@ -7,8 +7,9 @@
 /// crates.
 pub fn example() -> String {
     format!(
-        "{EXAMPLE_HEAD}{}\n{EXAMPLE_TAIL}",
-        oram_volume::engines::example()
+        "{EXAMPLE_HEAD}{}\n{EXAMPLE_TAIL}\n{}",
+        oram_volume::engines::example(),
+        oram_volume::cluster::example()
     )
 }
 

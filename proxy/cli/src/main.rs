@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Format(a) => (Some("format"), cmd::format::run(a)),
         Command::Describe(a) => (Some("describe"), cmd::describe::run(a)),
         Command::Key(a) => (Some("key"), cmd::key::run(a)),
+        Command::Cluster(a) => (Some("cluster"), cmd::cluster::run(a)),
         Command::ExampleConfig => {
             util::out(&oram_proxy::example::example());
             (None, Ok(()))

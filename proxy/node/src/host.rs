@@ -116,10 +116,8 @@ struct HostInner {
 
 impl std::fmt::Debug for NodeHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut ps: Vec<_> = self.inner.slots.keys().collect();
-        ps.sort();
         f.debug_struct("NodeHost")
-            .field("partitions", &ps)
+            .field("partitions", &self.partitions())
             .finish_non_exhaustive()
     }
 }
@@ -189,6 +187,16 @@ impl NodeHost {
             }
         }
         conns.shutdown().await;
+    }
+
+    /// Writes back what every partition has pending, between rounds (a node
+    /// stopping). The storage server sees the partitions' pending write-backs.
+    pub async fn flush(&self) -> Result<(), OramError> {
+        for slot in self.inner.slots.values() {
+            let _led = idle(slot).await;
+            slot.sub.flush().await?;
+        }
+        Ok(())
     }
 
     /// One front's connection: requests answered in order. Quiesced partitions

@@ -24,6 +24,9 @@ pub struct VolumeConfig {
     pub state: StateConfig,
     /// `[key]`.
     pub key: KeyConfig,
+    /// `[cluster]`: this process's role when the volume is served by several
+    /// machines.
+    pub cluster: crate::cluster::ClusterConfig,
 }
 
 impl VolumeConfig {
@@ -41,7 +44,24 @@ impl VolumeConfig {
     pub fn validate(&self) -> Result<(), String> {
         self.engine.validate()?;
         self.state.validate()?;
-        self.backend.validate()
+        self.backend.validate()?;
+        self.cluster.validate()?;
+        if self.cluster.is_cluster()
+            && self
+                .engine
+                .kind
+                .settings()
+                .partitions(&self.engine.shape(&self.backend.prefix))
+                .is_none()
+        {
+            return Err(format!(
+                "cluster.role = \"{}\" needs an engine with partitions to spread over the \
+                 nodes (engine.kind = \"oblivistore\" or \"curious\"), not {:?}",
+                self.cluster.role.name(),
+                self.engine.kind.name()
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -11,7 +11,8 @@
 //!
 //! Map (modules other crates use are public; the rest is re-exported here):
 //! - configuration: [`VolumeConfig`] and its sections, [`engines`] (`[engine]`
-//!   and the registry), [`users`];
+//!   and the registry), [`users`], [`cluster`] (`[cluster]`: a front's nodes, a
+//!   node's partitions, [`cluster::NodeVolume`]);
 //! - on the local disk: [`datadir`] (mode, lock, `volume.toml`, `state.redb`),
 //!   [`backend_record`] (`backend.toml`: which backend the directory belongs to),
 //!   [`key`] (the master key's sources), [`VolumeParams`] (what a volume was
@@ -26,6 +27,7 @@
 mod backend;
 pub mod backend_record;
 mod checkpoint;
+pub mod cluster;
 mod config;
 pub mod datadir;
 pub mod engines;

@@ -107,6 +107,18 @@ pub async fn recover(
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<Recovered, VolumeError> {
     let expect = opts.expect_volume.as_deref();
+    if cfg.cluster.is_cluster() {
+        // The front's checkpoint holds its map, not the nodes' partitions: a
+        // front restored alone would disagree with them about every round
+        // since the checkpoint.
+        return Err(VolumeError::Config(format!(
+            "recover rebuilds a single machine's volume; this configuration is a cluster {}'s \
+             (cluster.role = \"{}\"), whose state is split between the front and its nodes: \
+             restore their data directories from backups instead",
+            cfg.cluster.role.name(),
+            cfg.cluster.role.name()
+        )));
+    }
     datadir::ensure_dir(&cfg.data_dir)?;
     let _lock = datadir::lock(&cfg.data_dir)?;
     let dir = &cfg.data_dir;

@@ -38,6 +38,7 @@ use oram_statedb::Db;
 
 use crate::backend::{backend_url, open_store, VolumeHooks};
 use crate::backend_record;
+use crate::cluster::{self, Role};
 use crate::config::VolumeConfig;
 use crate::datadir;
 use crate::fsutil::blocking;
@@ -117,6 +118,14 @@ impl Volume {
         source: Option<KeySource>,
     ) -> Result<Self, VolumeError> {
         let dir = &cfg.data_dir;
+        if cfg.cluster.role == Role::Node {
+            return Err(VolumeError::Config(
+                "this is a cluster node's configuration (cluster.role = \"node\"): `oram-proxy \
+                 serve` runs the node; the volume's commands (init, fsck, format, recover, key, \
+                 user) run on the front"
+                    .into(),
+            ));
+        }
         let existed = datadir::has_volume(dir);
         // A backend other than the one this directory belongs to is refused
         // before it is touched.
@@ -287,14 +296,15 @@ impl Volume {
         let state = db.state(ENGINE_SPACE)?;
         let resent = state.pending().len();
         let interrupted = !state.intents().is_empty();
-        let engine = cfg.engine.build(
-            &cfg.backend.prefix,
-            Parts {
-                store: store.clone(),
-                sealer: sealer.clone(),
-                state: Box::new(state),
-            },
-        )?;
+        let parts = Parts {
+            store: store.clone(),
+            sealer: sealer.clone(),
+            state: Box::new(state),
+        };
+        let engine = match cfg.cluster.role {
+            Role::Front => cluster::build_front(cfg, parts)?,
+            _ => cfg.engine.build(&cfg.backend.prefix, parts)?,
+        };
         if resent > 0 {
             tracing::warn!(
                 buckets = resent,
@@ -307,7 +317,11 @@ impl Volume {
                  access, before anything else"
             );
         }
-        engine.flush().await?;
+        if cfg.cluster.role == Role::Front {
+            cluster::flush_waiting(&cfg.cluster, &engine).await?;
+        } else {
+            engine.flush().await?;
+        }
         let layer = ObjectLayer::new(
             engine.clone(),
             Box::new(db.kv()?),

@@ -1,11 +1,13 @@
 //! One module per command of the binary; each has a `run` taking its flags.
 
+pub mod cluster;
 pub mod compact;
 pub mod describe;
 pub mod format;
 pub mod fsck;
 pub mod init;
 pub mod key;
+pub mod node;
 pub mod recover;
 pub mod serve;
 pub mod stats;

@@ -19,6 +19,9 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 /// `oram-proxy serve`.
 pub fn run(args: ServeArgs) -> Result<(), CliError> {
     let (cfg, root) = args.configure()?;
+    if cfg.cluster.role == oram_volume::cluster::Role::Node {
+        return super::node::run(cfg);
+    }
     logging("info");
     let notify = Notifier::from_env();
     runtime()?.block_on(async move {
@@ -60,20 +63,34 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
 
 /// The signals `serve` acts on, registered before the volume opens so that none
 /// delivered during start-up takes the default (fatal) action.
-struct Signals {
+pub(crate) struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
-    fn install() -> std::io::Result<Self> {
+    pub(crate) fn install() -> std::io::Result<Self> {
         use tokio::signal::unix::{signal, SignalKind};
         Ok(Self {
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
             hup: signal(SignalKind::hangup())?,
         })
+    }
+}
+
+impl Signals {
+    /// Waits for SIGTERM or SIGINT (SIGHUP ignored: a node has nothing to
+    /// reload).
+    pub(crate) async fn stop(&mut self) {
+        loop {
+            tokio::select! {
+                _ = self.int.recv() => return,
+                _ = self.term.recv() => return,
+                _ = self.hup.recv() => tracing::info!("SIGHUP: nothing to reload on a node"),
+            }
+        }
     }
 }
 

@@ -1,0 +1,306 @@
+//! A volume served by several machines (`[cluster]`): which role this process
+//! plays, where the front finds the nodes, and which partitions each node owns.
+//!
+//! * `role = "single"` (the default): the volume on one machine, exactly as
+//!   without this section.
+//! * `role = "front"`: this process serves S3 and Swift, keeps the object
+//!   index, the partition framework's map and eviction cache, and runs the
+//!   rounds; every partition is served by a node over mutual TLS
+//!   ([`oram_node::RemotePlacement`]). It holds the volume's backend lease and
+//!   writes the header, checkpoints and shipped log, as a single proxy does.
+//! * `role = "node"`: this process serves its partitions' sub-engines
+//!   ([`NodeVolume`]): their trusted state in its own `state.redb`, sealing, and
+//!   every backend request for them. It creates its data directory from the
+//!   volume header on the backend (authenticated with the master key), so a
+//!   node needs only the configuration, the key and its TLS identity.
+//!
+//! **Membership is static** in this version: `nodes` lists every node's
+//! address in the same order on every member, and node `i` owns the partitions
+//! `p` with `p % nodes.len() == i`, under owner token [`STATIC_TOKEN`]. The
+//! coordinator (etcd, the `oram-cluster` crate) replaces the list and the
+//! token with owner keys and their revisions; until then a node is not fenced
+//! by anything but the operator running one front.
+
+mod certs;
+mod node;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use oram_blockstore::StoreError;
+use oram_engine::{Oram, OramError, Parts};
+use oram_node::{ClusterTls, NodeLink, RemotePlacement, Timeouts};
+use serde::{Deserialize, Serialize};
+
+use crate::{VolumeConfig, VolumeError};
+
+pub use certs::make_certs;
+pub use node::NodeVolume;
+
+/// The owner token every node holds its partitions under while membership is
+/// static (a front and a node name the same one).
+pub const STATIC_TOKEN: u64 = 1;
+
+/// What this process is in a cluster.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The whole volume in this process (no cluster).
+    #[default]
+    Single,
+    /// S3, Swift, the object layer and the rounds; partitions on the nodes.
+    Front,
+    /// Serves partitions to the front.
+    Node,
+}
+
+impl Role {
+    /// The role's name in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Single => "single",
+            Role::Front => "front",
+            Role::Node => "node",
+        }
+    }
+}
+
+/// `[cluster]`
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// `single` (default), `front` or `node`.
+    pub role: Role,
+    /// Every node's address (`host:port`), in the same order on every member.
+    pub nodes: Vec<String>,
+    /// This node's index in `nodes` (role `node`).
+    pub node: usize,
+    /// The address this node listens on (default: its entry in `nodes`).
+    pub listen: String,
+    /// The directory of this member's TLS identity: `ca.pem`, `member.pem`,
+    /// `member.key` (`oram-proxy cluster certs` makes them); default
+    /// `<data_dir>/cluster`.
+    pub tls_dir: Option<PathBuf>,
+    /// Seconds a starting member waits for the others: a node for the volume
+    /// header the front writes, a front for its nodes.
+    pub wait_secs: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            role: Role::Single,
+            nodes: Vec::new(),
+            node: 0,
+            listen: String::new(),
+            tls_dir: None,
+            wait_secs: 120,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// Whether the volume is served by a cluster (this process a front or a
+    /// node).
+    pub fn is_cluster(&self) -> bool {
+        self.role != Role::Single
+    }
+
+    /// The directory of this member's TLS identity.
+    pub fn tls_dir(&self, data_dir: &Path) -> PathBuf {
+        self.tls_dir
+            .clone()
+            .unwrap_or_else(|| data_dir.join("cluster"))
+    }
+
+    /// This member's TLS identity.
+    pub fn tls(&self, data_dir: &Path) -> Result<ClusterTls, VolumeError> {
+        let dir = self.tls_dir(data_dir);
+        ClusterTls::from_dir(&dir).map_err(|e| {
+            VolumeError::Config(format!(
+                "{e} (a cluster member needs its identity in {}: make them with `oram-proxy \
+                 cluster certs`)",
+                dir.display()
+            ))
+        })
+    }
+
+    /// The address a node listens on.
+    pub fn node_listen(&self) -> &str {
+        if self.listen.is_empty() {
+            self.nodes.get(self.node).map_or("", String::as_str)
+        } else {
+            &self.listen
+        }
+    }
+
+    /// How long a starting member waits for the others.
+    pub fn wait(&self) -> Duration {
+        Duration::from_secs(self.wait_secs)
+    }
+
+    /// Checks values that parse but cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.is_cluster() {
+            return Ok(());
+        }
+        if self.nodes.is_empty() {
+            return Err(format!(
+                "cluster.role = \"{}\" needs cluster.nodes: every node's host:port, in the \
+                 same order on every member",
+                self.role.name()
+            ));
+        }
+        for (i, a) in self.nodes.iter().enumerate() {
+            if a.rsplit_once(':')
+                .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+            {
+                return Err(format!("cluster.nodes[{i}] = {a:?}: expected host:port"));
+            }
+            if self.nodes[..i].contains(a) {
+                return Err(format!("cluster.nodes lists {a:?} twice"));
+            }
+        }
+        if self.role == Role::Node && self.node >= self.nodes.len() {
+            return Err(format!(
+                "cluster.node = {} but cluster.nodes has {} entries (the index of this node, \
+                 from 0)",
+                self.node,
+                self.nodes.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The partitions node `n` owns, of `partitions`.
+    pub fn partitions_of(&self, n: usize, partitions: u32) -> Vec<u32> {
+        let count = self.nodes.len().max(1);
+        (0..partitions)
+            .filter(|p| *p as usize % count == n)
+            .collect()
+    }
+
+    /// The front's placement: every partition on the node that owns it.
+    pub fn placement(
+        &self,
+        data_dir: &Path,
+        partitions: u32,
+        block_size: usize,
+    ) -> Result<RemotePlacement, VolumeError> {
+        let tls = self.tls(data_dir)?;
+        let mut place = RemotePlacement::new();
+        for (n, addr) in self.nodes.iter().enumerate() {
+            let link = NodeLink::new(addr.clone(), tls.clone(), block_size, Timeouts::default());
+            for p in self.partitions_of(n, partitions) {
+                place.own(p, link.clone(), STATIC_TOKEN);
+            }
+        }
+        Ok(place)
+    }
+}
+
+/// Builds a front's engine: the volume's, with every partition on its node.
+pub(crate) fn build_front(cfg: &VolumeConfig, parts: Parts) -> Result<Arc<dyn Oram>, VolumeError> {
+    let settings = cfg.engine.kind.settings();
+    let shape = cfg.engine.shape(&cfg.backend.prefix);
+    let partitions = settings.partitions(&shape).ok_or_else(|| {
+        VolumeError::Config(format!(
+            "the {} engine has no partitions to serve on nodes",
+            cfg.engine.kind.name()
+        ))
+    })?;
+    let place = cfg
+        .cluster
+        .placement(&cfg.data_dir, partitions, shape.block_size)?;
+    Ok(settings.build_placed(&shape, parts, &place)?)
+}
+
+/// A front's first flush (which resends what an earlier run journaled),
+/// repeated while nodes cannot be reached, for at most `cluster.wait_secs`:
+/// the front may start before its nodes.
+pub(crate) async fn flush_waiting(
+    cfg: &ClusterConfig,
+    engine: &Arc<dyn Oram>,
+) -> Result<(), VolumeError> {
+    let until = std::time::Instant::now() + cfg.wait();
+    let mut told = false;
+    loop {
+        match engine.flush().await {
+            Ok(()) => return Ok(()),
+            Err(OramError::Store(StoreError::Unavailable(e)))
+                if std::time::Instant::now() < until =>
+            {
+                if !told {
+                    tracing::info!("waiting for the cluster's nodes: {e}");
+                    told = true;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The `[cluster]` part of `oram-proxy example-config`.
+pub fn example() -> String {
+    r#"[cluster]
+# "single" (this process serves the whole volume: the default), "front" (S3,
+# Swift and the rounds; partitions on the nodes) or "node" (serves partitions to
+# the front). A cluster needs the oblivistore or curious engine, a backend every
+# member reaches (S3, or a directory they share) and `oram-proxy cluster certs`.
+role = "single"
+# Every node's host:port, in the same order on every member; node i owns the
+# partitions p with p % len(nodes) == i.
+nodes = []
+# This node's index in `nodes` (role "node") and the address it listens on
+# (default: its entry in `nodes`).
+node = 0
+listen = ""
+# This member's TLS identity (ca.pem, member.pem, member.key); default
+# <data_dir>/cluster.
+# tls_dir = "/etc/oram-proxy/cluster"
+# Seconds a starting member waits for the others.
+wait_secs = 120
+"#
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(role: Role, nodes: &[&str]) -> ClusterConfig {
+        ClusterConfig {
+            role,
+            nodes: nodes.iter().map(|s| s.to_string()).collect(),
+            ..ClusterConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_cluster_needs_its_nodes_named_once_each() {
+        assert!(cfg(Role::Single, &[]).validate().is_ok());
+        let e = cfg(Role::Front, &[]).validate().unwrap_err();
+        assert!(e.contains("needs cluster.nodes"), "{e}");
+        let e = cfg(Role::Front, &["127.0.0.1"]).validate().unwrap_err();
+        assert!(e.contains("expected host:port"), "{e}");
+        let e = cfg(Role::Front, &["a:1", "a:1"]).validate().unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+        let mut n = cfg(Role::Node, &["a:1", "b:2"]);
+        n.node = 2;
+        assert!(n.validate().unwrap_err().contains("cluster.node = 2"));
+        n.node = 1;
+        assert!(n.validate().is_ok());
+        assert_eq!(n.node_listen(), "b:2");
+    }
+
+    #[test]
+    fn every_partition_has_exactly_one_node() {
+        let c = cfg(Role::Front, &["a:1", "b:2", "c:3"]);
+        let mut all: Vec<u32> = (0..3).flat_map(|n| c.partitions_of(n, 64)).collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..64).collect::<Vec<_>>());
+        assert_eq!(c.partitions_of(1, 7), vec![1, 4]);
+    }
+}

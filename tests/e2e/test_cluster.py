@@ -1,0 +1,216 @@
+"""A volume served by a cluster of real processes on 127.0.0.1: a front
+(S3, the object layer, the rounds) and three nodes (each serving its share of
+the ObliviStore partitions over mutual TLS), all on one fs back-end directory,
+with one configuration file each ([cluster] in `oram-proxy example-config`).
+
+Each process is the real binary, killed with SIGKILL where the test says so:
+a node dies and is restarted while the front keeps running, then the front
+dies and is restarted; every acknowledged object reads back byte for byte and
+`fsck` on the front (with the nodes up) finds nothing wrong.
+"""
+
+import hashlib
+import os
+import pathlib
+import secrets
+import signal
+import subprocess
+import time
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+from conftest import BIN, Proxy, free_port, wait_port
+
+MEMBERS = ["front", "node0", "node1", "node2"]
+
+
+def member_config(root, member, node_addrs, role, index=0):
+    """The configuration file of `member` (its data directory is root/member/data)."""
+    data = root / member / "data"
+    nodes = ", ".join(f'"{a}"' for a in node_addrs)
+    text = f"""data_dir = "{data}"
+
+[engine]
+kind = "oblivistore"
+block_size = 4096
+capacity_blocks = 4096
+
+[backend]
+kind = "fs"
+path = "{root / 'store'}"
+
+[key]
+key_file = "{root / 'cluster.key'}"
+
+[cluster]
+role = "{role}"
+nodes = [{nodes}]
+node = {index}
+tls_dir = "{root / 'certs' / member}"
+wait_secs = 90
+"""
+    (root / member).mkdir(parents=True, exist_ok=True)
+    path = root / member / "oram-proxy.toml"
+    path.write_text(text)
+    return path
+
+
+class Node:
+    """One node process: `oram-proxy serve --config <node's file>`."""
+
+    def __init__(self, workdir, config, port):
+        self.workdir = pathlib.Path(workdir)
+        self.port = port
+        self.config = config
+        self.runs = 0
+        self.start()
+
+    def start(self):
+        self.runs += 1
+        self.stdout = open(self.workdir / f"stdout-{self.runs}.log", "w+")
+        self.stderr = open(self.workdir / f"stderr-{self.runs}.log", "w+")
+        env = dict(os.environ, RUST_LOG="info")
+        self.proc = subprocess.Popen([BIN, "serve", "--config", str(self.config)],
+                                     stdout=self.stdout, stderr=self.stderr, env=env,
+                                     cwd=self.workdir)
+
+    def wait_ready(self, timeout=90):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"node exited with {self.proc.returncode}: {self.logs()}")
+            if "  partitions: " in (self.workdir / f"stdout-{self.runs}.log").read_text():
+                wait_port(self.port, timeout=10)
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"node not ready after {timeout} s: {self.logs()}")
+
+    def logs(self):
+        self.stdout.flush()
+        self.stderr.flush()
+        return ((self.workdir / f"stdout-{self.runs}.log").read_text()
+                + (self.workdir / f"stderr-{self.runs}.log").read_text())
+
+    def partitions(self):
+        for line in (self.workdir / f"stdout-{self.runs}.log").read_text().splitlines():
+            if line.startswith("  partitions: "):
+                return [int(p) for p in line.split("[", 1)[1].rstrip("]").split(",") if p.strip()]
+        raise AssertionError("no partitions line")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise
+        return self.proc.returncode
+
+
+def put_checked(s3, key, body, acked):
+    """PUTs `body`; remembers it as acknowledged only if the PUT succeeded."""
+    try:
+        s3.put_object(Bucket="bkt", Key=key, Body=body)
+    except (ClientError, EndpointConnectionError, ReadTimeoutError):
+        return False
+    acked[key] = body
+    return True
+
+
+def read_back(s3, acked):
+    for key, body in acked.items():
+        got = s3.get_object(Bucket="bkt", Key=key)["Body"].read()
+        assert hashlib.sha256(got).hexdigest() == hashlib.sha256(body).hexdigest(), key
+
+
+@pytest.mark.long(3)
+def test_a_cluster_of_processes_survives_a_node_and_the_front_killed(tmp_path):
+    root = tmp_path
+    r = subprocess.run([BIN, "cluster", "certs", "--out", str(root / "certs"),
+                        "--members", ",".join(MEMBERS)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for m in MEMBERS:
+        assert (root / "certs" / m / "member.key").stat().st_mode & 0o077 == 0
+    key = root / "cluster.key"
+    key.write_text(secrets.token_hex(32) + "\n")
+    key.chmod(0o600)
+    ports = [free_port() for _ in range(3)]
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    front_cfg = member_config(root, "front", addrs, "front")
+    node_cfgs = [member_config(root, f"node{i}", addrs, "node", i) for i in range(3)]
+    # The nodes start first and wait for the front to create the volume; the
+    # front waits for its nodes.
+    nodes = [Node(root / f"node{i}", node_cfgs[i], ports[i]) for i in range(3)]
+    front = None
+    try:
+        front = Proxy(root / "front", "--config", str(front_cfg))
+        for n in nodes:
+            n.wait_ready()
+        # Every partition has exactly one node.
+        owned = sorted(p for n in nodes for p in n.partitions())
+        assert owned == list(range(len(owned))) and len(owned) >= 3, owned
+        # Each node joined from the backend's header: the front's volume.
+        front_id = [l for l in (root / "front" / "data" / "volume.toml").read_text().splitlines()
+                    if l.startswith("volume_id")]
+        for i in range(3):
+            node_id = [l for l in (root / f"node{i}" / "data" / "volume.toml").read_text().splitlines()
+                       if l.startswith("volume_id")]
+            assert node_id == front_id and front_id
+        s3 = front.client()
+        s3.create_bucket(Bucket="bkt")
+        acked = {}
+        for i in range(12):
+            assert put_checked(s3, f"obj-{i}", os.urandom(1000 + 7919 * i), acked)
+        read_back(s3, acked)
+
+        # A node dies (SIGKILL) and comes back; the front keeps running.
+        nodes[1].kill()
+        for i in range(3):
+            put_checked(s3, f"during-{i}", os.urandom(5000 + i), acked)
+        nodes[1].start()
+        nodes[1].wait_ready()
+        deadline = time.monotonic() + 60
+        while not put_checked(s3, "after-node", os.urandom(20000), acked):
+            assert time.monotonic() < deadline, front.logs()[-3000:]
+            time.sleep(0.5)
+        read_back(s3, acked)
+
+        # The front dies (SIGKILL) and comes back over the same nodes.
+        front.kill()
+        front = Proxy(root / "front", "--config", str(front_cfg))
+        s3 = front.client()
+        read_back(s3, acked)
+        for i in range(4):
+            assert put_checked(s3, f"after-front-{i}", os.urandom(3000 * (i + 1)), acked)
+        read_back(s3, acked)
+        listed = {o["Key"] for o in s3.list_objects_v2(Bucket="bkt")["Contents"]}
+        assert set(acked) <= listed
+
+        # A clean stop of the front; fsck over the nodes finds nothing wrong.
+        assert front.stop() == 0
+        r = subprocess.run([BIN, "fsck", "--config", str(front_cfg)], capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        for n in nodes:
+            assert n.stop() == 0, n.logs()
+        # The volume's commands run on the front, not on a node; recover refuses a
+        # cluster's volume (its state is split between the front and the nodes).
+        r = subprocess.run([BIN, "fsck", "--config", str(node_cfgs[0])], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode != 0 and "run on the front" in r.stdout + r.stderr, r.stdout + r.stderr
+        r = subprocess.run([BIN, "recover", "--config", str(front_cfg),
+                            "--data-dir", str(root / "elsewhere")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "cluster" in r.stdout + r.stderr, r.stdout + r.stderr
+    finally:
+        if front is not None:
+            front.kill()
+        for n in nodes:
+            n.kill()
