@@ -46,6 +46,12 @@ impl S3Proxy {
         }
     }
 
+    /// The running proxy (its object layer: to run a background sweep at a
+    /// time the test chooses).
+    pub fn server(&self) -> &oram_proxy::Server {
+        self.server.as_ref().expect("running")
+    }
+
     /// Shuts the proxy down cleanly.
     pub async fn stop(mut self) {
         self.server

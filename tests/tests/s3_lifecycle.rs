@@ -6,9 +6,11 @@ use std::sync::{Arc, Mutex};
 use aws_sdk_s3::config::interceptors::BeforeDeserializationInterceptorContextRef;
 use aws_sdk_s3::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_s3::error::ProvideErrorMetadata;
+use aws_sdk_s3::primitives::DateTime;
 use aws_sdk_s3::types::{
-    AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, ExpirationStatus,
-    LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, Tag,
+    AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, BucketVersioningStatus,
+    ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
+    NoncurrentVersionExpiration, Tag, Transition, TransitionStorageClass, VersioningConfiguration,
 };
 
 use oram_tests::s3proxy::S3Proxy as Proxy;
@@ -64,11 +66,16 @@ async fn lifecycle_configurations_are_put_read_and_deleted() {
 
     // Rules this proxy cannot apply are refused, naming the element, and the
     // stored configuration stays as it was.
-    let expiring = LifecycleRule::builder()
-        .id("exp")
+    let transition = LifecycleRule::builder()
+        .id("cold")
         .status(ExpirationStatus::Enabled)
         .filter(LifecycleRuleFilter::builder().prefix("logs/").build())
-        .expiration(LifecycleExpiration::builder().days(30).build())
+        .transitions(
+            Transition::builder()
+                .days(30)
+                .storage_class(TransitionStorageClass::Glacier)
+                .build(),
+        )
         .build()
         .unwrap();
     let tagged = LifecycleRule::builder()
@@ -86,7 +93,7 @@ async fn lifecycle_configurations_are_put_read_and_deleted() {
         )
         .build()
         .unwrap();
-    for (rule, element) in [(expiring, "Expiration"), (tagged, "Filter/Tag")] {
+    for (rule, element) in [(transition, "Transition"), (tagged, "Filter/Tag")] {
         let e = c
             .put_bucket_lifecycle_configuration()
             .bucket("bkt")
@@ -137,6 +144,168 @@ async fn lifecycle_configurations_are_put_read_and_deleted() {
         .unwrap_err()
         .into_service_error();
     assert_eq!(e.code(), Some("NoSuchBucket"));
+    p.stop().await;
+}
+
+fn rule(id: &str, prefix: &str) -> aws_sdk_s3::types::builders::LifecycleRuleBuilder {
+    LifecycleRule::builder()
+        .id(id)
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix(prefix).build())
+}
+
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiration_rules_expire_objects_versions_and_lone_delete_markers() {
+    let p = Proxy::start().await;
+    let c = &p.client;
+    let layer = p.server().layer();
+    c.create_bucket().bucket("plain").send().await.unwrap();
+    let plain = vec![
+        rule("tmp", "tmp/")
+            .expiration(LifecycleExpiration::builder().days(1).build())
+            .build()
+            .unwrap(),
+        // 2100-01-01, midnight UTC.
+        rule("later", "archive/")
+            .expiration(
+                LifecycleExpiration::builder()
+                    .date(DateTime::from_secs(4_102_444_800))
+                    .build(),
+            )
+            .build()
+            .unwrap(),
+    ];
+    c.put_bucket_lifecycle_configuration()
+        .bucket("plain")
+        .lifecycle_configuration(config(plain.clone()))
+        .send()
+        .await
+        .unwrap();
+    let got = c
+        .get_bucket_lifecycle_configuration()
+        .bucket("plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.rules(), plain.as_slice());
+    for key in ["tmp/a", "keep/b", "archive/c"] {
+        c.put_object()
+            .bucket("plain")
+            .key(key)
+            .body(vec![1u8; 5000].into())
+            .send()
+            .await
+            .unwrap();
+    }
+    // The sweep the purge loop runs, three days from now.
+    let t = now_ms() + 3 * DAY_MS;
+    assert_eq!(layer.expire_by_lifecycle(t, 1000).await.unwrap(), 1);
+    let e = c
+        .head_object()
+        .bucket("plain")
+        .key("tmp/a")
+        .send()
+        .await
+        .unwrap_err()
+        .into_service_error();
+    assert!(e.is_not_found(), "{e:?}");
+    for key in ["keep/b", "archive/c"] {
+        c.head_object()
+            .bucket("plain")
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    c.create_bucket().bucket("ver").send().await.unwrap();
+    c.put_bucket_versioning()
+        .bucket("ver")
+        .versioning_configuration(
+            VersioningConfiguration::builder()
+                .status(BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let rules = vec![
+        rule("expire", "")
+            .expiration(LifecycleExpiration::builder().days(1).build())
+            .noncurrent_version_expiration(
+                NoncurrentVersionExpiration::builder()
+                    .noncurrent_days(1)
+                    .build(),
+            )
+            .build()
+            .unwrap(),
+        rule("markers", "")
+            .expiration(
+                LifecycleExpiration::builder()
+                    .expired_object_delete_marker(true)
+                    .build(),
+            )
+            .build()
+            .unwrap(),
+    ];
+    c.put_bucket_lifecycle_configuration()
+        .bucket("ver")
+        .lifecycle_configuration(config(rules.clone()))
+        .send()
+        .await
+        .unwrap();
+    let got = c
+        .get_bucket_lifecycle_configuration()
+        .bucket("ver")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.rules(), rules.as_slice());
+    let mut vids = Vec::new();
+    for n in 0..2u8 {
+        let out = c
+            .put_object()
+            .bucket("ver")
+            .key("k")
+            .body(vec![n; 5000].into())
+            .send()
+            .await
+            .unwrap();
+        vids.push(out.version_id().unwrap().to_string());
+    }
+    // The current version gets a delete marker; the older one, noncurrent
+    // since the second was written, goes.
+    assert_eq!(layer.expire_by_lifecycle(t, 1000).await.unwrap(), 1);
+    let list = c.list_object_versions().bucket("ver").send().await.unwrap();
+    assert_eq!(list.delete_markers().len(), 1);
+    assert!(list.delete_markers()[0].is_latest().unwrap());
+    let versions: Vec<&str> = list
+        .versions()
+        .iter()
+        .map(|v| v.version_id().unwrap())
+        .collect();
+    assert_eq!(versions, vec![vids[1].as_str()]);
+    // Three days later the second version, noncurrent since the marker, goes,
+    // and with it the marker, then the only version left.
+    assert_eq!(
+        layer
+            .expire_by_lifecycle(t + 3 * DAY_MS, 1000)
+            .await
+            .unwrap(),
+        1
+    );
+    let list = c.list_object_versions().bucket("ver").send().await.unwrap();
+    assert!(list.versions().is_empty(), "{list:?}");
+    assert!(list.delete_markers().is_empty(), "{list:?}");
     p.stop().await;
 }
 

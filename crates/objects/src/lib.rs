@@ -51,7 +51,8 @@
 //! Files: `error.rs` (errors and their classes), `precondition.rs` (RFC 7232),
 //! `bucket.rs` (buckets, containers, accounts), `write.rs` (PUT, copy, delete),
 //! `read.rs` (pins and streaming reads), `multipart.rs`, `lifecycle.rs` (bucket
-//! lifecycle rules and the sweep of stale uploads), `versions.rs` (S3
+//! lifecycle rules and the sweep of stale uploads), `expiration.rs` (lifecycle
+//! expiration of versions and delete markers), `versions.rs` (S3
 //! versioning: noncurrent versions and delete markers), `tagging.rs` (object and
 //! bucket tags), `lock.rs` (S3 object lock: retention and legal hold),
 //! `listing.rs`, `fsck.rs`.
@@ -59,6 +60,7 @@
 pub mod alloc;
 mod bucket;
 mod error;
+mod expiration;
 mod fsck;
 mod lifecycle;
 mod listing;
@@ -86,7 +88,7 @@ use rand::RngCore;
 use alloc::{Allocator, Run};
 pub use error::{ErrorClass, ObjectError, Result};
 pub use fsck::{CheckPhase, LayerCheck};
-pub use lifecycle::{abort_days, MAX_LIFECYCLE_RULES, MAX_RULE_ID};
+pub use lifecycle::{abort_days, MAX_LIFECYCLE_RULES, MAX_NEWER_NONCURRENT, MAX_RULE_ID};
 pub use listing::{ListParams, ListResult, UploadInfo, VersionEntry, VersionList, VersionParams};
 pub use precondition::{Dialect, EntityTag, EtagList, Preconditions, Validators};
 pub use read::OpenObject;

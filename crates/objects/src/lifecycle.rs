@@ -1,9 +1,11 @@
 //! Bucket lifecycle configurations and the sweep that applies them.
 //!
 //! A bucket's configuration is a list of [`LifecycleRule`]s kept in its
-//! [`BucketRecord`] (so the S3 and Swift front-ends share it). This version
-//! applies one action, aborting multipart uploads a number of days after they
-//! started; front-ends refuse rules with actions or filters it cannot apply.
+//! [`BucketRecord`] (so the S3 and Swift front-ends share it). This module
+//! aborts multipart uploads a number of days after they started; the actions
+//! on objects (expiring current versions, noncurrent versions and lone delete
+//! markers) are in `expiration.rs`. Front-ends refuse rules with actions or
+//! filters the layer cannot apply.
 //!
 //! **Which days apply.** An upload is aborted once the smallest
 //! `abort_incomplete_days` of the bucket's enabled rules whose prefix its key
@@ -26,6 +28,8 @@ use crate::{corrupt, Meta, ObjectError, ObjectLayer, Result};
 pub const MAX_LIFECYCLE_RULES: usize = 1000;
 /// Longest rule id, in bytes (S3's limit).
 pub const MAX_RULE_ID: usize = 255;
+/// Most noncurrent versions a rule may keep (S3's `NewerNoncurrentVersions` limit).
+pub const MAX_NEWER_NONCURRENT: u32 = 100;
 
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
@@ -46,7 +50,8 @@ pub fn abort_days(rules: &[LifecycleRule], key: &str, default_days: u32) -> Opti
 }
 
 /// Checks a configuration: at most [`MAX_LIFECYCLE_RULES`] rules, ids of at
-/// most [`MAX_RULE_ID`] bytes and distinct, and an action in every rule.
+/// most [`MAX_RULE_ID`] bytes and distinct, an action in every rule, and the
+/// combinations S3 refuses (see [`LifecycleRule`]).
 fn check_rules(rules: &[LifecycleRule]) -> Result<()> {
     if rules.len() > MAX_LIFECYCLE_RULES {
         return Err(ObjectError::InvalidArgument(format!(
@@ -66,10 +71,35 @@ fn check_rules(rules: &[LifecycleRule]) -> Result<()> {
                 r.id
             )));
         }
-        if r.abort_incomplete_days == 0 {
+        if r.abort_incomplete_days == 0 && !r.acts_on_objects() {
             return Err(ObjectError::InvalidArgument(
-                "every rule needs an action, and DaysAfterInitiation must be positive".into(),
+                "every rule needs an action, and its days must be positive".into(),
             ));
+        }
+        if r.expired_object_delete_marker && (r.expiration_days > 0 || r.expiration_date_ms > 0) {
+            return Err(ObjectError::InvalidArgument(
+                "ExpiredObjectDeleteMarker cannot be specified with Days or Date".into(),
+            ));
+        }
+        if r.expiration_days > 0 && r.expiration_date_ms > 0 {
+            return Err(ObjectError::InvalidArgument(
+                "an Expiration has either Days or Date, not both".into(),
+            ));
+        }
+        if r.expiration_date_ms < 0 || r.expiration_date_ms % DAY_MS != 0 {
+            return Err(ObjectError::InvalidArgument(
+                "'Date' must be at midnight GMT".into(),
+            ));
+        }
+        if r.newer_noncurrent_versions > 0 && r.noncurrent_days == 0 {
+            return Err(ObjectError::InvalidArgument(
+                "NewerNoncurrentVersions needs a positive NoncurrentDays".into(),
+            ));
+        }
+        if r.newer_noncurrent_versions > MAX_NEWER_NONCURRENT {
+            return Err(ObjectError::InvalidArgument(format!(
+                "NewerNoncurrentVersions is at most {MAX_NEWER_NONCURRENT}"
+            )));
         }
     }
     Ok(())
@@ -113,8 +143,10 @@ impl ObjectLayer {
     /// Replaces the lifecycle rules of bucket `name` (empty: removes them).
     /// Refuses ([`ObjectError::InvalidArgument`]) more than
     /// [`MAX_LIFECYCLE_RULES`] rules, an id used twice or longer than
-    /// [`MAX_RULE_ID`], and a rule without an action. A change of the local index
-    /// only.
+    /// [`MAX_RULE_ID`], a rule without an action, an expiration with both days
+    /// and a date or either with `expired_object_delete_marker`, a date not at
+    /// midnight UTC, and `newer_noncurrent_versions` without `noncurrent_days`
+    /// or above [`MAX_NEWER_NONCURRENT`]. A change of the local index only.
     pub async fn set_bucket_lifecycle(
         &self,
         owner: &str,

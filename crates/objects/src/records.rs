@@ -201,9 +201,11 @@ fn is_zero_u32(v: &u32) -> bool {
 }
 
 /// One rule of a bucket's lifecycle configuration: what happens, by itself, to
-/// the uploads (and, in a later version, the objects) whose key starts with
-/// `prefix`. Every rule has at least one action; this version has one,
-/// `abort_incomplete_days`.
+/// the uploads and objects whose key starts with `prefix`. Every rule has at
+/// least one action: aborting uploads (`abort_incomplete_days`), expiring
+/// current versions (`expiration_days` or `expiration_date_ms`), removing
+/// noncurrent versions (`noncurrent_days`) or removing a lone delete marker
+/// (`expired_object_delete_marker`); see [`crate::ObjectLayer::expire_by_lifecycle`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LifecycleRule {
     /// Its name, unique within the configuration (may be empty).
@@ -219,6 +221,27 @@ pub struct LifecycleRule {
     /// has no such action.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub abort_incomplete_days: u32,
+    /// Expire the current version this many days (rounded up to the next
+    /// midnight UTC) after it was written (S3's `Expiration/Days`); 0: none.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub expiration_days: u32,
+    /// Expire current versions from this midnight UTC on, milliseconds since
+    /// the Unix epoch (S3's `Expiration/Date`); 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub expiration_date_ms: i64,
+    /// Remove a delete marker that is the only version of its key left (S3's
+    /// `Expiration/ExpiredObjectDeleteMarker`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expired_object_delete_marker: bool,
+    /// Remove a noncurrent version this many days (rounded up to the next
+    /// midnight UTC) after it became noncurrent (S3's
+    /// `NoncurrentVersionExpiration/NoncurrentDays`); 0: none.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub noncurrent_days: u32,
+    /// With `noncurrent_days`: keep this many newest noncurrent versions
+    /// whatever their age (S3's `NewerNoncurrentVersions`); 0: keep none.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub newer_noncurrent_versions: u32,
 }
 
 /// Per-account attributes (the Swift front-end's `x-account-meta-*`). An account

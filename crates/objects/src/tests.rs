@@ -1347,6 +1347,7 @@ async fn containers_s3_cannot_address_are_listed_with_the_reason() {
     );
 }
 
+mod expiration;
 mod lifecycle;
 mod lock;
 

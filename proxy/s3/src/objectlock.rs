@@ -38,7 +38,7 @@ fn mode_name(m: RetentionMode) -> &'static str {
 }
 
 /// Milliseconds since the Unix epoch of `t`.
-fn millis(t: &Timestamp) -> i64 {
+pub(crate) fn millis(t: &Timestamp) -> i64 {
     let nanos = time::OffsetDateTime::from(t.clone()).unix_timestamp_nanos();
     i64::try_from(nanos / 1_000_000).unwrap_or(if nanos < 0 { i64::MIN } else { i64::MAX })
 }

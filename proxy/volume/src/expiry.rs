@@ -12,6 +12,11 @@
 //! or, in a bucket without such a rule, after the operator's default
 //! ([`oram_objects::ObjectLayer::abort_stale_uploads`]). Aborting too only frees
 //! blocks in the trusted allocator: no backend request.
+//!
+//! At the same ticks it applies the buckets' lifecycle expiration rules (S3
+//! `Expiration`, `NoncurrentVersionExpiration`, `ExpiredObjectDeleteMarker`;
+//! [`oram_objects::ObjectLayer::expire_by_lifecycle`]): index changes and freed
+//! blocks only, no backend request either.
 
 use std::time::Duration;
 
@@ -23,12 +28,13 @@ pub const EVERY: Duration = Duration::from_secs(30);
 /// Most objects purged (or uploads aborted) in one commit.
 const BATCH: usize = 1000;
 
-/// Stale uploads are looked for every this many ticks (each scans every upload
-/// record under the object layer's lock; their days need no finer grain).
+/// Stale uploads and objects due under lifecycle rules are looked for every
+/// this many ticks (each scans every upload record, and the keys of the buckets
+/// with expiration rules; their days need no finer grain).
 pub const UPLOADS_EVERY: u64 = 20;
 
 /// Purges expired objects every `every`, and aborts stale multipart uploads
-/// every [`UPLOADS_EVERY`]-th time (after `abort_default_days` in buckets
+/// and applies lifecycle expiration every [`UPLOADS_EVERY`]-th time (after `abort_default_days` in buckets
 /// without their own rule; 0: never), until `stop` completes (a purge under way
 /// finishes first).
 pub async fn purge_loop(
@@ -46,6 +52,7 @@ pub async fn purge_loop(
         }
         if tick.is_multiple_of(UPLOADS_EVERY) {
             abort_stale(&layer, abort_default_days).await;
+            expire_by_lifecycle(&layer).await;
         }
         tick = tick.wrapping_add(1);
         // Bounded: at most 16 batches per tick, the rest waits for the next one.
@@ -88,6 +95,29 @@ async fn abort_stale(layer: &ObjectLayer, default_days: u32) {
             }
             Err(e) => {
                 tracing::warn!("aborting stale multipart uploads failed: {e}");
+                break;
+            }
+        }
+    }
+}
+
+/// Applies the lifecycle expiration rules due now, a bounded number of batches.
+async fn expire_by_lifecycle(layer: &ObjectLayer) {
+    for _ in 0..16 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        match layer.expire_by_lifecycle(now, BATCH).await {
+            Ok(n) => {
+                if n > 0 {
+                    tracing::info!(keys = n, "objects expired by lifecycle rules");
+                }
+                if n < BATCH {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!("lifecycle expiration failed: {e}");
                 break;
             }
         }

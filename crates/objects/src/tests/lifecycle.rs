@@ -42,6 +42,7 @@ fn rule(id: &str, prefix: &str, days: u32) -> LifecycleRule {
         enabled: true,
         prefix: prefix.into(),
         abort_incomplete_days: days,
+        ..Default::default()
     }
 }
 
