@@ -12,7 +12,8 @@
 //! Map (modules other crates use are public; the rest is re-exported here):
 //! - configuration: [`VolumeConfig`] and its sections, [`engines`] (`[engine]`
 //!   and the registry), [`users`], [`cluster`] (`[cluster]`: a front's nodes, a
-//!   node's partitions, [`cluster::NodeVolume`]);
+//!   node's partitions), [`node`] (a cluster node's volume, the cluster's
+//!   certificates);
 //! - on the local disk: [`datadir`] (mode, lock, `volume.toml`, `state.redb`),
 //!   [`backend_record`] (`backend.toml`: which backend the directory belongs to),
 //!   [`key`] (the master key's sources), [`VolumeParams`] (what a volume was
@@ -39,6 +40,7 @@ pub mod key;
 pub mod lease;
 mod logship;
 mod maintenance;
+pub mod node;
 mod params;
 mod recover;
 mod rekey;

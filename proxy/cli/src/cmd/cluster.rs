@@ -7,7 +7,7 @@ use crate::error::CliError;
 pub fn run(args: ClusterArgs) -> Result<(), CliError> {
     match args.command {
         ClusterCommand::Certs(a) => {
-            let dirs = oram_volume::cluster::make_certs(&a.out, &a.name, &a.members)
+            let dirs = oram_volume::node::make_certs(&a.out, &a.name, &a.members)
                 .map_err(|e| e.to_string())?;
             println!(
                 "created the cluster CA {} (its key {} signs new members: keep it offline)",

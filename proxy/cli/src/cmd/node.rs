@@ -3,7 +3,7 @@
 
 use oram_proxy::config::Config;
 use oram_proxy::notify::Notifier;
-use oram_volume::cluster::NodeVolume;
+use oram_volume::node::NodeVolume;
 use oram_volume::{datadir, VolumeHooks};
 
 use super::serve::Signals;

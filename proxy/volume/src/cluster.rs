@@ -9,7 +9,7 @@
 //!   ([`oram_node::RemotePlacement`]). It holds the volume's backend lease and
 //!   writes the header, checkpoints and shipped log, as a single proxy does.
 //! * `role = "node"`: this process serves its partitions' sub-engines
-//!   ([`NodeVolume`]): their trusted state in its own `state.redb`, sealing, and
+//!   ([`crate::node::NodeVolume`]): their trusted state in its own `state.redb`, sealing, and
 //!   every backend request for them. It creates its data directory from the
 //!   volume header on the backend (authenticated with the master key), so a
 //!   node needs only the configuration, the key and its TLS identity.
@@ -21,9 +21,6 @@
 //! token with owner keys and their revisions; until then a node is not fenced
 //! by anything but the operator running one front.
 
-mod certs;
-mod node;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,10 +30,8 @@ use oram_engine::{Oram, OramError, Parts};
 use oram_node::{ClusterTls, NodeLink, RemotePlacement, Timeouts};
 use serde::{Deserialize, Serialize};
 
-use crate::{VolumeConfig, VolumeError};
-
-pub use certs::make_certs;
-pub use node::NodeVolume;
+use crate::engines::EngineConfig;
+use crate::VolumeError;
 
 /// The owner token every node holds its partitions under while membership is
 /// static (a front and a node name the same one).
@@ -200,19 +195,25 @@ impl ClusterConfig {
     }
 }
 
-/// Builds a front's engine: the volume's, with every partition on its node.
-pub(crate) fn build_front(cfg: &VolumeConfig, parts: Parts) -> Result<Arc<dyn Oram>, VolumeError> {
-    let settings = cfg.engine.kind.settings();
-    let shape = cfg.engine.shape(&cfg.backend.prefix);
+/// Builds a front's engine: the volume's (`engine` under backend prefix
+/// `prefix`), with every partition on the node `cluster` names for it (TLS
+/// identity under `data_dir`).
+pub(crate) fn build_front(
+    cluster: &ClusterConfig,
+    engine: &EngineConfig,
+    prefix: &str,
+    data_dir: &Path,
+    parts: Parts,
+) -> Result<Arc<dyn Oram>, VolumeError> {
+    let settings = engine.kind.settings();
+    let shape = engine.shape(prefix);
     let partitions = settings.partitions(&shape).ok_or_else(|| {
         VolumeError::Config(format!(
             "the {} engine has no partitions to serve on nodes",
-            cfg.engine.kind.name()
+            engine.kind.name()
         ))
     })?;
-    let place = cfg
-        .cluster
-        .placement(&cfg.data_dir, partitions, shape.block_size)?;
+    let place = cluster.placement(data_dir, partitions, shape.block_size)?;
     Ok(settings.build_placed(&shape, parts, &place)?)
 }
 

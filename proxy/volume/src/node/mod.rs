@@ -1,6 +1,7 @@
 //! A cluster node's volume: its data directory (made from the backend's volume
 //! header on first start), its state database and the sub-engines of the
-//! partitions it owns, served to the front ([`oram_node::NodeHost`]).
+//! partitions it owns, served to the front ([`oram_node::NodeHost`]); and the
+//! cluster's certificates ([`make_certs`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,9 +14,13 @@ use oram_seal::Sealer;
 use oram_statedb::Db;
 use tokio::net::TcpListener;
 
-use super::{Role, STATIC_TOKEN};
+mod certs;
+
+pub use certs::make_certs;
+
 use crate::backend::{open_store, VolumeHooks};
 use crate::backend_record;
+use crate::cluster::{Role, STATIC_TOKEN};
 use crate::config::VolumeConfig;
 use crate::datadir;
 use crate::fsutil::blocking;
