@@ -116,6 +116,8 @@ impl Config {
         self.state.validate()?;
         self.backend.validate()?;
         self.cluster.validate()?;
+        self.cluster
+            .check_engine(&self.engine, &self.backend.prefix)?;
         self.server().validate()?;
         for u in &self.users {
             u.validate()?;

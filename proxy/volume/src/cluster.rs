@@ -168,6 +168,26 @@ impl ClusterConfig {
         Ok(())
     }
 
+    /// Refuses an engine without partitions for a cluster role (checked with
+    /// the configuration, before anything is written).
+    pub fn check_engine(&self, engine: &EngineConfig, prefix: &str) -> Result<(), String> {
+        if self.is_cluster()
+            && engine
+                .kind
+                .settings()
+                .partitions(&engine.shape(prefix))
+                .is_none()
+        {
+            return Err(format!(
+                "cluster.role = \"{}\" needs an engine with partitions to spread over the \
+                 nodes (engine.kind = \"oblivistore\" or \"curious\"), not {:?}",
+                self.role.name(),
+                engine.kind.name()
+            ));
+        }
+        Ok(())
+    }
+
     /// The partitions node `n` owns, of `partitions`.
     pub fn partitions_of(&self, n: usize, partitions: u32) -> Vec<u32> {
         let count = self.nodes.len().max(1);
@@ -294,6 +314,18 @@ mod tests {
         n.node = 1;
         assert!(n.validate().is_ok());
         assert_eq!(n.node_listen(), "b:2");
+    }
+
+    #[test]
+    fn a_cluster_needs_an_engine_with_partitions() {
+        let mut engine = EngineConfig::default();
+        engine.set_kind("path").unwrap();
+        let front = cfg(Role::Front, &["a:1"]);
+        let e = front.check_engine(&engine, "vol0").unwrap_err();
+        assert!(e.contains("oblivistore"), "{e}");
+        assert!(cfg(Role::Single, &[]).check_engine(&engine, "vol0").is_ok());
+        engine.set_kind("oblivistore").unwrap();
+        assert!(front.check_engine(&engine, "vol0").is_ok());
     }
 
     #[test]

@@ -46,21 +46,8 @@ impl VolumeConfig {
         self.state.validate()?;
         self.backend.validate()?;
         self.cluster.validate()?;
-        if self.cluster.is_cluster()
-            && self
-                .engine
-                .kind
-                .settings()
-                .partitions(&self.engine.shape(&self.backend.prefix))
-                .is_none()
-        {
-            return Err(format!(
-                "cluster.role = \"{}\" needs an engine with partitions to spread over the \
-                 nodes (engine.kind = \"oblivistore\" or \"curious\"), not {:?}",
-                self.cluster.role.name(),
-                self.engine.kind.name()
-            ));
-        }
+        self.cluster
+            .check_engine(&self.engine, &self.backend.prefix)?;
         Ok(())
     }
 }

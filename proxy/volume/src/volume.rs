@@ -92,6 +92,61 @@ pub struct Volume {
     pub(crate) rotation: std::sync::Mutex<Option<crate::rotation::RotationProgress>>,
 }
 
+/// What a volume's process (a single proxy, a front or a node) opens before
+/// its engine: the sealer, the counted backend and the state database.
+pub(crate) struct Opened {
+    pub(crate) sealer: Arc<Sealer>,
+    pub(crate) backend_counters: Arc<Accounting<Arc<dyn BlockStore>>>,
+    /// The backend as the engine sees it (counted, observed).
+    pub(crate) store: Arc<dyn BlockStore>,
+    pub(crate) db: Arc<Db>,
+}
+
+impl Opened {
+    /// Seals with `key` (keys rotated out still open what they sealed), counts
+    /// what is sent to `store` from here on (above the observers of `hooks`),
+    /// and opens the data directory's `state.redb` off the async workers.
+    pub(crate) async fn open(
+        cfg: &VolumeConfig,
+        hooks: &VolumeHooks,
+        params: &VolumeParams,
+        key: MasterKey,
+        store: Arc<dyn BlockStore>,
+    ) -> Result<Self, VolumeError> {
+        let volume_id = params.volume_id()?;
+        let earlier = crate::key::earlier_keys(&key, params.earlier_keys.as_deref())?;
+        let sealer = Arc::new(Sealer::with_keyring(&key, &earlier, volume_id));
+        drop((key, earlier));
+        // Observers (the server's tap) see what the engine and checkpoints send,
+        // above the lease; the counters count it from here on.
+        let store = match &hooks.observe {
+            Some(observe) => observe(store),
+            None => store,
+        };
+        let backend_counters = Arc::new(Accounting::new(store));
+        let store: Arc<dyn BlockStore> = backend_counters.clone();
+        let path = datadir::state_path(&cfg.data_dir);
+        let cache = usize::try_from(
+            cfg.state
+                .cache_mib
+                .clamp(1, 1 << 30)
+                .saturating_mul(1 << 20),
+        )
+        .unwrap_or(usize::MAX);
+        // Opening may create the file and fsync: off the async workers.
+        let db =
+            tokio::task::spawn_blocking(move || Db::open_with_cache(&path, volume_id.0, cache))
+                .await
+                .map_err(|e| VolumeError::Config(format!("state database: {e}")))??;
+        Ok(Self {
+            sealer,
+            backend_counters,
+            store,
+            db,
+        })
+    }
+}
+
 /// The engine space of a volume's one engine in its state database.
 pub const ENGINE_SPACE: Space = Space(0);
 
@@ -125,6 +180,10 @@ impl Volume {
                  user) run on the front"
                     .into(),
             ));
+        }
+        if cfg.cluster.role == Role::Front {
+            // The front's TLS identity is checked before anything is written.
+            cfg.cluster.tls(dir)?;
         }
         let existed = datadir::has_volume(dir);
         // A backend other than the one this directory belongs to is refused
@@ -250,32 +309,12 @@ impl Volume {
         created: bool,
         new_key: bool,
     ) -> Result<Self, VolumeError> {
-        let volume_id = params.volume_id()?;
-        // The current key seals; keys rotated out still open what they sealed.
-        let earlier = crate::key::earlier_keys(&key, params.earlier_keys.as_deref())?;
-        let sealer = Arc::new(Sealer::with_keyring(&key, &earlier, volume_id));
-        drop((key, earlier));
-        // Observers (the server's tap) see what the engine and checkpoints send,
-        // above the lease; the counters count it from here on.
-        let store = match &hooks.observe {
-            Some(observe) => observe(store),
-            None => store,
-        };
-        let backend_counters = Arc::new(Accounting::new(store));
-        let store: Arc<dyn BlockStore> = backend_counters.clone();
-        let path = datadir::state_path(&cfg.data_dir);
-        // Opening may create the file and fsync: off the async workers.
-        let cache = usize::try_from(
-            cfg.state
-                .cache_mib
-                .clamp(1, 1 << 30)
-                .saturating_mul(1 << 20),
-        )
-        .unwrap_or(usize::MAX);
-        let db =
-            tokio::task::spawn_blocking(move || Db::open_with_cache(&path, volume_id.0, cache))
-                .await
-                .map_err(|e| VolumeError::Config(format!("state database: {e}")))??;
+        let Opened {
+            sealer,
+            backend_counters,
+            store,
+            db,
+        } = Opened::open(cfg, hooks, &params, key, store).await?;
         // Before anything commits: from here on every commit is shipped too.
         let shipper = match cfg.state.log_settings() {
             Some(settings) => Some(

@@ -10,7 +10,6 @@ use oram_blockstore::{Accounting, BlockStore};
 use oram_engine::Parts;
 use oram_node::{ClusterTls, NodeHost, Served};
 use oram_partition::PartitionedConfig;
-use oram_seal::Sealer;
 use oram_statedb::Db;
 use tokio::net::TcpListener;
 
@@ -27,7 +26,7 @@ use crate::fsutil::blocking;
 use crate::header::{header_is_authentic, read_header};
 use crate::key::KeySource;
 use crate::params::VolumeParams;
-use crate::volume::ENGINE_SPACE;
+use crate::volume::{Opened, ENGINE_SPACE};
 use crate::VolumeError;
 
 /// How often a node starting before its front looks for the volume header.
@@ -124,23 +123,12 @@ impl NodeVolume {
                 cfg.engine.kind.name()
             )));
         };
-        let volume_id = params.volume_id()?;
-        let earlier = crate::key::earlier_keys(&key, params.earlier_keys.as_deref())?;
-        let sealer = Arc::new(Sealer::with_keyring(&key, &earlier, volume_id));
-        drop((key, earlier));
-        let store = match &hooks.observe {
-            Some(observe) => observe(store),
-            None => store,
-        };
-        let backend_counters = Arc::new(Accounting::new(store));
-        let store: Arc<dyn BlockStore> = backend_counters.clone();
-        let path = datadir::state_path(dir);
-        let cache =
-            usize::try_from(cfg.state.cache_mib.clamp(1, 1 << 30) << 20).unwrap_or(usize::MAX);
-        let db =
-            tokio::task::spawn_blocking(move || Db::open_with_cache(&path, volume_id.0, cache))
-                .await
-                .map_err(|e| VolumeError::Config(format!("state database: {e}")))??;
+        let Opened {
+            sealer,
+            backend_counters,
+            store,
+            db,
+        } = Opened::open(&cfg, hooks, &params, key, store).await?;
         let which = c.partitions_of(c.node, partitions);
         let subs = settings.build_partitions(
             &shape,
