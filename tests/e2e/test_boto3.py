@@ -164,6 +164,9 @@ def test_lifecycle_rules_and_fullness_headers(s3, bucket):
         Bucket=bucket, LifecycleConfiguration={"Rules": rules}
     )
     assert s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"] == rules
+    # Expiration is applied from the index; a transition to another storage
+    # class has no meaning here and is refused as a whole, leaving the
+    # configuration as it was.
     with pytest.raises(ClientError) as e:
         s3.put_bucket_lifecycle_configuration(
             Bucket=bucket,
@@ -174,13 +177,26 @@ def test_lifecycle_rules_and_fullness_headers(s3, bucket):
                         "Status": "Enabled",
                         "Filter": {"Prefix": ""},
                         "Expiration": {"Days": 30},
+                        "Transitions": [{"Days": 40, "StorageClass": "GLACIER"}],
                     }
                 ]
             },
         )
     assert e.value.response["Error"]["Code"] == "NotImplemented"
-    assert "Expiration" in e.value.response["Error"]["Message"]
+    assert "Transition" in e.value.response["Error"]["Message"]
     assert s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"] == rules
+    expiring = rules + [
+        {
+            "ID": "old",
+            "Status": "Enabled",
+            "Filter": {"Prefix": "logs/"},
+            "Expiration": {"Days": 30},
+        }
+    ]
+    s3.put_bucket_lifecycle_configuration(
+        Bucket=bucket, LifecycleConfiguration={"Rules": expiring}
+    )
+    assert s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"] == expiring
     s3.delete_bucket_lifecycle(Bucket=bucket)
     with pytest.raises(ClientError) as e:
         s3.get_bucket_lifecycle_configuration(Bucket=bucket)
