@@ -13,12 +13,13 @@ use oram_objects::records::{
 };
 use oram_objects::{alloc::Run, LayerConfig, ListParams, ObjectLayer};
 use oram_path::{PathConfig, PathOram, TreeConfig};
-use oram_seal::{MasterKey, ObjectIdentity, ObjectKind, VolumeId};
+use oram_seal::{MasterKey, VolumeId};
 use oram_state::{KvMap, MemState, Space};
 use oram_statedb::Db;
 use oram_store_memory::MemoryStore;
 use oram_volume::header::{
-    checkpoint_object, header_is_authentic, open_checkpoint, parse_prefix, sign_header, MAGIC_V1,
+    checkpoint_object, header_is_authentic, open_checkpoint, parse_prefix, sign_header, Owner,
+    MAGIC_V1,
 };
 use oram_volume::key::Kdf;
 use oram_volume::VolumeConfig;
@@ -31,8 +32,10 @@ use super::runtime;
 /// (`parse_prefix`), then the whole object (`open_checkpoint`).
 pub fn checkpoint(data: &[u8]) -> bool {
     let s = sealer();
-    let _ = parse_prefix(&s, data);
-    open_checkpoint(&s, data).is_ok()
+    let _ = parse_prefix(&s, Owner::Node(2), data);
+    let _ = open_checkpoint(&s, Owner::Node(2), data);
+    let _ = parse_prefix(&s, Owner::Volume, data);
+    open_checkpoint(&s, Owner::Volume, data).is_ok()
 }
 
 /// Seeds of [`checkpoint`]: both formats, two sizes.
@@ -41,9 +44,12 @@ pub fn checkpoint_seeds() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for (epoch, plain) in [(3u64, vec![1u8; 10]), (u64::MAX - 1, vec![2u8; 3000])] {
         let sealed = s
-            .seal(&ObjectIdentity::plain(ObjectKind::Meta, 0, epoch), &plain)
+            .seal(&Owner::Volume.snapshot_identity(epoch), &plain)
             .expect("seals");
-        out.push(checkpoint_object(&s, epoch, plain.len() as u64, &sealed).expect("builds"));
+        out.push(
+            checkpoint_object(&s, Owner::Volume, epoch, plain.len() as u64, &sealed)
+                .expect("builds"),
+        );
         let mut v1 = MAGIC_V1.to_vec();
         v1.extend_from_slice(&epoch.to_be_bytes());
         v1.extend_from_slice(&sealed);

@@ -103,6 +103,21 @@ impl Ledger {
     }
 }
 
+/// Every partition of a node held between rounds ([`NodeHost::quiesce`]),
+/// until dropped.
+pub struct HostQuiet<'a> {
+    /// Each partition's ledger (no round lands) and its sub-engine's quiesce.
+    _held: Vec<(tokio::sync::MutexGuard<'a, Ledger>, Quiesced)>,
+}
+
+impl std::fmt::Debug for HostQuiet<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostQuiet")
+            .field("partitions", &self._held.len())
+            .finish()
+    }
+}
+
 /// A node's partitions, served to fronts. Cheap to clone.
 #[derive(Clone)]
 pub struct NodeHost {
@@ -197,6 +212,40 @@ impl NodeHost {
             slot.sub.flush().await?;
         }
         Ok(())
+    }
+
+    /// Deletes every partition's unreferenced objects, between rounds (a node
+    /// restored from the backend: what its lost timeline wrote after the
+    /// restored state). Returns how many. The storage server sees each
+    /// partition's LIST and DELETEs.
+    pub async fn sweep(&self) -> Result<u64, OramError> {
+        let mut n = 0;
+        for p in self.partitions() {
+            let slot = &self.inner.slots[&p];
+            let _led = idle(slot).await;
+            n += slot.sub.sweep().await?;
+        }
+        Ok(n)
+    }
+
+    /// Holds every partition between rounds until the returned guard drops:
+    /// an access staged and not landed is undone (the front repeats its
+    /// round), no round lands meanwhile, and every sub-engine is quiesced. A
+    /// node's checkpoint snapshots its database under it. Partitions are taken
+    /// in ascending order, as a front's quiesce takes them, so that the two
+    /// never wait on each other.
+    ///
+    /// The storage server sees no request of its own; the partitions' requests
+    /// pause.
+    pub async fn quiesce(&self) -> Result<HostQuiet<'_>, OramError> {
+        let mut held = Vec::with_capacity(self.inner.slots.len());
+        for p in self.partitions() {
+            let slot = &self.inner.slots[&p];
+            let ledger = idle(slot).await;
+            let sub = slot.sub.quiesce().await?;
+            held.push((ledger, sub));
+        }
+        Ok(HostQuiet { _held: held })
     }
 
     /// One front's connection: requests answered in order. Quiesced partitions

@@ -37,6 +37,6 @@ pub mod tls;
 pub mod wire;
 
 pub use error::NodeError;
-pub use host::{NodeHost, Served};
+pub use host::{HostQuiet, NodeHost, Served};
 pub use remote::{NodeLink, RemotePartition, RemotePlacement, Timeouts};
 pub use tls::{mint_ca, mint_member, ClusterCa, ClusterTls};

@@ -15,21 +15,40 @@
 //! whose checkpoint was replaced by another writer since — a proxy that took
 //! the volume over — can therefore not replace it in turn, even with a PUT
 //! that lands late: its PUT is refused (412) and the checkpoint fails.
+//!
+//! A cluster node checkpoints its own state database the same way
+//! ([`Checkpointer`], shared), at `<prefix>/node/<i>/meta/checkpoint`, sealed as
+//! its own ([`crate::header::Owner`]).
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use oram_blockstore::{BlockStoreExt, ObjKey, ObjTag, PutCondition, SizeBound, StoreError};
+use oram_blockstore::{
+    BlockStore, BlockStoreExt, ObjKey, ObjTag, PutCondition, SizeBound, StoreError,
+};
 use oram_engine::OramError;
-use oram_seal::{ObjectIdentity, ObjectKind};
+use oram_seal::Sealer;
 use oram_statedb::Db;
 
-use crate::header::{checkpoint_object, open_checkpoint, parse_prefix, Prefix, HEAD_LEN};
+use crate::header::{checkpoint_object, open_checkpoint, parse_prefix, Owner, Prefix, HEAD_LEN};
+use crate::logship::Shipper;
 use crate::volume::Volume;
 use crate::VolumeError;
 
-pub(crate) fn checkpoint_key(prefix: &str) -> ObjKey {
-    ObjKey::new(format!("{prefix}/meta/checkpoint")).expect("prefix validated")
+/// The checkpoint's key of `owner` under the volume's `prefix`.
+pub(crate) fn checkpoint_key(prefix: &str, owner: Owner) -> ObjKey {
+    let k = match owner {
+        Owner::Volume => format!("{prefix}/meta/checkpoint"),
+        Owner::Node(i) => format!("{}/meta/checkpoint", node_prefix(prefix, i)),
+    };
+    ObjKey::new(k).expect("prefix validated")
+}
+
+/// Where cluster node `i` keeps its checkpoint and shipped log under the
+/// volume's `prefix` (beside the partitions' `<prefix>/<letter>/<p>`).
+pub(crate) fn node_prefix(prefix: &str, i: u32) -> String {
+    format!("{prefix}/node/{i}")
 }
 
 /// What a checkpoint wrote.
@@ -46,17 +65,61 @@ pub struct CheckpointInfo {
     pub log_record: Option<u64>,
 }
 
-impl Volume {
-    /// Writes a checkpoint: quiesces the engine, snapshots the state database, pads
-    /// it to the fixed size, seals and uploads it, and starts a new epoch (so the
-    /// objects it refers to stay untouched until the next checkpoint).
+/// Writes one owner's checkpoints (a volume's, or a cluster node's) of its
+/// state database, and checks the backend's against the local epoch.
+pub(crate) struct Checkpointer {
+    store: Arc<dyn BlockStore>,
+    sealer: Arc<Sealer>,
+    db: Arc<Db>,
+    owner: Owner,
+    key: ObjKey,
+    /// The padded plaintext size.
+    size: u64,
+    /// Whether checkpoints are written conditionally (see the module
+    /// documentation): always on the fs back-end; on S3 unless `[backend]
+    /// conditional_writes = false`.
+    conditional: bool,
+    /// The tag of the checkpoint this process last wrote (`None`: none yet);
+    /// guards only this value, and is never held across an await.
+    tag: std::sync::Mutex<Option<ObjTag>>,
+}
+
+impl Checkpointer {
+    /// `owner`'s checkpointer under the volume's `prefix`, padding to `size`.
+    pub(crate) fn new(
+        store: Arc<dyn BlockStore>,
+        sealer: Arc<Sealer>,
+        db: Arc<Db>,
+        prefix: &str,
+        owner: Owner,
+        size: u64,
+        conditional: bool,
+    ) -> Self {
+        Self {
+            store,
+            sealer,
+            db,
+            owner,
+            key: checkpoint_key(prefix, owner),
+            size,
+            conditional,
+            tag: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Writes a checkpoint of the database as it is now (the caller has
+    /// quiesced its engines): snapshots it, pads it to the fixed size, seals
+    /// and uploads it, and starts a new epoch (so the objects it refers to stay
+    /// untouched until the next checkpoint); then prunes what `shipper` shipped
+    /// before it.
     ///
-    /// Observed by the storage server: one PUT of `<prefix>/meta/checkpoint`, always
-    /// of the same size, with accesses paused meanwhile (conditional: see the
-    /// module documentation), preceded by a GET of it at the first checkpoint
-    /// of this process.
-    pub async fn checkpoint(&self) -> Result<CheckpointInfo, VolumeError> {
-        let quiet = self.engine.quiesce().await?;
+    /// Observed by the storage server: one PUT of the checkpoint's key, always
+    /// of the same size (conditional: see the module documentation), preceded
+    /// by a GET of it at the first checkpoint of this process.
+    pub(crate) async fn write(
+        &self,
+        shipper: Option<&Shipper>,
+    ) -> Result<CheckpointInfo, VolumeError> {
         let epoch = self.db.epoch();
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -66,9 +129,6 @@ impl Volume {
             .set_meta("checkpoint_ms", &now_ms.to_be_bytes())
             .await
             .map_err(OramError::State)?;
-        // A key rotation whose every position is re-sealed: this checkpoint is
-        // the first to need no earlier key.
-        crate::rotation::note_checkpoint(&self.db, &self.params, epoch).await?;
         // Where the shipped log stands, read before the snapshot: at most the
         // snapshot's own position (commits of the object index may still run).
         let log_end = self.db.log_end()?;
@@ -78,11 +138,11 @@ impl Volume {
             .await
             .map_err(|e| VolumeError::Config(format!("state snapshot: {e}")))??;
         let state_bytes = snap.len() as u64;
-        let mut size = self.checkpoint_size;
+        let mut size = self.size;
         while size < state_bytes {
             size *= 2;
         }
-        if size != self.checkpoint_size {
+        if size != self.size {
             tracing::warn!(
                 state_bytes,
                 padded = size,
@@ -93,13 +153,14 @@ impl Volume {
         snap.resize(size as usize, 0);
         let sealed = self
             .sealer
-            .seal(&ObjectIdentity::plain(ObjectKind::Meta, 0, epoch), &snap)
+            .seal(&self.owner.snapshot_identity(epoch), &snap)
             .map_err(OramError::Seal)?;
+        zeroize::Zeroize::zeroize(&mut snap);
         drop(snap);
-        let obj = checkpoint_object(&self.sealer, epoch, size, &sealed)?;
+        let obj = checkpoint_object(&self.sealer, self.owner, epoch, size, &sealed)?;
         drop(sealed);
         let bytes = obj.len() as u64;
-        let obj = bytes::Bytes::from(obj);
+        let obj = Bytes::from(obj);
         // The epoch moves first: once the upload may have landed, writes must
         // already avoid the slots it refers to. A start that finds the backend's
         // checkpoint behind the local epoch takes a new one before serving.
@@ -107,7 +168,7 @@ impl Volume {
         let mut delay = Duration::from_millis(200);
         let mut attempt = 1;
         loop {
-            match self.upload_checkpoint(&obj).await {
+            match self.upload(&obj).await {
                 Ok(()) => {
                     // Not needed for consistency (a start compares epochs): lets a
                     // start tell a roll-back from an interrupted checkpoint.
@@ -115,7 +176,7 @@ impl Volume {
                         .set_meta("checkpoint_uploaded", &epoch.to_be_bytes())
                         .await
                         .map_err(OramError::State)?;
-                    if let Some(s) = &self.shipper {
+                    if let Some(s) = shipper {
                         // Records the checkpoint covers; one that stays is
                         // deleted after the next checkpoint.
                         match s.prune(log_end).await {
@@ -123,7 +184,6 @@ impl Volume {
                             Err(e) => tracing::warn!("shipped log: pruning failed: {e}"),
                         }
                     }
-                    self.recount_rotation().await;
                     break;
                 }
                 // Another writer replaced the checkpoint: trying again cannot help.
@@ -145,19 +205,16 @@ impl Volume {
                 }
             }
         }
-        drop(quiet);
         Ok(CheckpointInfo {
             epoch,
             bytes,
             state_bytes,
-            log_record: self.shipper.as_ref().and_then(|s| s.stats.last_record()),
+            log_record: shipper.and_then(|s| s.stats.last_record()),
         })
     }
 
-    fn lock_checkpoint_tag(&self) -> std::sync::MutexGuard<'_, Option<ObjTag>> {
-        self.checkpoint_tag
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+    fn lock_tag(&self) -> std::sync::MutexGuard<'_, Option<ObjTag>> {
+        self.tag.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// One attempt to upload checkpoint `obj`: a conditional PUT (see
@@ -165,27 +222,29 @@ impl Volume {
     /// without conditional writes. A refused condition is resolved by reading
     /// the checkpoint: if it holds exactly `obj`, an earlier attempt landed;
     /// otherwise another writer replaced it ([`VolumeError::Integrity`]).
-    async fn upload_checkpoint(&self, obj: &Bytes) -> Result<(), VolumeError> {
-        let key = checkpoint_key(&self.prefix);
-        if !self.conditional_checkpoints {
-            self.store.put_many(vec![(key, obj.clone())]).await?;
+    async fn upload(&self, obj: &Bytes) -> Result<(), VolumeError> {
+        let key = &self.key;
+        if !self.conditional {
+            self.store
+                .put_many(vec![(key.clone(), obj.clone())])
+                .await?;
             return Ok(());
         }
-        let cond = self.checkpoint_condition().await?;
-        let tag = match self.store.put_if(&key, obj.clone(), cond).await {
+        let cond = self.condition().await?;
+        let tag = match self.store.put_if(key, obj.clone(), cond).await {
             Ok(tag) => tag,
             Err(StoreError::PreconditionFailed { .. }) => {
                 let now = self
                     .store
-                    .get_tagged(&key, SizeBound::Exact(obj.len() as u64))
+                    .get_tagged(key, SizeBound::Exact(obj.len() as u64))
                     .await;
                 match now {
                     Ok(Some((b, tag))) if b == *obj => tag,
                     Ok(_) | Err(StoreError::WrongSize { .. }) => {
                         return Err(VolumeError::Integrity(format!(
                             "{key}: the backend's checkpoint was replaced by another writer \
-                             since this proxy last wrote or read it (another proxy took this \
-                             volume over?): not overwriting it"
+                             since this process last wrote or read it (another process took \
+                             this volume or node over?): not overwriting it"
                         )))
                     }
                     Err(e) => return Err(e.into()),
@@ -193,54 +252,45 @@ impl Volume {
             }
             Err(e) => return Err(e.into()),
         };
-        *self.lock_checkpoint_tag() = Some(tag);
+        *self.lock_tag() = Some(tag);
         Ok(())
+    }
+
+    /// The largest checkpoint object read from the backend.
+    fn read_bound(&self) -> SizeBound {
+        SizeBound::AtMost(self.size.saturating_mul(8).saturating_add(1 << 20))
     }
 
     /// The condition of the next checkpoint's PUT: `If-Match` on the tag of the
     /// checkpoint this process wrote last; at its first checkpoint, on the tag
     /// of the checkpoint the backend holds now (one GET), or `If-None-Match: *`
     /// if it holds none.
-    async fn checkpoint_condition(&self) -> Result<PutCondition, VolumeError> {
-        if let Some(tag) = self.lock_checkpoint_tag().clone() {
+    async fn condition(&self) -> Result<PutCondition, VolumeError> {
+        if let Some(tag) = self.lock_tag().clone() {
             return Ok(PutCondition::IfMatch(tag));
         }
-        let bound = SizeBound::AtMost(
-            self.checkpoint_size
-                .saturating_mul(8)
-                .saturating_add(1 << 20),
-        );
         Ok(
-            match self
-                .store
-                .get_tagged(&checkpoint_key(&self.prefix), bound)
-                .await?
-            {
+            match self.store.get_tagged(&self.key, self.read_bound()).await? {
                 Some((_, tag)) => PutCondition::IfMatch(tag),
                 None => PutCondition::IfAbsent,
             },
         )
     }
 
-    /// The epoch of the checkpoint on the backend, if any, authenticated: reads and
-    /// opens the checkpoint's sealed head (a checkpoint of the earlier format is
-    /// downloaded and opened whole).
-    pub async fn backend_checkpoint_epoch(&self) -> Result<Option<u64>, VolumeError> {
-        let key = checkpoint_key(&self.prefix);
-        let Some(head) = self.store.get_range(&key, 0..HEAD_LEN as u64).await? else {
+    /// The epoch of the checkpoint on the backend, if any, authenticated as
+    /// this owner's: reads and opens the checkpoint's sealed head (a checkpoint
+    /// of the earlier format is downloaded and opened whole).
+    pub(crate) async fn backend_epoch(&self) -> Result<Option<u64>, VolumeError> {
+        let key = &self.key;
+        let Some(head) = self.store.get_range(key, 0..HEAD_LEN as u64).await? else {
             return Ok(None);
         };
-        match parse_prefix(&self.sealer, &head)? {
+        match parse_prefix(&self.sealer, self.owner, &head)? {
             Prefix::V2(h) => Ok(Some(h.epoch)),
             Prefix::V1(_) => {
-                let bound = oram_blockstore::SizeBound::AtMost(
-                    self.checkpoint_size
-                        .saturating_mul(8)
-                        .saturating_add(1 << 20),
-                );
                 let obj = self
                     .store
-                    .get_many_bounded(std::slice::from_ref(&key), bound)
+                    .get_many_bounded(std::slice::from_ref(key), self.read_bound())
                     .await?
                     .into_iter()
                     .next()
@@ -248,21 +298,21 @@ impl Volume {
                     .ok_or_else(|| {
                         VolumeError::Integrity("the backend checkpoint vanished".into())
                     })?;
-                Ok(Some(open_checkpoint(&self.sealer, &obj)?.0))
+                Ok(Some(open_checkpoint(&self.sealer, self.owner, &obj)?.0))
             }
         }
     }
 
-    /// Compares the backend's checkpoint with the local epoch. Normally the backend
-    /// holds checkpoint `epoch - 1`. After a crash in the middle of a checkpoint it
-    /// holds `epoch - 2` (or none at epoch 1): then a new one is taken now, before
-    /// anything is written in the new epoch — unless the upload is recorded as
-    /// landed. Anything else means the backend was
-    /// rolled back (or is written by another proxy): an integrity error. Returns
-    /// whether a checkpoint was taken.
-    pub async fn repair_checkpoint(&self) -> Result<bool, VolumeError> {
+    /// Compares the backend's checkpoint with the local epoch. Normally the
+    /// backend holds checkpoint `epoch - 1`. After a crash in the middle of a
+    /// checkpoint it holds `epoch - 2` (or none at epoch 1): then the caller
+    /// must take a new one now, before anything is written in the new epoch
+    /// (`Ok(true)`) — unless the upload is recorded as landed. Anything else
+    /// means the backend was rolled back (or is written by another process): an
+    /// integrity error.
+    pub(crate) async fn check_backend(&self) -> Result<bool, VolumeError> {
         let local = self.db.epoch();
-        let backend = self.backend_checkpoint_epoch().await?;
+        let backend = self.backend_epoch().await?;
         let behind = match backend {
             None => local,
             Some(e) => local.wrapping_sub(e + 1),
@@ -282,15 +332,58 @@ impl Volume {
                     backend_epoch = ?backend,
                     "the last checkpoint did not complete: taking one now"
                 );
-                self.checkpoint().await?;
                 Ok(true)
             }
             _ => Err(VolumeError::Integrity(format!(
-                "the backend's checkpoint is {} but this data directory is at epoch {local}: \
-                 the backend was rolled back, or another proxy writes to it",
+                "the backend's checkpoint ({}) is {} but this data directory is at epoch \
+                 {local}: the backend was rolled back, or another process writes to it",
+                self.key,
                 backend.map_or("missing".to_string(), |e| format!("at epoch {e}"))
             ))),
         }
+    }
+}
+
+impl Volume {
+    /// Writes a checkpoint: quiesces the engine, snapshots the state database, pads
+    /// it to the fixed size, seals and uploads it, and starts a new epoch (so the
+    /// objects it refers to stay untouched until the next checkpoint).
+    ///
+    /// Observed by the storage server: one PUT of `<prefix>/meta/checkpoint`, always
+    /// of the same size, with accesses paused meanwhile (conditional: see the
+    /// module documentation), preceded by a GET of it at the first checkpoint
+    /// of this process.
+    pub async fn checkpoint(&self) -> Result<CheckpointInfo, VolumeError> {
+        let quiet = self.engine.quiesce().await?;
+        // A key rotation whose every position is re-sealed: this checkpoint is
+        // the first to need no earlier key.
+        crate::rotation::note_checkpoint(&self.db, &self.params, self.db.epoch()).await?;
+        let info = self.checkpointer.write(self.shipper.as_ref()).await?;
+        self.recount_rotation().await;
+        drop(quiet);
+        Ok(info)
+    }
+
+    /// The epoch of the checkpoint on the backend, if any, authenticated: reads and
+    /// opens the checkpoint's sealed head (a checkpoint of the earlier format is
+    /// downloaded and opened whole).
+    pub async fn backend_checkpoint_epoch(&self) -> Result<Option<u64>, VolumeError> {
+        self.checkpointer.backend_epoch().await
+    }
+
+    /// Compares the backend's checkpoint with the local epoch. Normally the backend
+    /// holds checkpoint `epoch - 1`. After a crash in the middle of a checkpoint it
+    /// holds `epoch - 2` (or none at epoch 1): then a new one is taken now, before
+    /// anything is written in the new epoch — unless the upload is recorded as
+    /// landed. Anything else means the backend was
+    /// rolled back (or is written by another proxy): an integrity error. Returns
+    /// whether a checkpoint was taken.
+    pub async fn repair_checkpoint(&self) -> Result<bool, VolumeError> {
+        if self.checkpointer.check_backend().await? {
+            self.checkpoint().await?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 }
 

@@ -20,6 +20,10 @@
 //!   snapshot is sealed as (`Meta`, position 0, version = epoch), as before.
 //!   Checkpoints of the previous format (`ORAMCKP1`, no head) are still read: the
 //!   start-up check then downloads and opens the whole object.
+//! * **A cluster node's checkpoint** `<prefix>/node/<i>/meta/checkpoint`: the same
+//!   format, sealed in the node's own space ([`Owner::Node`]: space `i + 1`, the
+//!   volume's is 0), so that no checkpoint opens as another owner's: a node's
+//!   moved to the volume's key, or to another node's, fails to authenticate.
 
 use hmac::{Hmac, Mac};
 use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
@@ -73,9 +77,47 @@ pub fn header_is_authentic(key: &MasterKey, p: &VolumeParams) -> bool {
     m.verify_slice(&mac).is_ok()
 }
 
-/// A checkpoint object: magic, epoch, sealed head, `sealed` (the sealed snapshot).
+/// Whose state a checkpoint holds: bound into its sealed identities (the head's
+/// and the snapshot's space), so that the provider cannot pass one owner's
+/// checkpoint off as another's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// The volume's (a single proxy's, or a cluster front's): space 0.
+    Volume,
+    /// Cluster node `i`'s: space `i + 1`.
+    Node(u32),
+}
+
+impl Owner {
+    /// The sealed identities' space.
+    fn space(self) -> u32 {
+        match self {
+            Owner::Volume => 0,
+            Owner::Node(i) => i.saturating_add(1),
+        }
+    }
+
+    /// The snapshot's identity at `epoch`.
+    pub fn snapshot_identity(self, epoch: u64) -> ObjectIdentity {
+        ObjectIdentity {
+            space: self.space(),
+            ..ObjectIdentity::plain(ObjectKind::Meta, 0, epoch)
+        }
+    }
+
+    fn head_identity(self, epoch: u64) -> ObjectIdentity {
+        ObjectIdentity {
+            space: self.space(),
+            ..ObjectIdentity::plain(ObjectKind::Meta, 1, epoch)
+        }
+    }
+}
+
+/// A checkpoint object of `owner`: magic, epoch, sealed head, `sealed` (the
+/// snapshot sealed as [`Owner::snapshot_identity`]).
 pub fn checkpoint_object(
     sealer: &Sealer,
+    owner: Owner,
     epoch: u64,
     plain_len: u64,
     sealed: &[u8],
@@ -86,7 +128,7 @@ pub fn checkpoint_object(
     head[8..16].copy_from_slice(&total.to_be_bytes());
     head[16..].copy_from_slice(&plain_len.to_be_bytes());
     let sealed_head = sealer
-        .seal(&head_identity(epoch), &head)
+        .seal(&owner.head_identity(epoch), &head)
         .map_err(|e| VolumeError::Integrity(format!("sealing the checkpoint head: {e}")))?;
     let mut obj = Vec::with_capacity(total as usize);
     obj.extend_from_slice(MAGIC_V2);
@@ -95,10 +137,6 @@ pub fn checkpoint_object(
     obj.extend_from_slice(sealed);
     debug_assert_eq!(obj.len() as u64, total);
     Ok(obj)
-}
-
-fn head_identity(epoch: u64) -> ObjectIdentity {
-    ObjectIdentity::plain(ObjectKind::Meta, 1, epoch)
 }
 
 /// What an authenticated checkpoint head says.
@@ -119,22 +157,23 @@ pub enum Prefix {
     V1(u64),
 }
 
-/// Parses and, for the current format, authenticates the first [`HEAD_LEN`] bytes
-/// (or fewer, for the earlier format) of a checkpoint object.
-pub fn parse_prefix(sealer: &Sealer, b: &[u8]) -> Result<Prefix, VolumeError> {
+/// Parses and, for the current format, authenticates as `owner`'s the first
+/// [`HEAD_LEN`] bytes (or fewer, for the earlier format, which only the volume
+/// wrote) of a checkpoint object.
+pub fn parse_prefix(sealer: &Sealer, owner: Owner, b: &[u8]) -> Result<Prefix, VolumeError> {
     let malformed = || VolumeError::Integrity("the backend checkpoint object is malformed".into());
     if b.len() < 16 {
         return Err(malformed());
     }
     let epoch = u64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
-    if &b[..8] == MAGIC_V1 {
+    if &b[..8] == MAGIC_V1 && owner == Owner::Volume {
         return Ok(Prefix::V1(epoch));
     }
     if &b[..8] != MAGIC_V2 || b.len() < HEAD_LEN {
         return Err(malformed());
     }
     let head = sealer
-        .open(&head_identity(epoch), &b[16..HEAD_LEN])
+        .open(&owner.head_identity(epoch), &b[16..HEAD_LEN])
         .map_err(|e| {
             VolumeError::Integrity(format!(
                 "the backend checkpoint's head does not authenticate ({e}): it was tampered with"
@@ -150,10 +189,14 @@ pub fn parse_prefix(sealer: &Sealer, b: &[u8]) -> Result<Prefix, VolumeError> {
     Ok(Prefix::V2(Head { epoch, total }))
 }
 
-/// Opens a whole checkpoint object (either format): returns its epoch and the
-/// snapshot's plaintext.
-pub fn open_checkpoint(sealer: &Sealer, obj: &[u8]) -> Result<(u64, Vec<u8>), VolumeError> {
-    let (epoch, body) = match parse_prefix(sealer, obj)? {
+/// Opens a whole checkpoint object of `owner` (either format): returns its
+/// epoch and the snapshot's plaintext.
+pub fn open_checkpoint(
+    sealer: &Sealer,
+    owner: Owner,
+    obj: &[u8],
+) -> Result<(u64, Vec<u8>), VolumeError> {
+    let (epoch, body) = match parse_prefix(sealer, owner, obj)? {
         Prefix::V1(e) => (e, &obj[16..]),
         Prefix::V2(h) => {
             if obj.len() as u64 != h.total {
@@ -167,7 +210,7 @@ pub fn open_checkpoint(sealer: &Sealer, obj: &[u8]) -> Result<(u64, Vec<u8>), Vo
         }
     };
     let snap = sealer
-        .open(&ObjectIdentity::plain(ObjectKind::Meta, 0, epoch), body)
+        .open(&owner.snapshot_identity(epoch), body)
         .map_err(|e| VolumeError::Integrity(format!("the checkpoint does not open: {e}")))?;
     Ok((epoch, snap))
 }
@@ -290,11 +333,10 @@ mod tests {
         let key = MasterKey::generate();
         let sealer = Sealer::new(&key, VolumeId::random());
         let snap = vec![7u8; 1000];
-        let sealed = sealer
-            .seal(&ObjectIdentity::plain(ObjectKind::Meta, 0, 5), &snap)
-            .unwrap();
-        let obj = checkpoint_object(&sealer, 5, 1000, &sealed).unwrap();
-        let head = parse_prefix(&sealer, &obj[..HEAD_LEN]).unwrap();
+        let v = Owner::Volume;
+        let sealed = sealer.seal(&v.snapshot_identity(5), &snap).unwrap();
+        let obj = checkpoint_object(&sealer, v, 5, 1000, &sealed).unwrap();
+        let head = parse_prefix(&sealer, v, &obj[..HEAD_LEN]).unwrap();
         assert_eq!(
             head,
             Prefix::V2(Head {
@@ -302,17 +344,41 @@ mod tests {
                 total: obj.len() as u64
             })
         );
-        assert_eq!(open_checkpoint(&sealer, &obj).unwrap(), (5, snap));
+        assert_eq!(open_checkpoint(&sealer, v, &obj).unwrap(), (5, snap));
         // A patched plaintext epoch no longer authenticates.
         let mut patched = obj.clone();
         patched[15] ^= 1;
-        assert!(parse_prefix(&sealer, &patched[..HEAD_LEN]).is_err());
-        assert!(open_checkpoint(&sealer, &patched).is_err());
+        assert!(parse_prefix(&sealer, v, &patched[..HEAD_LEN]).is_err());
+        assert!(open_checkpoint(&sealer, v, &patched).is_err());
         // Truncation and extension are refused.
-        assert!(open_checkpoint(&sealer, &obj[..obj.len() - 1]).is_err());
+        assert!(open_checkpoint(&sealer, v, &obj[..obj.len() - 1]).is_err());
         let mut longer = obj.clone();
         longer.push(0);
-        assert!(open_checkpoint(&sealer, &longer).is_err());
-        assert!(parse_prefix(&sealer, b"short").is_err());
+        assert!(open_checkpoint(&sealer, v, &longer).is_err());
+        assert!(parse_prefix(&sealer, v, b"short").is_err());
+    }
+
+    /// A cluster node's checkpoint opens only as that node's: not as the
+    /// volume's, nor as another node's (the provider moving objects between
+    /// keys gains nothing).
+    #[test]
+    fn a_checkpoint_opens_only_as_its_owner_s() {
+        let key = MasterKey::generate();
+        let sealer = Sealer::new(&key, VolumeId::random());
+        let snap = vec![3u8; 64];
+        let owners = [Owner::Volume, Owner::Node(0), Owner::Node(1)];
+        for of in owners {
+            let sealed = sealer.seal(&of.snapshot_identity(9), &snap).unwrap();
+            let obj = checkpoint_object(&sealer, of, 9, 64, &sealed).unwrap();
+            for as_ in owners {
+                let opened = open_checkpoint(&sealer, as_, &obj);
+                if as_ == of {
+                    assert_eq!(opened.unwrap(), (9, snap.clone()));
+                } else {
+                    assert!(opened.is_err(), "{of:?}'s checkpoint opened as {as_:?}'s");
+                    assert!(parse_prefix(&sealer, as_, &obj[..HEAD_LEN]).is_err());
+                }
+            }
+        }
     }
 }

@@ -37,6 +37,23 @@ pub fn checkpoint_size(cfg: &VolumeConfig) -> u64 {
     64 * 1024 + cfg.engine.state_bound(&cfg.backend.prefix) + index
 }
 
+/// The fixed size of a cluster node's checkpoint plaintext, for a node owning
+/// `owned` of the engine's `partitions`: its share of the engine's bound on
+/// its trusted state, each partition's ledger (a round's answers: at most
+/// [`crate::EngineConfig::round_ops`] blocks), and 64 KiB. Public parameters
+/// only (which partitions a node owns is public).
+pub fn node_checkpoint_size(cfg: &VolumeConfig, owned: u64, partitions: u64) -> u64 {
+    let share = cfg
+        .engine
+        .state_bound(&cfg.backend.prefix)
+        .saturating_mul(owned)
+        .div_ceil(partitions.max(1));
+    let ledger = (cfg.engine.round_ops() as u64)
+        .saturating_mul(cfg.engine.block_size as u64 + 4)
+        .saturating_add(16);
+    64 * 1024 + share + owned.saturating_mul(ledger)
+}
+
 /// The parameters a volume was created with; they cannot change afterwards.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

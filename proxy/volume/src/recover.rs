@@ -21,22 +21,22 @@
 //! ([`RecoverOptions::expect_record`], from `/metrics` or the serve log) shows
 //! it.
 
-use oram_blockstore::BlockStoreExt;
-use oram_seal::Sealer;
+use oram_blockstore::{BlockStore, BlockStoreExt};
+use oram_seal::{Sealer, VolumeId};
 use oram_statedb::Db;
 
 use crate::backend::{open_store, VolumeHooks};
 use crate::backend_record;
-use crate::checkpoint::checkpoint_key;
+use crate::checkpoint::{checkpoint_key, node_prefix};
 use crate::config::VolumeConfig;
 use crate::datadir;
 use crate::fsutil::{blocking, hex_secret, write_private};
 use crate::header::{
-    header_is_authentic, open_checkpoint, parse_prefix, read_header, Prefix, HEAD_LEN,
+    header_is_authentic, open_checkpoint, parse_prefix, read_header, Owner, Prefix, HEAD_LEN,
 };
 use crate::key::KeySource;
 use crate::lease;
-use crate::logship::{read_log, RecordMark};
+use crate::logship::{read_log, ReadLog, RecordMark};
 use crate::params::checkpoint_size;
 use crate::volume::Volume;
 use crate::VolumeError;
@@ -183,81 +183,32 @@ pub async fn recover(
     let clean_stop = lease::released_on_backend(store.as_ref(), prefix).await?;
     // Before any write (the sweep): the old proxy, if alive, must have stopped.
     let (store, lease) = lease::guard(&cfg.backend, dir, store).await?;
-    progress("downloading the latest checkpoint");
     // Objects still sealed under keys rotated out open too: the header carries
     // them, wrapped under this key.
     let earlier = crate::key::earlier_keys(&key, params.earlier_keys.as_deref())?;
     let sealer = Sealer::with_keyring(&key, &earlier, volume_id);
     drop(earlier);
-    let ckpt = checkpoint_key(prefix);
-    let no_checkpoint = || {
-        VolumeError::Params(
-            "the backend holds no checkpoint of this volume yet: nothing to recover from".into(),
-        )
-    };
-    // The authenticated head names the exact size: nothing more is downloaded.
-    let head = store
-        .get_range(&ckpt, 0..HEAD_LEN as u64)
-        .await?
-        .ok_or_else(no_checkpoint)?;
-    let bound = match parse_prefix(&sealer, &head)? {
-        Prefix::V2(h) => oram_blockstore::SizeBound::Exact(h.total),
-        Prefix::V1(_) => oram_blockstore::SizeBound::AtMost(
-            checkpoint_size(cfg)
-                .saturating_mul(8)
-                .saturating_add(1 << 20),
-        ),
-    };
-    let obj = store
-        .get_many_bounded(std::slice::from_ref(&ckpt), bound)
-        .await?
-        .into_iter()
-        .next()
-        .flatten()
-        .ok_or_else(no_checkpoint)?;
-    progress("opening and restoring the checkpoint");
-    let (epoch, snap) = open_checkpoint(&sealer, &obj)?;
-    drop(obj);
-    let snap = zeroize::Zeroizing::new(snap);
-    // The shipped log after the checkpoint, if the volume ships one: whatever was
-    // acknowledged after the checkpoint is in it.
-    let (log_generation, log_from) = oram_statedb::snapshot_position(&snap)?;
-    progress("reading the shipped log after the checkpoint");
-    let log = read_log(store.as_ref(), &sealer, prefix, log_generation, log_from).await?;
-    if let Some(gap) = &log.gap {
-        if !opts.accept_log_gap {
-            return Err(VolumeError::Integrity(format!(
-                "the shipped log after the checkpoint has a gap: {gap}. Acknowledged writes \
-                 after it would be lost (the provider deleted or hides records). Nothing was \
-                 restored; pass --accept-log-gap to recover up to the gap{}",
-                log.last
-                    .map_or(String::new(), |l| format!(" (record {})", l.number))
-            )));
-        }
-        tracing::warn!("the shipped log has a gap ({gap}): replaying up to it only");
-    }
-    if let Some(want) = opts.expect_record {
-        let reached = log.last.map(|l| l.number);
-        if reached.is_none_or(|n| n < want) {
-            return Err(VolumeError::Integrity(format!(
-                "the shipped log ends at {} but record {want} was expected: its tail is missing \
-                 (the provider deleted or hides it, or the record number is of another \
-                 generation of the log). Nothing was restored",
-                reached.map_or("no record".to_string(), |n| format!("record {n}")),
-            )));
-        }
-    }
-    let (groups, _) = oram_statedb::decode_groups(&log.stream)?;
-    drop(log.stream);
-    let replayed = groups.len() as u64;
-    // A restore draws a new generation: objects the lost timeline wrote after
-    // this checkpoint (and its log) never open as current, even where versions
-    // repeat. It writes the whole database: off the async workers.
-    let path = datadir::state_path(dir);
+    let restored = restore_state(
+        store.as_ref(),
+        &sealer,
+        prefix,
+        Owner::Volume,
+        checkpoint_size(cfg),
+        datadir::state_path(dir),
+        volume_id,
+        opts,
+        progress,
+    )
+    .await?;
+    let RestoredState {
+        epoch,
+        db,
+        replayed,
+        log,
+    } = restored;
+    // The S3 users the state carries: the old credentials keep working.
     let users_dir = dir.clone();
     let (db, users_restored) = tokio::task::spawn_blocking(move || {
-        let db = Db::restore_replaying(&path, volume_id.0, &snap, &groups)?;
-        // The S3 users the state carries: the old credentials keep working.
         let users = crate::users::restore_from_state(&users_dir, &db)?;
         Ok::<_, VolumeError>((db, users))
     })
@@ -267,11 +218,6 @@ pub async fn recover(
         .meta("checkpoint_ms")?
         .and_then(|b| b.try_into().ok().map(u64::from_be_bytes))
         .unwrap_or(0);
-    // The checkpoint is complete: writes from now on go to a new epoch (the log
-    // replayed may have moved it already).
-    if db.epoch() < epoch + 1 {
-        db.set_epoch(epoch + 1).await?;
-    }
     drop(db);
     let (d, p, c) = (dir.to_path_buf(), params.clone(), cfg.clone());
     blocking("writing volume.toml and backend.toml", move || {
@@ -298,5 +244,123 @@ pub async fn recover(
         volume_id: vol.params.volume_id.clone(),
         users_restored,
         clean_stop,
+    })
+}
+
+/// A state database rebuilt from an owner's checkpoint and shipped log.
+pub(crate) struct RestoredState {
+    /// The checkpoint's epoch.
+    pub(crate) epoch: u64,
+    /// The database, in a new generation, at the epoch after the checkpoint's.
+    pub(crate) db: std::sync::Arc<Db>,
+    /// Commits replayed from the log.
+    pub(crate) replayed: u64,
+    /// What the log held (its stream consumed).
+    pub(crate) log: ReadLog,
+}
+
+/// Downloads `owner`'s latest checkpoint under the volume's `prefix` (its
+/// authenticated head names the exact size; `size` bounds a checkpoint of the
+/// earlier format), reads the shipped log after it (where `owner` ships it),
+/// refuses a log with a gap or a missing tail as `opts` says (before anything
+/// is written), and rebuilds the state database at `path` from both in a new
+/// random generation, so that objects of the lost timeline written after them
+/// never open as current. The database moves to the epoch after the
+/// checkpoint's. Tells `progress` each step as it begins.
+///
+/// Observed by the storage server: a GET of the checkpoint's head and of the
+/// whole checkpoint, a LIST of the log's generation and GETs of its records.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn restore_state(
+    store: &dyn BlockStore,
+    sealer: &Sealer,
+    prefix: &str,
+    owner: Owner,
+    size: u64,
+    path: std::path::PathBuf,
+    volume_id: VolumeId,
+    opts: &RecoverOptions,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<RestoredState, VolumeError> {
+    progress("downloading the latest checkpoint");
+    let ckpt = checkpoint_key(prefix, owner);
+    let no_checkpoint = || {
+        VolumeError::Params(format!(
+            "the backend holds no checkpoint at {ckpt} yet: nothing to recover from"
+        ))
+    };
+    // The authenticated head names the exact size: nothing more is downloaded.
+    let head = store
+        .get_range(&ckpt, 0..HEAD_LEN as u64)
+        .await?
+        .ok_or_else(no_checkpoint)?;
+    let bound = match parse_prefix(sealer, owner, &head)? {
+        Prefix::V2(h) => oram_blockstore::SizeBound::Exact(h.total),
+        Prefix::V1(_) => {
+            oram_blockstore::SizeBound::AtMost(size.saturating_mul(8).saturating_add(1 << 20))
+        }
+    };
+    let obj = store
+        .get_many_bounded(std::slice::from_ref(&ckpt), bound)
+        .await?
+        .into_iter()
+        .next()
+        .flatten()
+        .ok_or_else(no_checkpoint)?;
+    progress("opening and restoring the checkpoint");
+    let (epoch, snap) = open_checkpoint(sealer, owner, &obj)?;
+    drop(obj);
+    let snap = zeroize::Zeroizing::new(snap);
+    // The shipped log after the checkpoint, if the volume ships one: whatever was
+    // acknowledged after the checkpoint is in it.
+    let (log_generation, log_from) = oram_statedb::snapshot_position(&snap)?;
+    progress("reading the shipped log after the checkpoint");
+    let log_prefix = match owner {
+        Owner::Volume => prefix.to_string(),
+        Owner::Node(i) => node_prefix(prefix, i),
+    };
+    let mut log = read_log(store, sealer, &log_prefix, log_generation, log_from).await?;
+    if let Some(gap) = &log.gap {
+        if !opts.accept_log_gap {
+            return Err(VolumeError::Integrity(format!(
+                "the shipped log after the checkpoint has a gap: {gap}. Acknowledged writes \
+                 after it would be lost (the provider deleted or hides records). Nothing was \
+                 restored; pass --accept-log-gap to recover up to the gap{}",
+                log.last
+                    .map_or(String::new(), |l| format!(" (record {})", l.number))
+            )));
+        }
+        tracing::warn!("the shipped log has a gap ({gap}): replaying up to it only");
+    }
+    if let Some(want) = opts.expect_record {
+        let reached = log.last.map(|l| l.number);
+        if reached.is_none_or(|n| n < want) {
+            return Err(VolumeError::Integrity(format!(
+                "the shipped log ends at {} but record {want} was expected: its tail is missing \
+                 (the provider deleted or hides it, or the record number is of another \
+                 generation of the log). Nothing was restored",
+                reached.map_or("no record".to_string(), |n| format!("record {n}")),
+            )));
+        }
+    }
+    let (groups, _) = oram_statedb::decode_groups(&log.stream)?;
+    log.stream = Vec::new();
+    let replayed = groups.len() as u64;
+    // It writes the whole database: off the async workers.
+    let db = tokio::task::spawn_blocking(move || {
+        Db::restore_replaying(&path, volume_id.0, &snap, &groups)
+    })
+    .await
+    .map_err(|e| VolumeError::Config(format!("state restore: {e}")))??;
+    // The checkpoint is complete: writes from now on go to a new epoch (the log
+    // replayed may have moved it already).
+    if db.epoch() < epoch + 1 {
+        db.set_epoch(epoch + 1).await?;
+    }
+    Ok(RestoredState {
+        epoch,
+        db,
+        replayed,
+        log,
     })
 }

@@ -38,11 +38,12 @@ use oram_statedb::Db;
 
 use crate::backend::{backend_url, open_store, VolumeHooks};
 use crate::backend_record;
+use crate::checkpoint::Checkpointer;
 use crate::cluster::{self, Role};
 use crate::config::VolumeConfig;
 use crate::datadir;
 use crate::fsutil::blocking;
-use crate::header::{ensure_header, header_key, read_header, sign_header, write_header};
+use crate::header::{ensure_header, header_key, read_header, sign_header, write_header, Owner};
 use crate::key::{check_value, KeySource};
 use crate::lease::{self, without_lease, Lease};
 use crate::logship::{self, Shipper};
@@ -76,16 +77,8 @@ pub struct Volume {
     pub lease: Option<Arc<Lease>>,
     /// The shipper of the state log (`None`: `[state] log_interval_ms = 0`).
     pub shipper: Option<Shipper>,
-    pub(crate) sealer: Arc<Sealer>,
-    pub(crate) checkpoint_size: u64,
-    pub(crate) prefix: String,
-    /// Whether checkpoints are written conditionally (see
-    /// [`Volume::checkpoint`]): always on the fs back-end; on S3 unless
-    /// `[backend] conditional_writes = false`.
-    pub(crate) conditional_checkpoints: bool,
-    /// The tag of the checkpoint this process last wrote (`None`: none yet);
-    /// guards only this value, and is never held across an await.
-    pub(crate) checkpoint_tag: std::sync::Mutex<Option<oram_blockstore::ObjTag>>,
+    /// Writes the volume's checkpoints (`<prefix>/meta/checkpoint`).
+    pub(crate) checkpointer: Checkpointer,
     /// The master-key rotation's progress as last counted, at open and after
     /// every checkpoint (`None`: no earlier key kept); guards only this value,
     /// and is never held across an await.
@@ -145,6 +138,12 @@ impl Opened {
             db,
         })
     }
+}
+
+/// Whether `cfg`'s checkpoints are written conditionally: always on the fs
+/// back-end; on S3 unless `[backend] conditional_writes = false`.
+pub(crate) fn conditional_checkpoints(cfg: &VolumeConfig) -> bool {
+    cfg.backend.kind == crate::config::BackendKind::Fs || cfg.backend.conditional_writes
 }
 
 /// The engine space of a volume's one engine in its state database.
@@ -377,6 +376,15 @@ impl Volume {
         )?;
         let rotation = crate::rotation::progress_of(db.clone(), params.clone()).await?;
         let vol = Self {
+            checkpointer: Checkpointer::new(
+                store.clone(),
+                sealer.clone(),
+                db.clone(),
+                &cfg.backend.prefix,
+                Owner::Volume,
+                checkpoint_size(cfg),
+                conditional_checkpoints(cfg),
+            ),
             params,
             store,
             backend_counters,
@@ -389,12 +397,6 @@ impl Volume {
             resent,
             lease,
             shipper,
-            sealer,
-            checkpoint_size: checkpoint_size(cfg),
-            prefix: cfg.backend.prefix.clone(),
-            conditional_checkpoints: cfg.backend.kind == crate::config::BackendKind::Fs
-                || cfg.backend.conditional_writes,
-            checkpoint_tag: std::sync::Mutex::new(None),
             rotation: std::sync::Mutex::new(rotation),
         };
         if vol.shipper.is_some() && !vol.repair_checkpoint().await? {

@@ -17,6 +17,21 @@ pub fn run(args: RecoverArgs) -> Result<(), CliError> {
     logging("warn");
     let spinner = spinner("recover");
     let progress = |step: &str| spinner.set_message(step.to_string());
+    if cfg.cluster.role == oram_volume::cluster::Role::Node {
+        let r = runtime()?.block_on(async {
+            cfg.validate()?;
+            oram_volume::node::recover_node(
+                &cfg.volume(),
+                &oram_volume::VolumeHooks::default(),
+                &opts,
+                &progress,
+            )
+            .await
+            .map_err(|e| e.to_string())
+        });
+        spinner.finish_and_clear();
+        return node_recovered(&r?, &cfg.data_dir, &extra);
+    }
     let r = runtime()?.block_on(async {
         oram_proxy::recover_with_progress(&cfg, &opts, &progress)
             .await
@@ -102,6 +117,44 @@ pub fn run(args: RecoverArgs) -> Result<(), CliError> {
     }
     println!("  oram-proxy fsck{next}");
     println!("  oram-proxy serve{next}");
+    Ok(())
+}
+
+/// What `recover` says after rebuilding a cluster node's data directory.
+fn node_recovered(
+    r: &oram_volume::node::NodeRecovered,
+    dir: &std::path::Path,
+    extra: &str,
+) -> Result<(), CliError> {
+    println!(
+        "recovered cluster node {} into {} from its checkpoint epoch {} (partitions {:?})",
+        r.node,
+        dir.display(),
+        r.epoch,
+        r.partitions
+    );
+    println!(
+        "replayed {} commits from {} records of the node's shipped log: every round the \
+         node acknowledged up to the last record is restored",
+        r.replayed, r.log_records
+    );
+    if let Some(l) = r.last_record {
+        println!("the last record applied is number {}", l.number);
+    }
+    match &r.accepted_gap {
+        Some(gap) => println!(
+            "the log had a gap, accepted (--accept-log-gap): {gap}; rounds after it are lost, \
+             and with them blocks of these partitions (run `oram-proxy fsck` on the front)"
+        ),
+        None => println!("no acknowledged round is lost: the log has no gap"),
+    }
+    println!(
+        "removed {} backend objects of its partitions nothing restored refers to",
+        r.swept
+    );
+    println!("volume id {}", r.volume_id);
+    println!("next, serve the node (the front repeats the round it interrupted):");
+    println!("  oram-proxy serve --data-dir {}{extra}", quote(dir));
     Ok(())
 }
 

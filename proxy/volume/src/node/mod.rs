@@ -2,6 +2,14 @@
 //! header on first start), its state database and the sub-engines of the
 //! partitions it owns, served to the front ([`oram_node::NodeHost`]); and the
 //! cluster's certificates ([`make_certs`]).
+//!
+//! A node keeps its state on the backend as a single proxy does, under
+//! `<prefix>/node/<i>/`: checkpoints of its state database (sealed as its own,
+//! [`crate::header::Owner::Node`]) every `[state] checkpoint_interval_secs` and
+//! at a clean stop, and with `[state] log_interval_ms` > 0 the shipped log of
+//! every commit, which a land waits for. A node whose data directory is lost is
+//! rebuilt from them by `oram-proxy recover` with its configuration
+//! ([`recover_node`]): with the log, up to the last round it acknowledged.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,19 +22,23 @@ use oram_statedb::Db;
 use tokio::net::TcpListener;
 
 mod certs;
+mod recover;
 
 pub use certs::make_certs;
+pub use recover::{recover_node, NodeRecovered};
 
 use crate::backend::{open_store, VolumeHooks};
 use crate::backend_record;
+use crate::checkpoint::{node_prefix, CheckpointInfo, Checkpointer};
 use crate::cluster::{Role, STATIC_TOKEN};
 use crate::config::VolumeConfig;
 use crate::datadir;
 use crate::fsutil::blocking;
-use crate::header::{header_is_authentic, read_header};
+use crate::header::{header_is_authentic, read_header, Owner};
 use crate::key::KeySource;
-use crate::params::VolumeParams;
-use crate::volume::{Opened, ENGINE_SPACE};
+use crate::logship::{self, Shipper};
+use crate::params::{node_checkpoint_size, VolumeParams};
+use crate::volume::{conditional_checkpoints, Opened, ENGINE_SPACE};
 use crate::VolumeError;
 
 /// How often a node starting before its front looks for the volume header.
@@ -47,6 +59,11 @@ pub struct NodeVolume {
     pub tls: ClusterTls,
     /// Whether this start created the data directory's volume.
     pub created: bool,
+    /// The shipper of the node's state log (`None`: `[state] log_interval_ms = 0`).
+    pub shipper: Option<Shipper>,
+    /// The time between two checkpoints (`None`: only at a clean stop).
+    pub checkpoint_every: Option<Duration>,
+    checkpointer: Checkpointer,
 }
 
 impl NodeVolume {
@@ -129,7 +146,33 @@ impl NodeVolume {
             store,
             db,
         } = Opened::open(&cfg, hooks, &params, key, store).await?;
+        let me = u32::try_from(c.node)
+            .map_err(|_| VolumeError::Config("cluster.node is out of range".into()))?;
+        // Before anything commits: from here on every commit is shipped too.
+        let shipper = match cfg.state.log_settings() {
+            Some(settings) => Some(
+                logship::start(
+                    store.clone(),
+                    sealer.clone(),
+                    node_prefix(prefix, me),
+                    db.generation(),
+                    db.ship_log()?,
+                    settings,
+                )
+                .await?,
+            ),
+            None => None,
+        };
         let which = c.partitions_of(c.node, partitions);
+        let checkpointer = Checkpointer::new(
+            store.clone(),
+            sealer.clone(),
+            db.clone(),
+            prefix,
+            Owner::Node(me),
+            node_checkpoint_size(&cfg, which.len() as u64, u64::from(partitions)),
+            conditional_checkpoints(&cfg),
+        );
         let subs = settings.build_partitions(
             &shape,
             Parts {
@@ -150,25 +193,86 @@ impl NodeVolume {
             });
         }
         let host = NodeHost::new(shape.block_size, served);
-        Ok(Self {
+        let node = Self {
             params,
             host,
             backend_counters,
             db,
             tls,
             created: !existed,
-        })
+            shipper,
+            checkpoint_every: (cfg.state.checkpoint_interval_secs > 0)
+                .then(|| Duration::from_secs(cfg.state.checkpoint_interval_secs)),
+            checkpointer,
+        };
+        // The roll-back check, then (with the log, at every start, as a single
+        // proxy does; `crate::logship` says why) a checkpoint before any round.
+        if node.checkpointer.check_backend().await? || node.shipper.is_some() {
+            let c = node.checkpoint().await?;
+            tracing::info!(epoch = c.epoch, "node checkpoint taken at start");
+        }
+        Ok(node)
     }
 
-    /// Serves the partitions to fronts on `listener` until `shutdown`, then
-    /// writes back what they have pending.
+    /// Writes a checkpoint of the node's state database: holds every partition
+    /// between rounds ([`NodeHost::quiesce`]: a round staged meanwhile is
+    /// repeated by the front), snapshots, seals and uploads it.
+    ///
+    /// Observed by the storage server: one PUT of
+    /// `<prefix>/node/<i>/meta/checkpoint`, always of the same size
+    /// (conditional, as the volume's: [`crate::checkpoint`]), with this node's
+    /// partitions paused meanwhile.
+    pub async fn checkpoint(&self) -> Result<CheckpointInfo, VolumeError> {
+        let quiet = self.host.quiesce().await?;
+        let info = self.checkpointer.write(self.shipper.as_ref()).await?;
+        drop(quiet);
+        Ok(info)
+    }
+
+    /// Serves the partitions to fronts on `listener` until `shutdown`,
+    /// checkpointing every [`NodeVolume::checkpoint_every`] (a checkpoint under
+    /// way when `shutdown` comes completes first); then writes back what the
+    /// partitions have pending and takes a final checkpoint.
     pub async fn serve(
         &self,
         listener: TcpListener,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), VolumeError> {
-        self.host.serve(listener, self.tls.clone(), shutdown).await;
+        let (stopped, mut stopping) = tokio::sync::watch::channel(false);
+        let serving = async {
+            self.host.serve(listener, self.tls.clone(), shutdown).await;
+            let _ = stopped.send(true);
+        };
+        let ticking = async {
+            let Some(every) = self.checkpoint_every else {
+                return;
+            };
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = stopping.changed() => return,
+                }
+                match self.checkpoint().await {
+                    Ok(c) => tracing::info!(
+                        epoch = c.epoch,
+                        bytes = c.bytes,
+                        state_bytes = c.state_bytes,
+                        log_record = ?c.log_record,
+                        "node checkpoint written"
+                    ),
+                    Err(e) => tracing::error!("node checkpoint failed: {e}"),
+                }
+            }
+        };
+        tokio::join!(serving, ticking);
         self.host.flush().await?;
+        let c = self.checkpoint().await?;
+        tracing::info!(
+            epoch = c.epoch,
+            bytes = c.bytes,
+            log_record = ?c.log_record,
+            "final node checkpoint written"
+        );
         Ok(())
     }
 }
