@@ -146,22 +146,51 @@ def make_certs_and_key(root):
     key.chmod(0o600)
 
 
+class Cluster:
+    """A front and three nodes with their certificates, key and configuration
+    files under `root`, started and ready; `log_ms` as in `member_config`."""
+
+    def __init__(self, root, log_ms=0):
+        make_certs_and_key(root)
+        ports = [free_port() for _ in range(3)]
+        self.addrs = [f"127.0.0.1:{p}" for p in ports]
+        self.front_cfg = member_config(root, "front", self.addrs, "front", log_ms=log_ms)
+        self.node_cfgs = [member_config(root, f"node{i}", self.addrs, "node", i, log_ms=log_ms)
+                          for i in range(3)]
+        # The nodes start first and wait for the front to create the volume;
+        # the front waits for its nodes.
+        self.nodes = [Node(root / f"node{i}", self.node_cfgs[i], ports[i]) for i in range(3)]
+        self.front = None
+        try:
+            self.front = Proxy(root / "front", "--config", str(self.front_cfg))
+            for n in self.nodes:
+                n.wait_ready()
+        except BaseException:
+            self.kill()
+            raise
+
+    def kill(self):
+        if self.front is not None:
+            self.front.kill()
+        for n in self.nodes:
+            n.kill()
+
+
+def put_until_accepted(s3, front, key, body, acked):
+    """PUTs `body` until the cluster takes it (a node coming back), at most 60 s."""
+    deadline = time.monotonic() + 60
+    while not put_checked(s3, key, body, acked):
+        assert time.monotonic() < deadline, front.logs()[-3000:]
+        time.sleep(0.5)
+
+
 @pytest.mark.long(3)
 def test_a_cluster_of_processes_survives_a_node_and_the_front_killed(tmp_path):
     root = tmp_path
-    make_certs_and_key(root)
-    ports = [free_port() for _ in range(3)]
-    addrs = [f"127.0.0.1:{p}" for p in ports]
-    front_cfg = member_config(root, "front", addrs, "front")
-    node_cfgs = [member_config(root, f"node{i}", addrs, "node", i) for i in range(3)]
-    # The nodes start first and wait for the front to create the volume; the
-    # front waits for its nodes.
-    nodes = [Node(root / f"node{i}", node_cfgs[i], ports[i]) for i in range(3)]
-    front = None
+    cluster = Cluster(root)
+    front_cfg, node_cfgs, nodes = cluster.front_cfg, cluster.node_cfgs, cluster.nodes
+    front = cluster.front
     try:
-        front = Proxy(root / "front", "--config", str(front_cfg))
-        for n in nodes:
-            n.wait_ready()
         # Every partition has exactly one node.
         owned = sorted(p for n in nodes for p in n.partitions())
         assert owned == list(range(len(owned))) and len(owned) >= 3, owned
@@ -185,15 +214,12 @@ def test_a_cluster_of_processes_survives_a_node_and_the_front_killed(tmp_path):
             put_checked(s3, f"during-{i}", os.urandom(5000 + i), acked)
         nodes[1].start()
         nodes[1].wait_ready()
-        deadline = time.monotonic() + 60
-        while not put_checked(s3, "after-node", os.urandom(20000), acked):
-            assert time.monotonic() < deadline, front.logs()[-3000:]
-            time.sleep(0.5)
+        put_until_accepted(s3, front, "after-node", os.urandom(20000), acked)
         read_back(s3, acked)
 
         # The front dies (SIGKILL) and comes back over the same nodes.
         front.kill()
-        front = Proxy(root / "front", "--config", str(front_cfg))
+        front = cluster.front = Proxy(root / "front", "--config", str(front_cfg))
         s3 = front.client()
         read_back(s3, acked)
         for i in range(4):
@@ -219,10 +245,7 @@ def test_a_cluster_of_processes_survives_a_node_and_the_front_killed(tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and "cluster" in r.stdout + r.stderr, r.stdout + r.stderr
     finally:
-        if front is not None:
-            front.kill()
-        for n in nodes:
-            n.kill()
+        cluster.kill()
 
 
 @pytest.mark.long(3)
@@ -233,17 +256,10 @@ def test_a_node_whose_machine_is_lost_is_recovered_from_the_backend(tmp_path):
     serves its partitions again and every object acknowledged before, during
     and after reads back byte for byte; `fsck` on the front is clean."""
     root = tmp_path
-    make_certs_and_key(root)
-    ports = [free_port() for _ in range(3)]
-    addrs = [f"127.0.0.1:{p}" for p in ports]
-    front_cfg = member_config(root, "front", addrs, "front", log_ms=20)
-    node_cfgs = [member_config(root, f"node{i}", addrs, "node", i, log_ms=20) for i in range(3)]
-    nodes = [Node(root / f"node{i}", node_cfgs[i], ports[i]) for i in range(3)]
-    front = None
+    cluster = Cluster(root, log_ms=20)
+    front_cfg, node_cfgs, nodes = cluster.front_cfg, cluster.node_cfgs, cluster.nodes
+    front, addrs = cluster.front, cluster.addrs
     try:
-        front = Proxy(root / "front", "--config", str(front_cfg))
-        for n in nodes:
-            n.wait_ready()
         lost = nodes[2]
         lost_partitions = lost.partitions()
         # Each node keeps its checkpoint beside the volume's, sealed as its own.
@@ -280,10 +296,7 @@ def test_a_node_whose_machine_is_lost_is_recovered_from_the_backend(tmp_path):
         lost.start()
         lost.wait_ready()
         assert lost.partitions() == lost_partitions
-        deadline = time.monotonic() + 60
-        while not put_checked(s3, "after-recover", os.urandom(20000), acked):
-            assert time.monotonic() < deadline, front.logs()[-3000:]
-            time.sleep(0.5)
+        put_until_accepted(s3, front, "after-recover", os.urandom(20000), acked)
         for i in range(6):
             assert put_checked(s3, f"later-{i}", os.urandom(1500 * (i + 1)), acked)
         read_back(s3, acked)
@@ -295,7 +308,4 @@ def test_a_node_whose_machine_is_lost_is_recovered_from_the_backend(tmp_path):
         for n in nodes:
             assert n.stop() == 0, n.logs()
     finally:
-        if front is not None:
-            front.kill()
-        for n in nodes:
-            n.kill()
+        cluster.kill()

@@ -21,6 +21,8 @@
 //! ([`RecoverOptions::expect_record`], from `/metrics` or the serve log) shows
 //! it.
 
+use std::sync::Arc;
+
 use oram_blockstore::{BlockStore, BlockStoreExt};
 use oram_seal::{Sealer, VolumeId};
 use oram_statedb::Db;
@@ -37,7 +39,7 @@ use crate::header::{
 use crate::key::KeySource;
 use crate::lease;
 use crate::logship::{read_log, ReadLog, RecordMark};
-use crate::params::checkpoint_size;
+use crate::params::{checkpoint_size, VolumeParams};
 use crate::volume::Volume;
 use crate::VolumeError;
 
@@ -119,43 +121,15 @@ pub async fn recover(
             cfg.cluster.role.name()
         )));
     }
-    datadir::ensure_dir(&cfg.data_dir)?;
-    let _lock = datadir::lock(&cfg.data_dir)?;
-    let dir = &cfg.data_dir;
-    if datadir::has_volume(dir) || datadir::state_path(dir).exists() {
-        return Err(VolumeError::Params(format!(
-            "{} already holds a volume: recover into an empty data directory",
-            dir.display()
-        )));
-    }
-    backend_record::check(cfg)?;
-    progress("reading the volume header");
-    let store = open_store(cfg, hooks).await?;
-    let prefix = &cfg.backend.prefix;
-    // The header, the parameters and the key are checked before the lease is
-    // taken (below, before any write): a refused recover must not fence the
-    // volume's owner.
-    let params = read_header(store.as_ref(), prefix)
-        .await?
-        .ok_or_else(|| VolumeError::Params(format!("no volume at backend prefix {prefix:?}")))?;
-    // The header's parameters fill what the configuration does not name (they
-    // are authenticated below, before anything is restored).
-    let mut adopted = cfg.clone();
-    params.adopt_into(&mut adopted.engine)?;
+    let Begun {
+        _lock,
+        store,
+        params,
+        cfg: adopted,
+    } = begin(cfg, hooks, expect, progress).await?;
     let cfg = &adopted;
-    params.check_config(cfg, dir)?;
-    if let Some(want) = expect {
-        if !params.volume_id.eq_ignore_ascii_case(want.trim()) {
-            return Err(VolumeError::Params(format!(
-                "the backend prefix {prefix:?} holds volume {}, not {want}",
-                params.volume_id
-            )));
-        }
-    }
-    // Read from the untrusted backend: bounded before any derivation.
-    if let Some(kdf) = &params.kdf {
-        kdf.check_bounds()?;
-    }
+    let dir = &cfg.data_dir;
+    let prefix = &cfg.backend.prefix;
     let source = KeySource::resolve(&cfg.key, dir)?;
     let key = match &source {
         // The key file of the lost machine, wherever the operator kept it.
@@ -362,5 +336,71 @@ pub(crate) async fn restore_state(
         db,
         replayed,
         log,
+    })
+}
+
+/// What every `recover` starts from ([`begin`]).
+pub(crate) struct Begun {
+    /// The data directory's lock, held until the recover ends.
+    pub(crate) _lock: std::fs::File,
+    /// The backend.
+    pub(crate) store: Arc<dyn BlockStore>,
+    /// The backend's volume header: checked, not yet authenticated.
+    pub(crate) params: VolumeParams,
+    /// The configuration with the header's parameters filling what it does not
+    /// name.
+    pub(crate) cfg: VolumeConfig,
+}
+
+/// The start of every `recover`: locks the data directory and refuses one that
+/// holds a volume, refuses a backend other than the one it records, reads the
+/// volume header and checks it against the configuration (whose unnamed
+/// parameters it fills), against `expect` (the volume id insisted on) and its
+/// key-derivation costs against their bounds, before anything is derived from
+/// it. The caller authenticates it with the key. Nothing is written.
+pub(crate) async fn begin(
+    cfg: &VolumeConfig,
+    hooks: &VolumeHooks,
+    expect: Option<&str>,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<Begun, VolumeError> {
+    datadir::ensure_dir(&cfg.data_dir)?;
+    let lock = datadir::lock(&cfg.data_dir)?;
+    let dir = &cfg.data_dir;
+    if datadir::has_volume(dir) || datadir::state_path(dir).exists() {
+        return Err(VolumeError::Params(format!(
+            "{} already holds a volume: recover into an empty data directory",
+            dir.display()
+        )));
+    }
+    backend_record::check(cfg)?;
+    progress("reading the volume header");
+    let store = open_store(cfg, hooks).await?;
+    let prefix = &cfg.backend.prefix;
+    let params = read_header(store.as_ref(), prefix)
+        .await?
+        .ok_or_else(|| VolumeError::Params(format!("no volume at backend prefix {prefix:?}")))?;
+    // The header's parameters fill what the configuration does not name (the
+    // caller authenticates them before anything is restored).
+    let mut adopted = cfg.clone();
+    params.adopt_into(&mut adopted.engine)?;
+    params.check_config(&adopted, dir)?;
+    if let Some(want) = expect {
+        if !params.volume_id.eq_ignore_ascii_case(want.trim()) {
+            return Err(VolumeError::Params(format!(
+                "the backend prefix {prefix:?} holds volume {}, not {want}",
+                params.volume_id
+            )));
+        }
+    }
+    // Read from the untrusted backend: bounded before any derivation.
+    if let Some(kdf) = &params.kdf {
+        kdf.check_bounds()?;
+    }
+    Ok(Begun {
+        _lock: lock,
+        store,
+        params,
+        cfg: adopted,
     })
 }

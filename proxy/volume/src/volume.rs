@@ -38,7 +38,7 @@ use oram_statedb::Db;
 
 use crate::backend::{backend_url, open_store, VolumeHooks};
 use crate::backend_record;
-use crate::checkpoint::Checkpointer;
+use crate::checkpoint::{CheckpointInfo, Checkpointer};
 use crate::cluster::{self, Role};
 use crate::config::VolumeConfig;
 use crate::datadir;
@@ -409,5 +409,48 @@ impl Volume {
             tracing::info!(epoch = c.epoch, "shipped log: checkpoint taken at start");
         }
         Ok(vol)
+    }
+}
+
+impl Volume {
+    /// Writes a checkpoint: quiesces the engine, snapshots the state database, pads
+    /// it to the fixed size, seals and uploads it, and starts a new epoch (so the
+    /// objects it refers to stay untouched until the next checkpoint).
+    ///
+    /// Observed by the storage server: one PUT of `<prefix>/meta/checkpoint`, always
+    /// of the same size, with accesses paused meanwhile (conditional: see the
+    /// module documentation), preceded by a GET of it at the first checkpoint
+    /// of this process.
+    pub async fn checkpoint(&self) -> Result<CheckpointInfo, VolumeError> {
+        let quiet = self.engine.quiesce().await?;
+        // A key rotation whose every position is re-sealed: this checkpoint is
+        // the first to need no earlier key.
+        crate::rotation::note_checkpoint(&self.db, &self.params, self.db.epoch()).await?;
+        let info = self.checkpointer.write(self.shipper.as_ref()).await?;
+        self.recount_rotation().await;
+        drop(quiet);
+        Ok(info)
+    }
+
+    /// The epoch of the checkpoint on the backend, if any, authenticated: reads and
+    /// opens the checkpoint's sealed head (a checkpoint of the earlier format is
+    /// downloaded and opened whole).
+    pub async fn backend_checkpoint_epoch(&self) -> Result<Option<u64>, VolumeError> {
+        self.checkpointer.backend_epoch().await
+    }
+
+    /// Compares the backend's checkpoint with the local epoch. Normally the backend
+    /// holds checkpoint `epoch - 1`. After a crash in the middle of a checkpoint it
+    /// holds `epoch - 2` (or none at epoch 1): then a new one is taken now, before
+    /// anything is written in the new epoch — unless the upload is recorded as
+    /// landed. Anything else means the backend was
+    /// rolled back (or is written by another proxy): an integrity error. Returns
+    /// whether a checkpoint was taken.
+    pub async fn repair_checkpoint(&self) -> Result<bool, VolumeError> {
+        if self.checkpointer.check_backend().await? {
+            self.checkpoint().await?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 }

@@ -4,16 +4,16 @@
 
 use oram_seal::Sealer;
 
-use crate::backend::{open_store, VolumeHooks};
+use crate::backend::VolumeHooks;
 use crate::backend_record;
 use crate::cluster::Role;
 use crate::config::VolumeConfig;
 use crate::datadir;
 use crate::fsutil::blocking;
-use crate::header::{header_is_authentic, read_header, Owner};
+use crate::header::{header_is_authentic, Owner};
 use crate::key::KeySource;
 use crate::params::node_checkpoint_size;
-use crate::recover::{restore_state, RecoverOptions, RestoredState};
+use crate::recover::{begin, restore_state, Begun, RecoverOptions, RestoredState};
 use crate::VolumeError;
 
 use super::NodeVolume;
@@ -85,38 +85,15 @@ pub async fn recover_node(
     }
     let me = u32::try_from(c.node)
         .map_err(|_| VolumeError::Config("cluster.node is out of range".into()))?;
-    datadir::ensure_dir(&cfg.data_dir)?;
-    let _lock = datadir::lock(&cfg.data_dir)?;
-    let dir = &cfg.data_dir;
-    if datadir::has_volume(dir) || datadir::state_path(dir).exists() {
-        return Err(VolumeError::Params(format!(
-            "{} already holds a node's volume: recover into an empty data directory",
-            dir.display()
-        )));
-    }
-    backend_record::check(cfg)?;
-    progress("reading the volume header");
-    let store = open_store(cfg, hooks).await?;
-    let prefix = &cfg.backend.prefix;
-    let params = read_header(store.as_ref(), prefix)
-        .await?
-        .ok_or_else(|| VolumeError::Params(format!("no volume at backend prefix {prefix:?}")))?;
-    if let Some(want) = opts.expect_volume.as_deref() {
-        if !params.volume_id.eq_ignore_ascii_case(want.trim()) {
-            return Err(VolumeError::Params(format!(
-                "the backend prefix {prefix:?} holds volume {}, not {want}",
-                params.volume_id
-            )));
-        }
-    }
-    // Read from the untrusted backend: bounded before any derivation.
-    if let Some(kdf) = &params.kdf {
-        kdf.check_bounds()?;
-    }
-    let mut adopted = cfg.clone();
-    params.adopt_into(&mut adopted.engine)?;
+    let Begun {
+        _lock,
+        store,
+        params,
+        cfg: adopted,
+    } = begin(cfg, hooks, opts.expect_volume.as_deref(), progress).await?;
     let cfg = &adopted;
-    params.check_config(cfg, dir)?;
+    let dir = &cfg.data_dir;
+    let prefix = &cfg.backend.prefix;
     let source = KeySource::resolve(&cfg.key, dir)?;
     let key = params.load_key(&source)?;
     if !header_is_authentic(&key, &params) {
