@@ -166,6 +166,77 @@ fn a_front_naming_stale_owner_tokens_is_refused_and_changes_nothing() {
     });
 }
 
+/// With the front's state shipped (its log taken: a commit resolves only once
+/// its bytes have landed), no sub-access of a round goes out before the
+/// round's intent record has landed: while the log is held, the storage
+/// server sees nothing of the round; once it lands, the round runs and the
+/// access completes. A front rebuilt from its checkpoint and log (`recover`)
+/// therefore knows every round its nodes may have landed. (Without it, the
+/// intent is committed locally only and the round goes out at once.)
+#[test]
+fn a_front_ships_a_round_s_intent_before_the_round_goes_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = Arc::new(Recording::new(
+        FsStore::open(dir.path().join("store")).unwrap(),
+    ));
+    let store: Arc<dyn BlockStore> = recording.clone();
+    let mut model = Model::new();
+    runtime().block_on(async {
+        let dbs = Dbs::open(dir.path());
+        let e = cluster(&store, &dbs, 0);
+        fill(e.as_ref(), &mut model, 0..16, 1).await;
+        let log = dbs.front.ship_log().unwrap();
+        recording.take_trace();
+        let writer = {
+            let e = e.clone();
+            tokio::spawn(async move { e.access(vec![Op::Write(3, block_data(3, 7, BLOCK))]).await })
+        };
+        // The intent record reaches the log's stream (not yet landed) ...
+        let mut waited = 0;
+        while log.position().0 == 0 {
+            assert!(
+                waited < 500,
+                "the round's intent record was never committed"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            waited += 1;
+        }
+        // ... and while it is held, nothing of the round goes out.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(!writer.is_finished());
+        assert!(
+            recording.take_trace().is_empty(),
+            "a sub-access went out before its round's intent record landed"
+        );
+        // Landing the log lets the round run and commit.
+        let mut shipped = 0u64;
+        for _ in 0..2000 {
+            loop {
+                let (start, bytes) = log.take(1 << 16);
+                assert_eq!(start, shipped);
+                if bytes.is_empty() {
+                    break;
+                }
+                shipped += bytes.len() as u64;
+                log.landed(shipped);
+            }
+            if writer.is_finished() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert!(
+            writer.is_finished(),
+            "the access did not complete once the log landed"
+        );
+        writer.await.unwrap().unwrap();
+        assert!(
+            !recording.take_trace().is_empty(),
+            "the round never reached the backend"
+        );
+    });
+}
+
 /// A node dies while its partition's writes of a round hang on the backend
 /// (the other nodes' writes hang too, then land and commit once the backend
 /// answers): the front's round fails. The node restarts from its database at

@@ -35,6 +35,17 @@ pub trait Placement: Send + Sync {
     /// Partition `p`'s sub-engine of `shape`: `local` builds it in this process
     /// (its trusted state in this process's state database).
     fn place(&self, p: u32, shape: &Shape, local: LocalSub<'_>) -> Result<Arc<dyn Oram>>;
+
+    /// Whether partitions run in other processes (a cluster's nodes). The
+    /// parent then makes each round's intent record durable as it makes its
+    /// other commits (with the shipped log: on the backend) before any
+    /// sub-access goes out, so that a parent rebuilt from the backend knows
+    /// every round its partitions may have committed, and repeats it; in one
+    /// process a local commit is enough (the partitions' state is rebuilt with
+    /// the parent's).
+    fn remote(&self) -> bool {
+        false
+    }
 }
 
 /// Every partition in this process: a volume on one machine.

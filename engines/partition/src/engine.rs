@@ -332,6 +332,9 @@ pub struct Partitioned {
 struct Inner {
     cfg: PartitionedConfig,
     subs: Vec<Arc<dyn Oram>>,
+    /// Whether a round's intent record waits for the full commit (shipped
+    /// too) before its sub-accesses go out: [`Placement::remote`].
+    ship_intents: bool,
     /// The position map, the eviction cache and the random generator; held for
     /// a whole round, so rounds run one after the other.
     round: Arc<tokio::sync::Mutex<Framework>>,
@@ -421,6 +424,7 @@ impl Partitioned {
             inner: Arc::new(Inner {
                 cfg,
                 subs,
+                ship_intents: place.remote(),
                 round: Arc::new(tokio::sync::Mutex::new(Framework {
                     map,
                     rng,
@@ -544,13 +548,17 @@ impl Inner {
         let intent = plan.intent();
         let seq = fw.seq;
         fw.seq += 1;
-        // Durable here before any access goes out: a crash repeats the round.
-        if let Err(e) = fw
-            .map
-            .stage_intent(seq, Some(intent.encode()))
-            .commit_local()
-            .await
-        {
+        // Durable before any access goes out: a crash repeats the round. Here
+        // is enough in one process; partitions on other machines may commit
+        // the round before this process is lost, so then the record is also
+        // shipped (`Placement::remote`).
+        let record = fw.map.stage_intent(seq, Some(intent.encode()));
+        let recorded = if self.ship_intents {
+            record.commit().await
+        } else {
+            record.commit_local().await
+        };
+        if let Err(e) = recorded {
             fw.map.rollback()?;
             return Err(e.into());
         }

@@ -441,4 +441,9 @@ impl Placement for RemotePlacement {
             *token,
         )))
     }
+
+    /// Every partition is on a node.
+    fn remote(&self) -> bool {
+        true
+    }
 }

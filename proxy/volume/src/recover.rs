@@ -109,17 +109,26 @@ pub async fn recover(
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<Recovered, VolumeError> {
     let expect = opts.expect_volume.as_deref();
-    if cfg.cluster.is_cluster() {
-        // The front's checkpoint holds its map, not the nodes' partitions: a
-        // front restored alone would disagree with them about every round
-        // since the checkpoint.
-        return Err(VolumeError::Config(format!(
-            "recover rebuilds a single machine's volume; this configuration is a cluster {}'s \
-             (cluster.role = \"{}\"), whose state is split between the front and its nodes: \
-             restore their data directories from backups instead",
-            cfg.cluster.role.name(),
-            cfg.cluster.role.name()
-        )));
+    match cfg.cluster.role {
+        crate::cluster::Role::Single => {}
+        crate::cluster::Role::Node => {
+            return Err(VolumeError::Config(
+                "this is a cluster node's configuration: a node is recovered by                  `crate::node::recover_node` (`oram-proxy recover` with it does so)"
+                    .into(),
+            ))
+        }
+        // A front's state says which rounds its nodes may have landed only if
+        // every round's intent record is on the backend before the round goes
+        // out, which the shipped log gives (`oram_engine::Placement::remote`);
+        // its checkpoint alone would disagree with the nodes about every round
+        // since.
+        crate::cluster::Role::Front if cfg.state.log_settings().is_none() => {
+            return Err(VolumeError::Config(
+                "a cluster's front can be recovered only from its shipped log ([state]                  log_interval_ms > 0 on the front): its checkpoint alone misses the rounds its                  nodes landed since. Restore the front's data directory from a backup instead"
+                    .into(),
+            ))
+        }
+        crate::cluster::Role::Front => {}
     }
     let Begun {
         _lock,
