@@ -113,7 +113,8 @@ pub async fn recover(
         crate::cluster::Role::Single => {}
         crate::cluster::Role::Node => {
             return Err(VolumeError::Config(
-                "this is a cluster node's configuration: a node is recovered by                  `crate::node::recover_node` (`oram-proxy recover` with it does so)"
+                "this is a cluster node's configuration: a node is rebuilt by \
+                 oram_volume::node::recover_node, which `oram-proxy recover` runs for it"
                     .into(),
             ))
         }
@@ -124,7 +125,9 @@ pub async fn recover(
         // since.
         crate::cluster::Role::Front if cfg.state.log_settings().is_none() => {
             return Err(VolumeError::Config(
-                "a cluster's front can be recovered only from its shipped log ([state]                  log_interval_ms > 0 on the front): its checkpoint alone misses the rounds its                  nodes landed since. Restore the front's data directory from a backup instead"
+                "a cluster's front can be recovered only from its shipped log ([state] \
+                 log_interval_ms > 0 on the front): its checkpoint alone misses the rounds its \
+                 nodes landed since. Restore the front's data directory from a backup instead"
                     .into(),
             ))
         }
