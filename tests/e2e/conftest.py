@@ -57,7 +57,28 @@ def wait_port(port, timeout=60):
     raise RuntimeError(f"nothing listening on port {port} after {timeout} s")
 
 
-class Proxy:
+class Process:
+    """Stopping a process started as `self.proc` (SIGTERM, or SIGKILL)."""
+
+    def stop(self, timeout=60):
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise
+        return self.proc.returncode
+
+    def kill(self):
+        """SIGKILL and wait."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+class Proxy(Process):
     """One oram-proxy process."""
 
     def __init__(self, workdir, *args, env=None, creds=True, swift=False, tls=False):
@@ -115,17 +136,6 @@ class Proxy:
         self.stderr.flush()
         return (self.workdir / "stdout.log").read_text() + (self.workdir / "stderr.log").read_text()
 
-    def stop(self, timeout=60):
-        """SIGTERM and wait; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise
-        return self.proc.returncode
-
     def metrics_token(self):
         """The operator endpoint's token the proxy generated into its data directory."""
         return (self.data_dir / "metrics.token").read_text().strip()
@@ -137,11 +147,6 @@ class Proxy:
                                      headers={"Authorization": f"Bearer {token or self.metrics_token()}"})
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.headers, r.read()
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
 
     def client(self, access=ACCESS, secret=SECRET, verify=None):
         return boto3.client(

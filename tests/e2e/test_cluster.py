@@ -14,14 +14,13 @@ import os
 import pathlib
 import secrets
 import shutil
-import signal
 import subprocess
 import time
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from conftest import BIN, Proxy, free_port, wait_port
+from conftest import BIN, Process, Proxy, free_port, wait_port
 
 MEMBERS = ["front", "node0", "node1", "node2"]
 
@@ -62,7 +61,7 @@ wait_secs = 90
     return path
 
 
-class Node:
+class Node(Process):
     """One node process: `oram-proxy serve --config <node's file>`."""
 
     def __init__(self, workdir, config, port):
@@ -104,20 +103,6 @@ class Node:
                 return [int(p) for p in line.split("[", 1)[1].rstrip("]").split(",") if p.strip()]
         raise AssertionError("no partitions line")
 
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def stop(self, timeout=60):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise
-        return self.proc.returncode
 
 
 def put_checked(s3, key, body, acked):
