@@ -220,7 +220,7 @@ impl NodeVolume {
     ///
     /// Observed by the storage server: one PUT of
     /// `<prefix>/node/<i>/meta/checkpoint`, always of the same size
-    /// (conditional, as the volume's: [`crate::checkpoint`]), with this node's
+    /// (conditional, as the volume's: see `Volume::checkpoint`), with this node's
     /// partitions paused meanwhile.
     pub async fn checkpoint(&self) -> Result<CheckpointInfo, VolumeError> {
         let quiet = self.host.quiesce().await?;

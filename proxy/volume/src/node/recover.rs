@@ -45,7 +45,7 @@ pub struct NodeRecovered {
 /// Rebuilds node `cfg.cluster.node`'s empty data directory from the backend:
 /// authenticates the volume header with the key (as a node's first start
 /// does), restores the node's state database from its latest checkpoint and
-/// the shipped log after it ([`restore_state`]), records `volume.toml` and the
+/// the shipped log after it (as `recover` does), records `volume.toml` and the
 /// backend, then opens the node's partitions (taking a checkpoint: the
 /// restored state becomes the node's on the backend) and deletes the objects
 /// its partitions wrote after what was restored.
