@@ -78,11 +78,11 @@ impl Volume {
             .await
             .map_err(|e| VolumeError::Config(format!("state snapshot: {e}")))??;
         let state_bytes = snap.len() as u64;
-        let mut size = self.checkpoint_size;
+        let mut size = self.checkpoint_size();
         while size < state_bytes {
             size *= 2;
         }
-        if size != self.checkpoint_size {
+        if size != self.checkpoint_size() {
             tracing::warn!(
                 state_bytes,
                 padded = size,
@@ -206,7 +206,7 @@ impl Volume {
             return Ok(PutCondition::IfMatch(tag));
         }
         let bound = SizeBound::AtMost(
-            self.checkpoint_size
+            self.checkpoint_size()
                 .saturating_mul(8)
                 .saturating_add(1 << 20),
         );
@@ -234,7 +234,7 @@ impl Volume {
             Prefix::V2(h) => Ok(Some(h.epoch)),
             Prefix::V1(_) => {
                 let bound = oram_blockstore::SizeBound::AtMost(
-                    self.checkpoint_size
+                    self.checkpoint_size()
                         .saturating_mul(8)
                         .saturating_add(1 << 20),
                 );

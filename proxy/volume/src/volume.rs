@@ -46,7 +46,7 @@ use crate::header::{ensure_header, header_key, read_header, sign_header, write_h
 use crate::key::{check_value, KeySource};
 use crate::lease::{self, without_lease, Lease};
 use crate::logship::{self, Shipper};
-use crate::params::{checkpoint_size, VolumeParams};
+use crate::params::{checkpoint_size_at, VolumeParams};
 use crate::VolumeError;
 
 /// An opened volume.
@@ -77,7 +77,16 @@ pub struct Volume {
     /// The shipper of the state log (`None`: `[state] log_interval_ms = 0`).
     pub shipper: Option<Shipper>,
     pub(crate) sealer: Arc<Sealer>,
-    pub(crate) checkpoint_size: u64,
+    /// The checkpoints' plaintext size at the capacity in effect (a growth
+    /// raises it, see [`Volume::grow`]).
+    pub(crate) checkpoint_size: std::sync::atomic::AtomicU64,
+    /// The volume header's MAC key, to re-sign the header when the volume grows.
+    pub(crate) header_mac: zeroize::Zeroizing<[u8; 32]>,
+    /// What decides the checkpoints' size at another capacity (the engine's
+    /// configuration, its prefix, the index budget).
+    pub(crate) sizing: crate::config::VolumeConfig,
+    /// One growth at a time (held across the whole growth).
+    pub(crate) grow_lock: tokio::sync::Mutex<()>,
     pub(crate) prefix: String,
     /// Whether checkpoints are written conditionally (see
     /// [`Volume::checkpoint`]): always on the fs back-end; on S3 unless
@@ -292,7 +301,11 @@ impl Volume {
         for n in params.notices(cfg) {
             tracing::warn!("{n}");
         }
-        let vol = Self::assemble(cfg, hooks, params, key, store, lease, !existed, new_key).await?;
+        let mut vol =
+            Self::assemble(cfg, hooks, params, key, store, lease, !existed, new_key).await?;
+        // The engine's own record of its size wins (a crash after a growth's
+        // switch, before volume.toml and the header were rewritten).
+        vol.adopt_engine_capacity().await?;
         // The S3 users travel with the state, so that `recover` restores them.
         crate::users::keep_in_state(dir, &vol.db).await?;
         Ok(vol)
@@ -309,6 +322,7 @@ impl Volume {
         created: bool,
         new_key: bool,
     ) -> Result<Self, VolumeError> {
+        let header_mac = crate::header::mac_key(&key);
         let Opened {
             sealer,
             backend_counters,
@@ -376,6 +390,7 @@ impl Volume {
             },
         )?;
         let rotation = crate::rotation::progress_of(db.clone(), params.clone()).await?;
+        let checkpoint_size = checkpoint_size_at(cfg, engine.capacity());
         let vol = Self {
             params,
             store,
@@ -390,7 +405,10 @@ impl Volume {
             lease,
             shipper,
             sealer,
-            checkpoint_size: checkpoint_size(cfg),
+            checkpoint_size: checkpoint_size.into(),
+            header_mac,
+            sizing: cfg.clone(),
+            grow_lock: tokio::sync::Mutex::new(()),
             prefix: cfg.backend.prefix.clone(),
             conditional_checkpoints: cfg.backend.kind == crate::config::BackendKind::Fs
                 || cfg.backend.conditional_writes,
