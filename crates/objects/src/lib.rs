@@ -581,4 +581,6 @@ impl ObjectLayer {
 }
 
 #[cfg(test)]
+mod grow_tests;
+#[cfg(test)]
 mod tests;
