@@ -286,6 +286,16 @@ mod tests {
         let mut other = signed.clone();
         other.volume_id = "00".repeat(16);
         assert!(!header_is_authentic(&key, &other), "volume id changed");
+        let mut grown = signed.clone();
+        grown.grown_blocks = Some(p.capacity_blocks * 4);
+        assert!(
+            !header_is_authentic(&key, &grown),
+            "capacity in effect changed"
+        );
+        let resigned = sign_header(&key, &grown);
+        assert!(header_is_authentic(&key, &resigned));
+        let back = VolumeParams::from_toml(&resigned.to_toml(), "x").unwrap();
+        assert_eq!(back.grown_blocks, Some(p.capacity_blocks * 4));
         // Survives a TOML round trip (as stored on the backend).
         let back = VolumeParams::from_toml(&signed.to_toml(), "x").unwrap();
         assert!(header_is_authentic(&key, &back));

@@ -51,7 +51,9 @@ mod volume;
 
 pub use backend::{disk_space, DiskSpace, StoreHook, VolumeHooks};
 pub use checkpoint::{last_checkpoint_ms, CheckpointInfo};
-pub use config::{BackendConfig, BackendKind, KeyConfig, StateConfig, VolumeConfig};
+pub use config::{
+    parse_size, BackendConfig, BackendKind, GrowthConfig, KeyConfig, StateConfig, VolumeConfig,
+};
 pub use engines::{Engine, EngineConfig};
 pub use error::VolumeError;
 pub use grow::GROWABLE;

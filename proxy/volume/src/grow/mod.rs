@@ -38,7 +38,7 @@ use oram_engine::Grown;
 use crate::fsutil::blocking;
 use crate::header::{sign_header_with, write_header};
 use crate::params::checkpoint_size_at;
-use crate::{datadir, Volume, VolumeError, VolumeParams};
+use crate::{datadir, GrowthConfig, Volume, VolumeError, VolumeParams};
 
 /// The engines that can grow.
 pub const GROWABLE: &[&str] = &["path", "ring"];
@@ -52,6 +52,12 @@ impl Volume {
     /// The capacity in effect, in blocks (the engine's).
     pub fn capacity_blocks(&self) -> u64 {
         self.engine.capacity()
+    }
+
+    /// The capacity `policy` would grow this volume to now ([`GrowthConfig::target`]).
+    pub fn growth_due(&self, policy: &GrowthConfig) -> Option<u64> {
+        let u = self.layer.usage();
+        policy.target(u.capacity_blocks, u.free_blocks, u.block_size)
     }
 
     /// A growth recorded as started and not finished (a crash or a failure
