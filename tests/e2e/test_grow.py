@@ -139,3 +139,40 @@ def test_grow_refused_for_an_engine_that_cannot(tmp_path):
         assert p.stop() == 0, p.logs()
     finally:
         p.kill()
+
+
+def test_grow_at_doubles_the_volume_by_itself(tmp_path):
+    """`[volume] grow_at`: past half full, the volume doubles by itself up to
+    max_size; objects written past the starting size read back."""
+    port = free_port()
+    cfg = tmp_path / "oram-proxy.toml"
+    cfg.write_text('[volume]\ngrow_at = 0.5\nmax_size = "8MiB"\n')
+    cfg.chmod(0o600)
+    p = Proxy(tmp_path / "p", "--config", str(cfg), "--capacity-blocks", str(START_BLOCKS),
+              "--block-size", str(BLOCK), "--metrics-listen", f"127.0.0.1:{port}")
+    acked = set()
+    try:
+        s3 = p.client()
+        s3.create_bucket(Bucket="grow")
+        i = 0
+        # Past half full (each object takes 6 of the 256 blocks).
+        while (i + 1) * 6 <= START_BLOCKS * 0.6:
+            s3.put_object(Bucket="grow", Key=f"o{i}", Body=body(i))
+            acked.add(i)
+            i += 1
+        for _ in range(1200):
+            if capacity_bytes(s3) == 8 << 20:
+                break
+            time.sleep(0.1)
+        assert capacity_bytes(s3) == 8 << 20, p.logs()
+        # At max_size it stays there: filling it up ends with "full".
+        assert put_until_full(s3, acked, i, 1000)
+        assert len(acked) * OBJ > START_BLOCKS * BLOCK
+        for _ in range(30):
+            time.sleep(0.1)
+        assert capacity_bytes(s3) == 8 << 20, "never beyond max_size"
+        for k in sorted(acked):
+            assert s3.get_object(Bucket="grow", Key=f"o{k}")["Body"].read() == body(k), f"o{k}"
+        assert p.stop() == 0, p.logs()
+    finally:
+        p.kill()
