@@ -71,6 +71,7 @@ def test_grow_online_then_kill_during_a_growth(tmp_path):
         r = run_grow(p, port, "16MiB")
         assert r.returncode == 0, r.stdout + r.stderr
         assert "the volume grew: 16 MiB" in r.stdout, r.stdout
+        assert "new buckets written" in r.stdout, "progress is shown"
         assert capacity_bytes(s3) == 16 << 20
         assert not put_until_full(s3, acked, 1000, 60)
         assert len(acked) * OBJ > START_BLOCKS * BLOCK, "past the starting size"
