@@ -16,7 +16,7 @@ pub struct Run {
     pub len: u64,
 }
 
-/// The free space of a block space of fixed capacity.
+/// The free space of a block space (its capacity only grows: [`Allocator::grow`]).
 #[derive(Debug, Clone)]
 pub struct Allocator {
     free: BTreeMap<u64, u64>,
@@ -46,6 +46,21 @@ impl Allocator {
     /// Blocks in the space.
     pub fn capacity(&self) -> u64 {
         self.capacity
+    }
+
+    /// Extends the space to `capacity` blocks, the new ones free (merged with a
+    /// free run that ends at the old capacity). A smaller capacity changes
+    /// nothing.
+    pub fn grow(&mut self, capacity: u64) {
+        if capacity <= self.capacity {
+            return;
+        }
+        let added = Run {
+            start: self.capacity,
+            len: capacity - self.capacity,
+        };
+        self.capacity = capacity;
+        self.free(&[added]);
     }
 
     /// Takes `n` blocks, as few runs as first fit gives; `None` (and nothing taken)
@@ -180,6 +195,20 @@ mod tests {
         assert_eq!(a.free.len(), 1, "all runs merged back");
         assert!(a.alloc(101).is_none());
         assert_eq!(a.free_blocks(), 100, "a failed alloc takes nothing");
+    }
+
+    #[test]
+    fn growing_adds_free_blocks_after_the_old_end() {
+        let mut a = Allocator::new(10);
+        let x = a.alloc(8).unwrap();
+        a.grow(20);
+        assert_eq!((a.capacity(), a.free_blocks()), (20, 12));
+        // The old tail and the new room are one run.
+        assert_eq!(a.alloc(12).unwrap(), vec![Run { start: 8, len: 12 }]);
+        a.grow(15);
+        assert_eq!(a.capacity(), 20, "never shrinks");
+        a.free(&x);
+        assert_eq!(a.free_blocks(), 8);
     }
 
     #[test]

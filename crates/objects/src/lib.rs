@@ -546,6 +546,23 @@ impl ObjectLayer {
         }
     }
 
+    /// Extends the free space to `capacity` blocks after the engine grew
+    /// ([`oram_engine::Oram::grow`]): writes may take the new blocks at once.
+    /// Nothing is written: the free space is rebuilt from the index and the
+    /// engine's capacity at every open, so the engine's own durable record of
+    /// its growth is the layer's too. Refused if the engine is smaller; a
+    /// capacity at most the current one changes nothing.
+    pub fn grow_to(&self, capacity: u64) -> Result<()> {
+        let engine = self.shared.oram.capacity();
+        if capacity > engine {
+            return Err(ObjectError::State(StateError::Corrupt(format!(
+                "the object layer cannot take {capacity} blocks: the engine has {engine}"
+            ))));
+        }
+        self.shared.lock().alloc.grow(capacity);
+        Ok(())
+    }
+
     /// Whether any account has a bucket called `name` (S3 answers `AccessDenied`
     /// for a bucket name another account uses, as bucket names are global there).
     pub fn bucket_name_in_use(&self, name: &str) -> bool {
@@ -563,5 +580,7 @@ impl ObjectLayer {
     }
 }
 
+#[cfg(test)]
+mod grow_tests;
 #[cfg(test)]
 mod tests;

@@ -72,6 +72,9 @@ pub enum Command {
     /// Add, list, remove or rotate the S3 users of a running proxy, through its
     /// operator endpoint (token required), without a restart.
     User(UserArgs),
+    /// Grow a running proxy's volume, online, to SIZE (path and ring engines),
+    /// through its operator endpoint (token required); shows the progress.
+    Grow(GrowArgs),
     /// Shrink state.redb (the proxy must be stopped).
     Compact(CompactArgs),
     /// Write every backend bucket the engine may read that was never written
@@ -346,6 +349,33 @@ pub struct UserArgs {
     pub ca_file: Option<PathBuf>,
 }
 
+#[derive(clap::Args)]
+pub struct GrowArgs {
+    /// The new size, e.g. 4GiB, 512MiB or a number of bytes (rounded up to
+    /// whole blocks).
+    #[arg(long, value_name = "SIZE")]
+    pub to: String,
+    /// Return once the growth started instead of following it.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// TOML configuration file (where `metrics.listen` and the token are).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Data directory (overrides `data_dir`; holds the generated token).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The proxy's operator endpoint, e.g. http://127.0.0.1:9100 (default: from
+    /// `metrics.listen`).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Bearer token file (default: `metrics.token_file` or <data_dir>/metrics.token).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// CA certificate(s) for an HTTPS endpoint (default: <data_dir>/tls/ca.pem).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 pub enum UserAction {
     /// Add a user (its secret key, when generated, is printed once).
@@ -418,7 +448,8 @@ pub struct VolumeArgs {
     /// Block size in bytes (overrides `engine.block_size`; fixed at creation).
     #[arg(long, value_name = "BYTES", help_heading = "Engine")]
     pub block_size: Option<usize>,
-    /// Capacity in blocks (overrides `engine.capacity_blocks`; fixed at creation).
+    /// Capacity in blocks (overrides `engine.capacity_blocks`): the starting size
+    /// at creation; a volume grows with `oram-proxy grow`.
     #[arg(long, value_name = "BLOCKS", help_heading = "Engine")]
     pub capacity_blocks: Option<u64>,
     /// Tree-top cache of Path and Ring ORAM in MiB (overrides

@@ -13,7 +13,9 @@ use oram_server::{
     LimitsConfig, LogConfig, MetricsConfig, S3Config, ServerConfig, SwiftConfig, TlsConfig,
 };
 use oram_volume::cluster::ClusterConfig;
-use oram_volume::{BackendConfig, EngineConfig, KeyConfig, StateConfig, UserConfig, VolumeConfig};
+use oram_volume::{
+    BackendConfig, EngineConfig, GrowthConfig, KeyConfig, StateConfig, UserConfig, VolumeConfig,
+};
 use serde::{Deserialize, Serialize};
 
 /// The whole configuration.
@@ -32,6 +34,8 @@ pub struct Config {
     pub tls: TlsConfig,
     /// The engine.
     pub engine: EngineConfig,
+    /// Automatic growth of the volume (`[volume]`).
+    pub volume: GrowthConfig,
     /// The backend store.
     pub backend: BackendConfig,
     /// Trusted state and checkpoints.
@@ -57,6 +61,7 @@ impl Default for Config {
             swift: SwiftConfig::default(),
             tls: TlsConfig::default(),
             engine: EngineConfig::default(),
+            volume: GrowthConfig::default(),
             backend: BackendConfig::default(),
             state: StateConfig::default(),
             key: KeyConfig::default(),
@@ -115,6 +120,7 @@ impl Config {
         self.limits.validate()?;
         self.state.validate()?;
         self.backend.validate()?;
+        self.volume.validate()?;
         self.cluster.validate()?;
         self.cluster
             .check_engine(&self.engine, &self.backend.prefix)?;
@@ -134,6 +140,7 @@ impl Config {
             state: self.state.clone(),
             key: self.key.clone(),
             cluster: self.cluster.clone(),
+            growth: self.volume.clone(),
         }
     }
 

@@ -110,7 +110,16 @@ allow_plain_http = false
 
 "#;
 
-const EXAMPLE_TAIL: &str = r#"[backend]
+const EXAMPLE_TAIL: &str = r#"[volume]
+# Automatic growth (path and ring engines): when this fraction of the capacity is
+# used, a serving proxy doubles the volume, online, up to max_size. 0: never by
+# itself (`oram-proxy grow --to SIZE` grows it by hand). [engine] capacity_blocks
+# is the starting size.
+grow_at = 0.0
+# The largest size automatic growth goes to, e.g. "16GiB" (required with grow_at).
+max_size = ""
+
+[backend]
 # "fs" (a local directory) or "s3" (AWS S3, IBM Cloud Object Storage, MinIO, ...).
 # On the command line: --backend file:///path or --backend s3://bucket/prefix.
 kind = "fs"

@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         Command::Recover(a) => (Some("recover"), cmd::recover::run(a)),
         Command::Stats(a) => (Some("stats"), cmd::stats::run(a)),
         Command::User(a) => (Some("user"), cmd::user::run(a)),
+        Command::Grow(a) => (Some("grow"), cmd::grow::run(a)),
         Command::Compact(a) => (Some("compact"), cmd::compact::run(a)),
         Command::Format(a) => (Some("format"), cmd::format::run(a)),
         Command::Describe(a) => (Some("describe"), cmd::describe::run(a)),

@@ -12,13 +12,14 @@
 //! loop), `swift` (the Swift listener), [`tls`], `limits` ([`LimitsConfig`]),
 //! [`guard`] (requests refused before their body is read), `classify` and
 //! `telemetry` (what clients asked), `tap` (what the backend saw), `operator`
-//! (metrics and dashboard), `tasks` (the stop signal), `config`
+//! (metrics and dashboard), [`Growth`] (the volume growing in the background), `tasks` (the stop signal), `config`
 //! ([`ServerConfig`]). Modules are private unless another crate uses them.
 
 pub mod build_info;
 mod classify;
 mod config;
 mod error;
+mod grow;
 pub mod guard;
 mod limits;
 mod operator;
@@ -32,6 +33,7 @@ pub mod tls;
 
 pub use config::{LogConfig, MetricsConfig, S3Config, ServerConfig, SwiftConfig, SwiftUserConfig};
 pub use error::ServeError;
+pub use grow::{GrowStatus, Growth};
 pub use limits::LimitsConfig;
 pub use serve::{PeerAddr, ServedBody};
 pub use start::{start, Server, StartInfo};

@@ -33,6 +33,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::config::ServerConfig;
+use crate::grow::Growth;
 use crate::operator::{self, Endpoint, EngineInfo, LiveUsers};
 use crate::serve::{s3_overloaded, serve, ServedBody};
 use crate::tap::{Tap, TapShared};
@@ -70,6 +71,7 @@ pub struct Server {
     tel: Arc<Telemetry>,
     tls: Option<Arc<Tls>>,
     metrics_token: Option<PathBuf>,
+    growth: Arc<Growth>,
     /// What the start found or created.
     pub info: StartInfo,
 }
@@ -78,6 +80,12 @@ impl Server {
     /// The address the S3 API listens on.
     pub fn s3_addr(&self) -> SocketAddr {
         self.s3_addr
+    }
+
+    /// The volume's growths ([`Growth`]: `POST /grow` and the automatic policy
+    /// start them).
+    pub fn growth(&self) -> &Arc<Growth> {
+        &self.growth
     }
 
     /// The address of `/metrics` and `/health`, if enabled.
@@ -304,6 +312,7 @@ pub async fn start(
             Some((serving, addr, api))
         }
     };
+    let growth = Growth::new(vol.clone(), tasks.shutdown());
     let live_users = Arc::new(LiveUsers {
         dir: directory,
         s3: s3_users,
@@ -320,6 +329,7 @@ pub async fn start(
                 token,
                 dashboard: cfg.metrics.dashboard,
                 users: live_users.clone(),
+                growth: growth.clone(),
             });
             // Beyond loopback the endpoint speaks TLS when the listeners do.
             let mtls = (!tls::is_loopback(&addr)).then(|| tls.clone()).flatten();
@@ -360,6 +370,14 @@ pub async fn start(
         async move { stop.wait().await },
     );
     tasks.spawn("the expiry purger did not stop", Wait::Finish, purging);
+    // A growth an unclean stop interrupted goes on; then the policy, if any.
+    growth.resume();
+    if volume.growth.grow_at > 0.0 {
+        let looping = growth
+            .clone()
+            .auto_loop(volume.growth.clone(), tasks.shutdown());
+        tasks.spawn("the growth policy did not stop", Wait::Finish, looping);
+    }
     Ok(Server {
         s3_addr,
         metrics_addr,
@@ -379,6 +397,7 @@ pub async fn start(
         tel,
         tls,
         metrics_token,
+        growth,
     })
 }
 

@@ -67,9 +67,15 @@ fn s3_config(cfg: &VolumeConfig) -> S3StoreConfig {
         // A cap on a listing (maintenance only): up to three slots per backend
         // position, at most two positions per block of capacity (a tree of
         // capacity/2 leaves rounded up to a power of two), plus the meta objects
-        // and the shipped log.
-        max_list_keys: (cfg.engine.capacity_blocks as usize)
-            .saturating_mul(6)
+        // and the shipped log. A grown tree (volume.toml's capacity in effect)
+        // may have up to twice as many leaves per block (its levels are added
+        // whole): four positions per block.
+        max_list_keys: (cfg.engine.capacity_in_effect() as usize)
+            .saturating_mul(if cfg.engine.grown_blocks.is_some() {
+                12
+            } else {
+                6
+            })
             .saturating_add(1 << 16),
         conditional_writes: b.conditional_writes,
         ..S3StoreConfig::default()

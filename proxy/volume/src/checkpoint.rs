@@ -20,6 +20,7 @@
 //! ([`Checkpointer`], shared), at `<prefix>/node/<i>/meta/checkpoint`, sealed as
 //! its own ([`crate::header::Owner`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -72,8 +73,8 @@ pub(crate) struct Checkpointer {
     db: Arc<Db>,
     owner: Owner,
     key: ObjKey,
-    /// The padded plaintext size.
-    size: u64,
+    /// The padded plaintext size (a growth raises it: [`Checkpointer::set_size`]).
+    size: AtomicU64,
     /// Whether checkpoints are written conditionally (see the module
     /// documentation): always on the fs back-end; on S3 unless `[backend]
     /// conditional_writes = false`.
@@ -100,7 +101,7 @@ impl Checkpointer {
             db,
             owner,
             key: checkpoint_key(prefix, owner),
-            size,
+            size: AtomicU64::new(size),
             conditional,
             tag: std::sync::Mutex::new(None),
         }
@@ -137,11 +138,12 @@ impl Checkpointer {
             .await
             .map_err(|e| VolumeError::Config(format!("state snapshot: {e}")))??;
         let state_bytes = snap.len() as u64;
-        let mut size = self.size;
+        let fixed = self.size();
+        let mut size = fixed;
         while size < state_bytes {
             size *= 2;
         }
-        if size != self.size {
+        if size != fixed {
             tracing::warn!(
                 state_bytes,
                 padded = size,
@@ -212,6 +214,17 @@ impl Checkpointer {
         })
     }
 
+    /// The padded plaintext size now.
+    pub(crate) fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+
+    /// Pads later checkpoints to `size` (a volume that grew: the provider sees
+    /// the new size, as it sees the growth).
+    pub(crate) fn set_size(&self, size: u64) {
+        self.size.store(size, Ordering::Release);
+    }
+
     fn lock_tag(&self) -> std::sync::MutexGuard<'_, Option<ObjTag>> {
         self.tag.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -257,7 +270,7 @@ impl Checkpointer {
 
     /// The largest checkpoint object read from the backend.
     fn read_bound(&self) -> SizeBound {
-        SizeBound::AtMost(self.size.saturating_mul(8).saturating_add(1 << 20))
+        SizeBound::AtMost(self.size().saturating_mul(8).saturating_add(1 << 20))
     }
 
     /// The condition of the next checkpoint's PUT: `If-Match` on the tag of the

@@ -1,5 +1,6 @@
 //! The sections of the configuration a volume is made of — `data_dir`,
-//! `[engine]` (see [`crate::engines`]), `[backend]`, `[state]` and `[key]` — and
+//! `[engine]` (see [`crate::engines`]), `[backend]`, `[state]`, `[key]` and `[volume]`
+//! (automatic growth, [`GrowthConfig`]) — and
 //! [`VolumeConfig`], which bundles them. The binary composes these with the
 //! server's sections into the configuration file; every field is documented in
 //! `oram-proxy example-config`.
@@ -27,6 +28,8 @@ pub struct VolumeConfig {
     /// `[cluster]`: this process's role when the volume is served by several
     /// machines.
     pub cluster: crate::cluster::ClusterConfig,
+    /// `[volume]`: automatic growth.
+    pub growth: GrowthConfig,
 }
 
 impl VolumeConfig {
@@ -45,6 +48,7 @@ impl VolumeConfig {
         self.engine.validate()?;
         self.state.validate()?;
         self.backend.validate()?;
+        self.growth.validate()?;
         self.cluster.validate()?;
         self.cluster
             .check_engine(&self.engine, &self.backend.prefix)?;
@@ -280,5 +284,116 @@ impl BackendConfig {
             }
         }
         Ok(())
+    }
+}
+
+/// `[volume]`: when a volume grows by itself.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GrowthConfig {
+    /// The fraction of the capacity used (0 < `grow_at` < 1) at which a
+    /// serving proxy doubles its volume, up to `max_size`; 0 (the default):
+    /// never by itself.
+    pub grow_at: f64,
+    /// The largest size automatic growth goes to (`"16GiB"`, see
+    /// [`parse_size`]); required with `grow_at`. `oram-proxy grow` is not
+    /// bound by it.
+    pub max_size: String,
+}
+
+impl GrowthConfig {
+    /// Checks values that parse but cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.grow_at == 0.0 {
+            return Ok(());
+        }
+        if !(self.grow_at > 0.0 && self.grow_at < 1.0) {
+            return Err(format!(
+                "volume.grow_at {} must be a fraction between 0 and 1 (e.g. 0.8), or 0 for no \
+                 automatic growth",
+                self.grow_at
+            ));
+        }
+        if self.max_size.is_empty() {
+            return Err("volume.grow_at needs volume.max_size (e.g. \"16GiB\")".into());
+        }
+        parse_size(&self.max_size).map_err(|e| format!("volume.max_size: {e}"))?;
+        Ok(())
+    }
+
+    /// The capacity (blocks of `block_size` bytes) automatic growth would take
+    /// a volume of `capacity` blocks with `free` free to: double, at most
+    /// `max_size`; `None` while it is used below `grow_at`, or off, or at its
+    /// limit.
+    pub fn target(&self, capacity: u64, free: u64, block_size: usize) -> Option<u64> {
+        if self.grow_at <= 0.0 || capacity == 0 {
+            return None;
+        }
+        let max = parse_size(&self.max_size).ok()? / block_size.max(1) as u64;
+        let used = capacity.saturating_sub(free);
+        let full = used as f64 / capacity as f64 >= self.grow_at;
+        (full && capacity < max).then(|| capacity.saturating_mul(2).min(max))
+    }
+}
+
+/// A size in bytes as an operator writes it: a number, optionally followed by
+/// `B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB` or `T`/`TiB` (powers of 1024; case
+/// and a space before the unit do not matter).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        "t" | "tib" => 40,
+        _ => return Err(format!("bad size {s:?} (e.g. 4GiB, 512MiB, 1048576)")),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("bad size {s:?} (e.g. 4GiB, 512MiB, 1048576)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_like_an_operator_writes_them() {
+        assert_eq!(parse_size("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_size("4 gib"), Ok(4 << 30));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("2T"), Ok(2 << 40));
+        for bad in ["", "GiB", "4 GB", "-1", "0", "99999999999T"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn automatic_growth_doubles_up_to_the_limit() {
+        let off = GrowthConfig::default();
+        assert_eq!(off.target(100, 0, 1024), None);
+        off.validate().unwrap();
+        let p = GrowthConfig {
+            grow_at: 0.8,
+            max_size: "300KiB".into(),
+        };
+        p.validate().unwrap();
+        assert_eq!(p.target(100, 21, 1024), None, "79 % used");
+        assert_eq!(p.target(100, 20, 1024), Some(200));
+        assert_eq!(p.target(200, 0, 1024), Some(300), "at most max_size");
+        assert_eq!(p.target(300, 0, 1024), None, "at the limit");
+        for (at, max) in [(1.0, "1G"), (-0.5, "1G"), (0.5, ""), (0.5, "lots")] {
+            let bad = GrowthConfig {
+                grow_at: at,
+                max_size: max.into(),
+            };
+            assert!(bad.validate().is_err(), "{at} {max}");
+        }
     }
 }

@@ -38,6 +38,10 @@ pub enum VolumeError {
     /// The state database could not be used.
     #[error("{0}")]
     State(#[from] oram_statedb::DbError),
+    /// A growth was refused (an engine that cannot grow, a smaller size, another
+    /// growth under way).
+    #[error("{0}")]
+    Grow(String),
     /// The backend holds something this volume did not write: tampering, a
     /// roll-back, or a wrong bucket.
     #[error("integrity: {0}")]

@@ -44,23 +44,29 @@ const HEAD_PLAIN: usize = 24;
 /// Bytes at the start of a checkpoint object that authenticate it.
 pub const HEAD_LEN: usize = 16 + Sealer::sealed_len(HEAD_PLAIN);
 
-fn mac_key(key: &MasterKey) -> zeroize::Zeroizing<[u8; 32]> {
+/// The key of the header's MAC (kept by an open volume, which re-signs its
+/// header when it grows without holding the master key).
+pub(crate) fn mac_key(key: &MasterKey) -> zeroize::Zeroizing<[u8; 32]> {
     key.subkey("oram-proxy volume header v1")
 }
 
-fn mac_of(key: &MasterKey, p: &VolumeParams) -> Vec<u8> {
+fn mac_of(mac_key: &[u8; 32], p: &VolumeParams) -> Vec<u8> {
     let mut unsigned = p.clone();
     unsigned.mac = None;
-    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(mac_key(key).as_ref())
-        .expect("HMAC takes any key length");
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(mac_key).expect("HMAC takes any key length");
     m.update(unsigned.to_toml().as_bytes());
     m.finalize().into_bytes().to_vec()
 }
 
 /// `p` with its MAC under `key`.
 pub fn sign_header(key: &MasterKey, p: &VolumeParams) -> VolumeParams {
+    sign_header_with(&mac_key(key), p)
+}
+
+/// `p` with its MAC under the header's MAC key ([`mac_key`]).
+pub(crate) fn sign_header_with(mac_key: &[u8; 32], p: &VolumeParams) -> VolumeParams {
     let mut signed = p.clone();
-    signed.mac = Some(hex::encode(mac_of(key, p)));
+    signed.mac = Some(hex::encode(mac_of(mac_key, p)));
     signed
 }
 
@@ -323,6 +329,16 @@ mod tests {
         let mut other = signed.clone();
         other.volume_id = "00".repeat(16);
         assert!(!header_is_authentic(&key, &other), "volume id changed");
+        let mut grown = signed.clone();
+        grown.grown_blocks = Some(p.capacity_blocks * 4);
+        assert!(
+            !header_is_authentic(&key, &grown),
+            "capacity in effect changed"
+        );
+        let resigned = sign_header(&key, &grown);
+        assert!(header_is_authentic(&key, &resigned));
+        let back = VolumeParams::from_toml(&resigned.to_toml(), "x").unwrap();
+        assert_eq!(back.grown_blocks, Some(p.capacity_blocks * 4));
         // Survives a TOML round trip (as stored on the backend).
         let back = VolumeParams::from_toml(&signed.to_toml(), "x").unwrap();
         assert!(header_is_authentic(&key, &back));

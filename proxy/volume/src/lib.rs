@@ -20,7 +20,7 @@
 //!   created with), [`fsutil`] (secret files);
 //! - on the backend: [`header`] (the volume header and checkpoint heads),
 //!   [`Volume::checkpoint`], [`lease`], the shipped log ([`Shipper`]);
-//! - life cycle: [`Volume::open`], [`recover()`], [`init()`], [`fsck()`],
+//! - life cycle: [`Volume::open`], [`Volume::grow`] (online growth), [`recover()`], [`init()`], [`fsck()`],
 //!   [`compact()`], [`format()`], [`expiry`];
 //! - keys: [`change_passphrase()`], [`rotate_key()`], [`key_status()`],
 //!   [`forget_earlier_keys()`].
@@ -35,6 +35,7 @@ pub mod engines;
 mod error;
 pub mod expiry;
 pub mod fsutil;
+mod grow;
 pub mod header;
 pub mod key;
 pub mod lease;
@@ -50,12 +51,15 @@ mod volume;
 
 pub use backend::{disk_space, DiskSpace, StoreHook, VolumeHooks};
 pub use checkpoint::{last_checkpoint_ms, CheckpointInfo};
-pub use config::{BackendConfig, BackendKind, KeyConfig, StateConfig, VolumeConfig};
+pub use config::{
+    parse_size, BackendConfig, BackendKind, GrowthConfig, KeyConfig, StateConfig, VolumeConfig,
+};
 pub use engines::{Engine, EngineConfig};
 pub use error::VolumeError;
+pub use grow::GROWABLE;
 pub use logship::{LogSettings, RecordMark, ShipStats, Shipper};
 pub use maintenance::{compact, format, fsck, init, FormatDone};
-pub use params::{checkpoint_size, VolumeParams};
+pub use params::{checkpoint_size, checkpoint_size_at, VolumeParams};
 pub use recover::{recover, RecoverOptions, Recovered};
 pub use rekey::{
     change_passphrase, forget_earlier_keys, key_status, rotate_key, KeyStatus, NewMasterKey,

@@ -26,15 +26,13 @@ created it, or move its objects: start this release on a new data directory and 
 prefix, and copy the buckets across through the two proxies' S3 APIs (for example \
 `rclone sync old:bucket new:bucket`); see docs/operating.md, \"Upgrading\"";
 
-/// The fixed size of a checkpoint's plaintext for this configuration: the
-/// engine's own bound on its trusted state (its crate computes it), the
-/// configured object-index budget, and 64 KiB for everything else.
+/// The fixed size of a checkpoint's plaintext for this configuration, at the
+/// capacity in effect ([`EngineConfig::capacity_in_effect`]: a grown volume's
+/// trusted state is that of its new size): the engine's own bound on its
+/// trusted state (its crate computes it), the configured object-index budget,
+/// and 64 KiB for everything else.
 pub fn checkpoint_size(cfg: &VolumeConfig) -> u64 {
-    let index = match cfg.state.checkpoint_index_bytes {
-        0 => cfg.engine.capacity_blocks * 64,
-        n => n,
-    };
-    64 * 1024 + cfg.engine.state_bound(&cfg.backend.prefix) + index
+    checkpoint_size_at(cfg, cfg.engine.capacity_in_effect())
 }
 
 /// The fixed size of a cluster node's checkpoint plaintext, for a node owning
@@ -54,7 +52,20 @@ pub fn node_checkpoint_size(cfg: &VolumeConfig, owned: u64, partitions: u64) -> 
     64 * 1024 + share + owned.saturating_mul(ledger)
 }
 
-/// The parameters a volume was created with; they cannot change afterwards.
+/// [`checkpoint_size`] of the volume of `cfg` at `capacity` blocks (a growth
+/// changes it: the provider sees the new size, as it sees the growth).
+pub fn checkpoint_size_at(cfg: &VolumeConfig, capacity: u64) -> u64 {
+    let mut engine = cfg.engine.clone();
+    engine.capacity_blocks = capacity;
+    let index = match cfg.state.checkpoint_index_bytes {
+        0 => capacity.saturating_mul(64),
+        n => n,
+    };
+    64 * 1024 + engine.state_bound(&cfg.backend.prefix) + index
+}
+
+/// The parameters a volume was created with; they cannot change afterwards,
+/// except its capacity, which grows ([`VolumeParams::grown_blocks`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VolumeParams {
@@ -66,12 +77,25 @@ pub struct VolumeParams {
     pub engine: String,
     /// Bytes per block.
     pub block_size: usize,
-    /// Logical blocks.
+    /// Logical blocks the volume was created with (its starting size; the
+    /// engine is always opened with it and takes a grown shape from its own
+    /// trusted state).
     pub capacity_blocks: u64,
+    /// Logical blocks in effect once the volume grew (`oram-proxy grow`); absent
+    /// while it has its starting size. Follows the engine's trusted state: a
+    /// start that finds the engine at another size records the engine's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grown_blocks: Option<u64>,
+    /// A growth started and not known to be finished: the capacity it grows
+    /// to. A start that finds the engine smaller resumes it (`serve`) or says
+    /// so; one that finds the engine at least that large drops it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growing_to: Option<u64>,
     /// Backend key prefix.
     pub prefix: String,
-    /// Size of a checkpoint's plaintext when the volume was created (informative:
-    /// a start with parameters that change it warns, since the provider sees it).
+    /// Size of a checkpoint's plaintext when the volume was created or last grew
+    /// (informative: a start with parameters that change it warns, since the
+    /// provider sees it).
     pub checkpoint_bytes: u64,
     /// Where the key came from when the volume was created (`file`, `env`,
     /// `passphrase`); informative.
@@ -115,6 +139,8 @@ impl VolumeParams {
             engine: c.engine.kind.name().to_string(),
             block_size: c.engine.block_size,
             capacity_blocks: c.engine.capacity_blocks,
+            grown_blocks: None,
+            growing_to: None,
             prefix: c.backend.prefix.clone(),
             checkpoint_bytes: checkpoint_size(c),
             key_source: key_source.into(),
@@ -200,7 +226,8 @@ impl VolumeParams {
         }
         if p.capacity_blocks != want.capacity_blocks {
             diffs.push(format!(
-                "capacity_blocks {} (configured: {})",
+                "capacity_blocks {} (configured: {}; the configured value is the starting size, \
+                 a volume grows with `oram-proxy grow`)",
                 p.capacity_blocks, want.capacity_blocks
             ));
         }
@@ -259,10 +286,31 @@ impl VolumeParams {
         out
     }
 
+    /// The capacity in effect, in blocks: the grown one, else the starting one.
+    pub fn capacity_in_effect(&self) -> u64 {
+        self.grown_blocks.unwrap_or(self.capacity_blocks)
+    }
+
     /// Takes these parameters for every `[engine]` key `cfg` does not name (see
     /// [`EngineConfig::adopt`]): a volume keeps its shape when defaults change,
-    /// and a configuration needs to name only what it wants to differ.
+    /// and a configuration needs to name only what it wants to differ. A named
+    /// `capacity_blocks` above the starting size and at most the capacity in
+    /// effect (a configuration updated after a growth) is taken as the
+    /// starting size, which the engine is opened with; the capacity in effect
+    /// is recorded in [`EngineConfig::grown_blocks`].
     pub fn adopt_into(&self, engine: &mut EngineConfig) -> Result<(), VolumeError> {
+        let c = engine.capacity_blocks;
+        if c > self.capacity_blocks && c <= self.capacity_in_effect() {
+            engine.adopted.push(format!(
+                "capacity_blocks {} (configured: {c}; the volume started at {} blocks and grew \
+                 to {}: the configured value is the starting size)",
+                self.capacity_blocks,
+                self.capacity_blocks,
+                self.capacity_in_effect()
+            ));
+            engine.capacity_blocks = self.capacity_blocks;
+        }
+        engine.grown_blocks = self.grown_blocks;
         engine
             .adopt(
                 &self.engine,

@@ -47,7 +47,7 @@ use crate::header::{ensure_header, header_key, read_header, sign_header, write_h
 use crate::key::{check_value, KeySource};
 use crate::lease::{self, without_lease, Lease};
 use crate::logship::{self, Shipper};
-use crate::params::{checkpoint_size, VolumeParams};
+use crate::params::{checkpoint_size_at, VolumeParams};
 use crate::VolumeError;
 
 /// An opened volume.
@@ -79,6 +79,13 @@ pub struct Volume {
     pub shipper: Option<Shipper>,
     /// Writes the volume's checkpoints (`<prefix>/meta/checkpoint`).
     pub(crate) checkpointer: Checkpointer,
+    /// The volume header's MAC key, to re-sign the header when the volume grows.
+    pub(crate) header_mac: zeroize::Zeroizing<[u8; 32]>,
+    /// What decides the checkpoints' size at another capacity (the engine's
+    /// configuration, its prefix, the index budget).
+    pub(crate) sizing: crate::config::VolumeConfig,
+    /// One growth at a time (held across the whole growth).
+    pub(crate) grow_lock: tokio::sync::Mutex<()>,
     /// The master-key rotation's progress as last counted, at open and after
     /// every checkpoint (`None`: no earlier key kept); guards only this value,
     /// and is never held across an await.
@@ -291,7 +298,11 @@ impl Volume {
         for n in params.notices(cfg) {
             tracing::warn!("{n}");
         }
-        let vol = Self::assemble(cfg, hooks, params, key, store, lease, !existed, new_key).await?;
+        let mut vol =
+            Self::assemble(cfg, hooks, params, key, store, lease, !existed, new_key).await?;
+        // The engine's own record of its size wins (a crash after a growth's
+        // switch, before volume.toml and the header were rewritten).
+        vol.adopt_engine_capacity().await?;
         // The S3 users travel with the state, so that `recover` restores them.
         crate::users::keep_in_state(dir, &vol.db).await?;
         Ok(vol)
@@ -308,6 +319,7 @@ impl Volume {
         created: bool,
         new_key: bool,
     ) -> Result<Self, VolumeError> {
+        let header_mac = crate::header::mac_key(&key);
         let Opened {
             sealer,
             backend_counters,
@@ -382,7 +394,7 @@ impl Volume {
                 db.clone(),
                 &cfg.backend.prefix,
                 Owner::Volume,
-                checkpoint_size(cfg),
+                checkpoint_size_at(cfg, engine.capacity()),
                 conditional_checkpoints(cfg),
             ),
             params,
@@ -397,6 +409,9 @@ impl Volume {
             resent,
             lease,
             shipper,
+            header_mac,
+            sizing: cfg.clone(),
+            grow_lock: tokio::sync::Mutex::new(()),
             rotation: std::sync::Mutex::new(rotation),
         };
         if vol.shipper.is_some() && !vol.repair_checkpoint().await? {

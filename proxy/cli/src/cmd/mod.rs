@@ -5,6 +5,7 @@ pub mod compact;
 pub mod describe;
 pub mod format;
 pub mod fsck;
+pub mod grow;
 pub mod init;
 pub mod key;
 pub mod node;

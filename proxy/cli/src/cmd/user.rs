@@ -49,16 +49,38 @@ pub fn run(args: UserArgs) -> Result<(), CliError> {
 /// The endpoint to ask: `--url`, else the configuration's `metrics.listen`; the
 /// token and CA files as for `stats`.
 fn endpoint(args: &UserArgs) -> Result<Target, String> {
-    let mut cfg = match &args.config {
+    endpoint_of(&EndpointFlags {
+        config: args.config.as_deref(),
+        data_dir: args.data_dir.as_deref(),
+        url: args.url.as_deref(),
+        token_file: args.token_file.as_deref(),
+        ca_file: args.ca_file.as_deref(),
+    })
+}
+
+/// The flags that say where a running proxy's operator endpoint is.
+pub(crate) struct EndpointFlags<'a> {
+    pub config: Option<&'a Path>,
+    pub data_dir: Option<&'a Path>,
+    pub url: Option<&'a str>,
+    pub token_file: Option<&'a Path>,
+    pub ca_file: Option<&'a Path>,
+}
+
+/// The endpoint `args` name: `--url`, else the configuration's
+/// `metrics.listen`; the token and CA files as for `stats` (a token is
+/// required).
+pub(crate) fn endpoint_of(args: &EndpointFlags<'_>) -> Result<Target, String> {
+    let mut cfg = match args.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
-    if let Some(d) = &args.data_dir {
-        cfg.data_dir = d.clone();
+    if let Some(d) = args.data_dir {
+        cfg.data_dir = d.to_path_buf();
     }
     creds::apply(&mut cfg)?;
     let found = target(&cfg)?;
-    let mut t = match (&args.url, found) {
+    let mut t = match (args.url, found) {
         (Some(url), t) => Target {
             url: url.trim_end_matches('/').to_string(),
             token_file: t.as_ref().and_then(|t| t.token_file.clone()),
@@ -73,11 +95,11 @@ fn endpoint(args: &UserArgs) -> Result<Target, String> {
             )
         }
     };
-    if args.token_file.is_some() {
-        t.token_file = args.token_file.clone();
+    if let Some(f) = args.token_file {
+        t.token_file = Some(f.to_path_buf());
     }
-    if args.ca_file.is_some() {
-        t.ca_file = args.ca_file.clone();
+    if let Some(f) = args.ca_file {
+        t.ca_file = Some(f.to_path_buf());
     }
     if t.token_file.is_none() {
         // `--url` with no `metrics.listen` in the configuration: the generated

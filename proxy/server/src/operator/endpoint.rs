@@ -50,7 +50,13 @@ impl EngineInfo {
             oblivious: e.kind.settings().oblivious(),
             stash_bound: e.kind.settings().stash_bound(&e.shape(&cfg.backend.prefix)),
             checkpoint_interval_secs: cfg.state.checkpoint_interval_secs,
-            backend_bytes_bound: e.model(&cfg.backend.prefix).backend_bytes_bound(),
+            // At the capacity in effect when the proxy started (a grown
+            // volume's; a growth while serving shows from the next start).
+            backend_bytes_bound: {
+                let mut grown = e.clone();
+                grown.capacity_blocks = e.capacity_in_effect();
+                grown.model(&cfg.backend.prefix).backend_bytes_bound()
+            },
             backend_budget_bytes: cfg.backend.budget_bytes(),
             backend: (cfg.backend.clone(), cfg.data_dir.clone()),
         }
@@ -119,6 +125,8 @@ pub struct Endpoint {
     pub dashboard: bool,
     /// The S3 users, changed through `/users`.
     pub users: Arc<super::LiveUsers>,
+    /// The volume's growths (`/grow`).
+    pub growth: Arc<crate::grow::Growth>,
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! `/health` (200 `ok`; 200 `degraded: …` on a volume 95 % full; 503 while
 //! the backend lease is lost or lapsed, or the backend refuses writes) and the dashboard's static page never need the token;
 //! `/metrics`, `/buckets/invisible` ([`invisible_buckets`]), the dashboard's
-//! data and `/users` (the S3 users, changed while serving: [`users`]) always do
+//! data, `/users` (the S3 users, changed while serving: [`users`]) and `/grow`
+//! (the volume's growth: [`grow`]) always do
 //! (`Authorization: Bearer <token>`; see [`endpoint`] for where the token comes
 //! from). On a non-loopback
 //! address the endpoint speaks HTTPS when TLS is configured.
@@ -46,6 +47,7 @@
 
 mod dashboard;
 mod endpoint;
+mod grow;
 mod metrics;
 mod respond;
 mod users;
@@ -116,11 +118,17 @@ async fn handle(
         }
         return users::route(&ep.users, &ep.vol, &path, req).await;
     }
+    if path == "/grow" {
+        if !authorized(&ep, &req) {
+            return unauthorized();
+        }
+        return grow::route(&ep, req).await;
+    }
     if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
         return respond(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
-            "only GET and HEAD (and POST and DELETE under /users)\n",
+            "only GET and HEAD (and POST and DELETE under /users, POST /grow)\n",
         );
     }
     let needs_token = matches!(
@@ -174,7 +182,7 @@ async fn handle(
         _ => respond(
             StatusCode::NOT_FOUND,
             "text/plain",
-            "not found: GET /metrics, /health, /buckets/invisible, /dashboard or /users
+            "not found: GET /metrics, /health, /buckets/invisible, /dashboard, /users or /grow
 ",
         ),
     }

@@ -87,7 +87,10 @@ fn json_answer(status: StatusCode, v: serde_json::Value) -> http::Response<s3s::
     respond(status, "application/json", format!("{v}\n"))
 }
 
-fn refusal(status: StatusCode, message: impl std::fmt::Display) -> http::Response<s3s::Body> {
+pub(crate) fn refusal(
+    status: StatusCode,
+    message: impl std::fmt::Display,
+) -> http::Response<s3s::Body> {
     json_answer(status, serde_json::json!({ "error": message.to_string() }))
 }
 
@@ -101,7 +104,7 @@ pub(crate) fn list_json(users: &[SourcedUser]) -> serde_json::Value {
 }
 
 /// Reads a JSON body of at most [`MAX_BODY`] bytes (none: the default).
-async fn body<T: serde::de::DeserializeOwned + Default>(
+pub(crate) async fn body<T: serde::de::DeserializeOwned + Default>(
     req: http::Request<hyper::body::Incoming>,
 ) -> Result<T, http::Response<s3s::Body>> {
     let bytes = match Limited::new(req.into_body(), MAX_BODY).collect().await {

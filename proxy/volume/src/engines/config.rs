@@ -15,8 +15,13 @@ use super::registry::{Engine, ENGINES};
 pub struct EngineConfig {
     /// Bytes per block (fixed when the volume is created).
     pub block_size: usize,
-    /// Logical blocks (fixed when the volume is created).
+    /// Logical blocks (fixed when the volume is created: its starting size).
     pub capacity_blocks: u64,
+    /// The capacity in effect of an existing volume that grew, as its
+    /// `volume.toml` records it (not a configuration key: set by
+    /// [`crate::VolumeParams::adopt_into`]); `None` for a volume at its starting
+    /// size. The engine is built with `capacity_blocks` whatever this says.
+    pub grown_blocks: Option<u64>,
     /// Most blocks per engine round and per streaming step of an object.
     pub max_batch: usize,
     /// Most MiB of blocks one round reads from the backend (and writes back):
@@ -51,6 +56,7 @@ impl Default for EngineConfig {
         Self {
             block_size: 16_384,
             capacity_blocks: 65_536,
+            grown_blocks: None,
             max_batch: 64,
             round_mib: 64,
             kind: Engine::default(),
@@ -172,6 +178,12 @@ impl EngineConfig {
             }
         }
         Ok(())
+    }
+
+    /// The capacity in effect: [`EngineConfig::grown_blocks`] if the volume
+    /// grew, else `capacity_blocks`.
+    pub fn capacity_in_effect(&self) -> u64 {
+        self.grown_blocks.unwrap_or(self.capacity_blocks)
     }
 
     /// The volume's shape under backend prefix `prefix`; its `max_batch` is

@@ -204,16 +204,26 @@ pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, Volum
     }
     let _lock = datadir::lock(dir)?;
     let p = datadir::read_volume(dir)?;
+    // The capacity in effect (a grown volume's; volume.toml follows the engine).
+    let cap = p.capacity_in_effect();
     let state = datadir::state_path(dir);
     let file_bytes = std::fs::metadata(&state).map(|m| m.len()).unwrap_or(0);
     let mut out = vec![(
         "engine",
         format!(
-            "{}, {} blocks of {} bytes ({})",
+            "{}, {} blocks of {} bytes ({}){}",
             p.engine,
-            p.capacity_blocks,
+            cap,
             p.block_size,
-            mib((p.capacity_blocks * p.block_size as u64) as f64)
+            mib((cap * p.block_size as u64) as f64),
+            match (p.grown_blocks, p.growing_to) {
+                (_, Some(to)) if to > cap => format!(
+                    "; started at {} blocks, a growth to {to} blocks is pending",
+                    p.capacity_blocks
+                ),
+                (Some(_), _) => format!("; grown from {} blocks", p.capacity_blocks),
+                _ => String::new(),
+            }
         ),
     )];
     if !state.exists() {
@@ -238,7 +248,7 @@ pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, Volum
         format!(
             "{used} blocks ({}, {:.1}%) by {} objects and {} unfinished uploads",
             mib((used * p.block_size as u64) as f64),
-            100.0 * used as f64 / p.capacity_blocks.max(1) as f64,
+            100.0 * used as f64 / cap.max(1) as f64,
             objects.len(),
             uploads.len()
         ),
@@ -248,7 +258,7 @@ pub fn offline_report(cfg: &Config) -> Result<Vec<(&'static str, String)>, Volum
         format!(
             "{} of {} have a position (blocks ever written)",
             entries("positions"),
-            p.capacity_blocks
+            cap
         ),
     ));
     out.push(("stash", format!("{} blocks", entries("stash"))));

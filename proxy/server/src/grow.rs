@@ -1,0 +1,222 @@
+//! Growing the served volume in the background ([`Growth`]): asked for through
+//! the operator endpoint (`POST /grow`, `oram-proxy grow`), by the automatic
+//! policy (`[volume] grow_at`, checked every [`CHECK_EVERY`]), or at start to
+//! resume a growth an unclean stop interrupted. One growth runs at a time; the
+//! S3 and Swift listeners keep serving meanwhile ([`oram_volume::Volume::grow`]
+//! says what the storage server sees). A stop abandons a growth under way: it
+//! is crash-safe at every point, and the next start resumes it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use oram_volume::{GrowthConfig, Volume};
+
+use crate::tasks::Shutdown;
+
+/// How often the automatic policy looks at how full the volume is.
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Checks the automatic policy skips after a failed growth.
+pub const RETRY_AFTER: u32 = 60;
+
+/// What a growth is doing, as `GET /grow` reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GrowStatus {
+    /// Whether a growth runs now.
+    pub running: bool,
+    /// The capacity (blocks) the last growth started from.
+    pub from_blocks: u64,
+    /// The capacity (blocks) it grows, or grew, to.
+    pub to_blocks: u64,
+    /// New backend objects gone through, of `total`.
+    pub done: u64,
+    /// New backend objects of the growth (0 until known).
+    pub total: u64,
+    /// Why the last growth failed, if it did.
+    pub error: Option<String>,
+    /// Growths finished since the start.
+    pub finished: u64,
+    /// Growths failed since the start.
+    pub failed: u64,
+}
+
+/// The served volume's growths (see the module).
+pub struct Growth {
+    vol: Arc<Volume>,
+    /// The status; guards only it, never held across an await.
+    status: Mutex<GrowStatus>,
+    stop: Shutdown,
+}
+
+impl Growth {
+    /// The growths of `vol`, abandoned when `stop` fires.
+    pub fn new(vol: Arc<Volume>, stop: Shutdown) -> Arc<Self> {
+        Arc::new(Self {
+            vol,
+            status: Mutex::new(GrowStatus::default()),
+            stop,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GrowStatus> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The status now, with the capacity in effect and the block size.
+    pub fn status(&self) -> (GrowStatus, u64, usize) {
+        (
+            self.lock().clone(),
+            self.vol.capacity_blocks(),
+            self.vol.engine.block_size(),
+        )
+    }
+
+    /// The status as JSON (`GET /grow`).
+    pub fn status_json(&self) -> String {
+        let (s, capacity, bs) = self.status();
+        serde_json::json!({
+            "running": s.running,
+            "from_blocks": s.from_blocks,
+            "to_blocks": s.to_blocks,
+            "done": s.done,
+            "total": s.total,
+            "error": s.error,
+            "finished": s.finished,
+            "failed": s.failed,
+            "capacity_blocks": capacity,
+            "block_size": bs,
+            "engine": self.vol.engine.name(),
+        })
+        .to_string()
+    }
+
+    /// Starts growing to `to_bytes` (rounded up to whole blocks) in the
+    /// background; refused while a growth runs, for a size not above the
+    /// capacity in effect, and for an engine that cannot grow.
+    pub fn start_bytes(self: &Arc<Self>, to_bytes: u64, why: &'static str) -> Result<(), String> {
+        let bs = self.vol.engine.block_size() as u64;
+        self.start(to_bytes.div_ceil(bs.max(1)), why)
+    }
+
+    /// Starts growing to `to_blocks` in the background (see
+    /// [`Growth::start_bytes`]).
+    pub fn start(self: &Arc<Self>, to_blocks: u64, why: &'static str) -> Result<(), String> {
+        let name = self.vol.engine.name();
+        if !oram_volume::GROWABLE.contains(&name) {
+            return Err(format!(
+                "the {name} engine cannot grow: only the {} engines can",
+                oram_volume::GROWABLE.join(" and ")
+            ));
+        }
+        let from = self.vol.capacity_blocks();
+        if to_blocks <= from {
+            return Err(format!(
+                "the volume has {from} blocks ({} bytes) already: grow to more",
+                from * self.vol.engine.block_size() as u64
+            ));
+        }
+        {
+            let mut s = self.lock();
+            if s.running {
+                return Err(format!(
+                    "a growth to {} blocks is under way ({} of {} new objects written)",
+                    s.to_blocks, s.done, s.total
+                ));
+            }
+            *s = GrowStatus {
+                running: true,
+                from_blocks: from,
+                to_blocks,
+                finished: s.finished,
+                failed: s.failed,
+                ..GrowStatus::default()
+            };
+        }
+        tracing::info!(from, to = to_blocks, "growing the volume ({why})");
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut stop = me.stop.clone();
+            let progress = {
+                let me = me.clone();
+                move |done, total| {
+                    let mut s = me.lock();
+                    (s.done, s.total) = (done, total);
+                }
+            };
+            let out = tokio::select! {
+                r = me.vol.grow(to_blocks, &progress) => Some(r),
+                _ = stop.wait() => None,
+            };
+            let mut s = me.lock();
+            s.running = false;
+            match out {
+                Some(Ok(g)) => {
+                    s.finished += 1;
+                    tracing::info!(
+                        capacity = g.capacity,
+                        written = g.written,
+                        "the volume grew"
+                    );
+                }
+                Some(Err(e)) => {
+                    tracing::error!("growing the volume failed: {e}");
+                    s.error = Some(e.to_string());
+                    s.failed += 1;
+                }
+                None => {
+                    tracing::warn!("growth stopped with the server: it resumes at the next start")
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// At start: resumes a growth an unclean stop interrupted, if any.
+    pub fn resume(self: &Arc<Self>) {
+        if let Some(to) = self.vol.growth_pending() {
+            if let Err(e) = self.start(to, "resuming the growth an unclean stop interrupted") {
+                tracing::error!("not resuming the interrupted growth: {e}");
+            }
+        }
+    }
+
+    /// The automatic policy: every [`CHECK_EVERY`], grows the volume when
+    /// `policy` says it is due, until `stop`.
+    /// After a failed growth it waits [`RETRY_AFTER`] checks before trying again.
+    pub async fn auto_loop(self: Arc<Self>, policy: GrowthConfig, mut stop: Shutdown) {
+        let name = self.vol.engine.name();
+        if !oram_volume::GROWABLE.contains(&name) {
+            tracing::warn!(
+                "volume.grow_at is set but the {name} engine cannot grow (only the {} engines \
+                 can): no automatic growth",
+                oram_volume::GROWABLE.join(" and ")
+            );
+            return;
+        }
+        let (mut skip, mut seen_failures) = (0u32, 0u64);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(CHECK_EVERY) => {}
+                _ = stop.wait() => return,
+            }
+            let (running, failed) = {
+                let s = self.lock();
+                (s.running, s.failed)
+            };
+            if failed > seen_failures {
+                seen_failures = failed;
+                skip = RETRY_AFTER;
+            }
+            if running || skip > 0 {
+                skip = skip.saturating_sub(1);
+                continue;
+            }
+            if let Some(to) = self.vol.growth_due(&policy) {
+                if let Err(e) = self.start(to, "volume.grow_at reached") {
+                    tracing::warn!("automatic growth: {e}");
+                    skip = RETRY_AFTER;
+                }
+            }
+        }
+    }
+}
