@@ -180,9 +180,9 @@ impl Growth {
         }
     }
 
-    /// The automatic policy: every [`CHECK_EVERY`], grows the volume when
+    /// The automatic policy: every `CHECK_EVERY` (1 s), grows the volume when
     /// `policy` says it is due, until `stop`.
-    /// After a failed growth it waits [`RETRY_AFTER`] checks before trying again.
+    /// After a failed growth it waits `RETRY_AFTER` (60) checks before trying again.
     pub async fn auto_loop(self: Arc<Self>, policy: GrowthConfig, mut stop: Shutdown) {
         let name = self.vol.engine.name();
         if !oram_volume::GROWABLE.contains(&name) {
