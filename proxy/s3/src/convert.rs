@@ -269,8 +269,9 @@ fn full_message(needed: u64, free: u64) -> String {
     format!(
         "The ORAM volume is full: this write needs {needed} more blocks and {free} are free. \
          An overwrite needs room for the new copy before the old one is freed. Free space by \
-         deleting objects or aborting incomplete multipart uploads, or move the data to a \
-         larger volume."
+         deleting objects or aborting incomplete multipart uploads, or grow the volume \
+         (`oram-proxy grow --to SIZE`, path and ring engines; `[volume] grow_at` grows it by \
+         itself)."
     )
 }
 

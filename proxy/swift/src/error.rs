@@ -73,7 +73,8 @@ pub(crate) fn obj_err(e: ObjectError) -> SwiftError {
             format!(
                 "Insufficient Storage: this write needs {needed} more blocks of this volume and \
                  {free} are free. An overwrite needs room for the new copy before the old one is \
-                 freed. Free space by deleting objects, or move the data to a larger volume."
+                 freed. Free space by deleting objects, or grow the volume (`oram-proxy grow --to \
+                 SIZE`, path and ring engines)."
             ),
         ),
         _ => err(match e.class() {

@@ -90,7 +90,7 @@ pub(crate) fn health(
             StatusCode::OK,
             format!(
                 "degraded: the volume is {} % full ({} of {cap} blocks free); delete objects, \
-                 abort incomplete multipart uploads, or move to a larger volume\n",
+                 abort incomplete multipart uploads, or grow the volume (`oram-proxy grow`)\n",
                 used * 100 / cap,
                 usage.free_blocks
             ),
