@@ -63,6 +63,14 @@ fn cluster(store: &Arc<dyn BlockStore>, dbs: &Dbs, token_skew: u64) -> Arc<dyn O
     )
 }
 
+/// An fs store in `dir/store` behind a recording of what it is sent: the
+/// recording, and the store as the cluster sees it.
+fn recorded_store(dir: &Path) -> (Arc<Recording<FsStore>>, Arc<dyn BlockStore>) {
+    let recording = Arc::new(Recording::new(FsStore::open(dir.join("store")).unwrap()));
+    let store: Arc<dyn BlockStore> = recording.clone();
+    (recording, store)
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -137,10 +145,7 @@ fn a_round_the_nodes_committed_and_the_front_did_not_is_answered_from_their_ledg
 #[test]
 fn a_front_naming_stale_owner_tokens_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let recording = Arc::new(Recording::new(
-        FsStore::open(dir.path().join("store")).unwrap(),
-    ));
-    let store: Arc<dyn BlockStore> = recording.clone();
+    let (recording, store) = recorded_store(dir.path());
     let mut model = Model::new();
     runtime().block_on(async {
         let dbs = Dbs::open(dir.path());
@@ -176,10 +181,7 @@ fn a_front_naming_stale_owner_tokens_is_refused_and_changes_nothing() {
 #[test]
 fn a_front_ships_a_round_s_intent_before_the_round_goes_out() {
     let dir = tempfile::tempdir().unwrap();
-    let recording = Arc::new(Recording::new(
-        FsStore::open(dir.path().join("store")).unwrap(),
-    ));
-    let store: Arc<dyn BlockStore> = recording.clone();
+    let (recording, store) = recorded_store(dir.path());
     let mut model = Model::new();
     runtime().block_on(async {
         let dbs = Dbs::open(dir.path());
@@ -326,10 +328,7 @@ fn a_member_of_another_cluster_is_refused_at_the_handshake() {
     use oram_tests::cluster::{node_host, NodeThread};
 
     let dir = tempfile::tempdir().unwrap();
-    let recording = Arc::new(Recording::new(
-        FsStore::open(dir.path().join("store")).unwrap(),
-    ));
-    let store: Arc<dyn BlockStore> = recording.clone();
+    let (recording, store) = recorded_store(dir.path());
     runtime().block_on(async {
         let dbs = Dbs::open(dir.path());
         let bp = blueprint();
