@@ -46,7 +46,7 @@ pub struct NodeRecovered {
 /// authenticates the volume header with the key (as a node's first start
 /// does), restores the node's state database from its latest checkpoint and
 /// the shipped log after it (as `recover` does), records `volume.toml` and the
-/// backend, then opens the node's partitions (taking a checkpoint: the
+/// backend, then opens the node's partitions (which takes a checkpoint: the
 /// restored state becomes the node's on the backend) and deletes the objects
 /// its partitions wrote after what was restored.
 ///
@@ -148,8 +148,9 @@ pub async fn recover_node(
     let node = NodeVolume::open(cfg, hooks).await?;
     progress("removing backend objects written after the checkpoint");
     let swept = node.host.sweep().await?;
+    // The restored state is already the node's checkpoint (taken by `open`:
+    // the log is on); the write-backs flushed here are in its shipped log.
     node.host.flush().await?;
-    node.checkpoint().await?;
     Ok(NodeRecovered {
         node: me,
         partitions: node.host.partitions(),
