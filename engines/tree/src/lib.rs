@@ -147,6 +147,9 @@ use writeback::{BucketIo, WriteBack};
 /// Buckets [`Oram::format`] writes per journaled batch.
 const FORMAT_BATCH: u64 = 256;
 
+/// Permits of [`Inner::landers`]: far more than rounds that can be landing.
+const LANDERS: u32 = 1 << 16;
+
 /// A tree ORAM engine running scheme `S`. Cheap to clone (shared state).
 pub struct TreeEngine<S: TreeScheme> {
     inner: Arc<Inner<S>>,
@@ -185,6 +188,11 @@ struct Inner<S: TreeScheme> {
     /// Wakes callers waiting for a landing round to settle or a round reading
     /// ahead to apply (`RoundState::landing`, `RoundState::ahead`).
     changed: tokio::sync::Notify,
+    /// One permit held by each background task that lands a round (`round`),
+    /// released only after the task has let go of everything it holds of the
+    /// engine; the engine's `flush` takes them all, so once it returns no task
+    /// keeps the trusted state (its database) open past the engine's drop.
+    landers: Arc<tokio::sync::Semaphore>,
     /// Guards the generic counters (updated once per round, never across I/O).
     stats: Mutex<EngineStats>,
     repeated: AtomicU64,
@@ -325,6 +333,7 @@ impl<S: TreeScheme> TreeEngine<S> {
                     ahead: false,
                 })),
                 changed: tokio::sync::Notify::new(),
+                landers: Arc::new(tokio::sync::Semaphore::new(LANDERS as usize)),
                 stats: Mutex::new(EngineStats::default()),
                 repeated: AtomicU64::new(0),
                 stash_bound: AtomicUsize::new(params.stash_bound),
@@ -458,7 +467,11 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
     }
 
     async fn flush(&self) -> Result<()> {
-        self.inner.quiesce().await.map(drop)
+        self.inner.quiesce().await.map(drop)?;
+        // The landed round's task may still be letting go of the engine.
+        let all = self.inner.landers.acquire_many(LANDERS).await;
+        drop(all);
+        Ok(())
     }
 
     async fn quiesce(&self) -> Result<Quiesced> {

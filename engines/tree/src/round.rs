@@ -166,6 +166,10 @@ impl<S: TreeScheme> Tail<S> {
             .map(|(node, _, p)| (*node, p.clone()))
             .collect();
         guard.landing = Some(Arc::new(plain));
+        // Taken before the round lock is let go, so a flush that follows waits
+        // for this task. It fails only while a flush holds every permit, after
+        // its quiesce: this round came later and the flush does not wait for it.
+        let lander = inner.landers.clone().try_acquire_owned();
         drop(guard);
         tokio::spawn(async move {
             let outcome = match inner.wb.land(&writes).await {
@@ -178,6 +182,9 @@ impl<S: TreeScheme> Tail<S> {
             done.settle(&inner, &mut g, outcome);
             drop(g);
             inner.changed.notify_waiters();
+            // Everything of the engine first, the permit last.
+            drop(inner);
+            drop(lander);
         });
     }
 }
