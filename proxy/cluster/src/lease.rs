@@ -15,7 +15,7 @@
 //! does not always.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -34,6 +34,30 @@ pub enum LeaseState {
     Lost,
 }
 
+/// A kept lease's local deadline: the last renewal's send time plus the TTL
+/// granted (etcd's own expiry is no earlier), moved to the past when etcd says
+/// the lease is gone. A holder that checks it before each step it must only
+/// take while holding the lease needs no running keepalive task to learn that
+/// it paused past it.
+#[derive(Clone, Debug)]
+pub struct LeaseDeadline(Arc<Mutex<Instant>>);
+
+impl LeaseDeadline {
+    /// The deadline now.
+    pub fn get(&self) -> Instant {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the deadline has not passed.
+    pub fn holds(&self) -> bool {
+        Instant::now() < self.get()
+    }
+
+    fn set(&self, at: Instant) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = at;
+    }
+}
+
 /// A lease with a keepalive task. Dropping it stops the task without revoking the
 /// lease (it lapses after its TTL); [`KeptLease::revoke`] ends it at once.
 #[derive(Debug)]
@@ -42,6 +66,7 @@ pub struct KeptLease {
     id: i64,
     ttl: Duration,
     state: watch::Receiver<LeaseState>,
+    deadline: LeaseDeadline,
     /// Cleared by [`KeptLease::stop_renewing`]: the task sends no more renewals.
     renewing: Arc<AtomicBool>,
     task: JoinHandle<()>,
@@ -62,11 +87,13 @@ impl KeptLease {
         let ttl = Duration::from_secs(grant.ttl as u64);
         let (tx, rx) = watch::channel(LeaseState::Alive);
         let renewing = Arc::new(AtomicBool::new(true));
+        let deadline = LeaseDeadline(Arc::new(Mutex::new(sent + ttl)));
         let kept = Kept {
             client: client.clone(),
             id: grant.id,
             ttl,
             renewing: renewing.clone(),
+            deadline: deadline.clone(),
         };
         let task = tokio::spawn(kept.run(sent + ttl, tx));
         Ok(KeptLease {
@@ -74,6 +101,7 @@ impl KeptLease {
             id: grant.id,
             ttl,
             state: rx,
+            deadline,
             renewing,
             task,
         })
@@ -92,6 +120,11 @@ impl KeptLease {
     /// A receiver of the lease's state: it changes once, to [`LeaseState::Lost`].
     pub fn state(&self) -> watch::Receiver<LeaseState> {
         self.state.clone()
+    }
+
+    /// The lease's local deadline, moved at every renewal.
+    pub fn deadline(&self) -> LeaseDeadline {
+        self.deadline.clone()
     }
 
     /// Whether the lease is still held, as far as this process knows.
@@ -134,6 +167,7 @@ struct Kept {
     id: i64,
     ttl: Duration,
     renewing: Arc<AtomicBool>,
+    deadline: LeaseDeadline,
 }
 
 impl Kept {
@@ -162,10 +196,12 @@ impl Kept {
             match timeout_at(valid_until, self.client.lease_keepalive(id)).await {
                 Ok(Ok(granted)) if granted > 0 => {
                     valid_until = sent + Duration::from_secs(granted as u64);
+                    self.deadline.set(valid_until);
                     next = sent + period;
                 }
                 Ok(Ok(_)) => {
                     tracing::warn!(lease = id, "etcd says the lease is gone: lost");
+                    self.deadline.set(Instant::now());
                     let _ = tx.send(LeaseState::Lost);
                     return;
                 }

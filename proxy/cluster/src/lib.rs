@@ -48,7 +48,7 @@ pub use election::{FrontElection, FrontLeadership};
 pub use error::ClusterError;
 pub use fencing::FencingToken;
 pub use keys::Layout;
-pub use lease::{KeptLease, LeaseState};
+pub use lease::{KeptLease, LeaseDeadline, LeaseState};
 pub use membership::{Membership, NodeInfo, Registration};
 pub use ownership::{Claim, Move, OwnerRecord, Ownership};
 pub use record::{MemoryRecorder, RecordedRequest, Recorder};

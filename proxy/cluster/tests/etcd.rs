@@ -56,6 +56,14 @@ async fn a_node_stays_registered_while_it_renews_and_drops_out_after_it_stops() 
     assert_eq!(ids, [("n1", "127.0.0.1:7001"), ("n2", "127.0.0.1:7002")]);
     assert_eq!(live[0].lease, n1.lease().id());
 
+    // The local deadline moves with the renewals: a lease renewed every third
+    // of its TTL holds past its first TTL.
+    let deadline = n1.lease().deadline();
+    let first = deadline.get();
+    assert!(deadline.holds());
+    tokio::time::sleep_until(first).await;
+    assert!(deadline.holds() && deadline.get() > first);
+
     // n1 stops renewing, as a paused node would: it drops out after its TTL, and
     // learns that it lost its registration.
     n1.lease().stop_renewing();
@@ -64,6 +72,8 @@ async fn a_node_stays_registered_while_it_renews_and_drops_out_after_it_stops() 
         "n1 still registered\n{}",
         etcd.logs()
     );
+    // Its local deadline passed no later than etcd let the registration go.
+    assert!(!deadline.holds());
     timeout(LAPSE, n1.lease().lost())
         .await
         .expect("n1 learns its lease is lost");

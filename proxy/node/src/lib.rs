@@ -38,5 +38,5 @@ pub mod wire;
 
 pub use error::NodeError;
 pub use host::{HostQuiet, NodeHost, Served};
-pub use remote::{NodeLink, RemotePartition, RemotePlacement, Timeouts};
+pub use remote::{NodeLink, RemotePartition, RemotePlacement, Route, Timeouts};
 pub use tls::{mint_ca, mint_member, ClusterCa, ClusterTls};

@@ -53,6 +53,9 @@ pub struct NodeLink {
     timeouts: Timeouts,
     /// Connections not in use.
     idle: Mutex<Vec<Conn>>,
+    /// Set once the node no longer owns what this link was for
+    /// ([`NodeLink::retire`]): calls under way fail at once.
+    retired: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for NodeLink {
@@ -73,7 +76,33 @@ impl NodeLink {
             block_size,
             timeouts,
             idle: Mutex::new(Vec::new()),
+            retired: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// The node lost what this link was for (another node took its slot over):
+    /// every call under way and later fails at once as unavailable, instead of
+    /// waiting for a paused or cut-off node's timeout, so the round is repeated
+    /// on the new owner.
+    pub fn retire(&self) {
+        self.retired.send_replace(true);
+        lock(&self.idle).clear();
+    }
+
+    /// Runs `work` unless the link is retired first.
+    async fn unless_retired<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let mut retired = self.retired.subscribe();
+        tokio::select! {
+            biased;
+            _ = retired.wait_for(|r| *r) => Err(unavailable(format!(
+                "node {}: it no longer serves this partition (another node took its slot over)",
+                self.addr
+            ))),
+            r = work => r,
+        }
     }
 
     /// The node's address.
@@ -121,22 +150,61 @@ impl NodeLink {
     /// One request and its answer, on an idle connection or a new one. A
     /// connection that failed is dropped.
     pub async fn call(&self, env: &Envelope) -> Result<Reply> {
-        let reuse = lock(&self.idle).pop();
-        let mut conn = match reuse {
-            Some(c) => c,
-            None => self.dial().await?,
-        };
-        let reply = self.exchange(&mut conn, env).await?;
-        lock(&self.idle).push(conn);
-        Ok(reply)
+        self.unless_retired(async {
+            let reuse = lock(&self.idle).pop();
+            let mut conn = match reuse {
+                Some(c) => c,
+                None => self.dial().await?,
+            };
+            let reply = self.exchange(&mut conn, env).await?;
+            lock(&self.idle).push(conn);
+            Ok(reply)
+        })
+        .await
     }
 
     /// As [`NodeLink::call`], keeping the connection (a quiesce holds while it
     /// is open).
     async fn call_holding(&self, env: &Envelope) -> Result<(Reply, Conn)> {
-        let mut conn = self.dial().await?;
-        let reply = self.exchange(&mut conn, env).await?;
-        Ok((reply, conn))
+        self.unless_retired(async {
+            let mut conn = self.dial().await?;
+            let reply = self.exchange(&mut conn, env).await?;
+            Ok((reply, conn))
+        })
+        .await
+    }
+}
+
+/// Where a partition is served: the node's link and the owner token it holds
+/// the partition under. A coordinator moves it ([`Route::set`]) when another
+/// node takes the partition over; every request reads it afresh, and an answer
+/// is taken only with the token of the route it was sent on.
+#[derive(Debug)]
+pub struct Route {
+    /// The current node and token (replaced whole; never held across I/O).
+    current: Mutex<(Arc<NodeLink>, u64)>,
+}
+
+impl Route {
+    /// The partition is on the node behind `link`, under `token`.
+    pub fn new(link: Arc<NodeLink>, token: u64) -> Arc<Self> {
+        Arc::new(Self {
+            current: Mutex::new((link, token)),
+        })
+    }
+
+    /// The node and token requests go to now.
+    pub fn get(&self) -> (Arc<NodeLink>, u64) {
+        let g = lock(&self.current);
+        (g.0.clone(), g.1)
+    }
+
+    /// Moves the partition to the node behind `link`, under `token`, and
+    /// retires the old link ([`NodeLink::retire`]): requests under way on it
+    /// fail, and the round they belong to is repeated on the new node.
+    pub fn set(&self, link: Arc<NodeLink>, token: u64) {
+        let old = std::mem::replace(&mut *lock(&self.current), (link, token));
+        old.0.retire();
     }
 }
 
@@ -151,8 +219,7 @@ impl NodeLink {
 /// answer of fixed size, at the round's timing.
 pub struct RemotePartition {
     partition: u32,
-    link: Arc<NodeLink>,
-    token: u64,
+    route: Arc<Route>,
     block_size: usize,
     capacity: u64,
     id_limit: u64,
@@ -162,22 +229,21 @@ pub struct RemotePartition {
 
 impl std::fmt::Debug for RemotePartition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (link, token) = self.route.get();
         f.debug_struct("RemotePartition")
             .field("partition", &self.partition)
-            .field("node", &self.link.addr)
-            .field("token", &self.token)
+            .field("node", &link.addr)
+            .field("token", &token)
             .finish()
     }
 }
 
 impl RemotePartition {
-    /// Partition `partition` of `shape`, on the node behind `link`, which
-    /// holds it under owner token `token`.
-    pub fn new(partition: u32, shape: &Shape, link: Arc<NodeLink>, token: u64) -> Self {
+    /// Partition `partition` of `shape`, on the node `route` names.
+    pub fn new(partition: u32, shape: &Shape, route: Arc<Route>) -> Self {
         Self {
             partition,
-            link,
-            token,
+            route,
             block_size: shape.block_size,
             capacity: shape.capacity,
             id_limit: shape.id_limit.unwrap_or(shape.capacity),
@@ -192,10 +258,11 @@ impl RemotePartition {
         }
     }
 
-    /// Calls the node and checks its owner token.
+    /// Calls the node the route names now and checks its owner token.
     async fn call(&self, request: Request) -> Result<Response> {
-        let reply = self.link.call(&self.envelope(request)).await?;
-        checked(reply, self.partition, self.token, &self.link.addr)
+        let (link, token) = self.route.get();
+        let reply = link.call(&self.envelope(request)).await?;
+        checked(reply, self.partition, token, &link.addr)
     }
 
     fn unexpected(&self, r: Response) -> OramError {
@@ -203,7 +270,8 @@ impl RemotePartition {
             Response::Failed(e) => e,
             other => unavailable(format!(
                 "node {}: unexpected answer for partition {}: {other:?}",
-                self.link.addr, self.partition
+                self.route.get().0.addr,
+                self.partition
             )),
         }
     }
@@ -277,32 +345,28 @@ impl Oram for RemotePartition {
     async fn access_staged_round(&self, round: RoundId, ops: Vec<Op>) -> Result<StagedAccess> {
         let n = ops.len();
         let attempt = next_attempt();
-        let answers = match self
-            .call(Request::Stage {
-                token: self.token,
-                round,
-                attempt,
-                ops,
-            })
-            .await?
-        {
+        // The land and the abort go to the node that staged, under its token.
+        let (link, token) = self.route.get();
+        let env = self.envelope(Request::Stage {
+            token,
+            round,
+            attempt,
+            ops,
+        });
+        let reply = link.call(&env).await?;
+        let answers = match checked(reply, self.partition, token, &link.addr)? {
             Response::Answers(a) if a.len() == n => a,
             Response::Answers(a) => {
                 return Err(unavailable(format!(
                     "node {}: {} answers for {n} ops of partition {}",
-                    self.link.addr,
+                    link.addr,
                     a.len(),
                     self.partition
                 )))
             }
             other => return Err(self.unexpected(other)),
         };
-        let (p, token, link, stats) = (
-            self.partition,
-            self.token,
-            self.link.clone(),
-            self.stats.clone(),
-        );
+        let (p, stats) = (self.partition, self.stats.clone());
         let land_link = link.clone();
         let land = async move {
             let env = Envelope {
@@ -372,11 +436,9 @@ impl Oram for RemotePartition {
     /// Quiesces the partition on the node, which holds it so until the
     /// returned guard is dropped (its connection closes).
     async fn quiesce(&self) -> Result<Quiesced> {
-        let (reply, conn) = self
-            .link
-            .call_holding(&self.envelope(Request::Quiesce))
-            .await?;
-        match checked(reply, self.partition, self.token, &self.link.addr)? {
+        let (link, token) = self.route.get();
+        let (reply, conn) = link.call_holding(&self.envelope(Request::Quiesce)).await?;
+        match checked(reply, self.partition, token, &link.addr)? {
             Response::Done(_) => Ok(Quiesced::new(conn)),
             other => Err(self.unexpected(other)),
         }
@@ -414,7 +476,7 @@ impl Oram for RemotePartition {
 /// Puts every partition on the node that owns it (a cluster's front).
 #[derive(Debug, Default)]
 pub struct RemotePlacement {
-    owners: HashMap<u32, (Arc<NodeLink>, u64)>,
+    owners: HashMap<u32, Arc<Route>>,
 }
 
 impl RemotePlacement {
@@ -423,23 +485,24 @@ impl RemotePlacement {
         Self::default()
     }
 
-    /// Partition `p` is on the node behind `link`, under owner token `token`.
+    /// Partition `p` is on the node behind `link`, under owner token `token`,
+    /// for good (static membership).
     pub fn own(&mut self, p: u32, link: Arc<NodeLink>, token: u64) {
-        self.owners.insert(p, (link, token));
+        self.owners.insert(p, Route::new(link, token));
+    }
+
+    /// Partition `p` is wherever `route` names (a coordinator moves it).
+    pub fn route(&mut self, p: u32, route: Arc<Route>) {
+        self.owners.insert(p, route);
     }
 }
 
 impl Placement for RemotePlacement {
     fn place(&self, p: u32, shape: &Shape, _local: LocalSub<'_>) -> Result<Arc<dyn Oram>> {
-        let (link, token) = self.owners.get(&p).ok_or_else(|| {
+        let route = self.owners.get(&p).ok_or_else(|| {
             OramError::Config(format!("partition {p} has no owner among the nodes"))
         })?;
-        Ok(Arc::new(RemotePartition::new(
-            p,
-            shape,
-            link.clone(),
-            *token,
-        )))
+        Ok(Arc::new(RemotePartition::new(p, shape, route.clone())))
     }
 
     /// Every partition is on a node.

@@ -14,12 +14,12 @@
 //!   volume header on the backend (authenticated with the master key), so a
 //!   node needs only the configuration, the key and its TLS identity.
 //!
-//! **Membership is static** in this version: `nodes` lists every node's
-//! address in the same order on every member, and node `i` owns the partitions
-//! `p` with `p % nodes.len() == i`, under owner token [`STATIC_TOKEN`]. The
-//! coordinator (etcd, the `oram-cluster` crate) replaces the list and the
-//! token with owner keys and their revisions; until then a node is not fenced
-//! by anything but the operator running one front.
+//! **Membership**: `nodes` lists every node's address in the same order on
+//! every member, and node `i` owns the *slot* `i`, the partitions `p` with
+//! `p % nodes.len() == i`. Without `etcd` that is all (static membership,
+//! owner token [`STATIC_TOKEN`], nothing but the operator fencing a node).
+//! With `etcd` ([`crate::coord`]) each slot is owned under an etcd lease with a
+//! fencing token, and a standby node takes over a dead node's slot.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -80,6 +80,19 @@ pub struct ClusterConfig {
     /// Seconds a starting member waits for the others: a node for the volume
     /// header the front writes, a front for its nodes.
     pub wait_secs: u64,
+    /// The client URLs of the etcd cluster that coordinates the members
+    /// (`http://host:port`); empty: static membership.
+    pub etcd: Vec<String>,
+    /// The cluster's name: the prefix of its keys in etcd.
+    pub name: String,
+    /// This member's id in etcd (default `node<i>`, or `front`).
+    pub id: String,
+    /// The TTL of a node's registration in etcd, in seconds: a node silent this
+    /// long is taken as dead and its slot taken over by a standby.
+    pub lease_secs: u64,
+    /// A node without a slot of its own (with etcd): it waits until a slot's
+    /// node dies, then takes the slot over, rebuilt from the backend.
+    pub standby: bool,
 }
 
 impl Default for ClusterConfig {
@@ -91,6 +104,11 @@ impl Default for ClusterConfig {
             listen: String::new(),
             tls_dir: None,
             wait_secs: 120,
+            etcd: Vec::new(),
+            name: "oram".into(),
+            id: String::new(),
+            lease_secs: 5,
+            standby: false,
         }
     }
 }
@@ -135,6 +153,23 @@ impl ClusterConfig {
         Duration::from_secs(self.wait_secs)
     }
 
+    /// Whether etcd coordinates the members (slots owned under leases, failover
+    /// to standbys) rather than the static list alone.
+    pub fn coordinated(&self) -> bool {
+        !self.etcd.is_empty()
+    }
+
+    /// This member's id in etcd.
+    pub fn member_id(&self) -> String {
+        if !self.id.is_empty() {
+            self.id.clone()
+        } else if self.role == Role::Front {
+            "front".into()
+        } else {
+            format!("node{}", self.node)
+        }
+    }
+
     /// Checks values that parse but cannot work.
     pub fn validate(&self) -> Result<(), String> {
         if !self.is_cluster() {
@@ -156,6 +191,44 @@ impl ClusterConfig {
             if self.nodes[..i].contains(a) {
                 return Err(format!("cluster.nodes lists {a:?} twice"));
             }
+        }
+        if self.coordinated() {
+            if let Err(e) = oram_cluster::keys::check_name("cluster name", &self.name)
+                .and_then(|()| oram_cluster::keys::check_name("member id", &self.member_id()))
+            {
+                return Err(format!("[cluster]: {e}"));
+            }
+            if self.lease_secs < 2 {
+                return Err(format!(
+                    "cluster.lease_secs = {}: at least 2 (etcd's minimum TTL; 5 or more rides \
+                     through an etcd leader's death)",
+                    self.lease_secs
+                ));
+            }
+        }
+        if self.standby {
+            if self.role != Role::Node || !self.coordinated() {
+                return Err(
+                    "cluster.standby = true is for a node (role = \"node\") with \
+                            cluster.etcd: a standby takes over a dead node's slot"
+                        .into(),
+                );
+            }
+            if self.listen.is_empty() {
+                return Err(
+                    "a standby node needs cluster.listen (the address it serves a \
+                            slot on once it takes one over)"
+                        .into(),
+                );
+            }
+            if self.id.is_empty() {
+                return Err(
+                    "a standby node needs cluster.id (its own name in etcd; the \
+                            slots' nodes default to node<i>)"
+                        .into(),
+                );
+            }
+            return Ok(());
         }
         if self.role == Role::Node && self.node >= self.nodes.len() {
             return Err(format!(
@@ -217,8 +290,9 @@ impl ClusterConfig {
 
 /// Builds a front's engine: the volume's (`engine` under backend prefix
 /// `prefix`), with every partition on the node `cluster` names for it (TLS
-/// identity under `data_dir`).
-pub(crate) fn build_front(
+/// identity under `data_dir`): with etcd, its slot's live owner, followed as
+/// it moves ([`crate::coord`]); otherwise the static list's.
+pub(crate) async fn build_front(
     cluster: &ClusterConfig,
     engine: &EngineConfig,
     prefix: &str,
@@ -233,7 +307,11 @@ pub(crate) fn build_front(
             engine.kind.name()
         ))
     })?;
-    let place = cluster.placement(data_dir, partitions, shape.block_size)?;
+    let place = if cluster.coordinated() {
+        crate::coord::keep_routes(cluster, data_dir, partitions, shape.block_size).await?
+    } else {
+        cluster.placement(data_dir, partitions, shape.block_size)?
+    };
     Ok(settings.build_placed(&shape, parts, &place)?)
 }
 
@@ -283,6 +361,18 @@ listen = ""
 # tls_dir = "/etc/oram-proxy/cluster"
 # Seconds a starting member waits for the others.
 wait_secs = 120
+# etcd's client URLs: each node then owns its slot under a lease and a fencing
+# token, and a standby takes over a dead node's slot (docs/cluster.md). Empty:
+# static membership.
+etcd = []
+# The prefix of the cluster's keys in etcd; this member's id there (default
+# node<i>, or front); a node's lease in seconds.
+name = "oram"
+# id = "spare1"
+lease_secs = 5
+# A node without a slot of its own, waiting to take over a dead node's (needs
+# etcd, its own id and listen, and an empty data directory).
+standby = false
 "#
     .to_string()
 }

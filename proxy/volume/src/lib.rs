@@ -30,6 +30,7 @@ pub mod backend_record;
 mod checkpoint;
 pub mod cluster;
 mod config;
+pub mod coord;
 pub mod datadir;
 pub mod engines;
 mod error;

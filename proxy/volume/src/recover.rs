@@ -138,7 +138,7 @@ pub async fn recover(
         store,
         params,
         cfg: adopted,
-    } = begin(cfg, hooks, expect, progress).await?;
+    } = begin(cfg, hooks, expect, progress, None).await?;
     let cfg = &adopted;
     let dir = &cfg.data_dir;
     let prefix = &cfg.backend.prefix;
@@ -375,9 +375,13 @@ pub(crate) async fn begin(
     hooks: &VolumeHooks,
     expect: Option<&str>,
     progress: &(dyn Fn(&str) + Send + Sync),
+    held: Option<std::fs::File>,
 ) -> Result<Begun, VolumeError> {
     datadir::ensure_dir(&cfg.data_dir)?;
-    let lock = datadir::lock(&cfg.data_dir)?;
+    let lock = match held {
+        Some(lock) => lock,
+        None => datadir::lock(&cfg.data_dir)?,
+    };
     let dir = &cfg.data_dir;
     if datadir::has_volume(dir) || datadir::state_path(dir).exists() {
         return Err(VolumeError::Params(format!(

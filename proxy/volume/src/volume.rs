@@ -352,13 +352,16 @@ impl Volume {
             state: Box::new(state),
         };
         let engine = match cfg.cluster.role {
-            Role::Front => cluster::build_front(
-                &cfg.cluster,
-                &cfg.engine,
-                &cfg.backend.prefix,
-                &cfg.data_dir,
-                parts,
-            )?,
+            Role::Front => {
+                cluster::build_front(
+                    &cfg.cluster,
+                    &cfg.engine,
+                    &cfg.backend.prefix,
+                    &cfg.data_dir,
+                    parts,
+                )
+                .await?
+            }
             _ => cfg.engine.build(&cfg.backend.prefix, parts)?,
         };
         if resent > 0 {

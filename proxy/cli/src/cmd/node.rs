@@ -1,5 +1,8 @@
 //! `oram-proxy serve` with `[cluster] role = "node"`: serves this node's
-//! partitions to the cluster's front until SIGTERM or SIGINT.
+//! partitions to the cluster's front until SIGTERM or SIGINT. With
+//! `[cluster] etcd`, the node registers and claims its slot there, or (a
+//! standby) waits for a dead node's slot and takes it over
+//! (`oram_volume::coord`), and stops when its lease is lost.
 
 use oram_proxy::config::Config;
 use oram_proxy::notify::Notifier;
@@ -20,9 +23,12 @@ pub fn run(cfg: Config) -> Result<(), CliError> {
         let vcfg = cfg.volume();
         let dir = &vcfg.data_dir;
         datadir::ensure_dir(dir).map_err(|e| e.to_string())?;
+        let c = &cfg.cluster;
+        if c.coordinated() {
+            return coordinated(&cfg, vcfg, &notify, &mut signals).await;
+        }
         // One process per data directory.
         let _lock = datadir::lock(dir).map_err(|e| e.to_string())?;
-        let c = &cfg.cluster;
         let addr = c.node_listen();
         // Bound before the backend is touched: a port conflict changes nothing.
         let listener = tokio::net::TcpListener::bind(addr)
@@ -54,5 +60,147 @@ pub fn run(cfg: Config) -> Result<(), CliError> {
         tracing::info!("stopped");
         Ok::<(), String>(())
     })?;
+    Ok(())
+}
+
+/// The file in a standby's data directory naming the slot it took over: on a
+/// restart it serves that slot as its own.
+const SLOT_FILE: &str = "slot";
+
+/// A node coordinated by etcd: registers, then claims its own slot (or, a
+/// standby, waits for a dead node's slot and rebuilds it from the backend),
+/// serves it under the claim's fencing token with its backend writes fenced by
+/// the lease, and stops on a signal or when the lease is lost.
+async fn coordinated(
+    cfg: &Config,
+    mut vcfg: oram_volume::VolumeConfig,
+    notify: &Notifier,
+    signals: &mut Signals,
+) -> Result<(), String> {
+    use oram_volume::coord::{Coordinator, FencedStore, POLL};
+    let c = &cfg.cluster;
+    let dir = vcfg.data_dir.clone();
+    let me = c.member_id();
+    let coord = Coordinator::new(c).map_err(|e| e.to_string())?;
+    let slot_file = dir.join(SLOT_FILE);
+    // A standby that took a slot over serves it as its own after a restart.
+    let taken = match std::fs::read_to_string(&slot_file) {
+        Ok(s) => Some(
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("{}: not a slot number", slot_file.display()))?,
+        ),
+        Err(_) => None,
+    };
+    let standby = c.standby && taken.is_none();
+    let addr = if c.standby {
+        c.listen.clone()
+    } else {
+        c.nodes.get(c.node).cloned().unwrap_or_default()
+    };
+    if standby && datadir::has_volume(&dir) {
+        return Err(format!(
+            "{} holds a volume but names no slot it took over: a standby starts with an \
+             empty data directory",
+            dir.display()
+        ));
+    }
+    // One process per data directory, a standby's too while it waits.
+    let lock = datadir::lock(&dir).map_err(|e| e.to_string())?;
+    let listen = if c.standby {
+        &c.listen
+    } else {
+        c.node_listen()
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cluster listener {listen}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let registration = coord
+        .register(&me, &addr, c.lease_secs)
+        .await
+        .map_err(|e| e.to_string())?;
+    let lease = registration.lease();
+    let ttl = lease.ttl();
+    let hooks = VolumeHooks {
+        wrap_backend: Some(FencedStore::hook(lease.deadline(), ttl / 5)),
+        ..VolumeHooks::default()
+    };
+    let _watchdog = notify.spawn_watchdog();
+    let (node, _lock, slot) = if standby {
+        println!("oram-proxy standby node {me:?}: waiting for a slot whose node dies");
+        println!("  listen:     {bound} (mutual TLS)");
+        notify.ready("standby: waiting for a slot");
+        let (slot, token) = loop {
+            tokio::select! {
+                () = signals.stop() => return Ok(()),
+                () = lease.lost() => return Err("the etcd lease was lost while standing by".into()),
+                () = tokio::time::sleep(POLL) => {}
+            }
+            match coord.take_dead_slot(&me).await {
+                Ok(Some(found)) => break found,
+                Ok(None) => {}
+                Err(e) => tracing::warn!("looking for a dead slot: {e}"),
+            }
+        };
+        tracing::warn!(
+            slot,
+            token,
+            "took over a dead node's slot: rebuilding it from the backend"
+        );
+        vcfg.cluster.node = slot as usize;
+        let progress = |step: &str| tracing::info!("take-over: {step}");
+        let (done, node, lock) =
+            oram_volume::node::take_over(&vcfg, &hooks, token, Some(lock), &progress)
+                .await
+                .map_err(|e| format!("taking over slot {slot}: {e}"))?;
+        std::fs::write(&slot_file, format!("{slot}\n"))
+            .map_err(|e| format!("{}: {e}", slot_file.display()))?;
+        println!(
+            "  took over slot {slot}: epoch {}, {} commits replayed, {} objects swept",
+            done.epoch, done.replayed, done.swept
+        );
+        (node, lock, slot as usize)
+    } else {
+        let slot = taken.unwrap_or(c.node);
+        vcfg.cluster.node = slot;
+        let token = coord
+            .claim_own_slot(&me, slot as u32)
+            .await
+            .map_err(|e| e.to_string())?;
+        notify.status("opening the node's partitions");
+        let node = NodeVolume::open_as(&vcfg, &hooks, token)
+            .await
+            .map_err(|e| e.to_string())?;
+        (node, lock, slot)
+    };
+    println!(
+        "oram-proxy {} serving cluster slot {slot} of {} as {me:?} (etcd)",
+        oram_server::build_info::VERSION,
+        c.nodes.len()
+    );
+    println!("  listen:     {bound} (mutual TLS)");
+    println!("  partitions: {:?}", node.host.partitions());
+    println!("  volume id:  {}", node.params.volume_id);
+    notify.ready(&format!("serving slot {slot} on {bound}"));
+    // A lost lease ends the node at once: its writes are fenced already, so
+    // neither a final write-back nor a checkpoint could land.
+    let served = tokio::select! {
+        r = node.serve(listener, signals.stop()) => r,
+        () = lease.lost() => {
+            return Err(format!(
+                "the etcd lease of {me:?} was lost (a pause or a cut link longer than its \
+                 {} s TTL): slot {slot} may be served by another node now; this one stopped \
+                 without writing",
+                ttl.as_secs()
+            ))
+        }
+    };
+    served.map_err(|e| format!("final write-back failed: {e}"))?;
+    registration
+        .deregister()
+        .await
+        .map_err(|e| format!("leaving etcd: {e}"))?;
+    tracing::info!("stopped");
     Ok(())
 }

@@ -25,7 +25,7 @@ mod certs;
 mod recover;
 
 pub use certs::make_certs;
-pub use recover::{recover_node, NodeRecovered};
+pub use recover::{recover_node, take_over, NodeRecovered};
 
 use crate::backend::{open_store, VolumeHooks};
 use crate::backend_record;
@@ -72,8 +72,20 @@ impl NodeVolume {
     /// header, authenticates it with the master key and records it as
     /// `volume.toml`; then builds the sub-engines of the partitions this node
     /// owns over its own `state.redb`. Takes no backend lease (the front holds
-    /// the volume's). The caller holds the data directory's lock.
+    /// the volume's). The caller holds the data directory's lock. Its
+    /// partitions are served under [`STATIC_TOKEN`] (static membership).
     pub async fn open(cfg: &VolumeConfig, hooks: &VolumeHooks) -> Result<Self, VolumeError> {
+        Self::open_as(cfg, hooks, STATIC_TOKEN).await
+    }
+
+    /// As [`NodeVolume::open`], the partitions served under the fencing token
+    /// `token` (the slot's owner key revision in etcd, [`crate::coord`]); the
+    /// fence of the node's writes, if any, is in `hooks`.
+    pub async fn open_as(
+        cfg: &VolumeConfig,
+        hooks: &VolumeHooks,
+        token: u64,
+    ) -> Result<Self, VolumeError> {
         let c = &cfg.cluster;
         if c.role != Role::Node {
             return Err(VolumeError::Config(
@@ -189,7 +201,7 @@ impl NodeVolume {
                 partition,
                 sub,
                 ledger: Box::new(ledger),
-                token: STATIC_TOKEN,
+                token,
             });
         }
         let host = NodeHost::new(shape.block_size, served);

@@ -6,7 +6,7 @@ use oram_seal::Sealer;
 
 use crate::backend::VolumeHooks;
 use crate::backend_record;
-use crate::cluster::Role;
+use crate::cluster::{Role, STATIC_TOKEN};
 use crate::config::VolumeConfig;
 use crate::datadir;
 use crate::fsutil::blocking;
@@ -68,6 +68,43 @@ pub async fn recover_node(
     opts: &RecoverOptions,
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<NodeRecovered, VolumeError> {
+    let (done, node, lock) = rebuild(cfg, hooks, opts, progress, STATIC_TOKEN, None).await?;
+    drop((node, lock));
+    Ok(done)
+}
+
+/// A standby's take-over of slot `cfg.cluster.node`, claimed in etcd under
+/// `token` ([`crate::coord`]): the slot's state rebuilt into this standby's
+/// empty data directory from the backend as [`recover_node`] does, opened and
+/// returned ready to serve under `token`, with the data directory's lock
+/// (`lock`, taken by the caller while it waited, or taken here). The fence of
+/// the node's writes is in `hooks`.
+pub async fn take_over(
+    cfg: &VolumeConfig,
+    hooks: &VolumeHooks,
+    token: u64,
+    lock: Option<std::fs::File>,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<(NodeRecovered, NodeVolume, std::fs::File), VolumeError> {
+    rebuild(
+        cfg,
+        hooks,
+        &RecoverOptions::default(),
+        progress,
+        token,
+        lock,
+    )
+    .await
+}
+
+async fn rebuild(
+    cfg: &VolumeConfig,
+    hooks: &VolumeHooks,
+    opts: &RecoverOptions,
+    progress: &(dyn Fn(&str) + Send + Sync),
+    token: u64,
+    held: Option<std::fs::File>,
+) -> Result<(NodeRecovered, NodeVolume, std::fs::File), VolumeError> {
     let c = &cfg.cluster;
     if c.role != Role::Node {
         return Err(VolumeError::Config(
@@ -86,11 +123,11 @@ pub async fn recover_node(
     let me = u32::try_from(c.node)
         .map_err(|_| VolumeError::Config("cluster.node is out of range".into()))?;
     let Begun {
-        _lock,
+        _lock: lock,
         store,
         params,
         cfg: adopted,
-    } = begin(cfg, hooks, opts.expect_volume.as_deref(), progress).await?;
+    } = begin(cfg, hooks, opts.expect_volume.as_deref(), progress, held).await?;
     let cfg = &adopted;
     let dir = &cfg.data_dir;
     let prefix = &cfg.backend.prefix;
@@ -145,13 +182,13 @@ pub async fn recover_node(
     })
     .await?;
     progress("opening the node's partitions");
-    let node = NodeVolume::open(cfg, hooks).await?;
+    let node = NodeVolume::open_as(cfg, hooks, token).await?;
     progress("removing backend objects written after the checkpoint");
     let swept = node.host.sweep().await?;
     // The restored state is already the node's checkpoint (taken by `open`:
     // the log is on); the write-backs flushed here are in its shipped log.
     node.host.flush().await?;
-    Ok(NodeRecovered {
+    let done = NodeRecovered {
         node: me,
         partitions: node.host.partitions(),
         epoch,
@@ -161,5 +198,6 @@ pub async fn recover_node(
         accepted_gap: log.gap,
         swept,
         volume_id: params.volume_id,
-    })
+    };
+    Ok((done, node, lock))
 }

@@ -1,0 +1,400 @@
+//! A cluster coordinated by etcd (`[cluster] etcd`): the nodes' *slots* owned
+//! under leases, with fencing tokens, and failover of a dead node's slot to a
+//! standby.
+//!
+//! A volume has as many **slots** as `cluster.nodes` has entries, fixed at
+//! creation; slot `i` holds the partitions `p % slots == i` and its state on
+//! the backend under `<prefix>/node/<i>/` (decision 012). etcd holds, through
+//! the `oram-cluster` crate:
+//!
+//! * `/<name>/nodes/<id>` = the member's address, under its lease of
+//!   `lease_secs` ([`Membership`]);
+//! * `/<name>/owners/<slot>` = the id of the node serving the slot. Claimed
+//!   with a compare on its mod_revision; the new mod_revision is the owner's
+//!   **fencing token**, which the node serves its partitions under and the front
+//!   checks on every answer ([`oram_node::Route`]).
+//!
+//! A node with a slot of its own (`cluster.node = i`) registers and claims slot
+//! `i` at start, and refuses to start if another node has taken the slot over
+//! (its data directory is then stale). A **standby** (`cluster.standby`)
+//! registers, then watches for a slot whose owner's registration has lapsed,
+//! claims it, rebuilds the slot's state from the backend (the restore of
+//! `recover`, [`crate::node::recover_node`]) and serves it. The front follows
+//! the owner keys ([`keep_routes`]) and sends each partition's requests to its
+//! slot's live owner, refusing any answer under another token.
+//!
+//! **Fencing a node that lost its lease** (a paused process, a cut link): its
+//! backend writes go through [`FencedStore`], which refuses every PUT and
+//! DELETE once the lease is lost (the local deadline passes first: it counts
+//! from when the last renewal was *sent*) and abandons one under way, so no
+//! write of it starts after a standby may have claimed the slot; the backend's
+//! conditional checkpoint PUT refuses its checkpoint besides; and the front
+//! refuses its answers (an old token). Its process then stops.
+//!
+//! What etcd sees: the member ids and addresses, slot numbers, lease ids and
+//! the timing of registrations, claims and renewals; never a block id, a
+//! position or an object name.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use oram_blockstore::{
+    BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, SizeBound, StoreError,
+};
+use oram_cluster::{Claim, EtcdClient, Layout, LeaseDeadline, Membership, Ownership, Registration};
+use oram_node::{NodeLink, RemotePlacement, Route, Timeouts};
+
+use crate::backend::StoreHook;
+use crate::cluster::ClusterConfig;
+use crate::VolumeError;
+
+/// How often the front reads the owner keys, and a standby looks for a dead
+/// slot: one range of the owners and one of the registrations each time.
+pub const POLL: Duration = Duration::from_millis(250);
+
+/// The per-request timeout of the etcd client.
+const ETCD_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn cluster_error(e: oram_cluster::ClusterError) -> VolumeError {
+    VolumeError::Config(format!("etcd: {e}"))
+}
+
+/// A member's view of the cluster's keys in etcd.
+#[derive(Clone, Debug)]
+pub struct Coordinator {
+    membership: Membership,
+    ownership: Ownership,
+    slots: u32,
+}
+
+impl Coordinator {
+    /// The coordinator of the cluster `c` names (its etcd endpoints, its name,
+    /// one slot per entry of `c.nodes`). Connects lazily.
+    pub fn new(c: &ClusterConfig) -> Result<Self, VolumeError> {
+        let client = EtcdClient::new(&c.etcd, ETCD_TIMEOUT).map_err(cluster_error)?;
+        let layout = Layout::new(&c.name).map_err(cluster_error)?;
+        let slots = u32::try_from(c.nodes.len())
+            .map_err(|_| VolumeError::Config("too many cluster.nodes".into()))?;
+        Ok(Self {
+            membership: Membership::new(client.clone(), layout.clone()),
+            ownership: Ownership::new(client, layout, slots),
+            slots,
+        })
+    }
+
+    /// Registers this member (`id` at `address`) under a lease of `ttl_secs`,
+    /// kept alive in the background. etcd sees a lease grant, a put of
+    /// `/<name>/nodes/<id>`, then a renewal every third of the TTL.
+    pub async fn register(
+        &self,
+        id: &str,
+        address: &str,
+        ttl_secs: u64,
+    ) -> Result<Registration, VolumeError> {
+        self.membership
+            .register(id, address, ttl_secs.min(i64::MAX as u64) as i64)
+            .await
+            .map_err(cluster_error)
+    }
+
+    async fn live(&self) -> Result<Vec<oram_cluster::NodeInfo>, VolumeError> {
+        self.membership.live_nodes().await.map_err(cluster_error)
+    }
+
+    /// Claims slot `slot` for node `me`, which serves it from its own data
+    /// directory: returns the fencing token. Refused when another node owns
+    /// the slot (a standby took it over: this node's state is stale).
+    pub async fn claim_own_slot(&self, me: &str, slot: u32) -> Result<u64, VolumeError> {
+        for _ in 0..16 {
+            let expected = match self.ownership.owner(slot).await.map_err(cluster_error)? {
+                None => 0,
+                Some(o) if o.node_id == me => o.token.revision,
+                Some(o) => {
+                    return Err(VolumeError::Config(format!(
+                        "slot {slot} is served by node {:?} since it took the slot over \
+                         (token {}): this node's data directory is behind it. Start this \
+                         machine as a standby instead (cluster.standby = true, its own \
+                         cluster.id and cluster.listen, an empty data directory)",
+                        o.node_id, o.token.revision
+                    )))
+                }
+            };
+            match self
+                .ownership
+                .claim(slot, me, expected)
+                .await
+                .map_err(cluster_error)?
+            {
+                Claim::Claimed(t) => return Ok(token_of(t.revision)),
+                Claim::Conflict(_) => continue,
+            }
+        }
+        Err(VolumeError::Config(format!(
+            "slot {slot}: its owner key kept changing while this node claimed it"
+        )))
+    }
+
+    /// One look for a slot whose owner is dead (its registration lapsed):
+    /// claims the first such slot for `me` and returns it with the fencing
+    /// token. `None`: every owned slot's node is alive (or another standby
+    /// claimed it first). A slot never claimed is its own node's to start.
+    pub async fn take_dead_slot(&self, me: &str) -> Result<Option<(u32, u64)>, VolumeError> {
+        // The owners first: a node registers before it claims, so an owner
+        // read here that is not live in the later read has lost its lease
+        // (read the other way, a node starting in between would look dead).
+        let owners = self.ownership.owners().await.map_err(cluster_error)?;
+        let live = self.live().await?;
+        for (slot, owner) in owners.into_iter().enumerate() {
+            let Some(o) = owner else { continue };
+            if live.iter().any(|n| n.id == o.node_id) {
+                continue;
+            }
+            let slot = slot as u32;
+            if let Claim::Claimed(t) = self
+                .ownership
+                .claim(slot, me, o.token.revision)
+                .await
+                .map_err(cluster_error)?
+            {
+                return Ok(Some((slot, token_of(t.revision))));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every slot's live owner: its address and fencing token (`None`: no
+    /// owner, or its owner's registration lapsed).
+    pub async fn table(&self) -> Result<Vec<Option<(String, u64)>>, VolumeError> {
+        let owners = self.ownership.owners().await.map_err(cluster_error)?;
+        let live = self.live().await?;
+        Ok(owners
+            .into_iter()
+            .map(|o| {
+                let o = o?;
+                let n = live.iter().find(|n| n.id == o.node_id)?;
+                Some((n.address.clone(), token_of(o.token.revision)))
+            })
+            .collect())
+    }
+
+    /// The number of slots.
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
+}
+
+/// A token from an owner key's revision (etcd's revisions start at 1).
+fn token_of(revision: i64) -> u64 {
+    u64::try_from(revision).unwrap_or(0)
+}
+
+/// The front's placement with etcd: waits (at most `c.wait_secs`) until every
+/// slot has a live owner, puts each partition on its slot's route, and keeps
+/// the routes following the owner keys in the background (every [`POLL`])
+/// for as long as the routes are in use.
+pub(crate) async fn keep_routes(
+    c: &ClusterConfig,
+    data_dir: &Path,
+    partitions: u32,
+    block_size: usize,
+) -> Result<RemotePlacement, VolumeError> {
+    let coord = Coordinator::new(c)?;
+    let tls = c.tls(data_dir)?;
+    let until = Instant::now() + c.wait();
+    let mut told = false;
+    let table = loop {
+        let table = match coord.table().await {
+            Ok(t) if t.iter().all(Option::is_some) => break t,
+            Ok(t) => format!(
+                "slots without a live node: {:?}",
+                t.iter()
+                    .enumerate()
+                    .filter(|(_, o)| o.is_none())
+                    .map(|(i, _)| i)
+                    .collect::<Vec<_>>()
+            ),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() >= until {
+            return Err(VolumeError::Config(format!(
+                "the cluster's nodes did not all register in etcd within {} s ({table})",
+                c.wait_secs
+            )));
+        }
+        if !told {
+            tracing::info!("waiting for the cluster's nodes in etcd: {table}");
+            told = true;
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    let link = move |addr: &str| {
+        NodeLink::new(
+            addr.to_string(),
+            tls.clone(),
+            block_size,
+            Timeouts::default(),
+        )
+    };
+    let routes: Vec<(Arc<Route>, String)> = table
+        .into_iter()
+        .flatten()
+        .map(|(addr, token)| (Route::new(link(&addr), token), addr))
+        .collect();
+    let mut place = RemotePlacement::new();
+    for p in 0..partitions {
+        place.route(p, routes[(p % coord.slots()) as usize].0.clone());
+    }
+    let weak: Vec<(Weak<Route>, String, u64)> = routes
+        .iter()
+        .map(|(r, a)| (Arc::downgrade(r), a.clone(), r.get().1))
+        .collect();
+    tokio::spawn(follow(coord, weak, link));
+    Ok(place)
+}
+
+/// Moves each slot's route to its owner as etcd names it, until no route is
+/// in use any more.
+async fn follow(
+    coord: Coordinator,
+    mut routes: Vec<(Weak<Route>, String, u64)>,
+    link: impl Fn(&str) -> Arc<NodeLink> + Send + 'static,
+) {
+    let mut failing = false;
+    loop {
+        tokio::time::sleep(POLL).await;
+        if routes.iter().all(|(r, _, _)| r.strong_count() == 0) {
+            return;
+        }
+        let table = match coord.table().await {
+            Ok(t) => {
+                failing = false;
+                t
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!("reading the slots' owners from etcd: {e}");
+                    failing = true;
+                }
+                continue;
+            }
+        };
+        for (slot, ((route, addr, token), now)) in routes.iter_mut().zip(table).enumerate() {
+            let Some((a, t)) = now else { continue };
+            if (&a, t) == (&*addr, *token) {
+                continue;
+            }
+            let Some(r) = route.upgrade() else { continue };
+            tracing::info!(slot, node = %a, token = t, "slot moved: its partitions' requests go there");
+            r.set(link(&a), t);
+            *addr = a;
+            *token = t;
+        }
+    }
+}
+
+/// A store whose writes need the node's etcd lease: every PUT and DELETE is
+/// refused (`StoreError::Fenced`) from `margin` before the lease's local
+/// deadline on, and one under way is abandoned then; reads pass. The deadline
+/// is checked by the writer itself, so a process resumed after a pause sends
+/// nothing before it has looked.
+pub struct FencedStore {
+    inner: Arc<dyn BlockStore>,
+    deadline: LeaseDeadline,
+    margin: Duration,
+}
+
+impl FencedStore {
+    /// Fences `inner`'s writes with the lease whose deadline is `deadline`,
+    /// stopping them `margin` early.
+    pub fn new(inner: Arc<dyn BlockStore>, deadline: LeaseDeadline, margin: Duration) -> Self {
+        Self {
+            inner,
+            deadline,
+            margin,
+        }
+    }
+
+    /// The hook that wraps a node's backend in this fence.
+    pub fn hook(deadline: LeaseDeadline, margin: Duration) -> StoreHook {
+        Arc::new(move |store| Arc::new(FencedStore::new(store, deadline.clone(), margin)))
+    }
+
+    fn until(&self) -> tokio::time::Instant {
+        self.deadline
+            .get()
+            .checked_sub(self.margin)
+            .unwrap_or_else(tokio::time::Instant::now)
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if tokio::time::Instant::now() < self.until() {
+            return Ok(());
+        }
+        Err(StoreError::Fenced(
+            "this node's etcd lease lapsed: another node may serve its slot now".into(),
+        ))
+    }
+
+    async fn while_held<T>(
+        &self,
+        write: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.check()?;
+        let mut write = std::pin::pin!(write);
+        loop {
+            tokio::select! {
+                // The deadline first: after a pause nothing more goes out unchecked.
+                biased;
+                () = tokio::time::sleep_until(self.until()) => self.check()?,
+                r = &mut write => return r,
+            }
+        }
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl BlockStore for FencedStore {
+    async fn get_opts(
+        &self,
+        keys: &[ObjKey],
+        opts: GetOpts,
+    ) -> Result<Vec<Option<Bytes>>, StoreError> {
+        self.inner.get_opts(keys, opts).await
+    }
+    async fn get_range(
+        &self,
+        key: &ObjKey,
+        range: Range<u64>,
+    ) -> Result<Option<Bytes>, StoreError> {
+        self.inner.get_range(key, range).await
+    }
+    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> Result<(), StoreError> {
+        self.while_held(self.inner.put_opts(items, opts)).await
+    }
+    async fn delete_many(&self, keys: &[ObjKey]) -> Result<(), StoreError> {
+        self.while_held(self.inner.delete_many(keys)).await
+    }
+    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> Result<Vec<ObjKey>, StoreError> {
+        self.inner.list_opts(prefix, opts).await
+    }
+    async fn get_tagged(
+        &self,
+        key: &ObjKey,
+        bound: SizeBound,
+    ) -> Result<Option<(Bytes, ObjTag)>, StoreError> {
+        self.inner.get_tagged(key, bound).await
+    }
+    async fn put_if(
+        &self,
+        key: &ObjKey,
+        data: Bytes,
+        cond: PutCondition,
+    ) -> Result<ObjTag, StoreError> {
+        self.while_held(self.inner.put_if(key, data, cond)).await
+    }
+}
