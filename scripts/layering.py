@@ -7,7 +7,7 @@ script. Rules (normal dependencies, transitive, unless said otherwise):
 
 * foundations (crates/, engines/, storage-backends/ except s3, proxy/volume,
   tools/linkshape) use no HTTP or S3 crate — proxy/volume none but through the
-  S3 back-end it opens;
+  S3 back-end it opens and the cluster's coordination layer it wires;
 * crates/ uses no engine, back-end, proxy or tool crate;
 * an engine (a crate in engines/ whose Cargo.toml does not say
   `[package.metadata.layering] role = "engine-core"`) depends on no other engine,
@@ -109,9 +109,11 @@ def check_crates():
     ]
     s3_backend = by_folder["storage-backends/s3"]["name"]
     for name in foundations:
-        # The volume opens the S3 back-end, whose client speaks HTTP: that is the
-        # one way HTTP crates may reach it.
-        prune = [s3_backend] if name == volume else []
+        # The volume opens the S3 back-end, whose client speaks HTTP, and wires the
+        # cluster's coordination layer, which speaks HTTP to etcd's gateway: those
+        # are the two ways HTTP crates may reach it.
+        cluster_crate = by_folder.get("proxy/cluster", {}).get("name")
+        prune = [s3_backend, cluster_crate] if name == volume else []
         bad = sorted(d for d in tree(name, prune=prune) if HTTP.match(d))
         if bad:
             fail(f"{name} depends on HTTP/S3 crates: {', '.join(bad)}")

@@ -81,7 +81,7 @@ class Process:
 class Proxy(Process):
     """One oram-proxy process."""
 
-    def __init__(self, workdir, *args, env=None, creds=True, swift=False, tls=False):
+    def __init__(self, workdir, *args, env=None, creds=True, swift=False, tls=False, wait=True):
         self.workdir = pathlib.Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.workdir / "data"
@@ -108,7 +108,12 @@ class Proxy(Process):
             env=full_env,
             cwd=self.workdir,
         )
-        deadline = time.monotonic() + 60
+        if wait:
+            self.wait_listening()
+
+    def wait_listening(self, timeout=60):
+        """Waits until the proxy serves (its banner out, its ports accepting)."""
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"oram-proxy exited with {self.proc.returncode}: {self.logs()}")
@@ -129,7 +134,7 @@ class Proxy(Process):
             except OSError:
                 time.sleep(0.1)
         self.kill()
-        raise RuntimeError("oram-proxy did not start listening within 60 s")
+        raise RuntimeError(f"oram-proxy did not start listening within {timeout} s")
 
     def logs(self):
         self.stdout.flush()

@@ -1,7 +1,8 @@
 """A cluster coordinated by a real 3-member etcd on 127.0.0.1: a front, three
-nodes each owning a slot (its partitions), and standby nodes that take over
-the slot of a node that dies, rebuilt from the slot's checkpoint and shipped
-log on the backend. Real processes, killed with SIGKILL or paused with
+nodes each owning a slot (its partitions), standby nodes that take over the
+slot of a node that dies, rebuilt from the slot's checkpoint and shipped log on
+the backend, and a standby front that replaces a dead front, rebuilt from the
+front's. Real processes, killed with SIGKILL or paused with
 SIGSTOP; every acknowledged object reads back byte for byte and `fsck` is
 clean after each fault.
 """
@@ -19,7 +20,7 @@ from conftest import BIN, Proxy, free_port, wait_port
 from test_cluster import Node, member_config, put_checked, put_until_accepted, read_back
 
 ETCD = os.environ.get("ORAM_TEST_ETCD", "/usr/bin/etcd")
-MEMBERS = ["front", "node0", "node1", "node2", "standby0", "standby1"]
+MEMBERS = ["front", "front2", "node0", "node1", "node2", "standby0", "standby1"]
 LEASE_SECS = 5
 
 
@@ -127,7 +128,7 @@ def fsck_clean(front_cfg):
 
 
 @pytest.mark.long(4)
-def test_a_dead_or_paused_node_s_slot_is_taken_over_by_a_standby_and_nothing_acknowledged_is_lost(tmp_path):
+def test_dead_or_paused_members_are_replaced_by_standbys_and_nothing_acknowledged_is_lost(tmp_path):
     root = tmp_path
     etcd = Etcd(root)
     procs = []
@@ -201,8 +202,31 @@ def test_a_dead_or_paused_node_s_slot_is_taken_over_by_a_standby_and_nothing_ack
             assert put_checked(s3, f"after-etcd-{i}", os.urandom(1200 * (i + 1)), acked)
         read_back(s3, acked)
 
-        assert front.stop() == 0
-        fsck_clean(front_cfg)
+        # 4. The front dies (SIGKILL): the standby front becomes the active one
+        # once the dead one's lease lapses, rebuilds itself from the backend
+        # (the front's checkpoint and shipped log) and serves; clients move to it.
+        front2_cfg = coordinated(member_config(root, "front2", addrs, "front", log_ms=20), etcd,
+                                 'standby = true\nid = "front2"\n')
+        front2 = Proxy(root / "front2", "--config", str(front2_cfg), wait=False)
+        procs.append(front2)
+        deadline = time.monotonic() + 60
+        while "waiting for the active front" not in front2.logs():
+            assert front2.proc.poll() is None and time.monotonic() < deadline, front2.logs()
+            time.sleep(0.1)
+        front.kill()
+        front_killed = time.monotonic()
+        front2.wait_listening(timeout=120)
+        front_back_after = time.monotonic() - front_killed
+        assert "took over as the active front" in front2.logs(), front2.logs()
+        s3 = front2.client()
+        read_back(s3, acked)
+        for i in range(4):
+            assert put_checked(s3, f"after-front-{i}", os.urandom(2200 * (i + 1)), acked)
+        read_back(s3, acked)
+        print(f"service back {front_back_after:.1f} s after the front's SIGKILL")
+
+        assert front2.stop() == 0
+        fsck_clean(front2_cfg)
         for p in (nodes[2], spare, spare2):
             assert p.stop() == 0, p.logs()
     finally:

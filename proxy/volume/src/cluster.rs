@@ -30,6 +30,7 @@ use oram_engine::{Oram, OramError, Parts};
 use oram_node::{ClusterTls, NodeLink, RemotePlacement, Timeouts};
 use serde::{Deserialize, Serialize};
 
+use crate::coord::{Coordinator, FrontLeadership};
 use crate::engines::EngineConfig;
 use crate::VolumeError;
 
@@ -90,8 +91,10 @@ pub struct ClusterConfig {
     /// The TTL of a node's registration in etcd, in seconds: a node silent this
     /// long is taken as dead and its slot taken over by a standby.
     pub lease_secs: u64,
-    /// A node without a slot of its own (with etcd): it waits until a slot's
-    /// node dies, then takes the slot over, rebuilt from the backend.
+    /// With etcd, a member that waits to replace another: a node without a
+    /// slot of its own takes over a dead node's slot; a front with an empty
+    /// data directory becomes the active front when the active one's lease
+    /// lapses, rebuilt from the backend (`recover`).
     pub standby: bool,
 }
 
@@ -159,6 +162,20 @@ impl ClusterConfig {
         !self.etcd.is_empty()
     }
 
+    /// The cluster's coordinator in etcd (`etcd`, `name`, one slot per entry
+    /// of `nodes`).
+    pub fn coordinator(&self) -> Result<Coordinator, VolumeError> {
+        let slots = u32::try_from(self.nodes.len())
+            .map_err(|_| VolumeError::Config("too many cluster.nodes".into()))?;
+        Coordinator::new(&self.etcd, &self.name, slots)
+    }
+
+    /// Becomes the cluster's active front as this member ([`crate::coord::lead`]),
+    /// waiting as a standby while another front is active.
+    pub async fn lead(&self) -> Result<FrontLeadership, VolumeError> {
+        crate::coord::lead(&self.etcd, &self.name, &self.member_id(), self.lease_secs).await
+    }
+
     /// This member's id in etcd.
     pub fn member_id(&self) -> String {
         if !self.id.is_empty() {
@@ -207,12 +224,22 @@ impl ClusterConfig {
             }
         }
         if self.standby {
-            if self.role != Role::Node || !self.coordinated() {
+            if !self.coordinated() {
                 return Err(
-                    "cluster.standby = true is for a node (role = \"node\") with \
-                            cluster.etcd: a standby takes over a dead node's slot"
+                    "cluster.standby = true needs cluster.etcd: a standby node takes \
+                            over a dead node's slot, a standby front a dead front's place"
                         .into(),
                 );
+            }
+            if self.role == Role::Front {
+                if self.id.is_empty() {
+                    return Err(
+                        "a standby front needs cluster.id (its own name in etcd; the \
+                                active front defaults to \"front\")"
+                            .into(),
+                    );
+                }
+                return Ok(());
             }
             if self.listen.is_empty() {
                 return Err(
@@ -308,7 +335,14 @@ pub(crate) async fn build_front(
         ))
     })?;
     let place = if cluster.coordinated() {
-        crate::coord::keep_routes(cluster, data_dir, partitions, shape.block_size).await?
+        crate::coord::keep_routes(
+            cluster.coordinator()?,
+            cluster.tls(data_dir)?,
+            cluster.wait(),
+            partitions,
+            shape.block_size,
+        )
+        .await?
     } else {
         cluster.placement(data_dir, partitions, shape.block_size)?
     };
@@ -370,8 +404,10 @@ etcd = []
 name = "oram"
 # id = "spare1"
 lease_secs = 5
-# A node without a slot of its own, waiting to take over a dead node's (needs
-# etcd, its own id and listen, and an empty data directory).
+# With etcd: a node without a slot of its own, waiting to take over a dead
+# node's (its own id and listen, an empty data directory); or a front waiting
+# to replace the active one (its own id, an empty data directory, the shipped
+# log on).
 standby = false
 "#
     .to_string()

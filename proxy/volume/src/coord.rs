@@ -20,7 +20,7 @@
 //! registers, then watches for a slot whose owner's registration has lapsed,
 //! claims it, rebuilds the slot's state from the backend (the restore of
 //! `recover`, [`crate::node::recover_node`]) and serves it. The front follows
-//! the owner keys ([`keep_routes`]) and sends each partition's requests to its
+//! the owner keys (`keep_routes`) and sends each partition's requests to its
 //! slot's live owner, refusing any answer under another token.
 //!
 //! **Fencing a node that lost its lease** (a paused process, a cut link): its
@@ -36,7 +36,6 @@
 //! position or an object name.
 
 use std::ops::Range;
-use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -45,11 +44,15 @@ use bytes::Bytes;
 use oram_blockstore::{
     BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, SizeBound, StoreError,
 };
-use oram_cluster::{Claim, EtcdClient, Layout, LeaseDeadline, Membership, Ownership, Registration};
+use oram_cluster::{
+    Claim, EtcdClient, FrontElection, Layout, LeaseDeadline, Membership, Ownership, Registration,
+};
+
+pub use oram_cluster::FrontLeadership;
 use oram_node::{NodeLink, RemotePlacement, Route, Timeouts};
 
-use crate::backend::StoreHook;
-use crate::cluster::ClusterConfig;
+use oram_node::ClusterTls;
+
 use crate::VolumeError;
 
 /// How often the front reads the owner keys, and a standby looks for a dead
@@ -72,13 +75,11 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// The coordinator of the cluster `c` names (its etcd endpoints, its name,
-    /// one slot per entry of `c.nodes`). Connects lazily.
-    pub fn new(c: &ClusterConfig) -> Result<Self, VolumeError> {
-        let client = EtcdClient::new(&c.etcd, ETCD_TIMEOUT).map_err(cluster_error)?;
-        let layout = Layout::new(&c.name).map_err(cluster_error)?;
-        let slots = u32::try_from(c.nodes.len())
-            .map_err(|_| VolumeError::Config("too many cluster.nodes".into()))?;
+    /// The coordinator of the cluster named `name` in the etcd cluster whose
+    /// client URLs are `etcd`, with `slots` slots. Connects lazily.
+    pub fn new(etcd: &[String], name: &str, slots: u32) -> Result<Self, VolumeError> {
+        let client = EtcdClient::new(etcd, ETCD_TIMEOUT).map_err(cluster_error)?;
+        let layout = Layout::new(name).map_err(cluster_error)?;
         Ok(Self {
             membership: Membership::new(client.clone(), layout.clone()),
             ownership: Ownership::new(client, layout, slots),
@@ -187,24 +188,56 @@ impl Coordinator {
     }
 }
 
+/// Becomes the active front of cluster `name` (etcd at `etcd`) as `me`:
+/// campaigns for `/<name>/front` under a lease of `lease_secs`, waiting as a
+/// standby while another front holds it. etcd sees a lease grant, a
+/// transaction per attempt and watches of the key while waiting, then the
+/// renewals.
+pub async fn lead(
+    etcd: &[String],
+    name: &str,
+    me: &str,
+    lease_secs: u64,
+) -> Result<FrontLeadership, VolumeError> {
+    let client = EtcdClient::new(etcd, ETCD_TIMEOUT).map_err(cluster_error)?;
+    let layout = Layout::new(name).map_err(cluster_error)?;
+    let election = FrontElection::new(client, layout);
+    let ttl = lease_secs.min(i64::MAX as u64) as i64;
+    let mut told = false;
+    loop {
+        if let Some(l) = election
+            .campaign(me, ttl, Duration::from_secs(30))
+            .await
+            .map_err(cluster_error)?
+        {
+            return Ok(l);
+        }
+        if !told {
+            let active = election.active().await.ok().flatten();
+            tracing::info!(active = ?active.map(|a| a.0), "standing by: another front is active");
+            told = true;
+        }
+    }
+}
+
 /// A token from an owner key's revision (etcd's revisions start at 1).
 fn token_of(revision: i64) -> u64 {
     u64::try_from(revision).unwrap_or(0)
 }
 
-/// The front's placement with etcd: waits (at most `c.wait_secs`) until every
-/// slot has a live owner, puts each partition on its slot's route, and keeps
-/// the routes following the owner keys in the background (every [`POLL`])
-/// for as long as the routes are in use.
+/// The front's placement with etcd: waits (at most `wait`) until every slot
+/// of `coord` has a live owner, puts each partition on its slot's route (links
+/// with the front's identity `tls`), and keeps the routes following the owner
+/// keys in the background (every [`POLL`]) for as long as the routes are in
+/// use.
 pub(crate) async fn keep_routes(
-    c: &ClusterConfig,
-    data_dir: &Path,
+    coord: Coordinator,
+    tls: ClusterTls,
+    wait: Duration,
     partitions: u32,
     block_size: usize,
 ) -> Result<RemotePlacement, VolumeError> {
-    let coord = Coordinator::new(c)?;
-    let tls = c.tls(data_dir)?;
-    let until = Instant::now() + c.wait();
+    let until = Instant::now() + wait;
     let mut told = false;
     let table = loop {
         let table = match coord.table().await {
@@ -222,7 +255,7 @@ pub(crate) async fn keep_routes(
         if Instant::now() >= until {
             return Err(VolumeError::Config(format!(
                 "the cluster's nodes did not all register in etcd within {} s ({table})",
-                c.wait_secs
+                wait.as_secs()
             )));
         }
         if !told {
@@ -318,8 +351,13 @@ impl FencedStore {
         }
     }
 
-    /// The hook that wraps a node's backend in this fence.
-    pub fn hook(deadline: LeaseDeadline, margin: Duration) -> StoreHook {
+    /// The hook that wraps a node's backend in this fence (a
+    /// `VolumeHooks::wrap_backend`).
+    #[allow(clippy::type_complexity)]
+    pub fn hook(
+        deadline: LeaseDeadline,
+        margin: Duration,
+    ) -> Arc<dyn Fn(Arc<dyn BlockStore>) -> Arc<dyn BlockStore> + Send + Sync> {
         Arc::new(move |store| Arc::new(FencedStore::new(store, deadline.clone(), margin)))
     }
 

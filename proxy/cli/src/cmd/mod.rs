@@ -4,6 +4,7 @@ pub mod cluster;
 pub mod compact;
 pub mod describe;
 pub mod format;
+pub mod front;
 pub mod fsck;
 pub mod grow;
 pub mod init;

@@ -77,11 +77,11 @@ async fn coordinated(
     notify: &Notifier,
     signals: &mut Signals,
 ) -> Result<(), String> {
-    use oram_volume::coord::{Coordinator, FencedStore, POLL};
+    use oram_volume::coord::{FencedStore, POLL};
     let c = &cfg.cluster;
     let dir = vcfg.data_dir.clone();
     let me = c.member_id();
-    let coord = Coordinator::new(c).map_err(|e| e.to_string())?;
+    let coord = c.coordinator().map_err(|e| e.to_string())?;
     let slot_file = dir.join(SLOT_FILE);
     // A standby that took a slot over serves it as its own after a restart.
     let taken = match std::fs::read_to_string(&slot_file) {

@@ -27,10 +27,20 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
     runtime()?.block_on(async move {
         // Signal handlers first: a SIGTERM while the volume opens (recovery can take a
         // while) is kept and acted on as soon as the server runs, not fatal mid-start.
-        let signals = Signals::install().map_err(|e| format!("signal handlers: {e}"))?;
-        notify.status("opening the volume");
+        let mut signals = Signals::install().map_err(|e| format!("signal handlers: {e}"))?;
         // The watchdog runs from the start: recovery may take a while.
         let _watchdog = notify.spawn_watchdog();
+        let leadership = if cfg.cluster.role == oram_volume::cluster::Role::Front
+            && cfg.cluster.coordinated()
+        {
+            match super::front::lead(&cfg, &mut signals, &notify).await? {
+                Some(l) => Some(l),
+                None => return Ok(()),
+            }
+        } else {
+            None
+        };
+        notify.status("opening the volume");
         let server = match oram_proxy::start(&cfg, root).await {
             Ok(s) => s,
             Err(e) => {
@@ -48,13 +58,34 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
                 ""
             }
         ));
-        serve_signals(signals, &server, &notify).await;
+        let lost = async {
+            match &leadership {
+                Some(l) => l.lease().lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut deposed = false;
+        tokio::select! {
+            () = serve_signals(signals, &server, &notify) => {}
+            () = lost => {
+                tracing::error!("this front's etcd lease was lost: another front may be active now; stopping");
+                deposed = true;
+            }
+        }
         tracing::info!("shutting down: finishing in-flight requests");
         notify.stopping("finishing in-flight requests, writing back, checkpointing");
         server
             .shutdown(STOP_GRACE)
             .await
             .map_err(|e| format!("final write-back or checkpoint failed: {e}"))?;
+        if deposed {
+            return Err("stopped: this front's etcd lease was lost (another front may be \
+                        active now)"
+                .to_string());
+        }
+        if let Some(l) = leadership {
+            let _ = l.resign().await;
+        }
         tracing::info!("stopped");
         Ok::<(), String>(())
     })?;
