@@ -20,7 +20,7 @@
 //! registers, then watches for a slot whose owner's registration has lapsed,
 //! claims it, rebuilds the slot's state from the backend (the restore of
 //! `recover`, [`crate::node::recover_node`]) and serves it. The front follows
-//! the owner keys ([`keep_routes`]) and sends each partition's requests to its
+//! the owner keys (`keep_routes`) and sends each partition's requests to its
 //! slot's live owner, refusing any answer under another token.
 //!
 //! **Fencing a node that lost its lease** (a paused process, a cut link): its
