@@ -8,6 +8,7 @@ the `direct` engine (no ORAM). Screenshots go to $CARGO_TARGET_DIR/artifacts
 checks the bearer token: without it the data is refused and the page says so.
 """
 
+import json
 import os
 import pathlib
 import random
@@ -119,6 +120,11 @@ def run_dashboard(tmp_path, engine, shot, token=None):
                 backend_chi = number(page, "#backend-chi", "data-value")
                 body = page.locator("body")
                 assert body.get_attribute("data-engine") == engine
+                # The capacity panel: in effect, used and free; nothing grew.
+                cap = [number(page, f"#cap-{k}", "data-blocks") for k in ("total", "used", "free")]
+                assert cap[0] == 16384 and cap[1] > 0 and cap[1] + cap[2] == cap[0], cap
+                assert page.locator("#grow-state").get_attribute("data-running") == "0"
+                assert page.locator("#grow-history tbody tr").count() == 0
                 top = page.locator("#client-top tbody tr").first.locator("td").first.text_content()
                 return client_chi, backend_chi, top
             finally:
@@ -147,3 +153,53 @@ def test_without_oram_the_cloud_sees_the_hot_object(tmp_path):
     assert client_chi > 20, client_chi
     # direct: every request names its block; the hot blocks stand out.
     assert backend_chi > 20, backend_chi
+
+
+def test_the_dashboard_shows_capacity_and_the_growth_history(tmp_path):
+    """A small volume grown online (POST /grow) and half filled: the capacity
+    panel shows the capacity in effect, used and free, automatic growth's
+    policy, and the growth in the history table (screenshot: dashboard-grown.png)."""
+    from playwright.sync_api import sync_playwright
+
+    mport = free_port()
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[volume]\ngrow_at = 0.9\nmax_size = "64MiB"\n')
+    cfg.chmod(0o600)
+    p = Proxy(tmp_path / "p", "--no-fsync", "--capacity-blocks", "256", "--config", str(cfg),
+              "--metrics-listen", f"127.0.0.1:{mport}")
+    try:
+        wait_port(mport)
+        req = urllib.request.Request(f"http://127.0.0.1:{mport}/grow", method="POST",
+                                     data=json.dumps({"to_bytes": 16 << 20}).encode(),
+                                     headers={"Authorization": f"Bearer {p.metrics_token()}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 202
+        wait_until(lambda: json.loads(p.operator_get(mport, "/grow")[2])["history"], 600, "the growth")
+        s3 = p.client()
+        s3.create_bucket(Bucket="dash")
+        for i in range(8):
+            s3.put_object(Bucket="dash", Key=f"o{i}", Body=os.urandom(64 * 1024))
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            try:
+                page = browser.new_page(viewport={"width": 1500, "height": 1000})
+                page.goto(f"http://127.0.0.1:{mport}/dashboard#token={p.metrics_token()}")
+                wait_until(lambda: (number(page, "#updates", "data-count") or 0) >= 1, 60, "a first update")
+                cap = [number(page, f"#cap-{k}", "data-blocks") for k in ("total", "used", "free")]
+                # 8 objects of 64 KiB in blocks of 16 KiB.
+                assert cap == [1024, 32, 992], cap
+                assert "at 90% used, up to 64.0 MiB" in page.text_content("#cap-policy")
+                st = page.locator("#grow-state")
+                assert st.get_attribute("data-running") == "0" and st.get_attribute("data-finished") == "1"
+                rows = page.locator("#grow-history tbody tr")
+                assert rows.count() == 1
+                cells = rows.first.locator("td").all_text_contents()
+                assert cells[1:3] == ["4.0 MiB", "16.0 MiB"], cells
+                assert cells[3].endswith(" of " + cells[3].split(" of ")[0]), cells
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "dashboard-grown.png"), full_page=True)
+            finally:
+                browser.close()
+        assert p.stop() == 0, p.logs()
+    finally:
+        p.kill()

@@ -1,7 +1,9 @@
 """A volume grows online (`oram-proxy grow`): a small default-engine volume is
 filled past its starting size through S3, grown while it serves, killed with
 SIGKILL during a second growth, restarted, and every acknowledged object is read
-back byte for byte; `fsck` is clean and the capacity is the new one."""
+back byte for byte; `fsck` is clean and the capacity is the new one. The growth
+history (`GET /grow`, `oram-proxy stats`) and the growth metrics follow. With
+`[volume] grow_at` the volume grows by itself, through S3 and through Swift."""
 
 import json
 import os
@@ -13,7 +15,7 @@ import urllib.request
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import BIN, Proxy, free_port
+from conftest import ACCESS, BIN, SECRET, Proxy, free_port
 
 BLOCK = 16384
 START_BLOCKS = 256  # 4 MiB
@@ -47,6 +49,22 @@ def grow_status(p, port):
     return json.loads(b)
 
 
+def metrics(p, port):
+    _, _, b = p.operator_get(port, "/metrics")
+    out = {}
+    for line in b.decode().splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def stats(*args):
+    r = subprocess.run([BIN, "stats", *args], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
 def run_grow(p, port, to, *extra):
     return subprocess.run(
         [BIN, "grow", "--to", to, "--data-dir", str(p.data_dir), "--url", f"http://127.0.0.1:{port}", *extra],
@@ -73,6 +91,28 @@ def test_grow_online_then_kill_during_a_growth(tmp_path):
         assert "the volume grew: 16 MiB" in r.stdout, r.stdout
         assert "new buckets written" in r.stdout, "progress is shown"
         assert capacity_bytes(s3) == 16 << 20
+        # The growth is in the history (GET /grow, stats) and the metrics.
+        s = grow_status(p, port)
+        assert [(h["from_blocks"], h["to_blocks"]) for h in s["history"]] == [(START_BLOCKS, 1024)], s
+        h = s["history"][0]
+        assert h["written"] == h["positions"] > 0 and h["backend_bytes"] > h["written"] * BLOCK, h
+        assert h["block_size"] == BLOCK and 0 < h["started_unix"] <= h["finished_unix"], h
+        assert s["used_blocks"] + s["free_blocks"] == s["capacity_blocks"] == 1024, s
+        assert (s["grow_at"], s["max_size_bytes"]) == (0, 0), s
+        m = metrics(p, port)
+        assert m['oram_growths_total{result="ok"}'] == 1
+        assert m['oram_growths_total{result="failed"}'] == 0
+        assert m["oram_growth_in_progress"] == 0
+        assert m['oram_growth_positions{state="done"}'] == m['oram_growth_positions{state="total"}'] \
+            == h["positions"]
+        assert m['oram_capacity_bytes{kind="total"}'] == 16 << 20
+        assert m['oram_capacity_bytes{kind="used"}'] + m['oram_capacity_bytes{kind="free"}'] == 16 << 20
+        assert m['oram_capacity_blocks{kind="free"}'] == s["free_blocks"]
+        assert m["oram_capacity_max_bytes"] == 0 and m["oram_grow_at_ratio"] == 0
+        assert m["oram_growth_last_timestamp_seconds"] == h["finished_unix"]
+        out = stats("--data-dir", str(p.data_dir), "--metrics-listen", f"127.0.0.1:{port}")
+        assert "running proxy" in out and "automatic growth off; 1 growths finished, 0 failed" in out, out
+        assert "growth history (1 growths" in out and "4.0 MiB -> 16.0 MiB (256 -> 1024 blocks)" in out, out
         assert not put_until_full(s3, acked, 1000, 60)
         assert len(acked) * OBJ > START_BLOCKS * BLOCK, "past the starting size"
         # A second growth in the background; client writes go on meanwhile; the
@@ -117,6 +157,11 @@ def test_grow_online_then_kill_during_a_growth(tmp_path):
     r = subprocess.run([BIN, "fsck", "--data-dir", str(p.data_dir)], capture_output=True, text=True,
                        timeout=600, env=dict(os.environ))
     assert r.returncode == 0, r.stdout + r.stderr
+    # The history, offline: the first growth and the one resumed after the kill
+    # (from the old size: the kill came before its switch).
+    out = stats("--data-dir", str(p.data_dir))
+    assert "no proxy running" in out and "growth history (2 growths" in out, out
+    assert "4.0 MiB -> 16.0 MiB" in out and "16.0 MiB -> 64.0 MiB" in out, out
     # And once more with everything read back after fsck.
     p = start(tmp_path / "p", port)
     try:
@@ -177,3 +222,64 @@ def test_grow_at_doubles_the_volume_by_itself(tmp_path):
         assert p.stop() == 0, p.logs()
     finally:
         p.kill()
+
+
+def test_grow_at_grows_a_volume_filled_through_swift(tmp_path):
+    """A small default volume with `grow_at` filled through Swift past twice its
+    starting size: it grows by itself (twice, to max_size), a write that finds
+    it full before a growth switched is refused with 507 and succeeds once it
+    grew, every object reads back byte for byte through Swift, the history and
+    the metrics show both growths, and `fsck` is clean."""
+    import swiftclient
+
+    port = free_port()
+    cfg = tmp_path / "oram-proxy.toml"
+    cfg.write_text('[volume]\ngrow_at = 0.5\nmax_size = "16MiB"\n')
+    cfg.chmod(0o600)
+    p = Proxy(tmp_path / "p", "--config", str(cfg), "--capacity-blocks", str(START_BLOCKS),
+              "--block-size", str(BLOCK), "--metrics-listen", f"127.0.0.1:{port}", swift=True)
+    acked = set()
+    try:
+        sw = swiftclient.Connection(authurl=p.swift_auth, user=f"{ACCESS}:{ACCESS}", key=SECRET, retries=0)
+        sw.put_container("grow")
+
+        def capacity():
+            return int(sw.head_account()["x-account-oram-volume-bytes-capacity"])
+
+        assert capacity() == START_BLOCKS * BLOCK
+        # Past twice the starting size (each object takes 6 blocks): a write
+        # refused as full waits for the growth (bounded) and is tried again.
+        i, refused = 0, 0
+        while i * OBJ <= 2.2 * START_BLOCKS * BLOCK:
+            try:
+                sw.put_object("grow", f"o{i}", body(i))
+            except swiftclient.ClientException as e:
+                assert e.http_status == 507, e
+                refused += 1
+                assert refused < 600, "the volume never grew"
+                time.sleep(0.2)
+                continue
+            acked.add(i)
+            i += 1
+        assert len(acked) * OBJ > 2 * START_BLOCKS * BLOCK
+        for _ in range(1200):
+            s = grow_status(p, port)
+            if not s["running"] and len(s["history"]) == 2:
+                break
+            time.sleep(0.1)
+        assert capacity() == 16 << 20, p.logs()
+        assert [(h["from_blocks"], h["to_blocks"]) for h in s["history"]] == \
+            [(START_BLOCKS, 2 * START_BLOCKS), (2 * START_BLOCKS, 4 * START_BLOCKS)], s
+        assert (s["grow_at"], s["max_size_bytes"]) == (0.5, 16 << 20), s
+        m = metrics(p, port)
+        assert m['oram_growths_total{result="ok"}'] == 2
+        assert m["oram_capacity_max_bytes"] == 16 << 20 and m["oram_grow_at_ratio"] == 0.5
+        assert m['oram_capacity_blocks{kind="used"}'] >= len(acked) * 6
+        for k in sorted(acked):
+            assert sw.get_object("grow", f"o{k}")[1] == body(k), f"o{k}"
+        assert p.stop() == 0, p.logs()
+    finally:
+        p.kill()
+    r = subprocess.run([BIN, "fsck", "--data-dir", str(p.data_dir)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "growth history (2 growths" in stats("--data-dir", str(p.data_dir))

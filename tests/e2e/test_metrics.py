@@ -136,6 +136,18 @@ def test_client_requests_latency_overhead_and_state_gauges(tmp_path):
         assert m["oram_engine_stash_bound_blocks"] == 89
         assert m['oram_capacity_blocks{kind="used"}'] == 4  # ceil(50 000 / 16384)
         assert m['oram_capacity_blocks{kind="total"}'] == 65536
+        assert m['oram_capacity_blocks{kind="free"}'] == 65536 - 4
+        assert m['oram_capacity_bytes{kind="total"}'] == 65536 * 16384
+        assert m['oram_capacity_bytes{kind="used"}'] == 4 * 16384
+        assert m['oram_capacity_bytes{kind="free"}'] == (65536 - 4) * 16384
+        # No automatic growth configured, none under way or finished
+        # (test_grow checks them on a growing volume).
+        assert m["oram_capacity_max_bytes"] == 0 and m["oram_grow_at_ratio"] == 0
+        assert m["oram_growth_in_progress"] == 0
+        assert m['oram_growth_positions{state="total"}'] == 0
+        assert m['oram_growths_total{result="ok"}'] == 0
+        assert "# TYPE oram_growths_total counter" in text
+        assert m["oram_growth_last_timestamp_seconds"] == 0
         # The engine's objects at most: (2^16 - 1) - 255 cached buckets of 65 613
         # bytes in 3 slots (what `oram-proxy describe` prints), and the fs
         # back-end's disk.

@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use oram_volume::{GrowthConfig, Volume};
+use oram_volume::{GrowthConfig, GrowthRecord, Volume};
 
 use crate::tasks::Shutdown;
 
@@ -40,26 +40,85 @@ pub struct GrowStatus {
     pub failed: u64,
 }
 
+/// How full the volume is and how far it may grow by itself, as `/metrics`,
+/// `GET /grow` and the dashboard show it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Room {
+    /// Bytes per block.
+    pub block_size: u64,
+    /// The capacity in effect (blocks).
+    pub capacity_blocks: u64,
+    /// Blocks in use by objects and unfinished uploads.
+    pub used_blocks: u64,
+    /// Blocks free.
+    pub free_blocks: u64,
+    /// `volume.max_size` in bytes (0: unset).
+    pub max_size_bytes: u64,
+    /// `volume.grow_at` (0: no automatic growth).
+    pub grow_at: f64,
+}
+
 /// The served volume's growths (see the module).
 pub struct Growth {
     vol: Arc<Volume>,
+    /// The automatic policy (`[volume]`), shown even when off.
+    policy: GrowthConfig,
     /// The status; guards only it, never held across an await.
     status: Mutex<GrowStatus>,
+    /// The growth history ([`oram_volume::read_history`]), as last read.
+    history: Mutex<Vec<GrowthRecord>>,
     stop: Shutdown,
 }
 
 impl Growth {
-    /// The growths of `vol`, abandoned when `stop` fires.
-    pub fn new(vol: Arc<Volume>, stop: Shutdown) -> Arc<Self> {
+    /// The growths of `vol` under the automatic `policy` (started by
+    /// [`Growth::auto_loop`]), abandoned when `stop` fires. The history is
+    /// empty until [`Growth::load_history`].
+    pub fn new(vol: Arc<Volume>, policy: GrowthConfig, stop: Shutdown) -> Arc<Self> {
         Arc::new(Self {
             vol,
+            policy,
             status: Mutex::new(GrowStatus::default()),
+            history: Mutex::new(Vec::new()),
             stop,
         })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GrowStatus> {
         self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads the growth history from the data directory (off the workers); a
+    /// damaged file is a warning and leaves the history shown empty.
+    pub async fn load_history(&self) {
+        match self.vol.growth_history().await {
+            Ok(h) => *self.history.lock().unwrap_or_else(|e| e.into_inner()) = h,
+            Err(e) => tracing::warn!("the growth history cannot be read: {e}"),
+        }
+    }
+
+    /// The growth history, oldest first.
+    pub fn history(&self) -> Vec<GrowthRecord> {
+        self.history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// How full the volume is now, and the automatic policy's limits.
+    pub fn room(&self) -> Room {
+        let u = self.vol.layer.usage();
+        Room {
+            block_size: u.block_size as u64,
+            capacity_blocks: u.capacity_blocks,
+            used_blocks: u.capacity_blocks.saturating_sub(u.free_blocks),
+            free_blocks: u.free_blocks,
+            max_size_bytes: match self.policy.max_size.as_str() {
+                "" => 0,
+                s => oram_volume::parse_size(s).unwrap_or(0),
+            },
+            grow_at: self.policy.grow_at,
+        }
     }
 
     /// The status now, with the capacity in effect and the block size.
@@ -71,9 +130,29 @@ impl Growth {
         )
     }
 
-    /// The status as JSON (`GET /grow`).
+    /// The status as JSON (`GET /grow`): the growth under way or the last
+    /// one, how full the volume is (`used_blocks`, `free_blocks`), the
+    /// automatic policy (`grow_at`, `max_size_bytes`: 0 when unset) and the
+    /// growth history (`history`, oldest first).
     pub fn status_json(&self) -> String {
         let (s, capacity, bs) = self.status();
+        let room = self.room();
+        let history: Vec<_> = self
+            .history()
+            .iter()
+            .map(|g| {
+                serde_json::json!({
+                    "from_blocks": g.from_blocks,
+                    "to_blocks": g.to_blocks,
+                    "block_size": g.block_size,
+                    "started_unix": g.started_unix,
+                    "finished_unix": g.finished_unix,
+                    "positions": g.positions,
+                    "written": g.written,
+                    "backend_bytes": g.backend_bytes,
+                })
+            })
+            .collect();
         serde_json::json!({
             "running": s.running,
             "from_blocks": s.from_blocks,
@@ -86,6 +165,11 @@ impl Growth {
             "capacity_blocks": capacity,
             "block_size": bs,
             "engine": self.vol.engine.name(),
+            "used_blocks": room.used_blocks,
+            "free_blocks": room.free_blocks,
+            "grow_at": room.grow_at,
+            "max_size_bytes": room.max_size_bytes,
+            "history": history,
         })
         .to_string()
     }
@@ -147,6 +231,9 @@ impl Growth {
                 r = me.vol.grow(to_blocks, &progress) => Some(r),
                 _ = stop.wait() => None,
             };
+            if matches!(out, Some(Ok(_))) {
+                me.load_history().await;
+            }
             let mut s = me.lock();
             s.running = false;
             match out {
@@ -181,9 +268,10 @@ impl Growth {
     }
 
     /// The automatic policy: every `CHECK_EVERY` (1 s), grows the volume when
-    /// `policy` says it is due, until `stop`.
+    /// the policy given to [`Growth::new`] says it is due, until `stop`.
     /// After a failed growth it waits `RETRY_AFTER` (60) checks before trying again.
-    pub async fn auto_loop(self: Arc<Self>, policy: GrowthConfig, mut stop: Shutdown) {
+    pub async fn auto_loop(self: Arc<Self>, mut stop: Shutdown) {
+        let policy = self.policy.clone();
         let name = self.vol.engine.name();
         if !oram_volume::GROWABLE.contains(&name) {
             tracing::warn!(

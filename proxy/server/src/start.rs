@@ -312,7 +312,8 @@ pub async fn start(
             Some((serving, addr, api))
         }
     };
-    let growth = Growth::new(vol.clone(), tasks.shutdown());
+    let growth = Growth::new(vol.clone(), volume.growth.clone(), tasks.shutdown());
+    growth.load_history().await;
     let live_users = Arc::new(LiveUsers {
         dir: directory,
         s3: s3_users,
@@ -373,9 +374,7 @@ pub async fn start(
     // A growth an unclean stop interrupted goes on; then the policy, if any.
     growth.resume();
     if volume.growth.grow_at > 0.0 {
-        let looping = growth
-            .clone()
-            .auto_loop(volume.growth.clone(), tasks.shutdown());
+        let looping = growth.clone().auto_loop(tasks.shutdown());
         tasks.spawn("the growth policy did not stop", Wait::Finish, looping);
     }
     Ok(Server {

@@ -8,7 +8,8 @@
 //! external resources; a strict Content-Security-Policy). The page polls
 //! `/dashboard/data?b=<n>&c=<n>`, which returns the backend and client requests
 //! numbered `b` and `c` onwards from the two bounded windows
-//! ([`crate::tap`], [`crate::telemetry`]) and a summary, as JSON. The static files
+//! ([`crate::tap`], [`crate::telemetry`]), a summary, and the capacity with the
+//! growths (`GET /grow`'s answer), as JSON. The static files
 //! need no token; the data does (see [`super`]); the page takes the token
 //! from its URL fragment (`/dashboard#token=...`), which browsers never send.
 //!
@@ -127,6 +128,13 @@ pub fn data(ep: &Endpoint, since_backend: u64, since_client: u64) -> String {
         usage.capacity_blocks,
         usage.capacity_blocks.saturating_sub(usage.free_blocks),
         usage.block_size
+    );
+    // How full it is, and the growths: GET /grow's answer.
+    let _ = write!(
+        o,
+        ",\"free_blocks\":{},\"growth\":{}",
+        usage.free_blocks,
+        ep.growth.status_json()
     );
     let _ = write!(
         o,

@@ -307,7 +307,6 @@ fn footprint(o: &mut Out, info: &crate::operator::EngineInfo) {
 fn volume(o: &mut Out, n: &Now<'_>) {
     let vol = &n.ep.vol;
     let (buckets, objects) = vol.layer.index_counts();
-    let usage = vol.layer.usage();
     let state_bytes = std::fs::metadata(oram_volume::datadir::state_path(&vol.data_dir))
         .map(|m| m.len())
         .unwrap_or(0);
@@ -338,24 +337,7 @@ fn volume(o: &mut Out, n: &Now<'_>) {
             f64::from(u8::from(n.ep.info.oblivious)),
         )],
     );
-    o.metric(
-        "oram_capacity_blocks",
-        "gauge",
-        "Logical blocks of the volume: all of them, and those in use by objects.",
-        &[
-            ("kind=\"total\"", usage.capacity_blocks as f64),
-            (
-                "kind=\"used\"",
-                usage.capacity_blocks.saturating_sub(usage.free_blocks) as f64,
-            ),
-        ],
-    );
-    o.metric(
-        "oram_block_size_bytes",
-        "gauge",
-        "Bytes per logical block.",
-        &[("", usage.block_size as f64)],
-    );
+    capacity(o, n);
     footprint(o, &n.ep.info);
     o.metric(
         "oram_state_file_bytes",
@@ -398,6 +380,82 @@ fn volume(o: &mut Out, n: &Now<'_>) {
         Err(e) => tracing::warn!("metrics: journal size: {e}"),
     }
 }
+/// The capacity in effect, used and free, the automatic growth's limits, and
+/// the growth under way and finished.
+fn capacity(o: &mut Out, n: &Now<'_>) {
+    let growth = &n.ep.growth;
+    let r = growth.room();
+    let kinds = |mul: u64| {
+        [
+            ("kind=\"total\"", (r.capacity_blocks * mul) as f64),
+            ("kind=\"used\"", (r.used_blocks * mul) as f64),
+            ("kind=\"free\"", (r.free_blocks * mul) as f64),
+        ]
+    };
+    o.metric(
+        "oram_capacity_blocks",
+        "gauge",
+        "Logical blocks of the volume: all of them (the capacity in effect, grown or not), those in use by objects, and those free.",
+        &kinds(1),
+    );
+    o.metric(
+        "oram_capacity_bytes",
+        "gauge",
+        "The capacity in effect, used and free, in bytes (oram_capacity_blocks times the block size).",
+        &kinds(r.block_size),
+    );
+    o.metric(
+        "oram_block_size_bytes",
+        "gauge",
+        "Bytes per logical block.",
+        &[("", r.block_size as f64)],
+    );
+    o.metric(
+        "oram_capacity_max_bytes",
+        "gauge",
+        "volume.max_size: the largest size automatic growth goes to (0: unset).",
+        &[("", r.max_size_bytes as f64)],
+    );
+    o.metric(
+        "oram_grow_at_ratio",
+        "gauge",
+        "volume.grow_at: the share of the capacity used at which the volume grows by itself (0: never).",
+        &[("", r.grow_at)],
+    );
+    let (s, _, _) = growth.status();
+    o.metric(
+        "oram_growth_in_progress",
+        "gauge",
+        "1 while the volume grows (oram-proxy grow, volume.grow_at, or resumed at start), else 0.",
+        &[("", f64::from(u8::from(s.running)))],
+    );
+    o.metric(
+        "oram_growth_positions",
+        "gauge",
+        "The growth under way, or the last one since start: new backend positions written (done) of all it adds (total; 0 until known).",
+        &[
+            ("state=\"done\"", s.done as f64),
+            ("state=\"total\"", s.total as f64),
+        ],
+    );
+    o.metric(
+        "oram_growths_total",
+        "counter",
+        "Growths since start, by result (ok: finished, the new capacity in effect; failed).",
+        &[
+            ("result=\"ok\"", s.finished as f64),
+            ("result=\"failed\"", s.failed as f64),
+        ],
+    );
+    let last = growth.history().last().map_or(0, |g| g.finished_unix);
+    o.metric(
+        "oram_growth_last_timestamp_seconds",
+        "gauge",
+        "When the newest growth in the volume's growth history finished, seconds since the Unix epoch (0: none).",
+        &[("", last as f64)],
+    );
+}
+
 /// The newest checkpoint on the backend, its age and the failures.
 fn checkpoints(o: &mut Out, n: &Now<'_>) {
     let (ep, tel) = (n.ep, &n.ep.tel);

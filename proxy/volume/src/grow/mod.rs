@@ -19,6 +19,9 @@
 //!    started. A crash before: the next open finds the engine larger than
 //!    recorded and records the engine's capacity
 //!    ([`Volume::adopt_engine_capacity`]).
+//! 5. The growth is added to the local growth history ([`read_history`],
+//!    `growths.toml`): informative, a failure to write it is a warning, and a
+//!    crash before it leaves the growth out of the history.
 //!
 //! So the engine's trusted state is the one record of the size that counts;
 //! `volume.toml` and the header follow it. A growth interrupted before its
@@ -31,7 +34,13 @@
 //! (see [`oram_engine::Oram::grow`]: the new objects, written between the
 //! rounds) and, afterwards, checkpoints of the size of the new capacity.
 
+mod history;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use oram_engine::Grown;
+
+pub use history::{read_history, GrowthRecord, HISTORY_FILE, HISTORY_KEEP};
 
 use crate::fsutil::blocking;
 use crate::header::{sign_header_with, write_header};
@@ -69,6 +78,9 @@ impl Volume {
     /// is refused, and so is an engine that cannot grow (naming the ones that
     /// can). One growth at a time: a second call waits for the first.
     ///
+    /// A growth that changed the capacity is added to the growth history
+    /// ([`Volume::growth_history`]).
+    ///
     /// Observed by the storage server: the header rewritten before and after,
     /// and the engine's growth ([`oram_engine::Oram::grow`]).
     pub async fn grow(
@@ -85,6 +97,7 @@ impl Volume {
             )));
         }
         let _one = self.grow_lock.lock().await;
+        let started_unix = unix_secs();
         let from = self.engine.capacity();
         if capacity < from {
             return Err(VolumeError::Grow(format!(
@@ -105,7 +118,39 @@ impl Volume {
         }
         let out = self.engine.grow(capacity, progress).await?;
         self.grown_to(self.engine.capacity()).await?;
+        if out.capacity > from {
+            let object_bytes = self
+                .sizing
+                .engine
+                .model(&self.sizing.backend.prefix)
+                .object_bytes;
+            let rec = GrowthRecord {
+                from_blocks: from,
+                to_blocks: out.capacity,
+                block_size: self.engine.block_size() as u64,
+                started_unix,
+                finished_unix: unix_secs(),
+                positions: out.positions,
+                written: out.written,
+                backend_bytes: out.written.saturating_mul(object_bytes),
+            };
+            let dir = self.data_dir.clone();
+            let added = blocking("writing the growth history", move || {
+                history::append_history(&dir, rec)
+            })
+            .await;
+            if let Err(e) = added {
+                tracing::warn!("the volume grew, but its growth history was not updated: {e}");
+            }
+        }
         Ok(out)
+    }
+
+    /// The growths this volume finished, oldest first, the last
+    /// [`HISTORY_KEEP`] ([`read_history`] of its data directory).
+    pub async fn growth_history(&self) -> Result<Vec<GrowthRecord>, VolumeError> {
+        let dir = self.data_dir.clone();
+        blocking("reading the growth history", move || read_history(&dir)).await
     }
 
     /// The engine is at `capacity`: the object layer takes the new blocks, the
@@ -181,6 +226,12 @@ impl Volume {
         let signed = sign_header_with(&self.header_mac, &p);
         write_header(self.store.as_ref(), &signed).await
     }
+}
+
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 async fn read_params(vol: &Volume) -> Result<VolumeParams, VolumeError> {

@@ -155,6 +155,23 @@ async fn a_path_volume_grows_while_objects_are_written_and_restarts_grown() {
             .unwrap();
         assert_eq!(h.grown_blocks, Some(4 * START));
         assert!(header_is_authentic(&key.unwrap(), &h));
+        // The growth history records it: sizes, the positions written and
+        // their bytes; growing to the size in effect adds nothing.
+        let hist = vol.growth_history().await.unwrap();
+        assert_eq!(hist.len(), 1, "{hist:?}");
+        let g = &hist[0];
+        assert_eq!(
+            (g.from_blocks, g.to_blocks, g.block_size),
+            (START, 4 * START, BS as u64)
+        );
+        assert_eq!((g.positions, g.written), (grown.positions, grown.written));
+        assert!(g.backend_bytes > grown.written * BS as u64, "{g:?}");
+        assert!(
+            g.started_unix > 0 && g.started_unix <= g.finished_unix,
+            "{g:?}"
+        );
+        vol.grow(4 * START, &|_, _| {}).await.unwrap();
+        assert_eq!(vol.growth_history().await.unwrap(), hist);
         vol.checkpoint().await.unwrap();
     }
     // The configuration still names the starting size.
@@ -248,6 +265,10 @@ async fn a_growth_interrupted_before_its_switch_is_pending_and_resumes() {
     assert_eq!(vol.layer.usage().capacity_blocks, 2 * START);
     let p = datadir::read_volume(&cfg.data_dir).unwrap();
     assert_eq!((p.grown_blocks, p.growing_to), (Some(2 * START), None));
+    // The resumed growth is in the history, from the old size.
+    let hist = crate::read_history(&cfg.data_dir).unwrap();
+    assert_eq!(hist.len(), 1, "{hist:?}");
+    assert_eq!((hist[0].from_blocks, hist[0].to_blocks), (START, 2 * START));
 }
 
 /// An engine that cannot grow is refused before anything is recorded, naming

@@ -13,7 +13,7 @@ use oram_server::tls;
 use crate::args::StatsArgs;
 use crate::error::CliError;
 use fetch::{fetch, fetch_metrics, FetchError, Target};
-use report::{invisible_line, live_report, offline_report, parse_metrics};
+use report::{history_report, invisible_line, live_report, offline_report, parse_metrics};
 
 /// `oram-proxy stats`.
 pub fn run(args: StatsArgs) -> Result<(), CliError> {
@@ -56,6 +56,12 @@ pub fn run(args: StatsArgs) -> Result<(), CliError> {
                     Err(FetchError::NotFound(_)) => {}
                     Err(e) => return Err(e.to_string().into()),
                 }
+                match fetch(t, "/grow") {
+                    Ok(json) => crate::util::out(&history_report(&live_history(&json)?)),
+                    // A proxy of an earlier version does not grow.
+                    Err(FetchError::NotFound(_)) => {}
+                    Err(e) => return Err(e.to_string().into()),
+                }
                 return Ok(());
             }
             Err(FetchError::Refused(_)) => {}
@@ -69,6 +75,7 @@ pub fn run(args: StatsArgs) -> Result<(), CliError> {
         ),
         Some(_) => e.to_string(),
     })?;
+    let history = oram_volume::read_history(&cfg.data_dir).map_err(|e| e.to_string())?;
     print(
         format!(
             "oram-proxy stats (data directory {}; no proxy running{})",
@@ -79,7 +86,18 @@ pub fn run(args: StatsArgs) -> Result<(), CliError> {
         ),
         lines,
     );
+    crate::util::out(&history_report(&history));
     Ok(())
+}
+
+/// The growth history in `GET /grow`'s answer (none from a proxy of an
+/// earlier version, which does not report it).
+fn live_history(json: &str) -> Result<Vec<oram_volume::GrowthRecord>, String> {
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("/grow: {e}"))?;
+    match v.get("history") {
+        None => Ok(Vec::new()),
+        Some(h) => serde_json::from_value(h.clone()).map_err(|e| format!("/grow: {e}")),
+    }
 }
 
 /// The lines naming the Swift containers S3 cannot address, from the JSON of

@@ -102,6 +102,15 @@ pub fn live_report(m: &BTreeMap<String, f64>) -> Vec<(&'static str, String)> {
                 100.0 * used / total.max(1.0)
             ),
         ),
+        (
+            "capacity free",
+            format!(
+                "{} blocks ({})",
+                g("oram_capacity_blocks{kind=\"free\"}"),
+                mib(g("oram_capacity_blocks{kind=\"free\"}") * bs)
+            ),
+        ),
+        ("growth", growth_line(&g, total * bs)),
         ("backend footprint", footprint(&g, total * bs)),
         (
             "objects",
@@ -190,6 +199,70 @@ pub fn live_report(m: &BTreeMap<String, f64>) -> Vec<(&'static str, String)> {
         ));
     }
     out
+}
+
+/// The growth line of a live proxy: the automatic policy, the growth under
+/// way, and the growths since its start (a proxy of an earlier version has
+/// none of these metrics: only its policy, off, shows).
+fn growth_line(g: &dyn Fn(&str) -> f64, capacity_bytes: f64) -> String {
+    let (grow_at, max) = (g("oram_grow_at_ratio"), g("oram_capacity_max_bytes"));
+    let mut line = if grow_at > 0.0 {
+        format!(
+            "automatic at {:.0}% used, up to {}{}",
+            100.0 * grow_at,
+            mib(max),
+            if capacity_bytes >= max {
+                " (reached: grows no more by itself)"
+            } else {
+                ""
+            }
+        )
+    } else {
+        "automatic growth off".to_string()
+    };
+    if g("oram_growth_in_progress") == 1.0 {
+        line.push_str(&format!(
+            "; growing now, {} of {} new positions written",
+            g("oram_growth_positions{state=\"done\"}"),
+            g("oram_growth_positions{state=\"total\"}")
+        ));
+    }
+    line.push_str(&format!(
+        "; {} growths finished, {} failed since start",
+        g("oram_growths_total{result=\"ok\"}"),
+        g("oram_growths_total{result=\"failed\"}")
+    ));
+    line
+}
+
+/// The growth history, oldest first, a line each (nothing when the volume
+/// never grew).
+pub fn history_report(h: &[oram_volume::GrowthRecord]) -> String {
+    if h.is_empty() {
+        return String::new();
+    }
+    let mut text = format!(
+        "growth history ({} growths, oldest first; the last {} are kept):
+",
+        h.len(),
+        oram_volume::HISTORY_KEEP
+    );
+    for r in h {
+        let bytes = |blocks: u64| mib((blocks * r.block_size) as f64);
+        text.push_str(&format!(
+            "  {}: {} -> {} ({} -> {} blocks), {} of {} new positions written ({}), took {}\n",
+            crate::util::utc(r.finished_unix),
+            bytes(r.from_blocks),
+            bytes(r.to_blocks),
+            r.from_blocks,
+            r.to_blocks,
+            r.written,
+            r.positions,
+            mib(r.backend_bytes as f64),
+            human_secs(r.finished_unix.saturating_sub(r.started_unix) as f64)
+        ));
+    }
+    text
 }
 
 /// What the data directory says with no proxy running (takes the directory's
@@ -389,6 +462,51 @@ mod tests {
             "up to 1.2 MiB (3.0x the capacity); disk 512.0 KiB free of 1.0 MiB (SMALLER than \
              the bound)"
         );
+    }
+
+    /// The growth line names the policy, a growth under way and the counts;
+    /// the history a line per growth, oldest first.
+    #[test]
+    fn growths_are_summarised() {
+        let m = parse_metrics(
+            "oram_grow_at_ratio 0.8\noram_capacity_max_bytes 4194304\n\
+             oram_growth_in_progress 1\noram_growth_positions{state=\"done\"} 5\n\
+             oram_growth_positions{state=\"total\"} 9\noram_growths_total{result=\"ok\"} 2\n\
+             oram_growths_total{result=\"failed\"} 1\n",
+        );
+        let g = |k: &str| m.get(k).copied().unwrap_or(0.0);
+        assert_eq!(
+            growth_line(&g, 1048576.0),
+            "automatic at 80% used, up to 4.0 MiB; growing now, 5 of 9 new positions written; \
+             2 growths finished, 1 failed since start"
+        );
+        assert!(growth_line(&g, 4194304.0).contains("(reached: grows no more by itself)"));
+        let off = |_: &str| 0.0;
+        assert_eq!(
+            growth_line(&off, 1.0),
+            "automatic growth off; 0 growths finished, 0 failed since start"
+        );
+        assert_eq!(history_report(&[]), "");
+        let rec = |from: u64, to: u64, t: u64| oram_volume::GrowthRecord {
+            from_blocks: from,
+            to_blocks: to,
+            block_size: 16384,
+            started_unix: t,
+            finished_unix: t + 130,
+            positions: 765,
+            written: 700,
+            backend_bytes: 700 * 65613,
+        };
+        let text = history_report(&[rec(256, 1024, 0), rec(1024, 4096, 86_400)]);
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].starts_with("growth history (2 growths"), "{text}");
+        assert_eq!(
+            lines[1],
+            "  1970-01-01 00:02:10 UTC: 4.0 MiB -> 16.0 MiB (256 -> 1024 blocks), 700 of 765 new \
+             positions written (43.8 MiB), took 2 min 10 s"
+        );
+        assert!(lines[2].contains("16.0 MiB -> 64.0 MiB"), "{text}");
     }
 
     #[test]

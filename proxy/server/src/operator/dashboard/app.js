@@ -164,6 +164,7 @@
     setText("checkpoint", fmtAge(s.checkpoint_age_s));
     setText("capacity", (100 * d.used_blocks / Math.max(1, d.capacity_blocks)).toFixed(1) + "% of " +
       fmtBytes(d.capacity_blocks * d.block_size));
+    renderCapacity(d);
     if (d.layout === "tree") {
       setText("backend-note", "Each dot is a request to the object store; its height is the bucket's place " +
         "within its tree level, its colour the verb. Every access reads one uniformly random path: whatever " +
@@ -219,6 +220,50 @@
     }
     fillTable("backend-verbs", [...verbs.entries()].map(([k, v]) =>
       [k, v.n, fmtBytes(v.bytes), (v.ms / v.n).toFixed(1), v.err]));
+  }
+
+  // The capacity in effect, used and free, the automatic growth's limits, the
+  // growth under way and the growth history (newest first). The numbers are
+  // also in data attributes, for tests.
+  function renderCapacity(d) {
+    const g = d.growth || {};
+    const bs = d.block_size;
+    const cells = [["cap-total", d.capacity_blocks], ["cap-used", d.used_blocks], ["cap-free", d.free_blocks]];
+    for (const [id, blocks] of cells) {
+      setText(id, fmtBytes(blocks * bs) + " (" + blocks + " blocks)");
+      $(id).dataset.blocks = String(blocks);
+    }
+    const share = d.used_blocks / Math.max(1, d.capacity_blocks);
+    const bar = $("cap-bar");
+    bar.style.width = (100 * share).toFixed(1) + "%";
+    bar.className = share >= 0.9 ? "high" : "";
+    const max = g.max_size_bytes || 0;
+    let policy = "off";
+    if (g.grow_at > 0) {
+      policy = "at " + (100 * g.grow_at).toFixed(0) + "% used, up to " + fmtBytes(max);
+      if (max > 0 && d.capacity_blocks * bs >= max) policy += " (reached: no more room to grow by itself)";
+    }
+    setText("cap-policy", policy);
+    const st = $("grow-state");
+    st.dataset.running = g.running ? "1" : "0";
+    st.dataset.finished = String(g.finished || 0);
+    if (g.running) {
+      setText("grow-state", "growing from " + fmtBytes(g.from_blocks * bs) + " to " + fmtBytes(g.to_blocks * bs) +
+        ": " + g.done + " of " + (g.total || "?") + " new positions written");
+    } else if (g.error) {
+      setText("grow-state", "the last growth failed: " + g.error);
+    } else {
+      setText("grow-state", "none under way (" + (g.finished || 0) + " finished since start)");
+    }
+    const hist = (g.history || []).slice().reverse();
+    fillTable("grow-history", hist.map((h) => [
+      new Date(h.finished_unix * 1000).toLocaleString(),
+      fmtBytes(h.from_blocks * h.block_size),
+      fmtBytes(h.to_blocks * h.block_size),
+      h.written + " of " + h.positions,
+      fmtBytes(h.backend_bytes),
+      fmtAge(Math.max(0, h.finished_unix - h.started_unix)),
+    ]));
   }
 
   async function poll() {
