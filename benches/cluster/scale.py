@@ -24,33 +24,19 @@ import concurrent.futures
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import boto3
 from botocore.config import Config
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "e2e"))
+from conftest import free_port, wait_port  # noqa: E402
+
 AK, SK = "benchuser", "benchsecret123"
 ROOT_USER, ROOT_SECRET = "bench", "bench-secret-1"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"port {port} never opened")
 
 
 def wait_text(path, text, proc, timeout=120):
