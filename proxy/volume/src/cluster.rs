@@ -443,6 +443,47 @@ mod tests {
     }
 
     #[test]
+    fn etcd_settings_and_standbys_are_checked() {
+        let mut n = cfg(Role::Node, &["a:1", "b:2"]);
+        n.node = 1;
+        assert_eq!(n.member_id(), "node1");
+        assert!(!n.coordinated());
+        n.standby = true;
+        let e = n.validate().unwrap_err();
+        assert!(e.contains("needs cluster.etcd"), "{e}");
+        n.etcd = vec!["http://127.0.0.1:2379".into()];
+        assert!(n.coordinated());
+        let e = n.validate().unwrap_err();
+        assert!(e.contains("cluster.listen"), "{e}");
+        n.listen = "127.0.0.1:7000".into();
+        let e = n.validate().unwrap_err();
+        assert!(e.contains("cluster.id"), "{e}");
+        n.id = "spare1".into();
+        assert!(n.validate().is_ok());
+        assert_eq!(n.member_id(), "spare1");
+        n.id = "spare 1".into();
+        assert!(n.validate().unwrap_err().contains("[cluster]"));
+        n.id = "spare1".into();
+        n.lease_secs = 1;
+        assert!(n.validate().unwrap_err().contains("lease_secs = 1"));
+        n.lease_secs = 5;
+        n.name = "a/b".into();
+        assert!(n.validate().unwrap_err().contains("[cluster]"));
+
+        let mut f = cfg(Role::Front, &["a:1"]);
+        f.etcd = vec!["127.0.0.1:2379".into()];
+        assert_eq!(f.member_id(), "front");
+        assert!(f.validate().is_ok());
+        f.standby = true;
+        assert!(f
+            .validate()
+            .unwrap_err()
+            .contains("standby front needs cluster.id"));
+        f.id = "front2".into();
+        assert!(f.validate().is_ok());
+    }
+
+    #[test]
     fn a_cluster_needs_an_engine_with_partitions() {
         let mut engine = EngineConfig::default();
         engine.set_kind("path").unwrap();

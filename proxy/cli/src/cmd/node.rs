@@ -90,7 +90,8 @@ async fn coordinated(
                 .parse::<usize>()
                 .map_err(|_| format!("{}: not a slot number", slot_file.display()))?,
         ),
-        Err(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("{}: {e}", slot_file.display())),
     };
     let standby = c.standby && taken.is_none();
     let addr = if c.standby {
