@@ -25,11 +25,14 @@
 //!
 //! **Fencing a node that lost its lease** (a paused process, a cut link): its
 //! backend writes go through [`FencedStore`], which refuses every PUT and
-//! DELETE once the lease is lost (the local deadline passes first: it counts
-//! from when the last renewal was *sent*) and abandons one under way, so no
-//! write of it starts after a standby may have claimed the slot; the backend's
-//! conditional checkpoint PUT refuses its checkpoint besides; and the front
-//! refuses its answers (an old token). Its process then stops.
+//! DELETE from a margin (the node uses a fifth of the TTL) before the lease's
+//! local deadline, and abandons one under way then. The local deadline counts
+//! from when the last renewal was *sent*, so it passes no later than etcd's
+//! expiry, before a standby can claim the slot: no write of the node starts
+//! after that (a request already handed to the operating system may still
+//! complete). The backend's conditional checkpoint PUT refuses its checkpoint
+//! besides, and the front refuses its answers (an old token). Its process
+//! then stops.
 //!
 //! What etcd sees: the member ids and addresses, slot numbers, lease ids and
 //! the timing of registrations, claims and renewals; never a block id, a
