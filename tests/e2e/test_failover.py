@@ -20,7 +20,7 @@ from conftest import BIN, Proxy, free_port, wait_port
 from test_cluster import Node, member_config, put_checked, put_until_accepted, read_back
 
 ETCD = os.environ.get("ORAM_TEST_ETCD", "/usr/bin/etcd")
-MEMBERS = ["front", "front2", "node0", "node1", "node2", "standby0", "standby1"]
+MEMBERS = ["front", "front2", "node0", "node1", "node2", "standby0", "standby1", "standby2"]
 LEASE_SECS = 5
 
 
@@ -225,9 +225,25 @@ def test_dead_or_paused_members_are_replaced_by_standbys_and_nothing_acknowledge
         read_back(s3, acked)
         print(f"service back {front_back_after:.1f} s after the front's SIGKILL")
 
+        # 5. A slot moved by hand: a new standby (node 1's machine, its data
+        # directory emptied), then node 2 stopped cleanly: it deregisters and
+        # the standby takes slot 2 over without waiting for a lease to lapse.
+        spare3 = standby(root, "standby2", addrs, etcd)
+        procs.append(spare3)
+        spare3.wait_standing_by()
+        slot2 = nodes[2].partitions()
+        moved = time.monotonic()
+        assert nodes[2].stop() == 0, nodes[2].logs()
+        spare3.wait_took_over()
+        moved_after = time.monotonic() - moved
+        assert spare3.partitions() == slot2 and "took over slot 2" in spare3.logs()
+        put_until_accepted(s3, front2, "after-move", os.urandom(12000), acked)
+        read_back(s3, acked)
+        print(f"slot 2 served again {moved_after:.1f} s after its node's clean stop")
+
         assert front2.stop() == 0
         fsck_clean(front2_cfg)
-        for p in (nodes[2], spare, spare2):
+        for p in (spare, spare2, spare3):
             assert p.stop() == 0, p.logs()
     finally:
         for p in procs:
