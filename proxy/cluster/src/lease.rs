@@ -95,7 +95,7 @@ impl KeptLease {
             renewing: renewing.clone(),
             deadline: deadline.clone(),
         };
-        let task = tokio::spawn(kept.run(sent + ttl, tx));
+        let task = tokio::spawn(kept.run(tx));
         Ok(KeptLease {
             client: client.clone(),
             id: grant.id,
@@ -171,20 +171,22 @@ struct Kept {
 }
 
 impl Kept {
-    async fn run(self, mut valid_until: Instant, tx: watch::Sender<LeaseState>) {
+    /// Renews until the lease is lost; the deadline it keeps is the one
+    /// record of the lease's validity ([`LeaseDeadline`]).
+    async fn run(self, tx: watch::Sender<LeaseState>) {
         let id = self.id;
         let period = self.ttl / 3;
         let retry = Duration::from_millis(100).min(period);
         let mut next = Instant::now() + period;
         loop {
             if !self.renewing.load(Ordering::Relaxed) {
-                next = next.max(valid_until);
+                next = next.max(self.deadline.get());
             }
             tokio::select! {
                 _ = tokio::time::sleep_until(next) => {}
                 _ = tx.closed() => return,
             }
-            if Instant::now() >= valid_until {
+            if !self.deadline.holds() {
                 tracing::warn!(lease = id, "lease not renewed within its TTL: lost");
                 let _ = tx.send(LeaseState::Lost);
                 return;
@@ -193,10 +195,10 @@ impl Kept {
                 continue;
             }
             let sent = Instant::now();
-            match timeout_at(valid_until, self.client.lease_keepalive(id)).await {
+            match timeout_at(self.deadline.get(), self.client.lease_keepalive(id)).await {
                 Ok(Ok(granted)) if granted > 0 => {
-                    valid_until = sent + Duration::from_secs(granted as u64);
-                    self.deadline.set(valid_until);
+                    self.deadline
+                        .set(sent + Duration::from_secs(granted as u64));
                     next = sent + period;
                 }
                 Ok(Ok(_)) => {

@@ -24,7 +24,7 @@
 //! slot's live owner, refusing any answer under another token.
 //!
 //! **Fencing a node that lost its lease** (a paused process, a cut link): its
-//! backend writes go through [`FencedStore`], which refuses every PUT and
+//! backend writes go through a [`FencedStore`] ([`etcd_fence`]), which refuses every PUT and
 //! DELETE from a margin (the node uses a fifth of the TTL) before the lease's
 //! local deadline, and abandons one under way then. The local deadline counts
 //! from when the last renewal was *sent*, so it passes no later than etcd's
@@ -38,23 +38,18 @@
 //! the timing of registrations, claims and renewals; never a block id, a
 //! position or an object name.
 
-use std::ops::Range;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bytes::Bytes;
-use oram_blockstore::{
-    BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, SizeBound, StoreError,
-};
+use oram_blockstore::{BlockStore, StoreError};
+pub use oram_cluster::FrontLeadership;
 use oram_cluster::{
     Claim, EtcdClient, FrontElection, Layout, LeaseDeadline, Membership, Ownership, Registration,
 };
+use oram_node::{ClusterTls, NodeLink, RemotePlacement, Route, Timeouts};
 
-pub use oram_cluster::FrontLeadership;
-use oram_node::{NodeLink, RemotePlacement, Route, Timeouts};
-
-use oram_node::ClusterTls;
+use crate::fence::{FencedStore, WriteFence};
 
 use crate::VolumeError;
 
@@ -332,45 +327,33 @@ async fn follow(
     }
 }
 
-/// A store whose writes need the node's etcd lease: every PUT and DELETE is
-/// refused (`StoreError::Fenced`) from `margin` before the lease's local
-/// deadline on, and one under way is abandoned then; reads pass. The deadline
-/// is checked by the writer itself, so a process resumed after a pause sends
-/// nothing before it has looked.
-pub struct FencedStore {
-    inner: Arc<dyn BlockStore>,
+/// A node's etcd lease as a [`WriteFence`]: writes are refused
+/// (`StoreError::Fenced`) from `margin` before the lease's local deadline on,
+/// and one under way is abandoned then. The deadline is checked by the writer
+/// itself, so a process resumed after a pause sends nothing before it has
+/// looked.
+struct EtcdFence {
     deadline: LeaseDeadline,
     margin: Duration,
 }
 
-impl FencedStore {
-    /// Fences `inner`'s writes with the lease whose deadline is `deadline`,
-    /// stopping them `margin` early.
-    pub fn new(inner: Arc<dyn BlockStore>, deadline: LeaseDeadline, margin: Duration) -> Self {
-        Self {
-            inner,
-            deadline,
-            margin,
-        }
-    }
-
-    /// The hook that wraps a node's backend in this fence (a
-    /// `VolumeHooks::wrap_backend`).
-    #[allow(clippy::type_complexity)]
-    pub fn hook(
-        deadline: LeaseDeadline,
-        margin: Duration,
-    ) -> Arc<dyn Fn(Arc<dyn BlockStore>) -> Arc<dyn BlockStore> + Send + Sync> {
-        Arc::new(move |store| Arc::new(FencedStore::new(store, deadline.clone(), margin)))
-    }
-
+impl EtcdFence {
     fn until(&self) -> tokio::time::Instant {
         self.deadline
             .get()
             .checked_sub(self.margin)
             .unwrap_or_else(tokio::time::Instant::now)
     }
+}
 
+#[async_trait]
+impl WriteFence for EtcdFence {
+    async fn admit(&self) -> Result<(), StoreError> {
+        self.check()
+    }
+    fn recheck_at(&self) -> Instant {
+        self.until().into_std()
+    }
     fn check(&self) -> Result<(), StoreError> {
         if tokio::time::Instant::now() < self.until() {
             return Ok(());
@@ -379,63 +362,16 @@ impl FencedStore {
             "this node's etcd lease lapsed: another node may serve its slot now".into(),
         ))
     }
-
-    async fn while_held<T>(
-        &self,
-        write: impl std::future::Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        self.check()?;
-        let mut write = std::pin::pin!(write);
-        loop {
-            tokio::select! {
-                // The deadline first: after a pause nothing more goes out unchecked.
-                biased;
-                () = tokio::time::sleep_until(self.until()) => self.check()?,
-                r = &mut write => return r,
-            }
-        }
-    }
 }
 
-#[async_trait]
-#[deny(clippy::missing_trait_methods)]
-impl BlockStore for FencedStore {
-    async fn get_opts(
-        &self,
-        keys: &[ObjKey],
-        opts: GetOpts,
-    ) -> Result<Vec<Option<Bytes>>, StoreError> {
-        self.inner.get_opts(keys, opts).await
-    }
-    async fn get_range(
-        &self,
-        key: &ObjKey,
-        range: Range<u64>,
-    ) -> Result<Option<Bytes>, StoreError> {
-        self.inner.get_range(key, range).await
-    }
-    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> Result<(), StoreError> {
-        self.while_held(self.inner.put_opts(items, opts)).await
-    }
-    async fn delete_many(&self, keys: &[ObjKey]) -> Result<(), StoreError> {
-        self.while_held(self.inner.delete_many(keys)).await
-    }
-    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> Result<Vec<ObjKey>, StoreError> {
-        self.inner.list_opts(prefix, opts).await
-    }
-    async fn get_tagged(
-        &self,
-        key: &ObjKey,
-        bound: SizeBound,
-    ) -> Result<Option<(Bytes, ObjTag)>, StoreError> {
-        self.inner.get_tagged(key, bound).await
-    }
-    async fn put_if(
-        &self,
-        key: &ObjKey,
-        data: Bytes,
-        cond: PutCondition,
-    ) -> Result<ObjTag, StoreError> {
-        self.while_held(self.inner.put_if(key, data, cond)).await
-    }
+/// The hook (a `VolumeHooks::wrap_backend`) that fences a node's backend
+/// writes with its etcd lease, whose deadline is `deadline`, stopping them
+/// `margin` early ([`FencedStore`]).
+#[allow(clippy::type_complexity)]
+pub fn etcd_fence(
+    deadline: LeaseDeadline,
+    margin: Duration,
+) -> Arc<dyn Fn(Arc<dyn BlockStore>) -> Arc<dyn BlockStore> + Send + Sync> {
+    let fence = Arc::new(EtcdFence { deadline, margin });
+    Arc::new(move |store| Arc::new(FencedStore::new(store, fence.clone())))
 }

@@ -35,6 +35,7 @@ pub mod datadir;
 pub mod engines;
 mod error;
 pub mod expiry;
+pub mod fence;
 pub mod fsutil;
 mod grow;
 pub mod header;

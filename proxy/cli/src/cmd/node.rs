@@ -46,9 +46,7 @@ pub fn run(cfg: Config) -> Result<(), CliError> {
             c.node,
             c.nodes.len()
         );
-        println!("  listen:     {bound} (mutual TLS)");
-        println!("  partitions: {:?}", node.host.partitions());
-        println!("  volume id:  {}", node.params.volume_id);
+        print_serving(&node, bound);
         println!("  data dir:   {}", dir.display());
         if node.created {
             println!("  volume:     joined (volume.toml written from the backend's header)");
@@ -61,6 +59,14 @@ pub fn run(cfg: Config) -> Result<(), CliError> {
         Ok::<(), String>(())
     })?;
     Ok(())
+}
+
+/// The banner lines every serving node prints (the tests wait for the
+/// partitions line).
+fn print_serving(node: &NodeVolume, bound: std::net::SocketAddr) {
+    println!("  listen:     {bound} (mutual TLS)");
+    println!("  partitions: {:?}", node.host.partitions());
+    println!("  volume id:  {}", node.params.volume_id);
 }
 
 /// The file in a standby's data directory naming the slot it took over: on a
@@ -77,7 +83,7 @@ async fn coordinated(
     notify: &Notifier,
     signals: &mut Signals,
 ) -> Result<(), String> {
-    use oram_volume::coord::{FencedStore, POLL};
+    use oram_volume::coord::{etcd_fence, POLL};
     let c = &cfg.cluster;
     let dir = vcfg.data_dir.clone();
     let me = c.member_id();
@@ -124,7 +130,7 @@ async fn coordinated(
     let lease = registration.lease();
     let ttl = lease.ttl();
     let hooks = VolumeHooks {
-        wrap_backend: Some(FencedStore::hook(lease.deadline(), ttl / 5)),
+        wrap_backend: Some(etcd_fence(lease.deadline(), ttl / 5)),
         ..VolumeHooks::default()
     };
     let _watchdog = notify.spawn_watchdog();
@@ -152,7 +158,7 @@ async fn coordinated(
         vcfg.cluster.node = slot as usize;
         let progress = |step: &str| tracing::info!("take-over: {step}");
         let (done, node, lock) =
-            oram_volume::node::take_over(&vcfg, &hooks, token, Some(lock), &progress)
+            oram_volume::node::take_over(&vcfg, &hooks, token, lock, &progress)
                 .await
                 .map_err(|e| format!("taking over slot {slot}: {e}"))?;
         std::fs::write(&slot_file, format!("{slot}\n"))
@@ -180,9 +186,7 @@ async fn coordinated(
         oram_server::build_info::VERSION,
         c.nodes.len()
     );
-    println!("  listen:     {bound} (mutual TLS)");
-    println!("  partitions: {:?}", node.host.partitions());
-    println!("  volume id:  {}", node.params.volume_id);
+    print_serving(&node, bound);
     notify.ready(&format!("serving slot {slot} on {bound}"));
     // A lost lease ends the node at once: its writes are fenced already, so
     // neither a final write-back nor a checkpoint could land.

@@ -33,7 +33,6 @@
 //!   The checkpoint is written conditionally besides (see `checkpoint.rs`).
 //! * **Release** at a graceful stop, so the next holder need not wait.
 
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -41,12 +40,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oram_blockstore::{
-    BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, SizeBound, StoreError,
-};
+use oram_blockstore::{BlockStore, ObjKey, ObjTag, PutCondition, SizeBound, StoreError};
 use rand::RngCore;
 
 use crate::config::BackendConfig;
+use crate::fence::{FencedStore, WriteFence};
 use crate::VolumeError;
 
 pub mod run;
@@ -577,73 +575,25 @@ async fn renew_loop(lease: Weak<Lease>) {
 }
 
 /// A store whose writes need the lease (see [`Lease::check`]); reads pass.
-pub struct LeasedStore {
-    inner: Arc<dyn BlockStore>,
-    lease: Arc<Lease>,
-}
+pub type LeasedStore = FencedStore<Lease>;
 
-impl LeasedStore {
-    /// Fences `inner`'s writes with `lease`.
-    pub fn new(inner: Arc<dyn BlockStore>, lease: Arc<Lease>) -> Self {
-        Self { inner, lease }
-    }
-
-    /// Runs `write` while the lease holds: it starts only if the lease is valid
-    /// ([`Lease::ensure`]), and is abandoned — dropped, its back-end retries
-    /// with it — as soon as the lease is lost or lapses, which is at least the
-    /// safety margin (`D/3`) before another proxy may take over. A write that
-    /// takes long (a large checkpoint on a slow link) goes on as long as the
-    /// renewals succeed. The lease is looked at whenever its validity would end
-    /// and at least every `D/8` (a take-over is noticed at a renewal).
-    async fn while_held<T>(
-        &self,
-        write: impl std::future::Future<Output = StoreResult<T>>,
-    ) -> StoreResult<T> {
-        self.lease.ensure().await?;
-        let mut write = std::pin::pin!(write);
-        let poll = self.lease.duration() / 8;
-        loop {
-            let until = self.lease.valid_until().min(Instant::now() + poll);
-            tokio::select! {
-                // The lease first: after a pause (a stopped process, a stalled
-                // machine) no request of the write goes out before it is checked.
-                biased;
-                () = tokio::time::sleep_until(tokio::time::Instant::from_std(until)) => {
-                    self.lease.check()?;
-                }
-                r = &mut write => return r,
-            }
-        }
-    }
-}
-
+/// A write runs while the lease holds: it starts only if the lease is valid
+/// ([`Lease::ensure`]), and is abandoned — dropped, its back-end retries with
+/// it — as soon as the lease is lost or lapses, which is at least the safety
+/// margin (`D/3`) before another proxy may take over. A write that takes long
+/// (a large checkpoint on a slow link) goes on as long as the renewals
+/// succeed. The lease is looked at whenever its validity would end and at
+/// least every `D/8` (a take-over is noticed at a renewal).
 #[async_trait]
-#[deny(clippy::missing_trait_methods)]
-impl BlockStore for LeasedStore {
-    async fn get_opts(&self, keys: &[ObjKey], opts: GetOpts) -> StoreResult<Vec<Option<Bytes>>> {
-        self.inner.get_opts(keys, opts).await
+impl WriteFence for Lease {
+    async fn admit(&self) -> StoreResult<()> {
+        self.ensure().await
     }
-    async fn get_range(&self, key: &ObjKey, range: Range<u64>) -> StoreResult<Option<Bytes>> {
-        self.inner.get_range(key, range).await
+    fn recheck_at(&self) -> Instant {
+        self.valid_until().min(Instant::now() + self.duration() / 8)
     }
-    async fn put_opts(&self, items: Vec<(ObjKey, Bytes)>, opts: PutOpts) -> StoreResult<()> {
-        self.while_held(self.inner.put_opts(items, opts)).await
-    }
-    async fn delete_many(&self, keys: &[ObjKey]) -> StoreResult<()> {
-        self.while_held(self.inner.delete_many(keys)).await
-    }
-    async fn list_opts(&self, prefix: &str, opts: ListOpts) -> StoreResult<Vec<ObjKey>> {
-        self.inner.list_opts(prefix, opts).await
-    }
-    async fn get_tagged(
-        &self,
-        key: &ObjKey,
-        bound: SizeBound,
-    ) -> StoreResult<Option<(Bytes, ObjTag)>> {
-        self.inner.get_tagged(key, bound).await
-    }
-    async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> StoreResult<ObjTag> {
-        self.while_held(self.inner.put_if(key, data, cond)).await
+    fn check(&self) -> StoreResult<()> {
+        Lease::check(self)
     }
 }
 

@@ -1,5 +1,7 @@
 use super::*;
-use oram_blockstore::BlockStoreExt;
+use std::ops::Range;
+
+use oram_blockstore::{BlockStoreExt, GetOpts, ListOpts, PutOpts};
 
 #[test]
 fn a_found_record_with_huge_fields_is_bounded() {

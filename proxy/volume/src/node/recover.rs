@@ -77,13 +77,13 @@ pub async fn recover_node(
 /// `token` ([`crate::coord`]): the slot's state rebuilt into this standby's
 /// empty data directory from the backend as [`recover_node`] does, opened and
 /// returned ready to serve under `token`, with the data directory's lock
-/// (`lock`, taken by the caller while it waited, or taken here). The fence of
-/// the node's writes is in `hooks`.
+/// (`lock`, which the caller took while it waited). The fence of the node's
+/// writes is in `hooks`.
 pub async fn take_over(
     cfg: &VolumeConfig,
     hooks: &VolumeHooks,
     token: u64,
-    lock: Option<std::fs::File>,
+    lock: std::fs::File,
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<(NodeRecovered, NodeVolume, std::fs::File), VolumeError> {
     rebuild(
@@ -92,7 +92,7 @@ pub async fn take_over(
         &RecoverOptions::default(),
         progress,
         token,
-        lock,
+        Some(lock),
     )
     .await
 }
