@@ -5,7 +5,8 @@
 //! name, and the directory holding it is fsynced (as is the parent of any directory
 //! the write created). A reader therefore sees the old or the new object, never a
 //! partial one, and a crash leaves at most stray temporary files, which
-//! [`FsStore::open`] removes. Writers of different keys never share a temporary file.
+//! [`FsStore::open`] removes once they are ten minutes old (a younger one may be
+//! another process's write under way in a directory several share). Writers of different keys never share a temporary file.
 //! The exception is a redoable write ([`PutMode::Redoable`], `put_many_redoable`),
 //! for writes the caller can redo and nobody reads meanwhile (the tree engines'
 //! bucket write-backs, which nothing durable refers to until the round's commit):
@@ -64,6 +65,10 @@ const DEFAULT_PARALLELISM: usize = 32;
 /// The lock file of conditional writes, inside the temporary directory.
 const CAS_LOCK: &str = ".cas";
 
+/// A temporary file at least this old when a store opens is a crashed write's
+/// leftover, removed; a younger one may be another process's write under way.
+const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// A block store in a local directory.
 ///
 /// **What the storage server observes:** whoever can read the directory sees one
@@ -118,7 +123,7 @@ fn errno(
 
 impl FsStore {
     /// Opens (creating if needed) the store rooted at `root`, with fsync on, and
-    /// removes temporary files a crash may have left.
+    /// removes temporary files a crash may have left (ten minutes old or more).
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
         Self::open_with_sync(root, true)
     }
@@ -146,8 +151,17 @@ impl FsStore {
             .map_err(|e| io_err("open", tmp.display())(e.into()))?;
         for entry in fs::read_dir(&tmp).map_err(io_err("open", tmp.display()))? {
             let entry = entry.map_err(io_err("open", tmp.display()))?;
-            // A leftover temp file was never renamed: its write was never acknowledged.
-            if entry.file_name() != CAS_LOCK {
+            // A leftover temp file was never renamed: its write was never
+            // acknowledged. A recent one may be another process's write under
+            // way on a directory several processes share (a cluster's members):
+            // it is left to that process.
+            let stale = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_none_or(|age| age >= STALE_TEMP);
+            if entry.file_name() != CAS_LOCK && stale {
                 let _ =
                     rustix::fs::unlinkat(&tmp_fd, entry.file_name().as_os_str(), AtFlags::empty());
             }

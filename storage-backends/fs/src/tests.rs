@@ -257,15 +257,27 @@ async fn open_sweeps_stale_temporaries_and_list_ignores_them() {
         .await
         .unwrap();
     // A crash between write and rename leaves a temporary file behind.
-    fs::write(dir.path().join(TMP_DIR).join("dead.tmp"), b"partial").unwrap();
+    let dead = dir.path().join(TMP_DIR).join("dead.tmp");
+    fs::write(&dead, b"partial").unwrap();
+    let old = std::time::SystemTime::now() - STALE_TEMP;
+    fs::File::options()
+        .write(true)
+        .open(&dead)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    // Another process's write under way on a shared directory.
+    let live = dir.path().join(TMP_DIR).join("live.tmp");
+    fs::write(&live, b"in flight").unwrap();
     assert_eq!(store.list("").await.unwrap().len(), 1, "temp file listed");
     drop(store);
     let _store = FsStore::open(dir.path()).unwrap();
-    let left = fs::read_dir(dir.path().join(TMP_DIR))
+    let left: Vec<_> = fs::read_dir(dir.path().join(TMP_DIR))
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name() != CAS_LOCK)
-        .count();
-    assert_eq!(left, 0);
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != CAS_LOCK)
+        .collect();
+    assert_eq!(left, [std::ffi::OsString::from("live.tmp")]);
 }
 
 #[tokio::test]
