@@ -20,7 +20,12 @@ Environment: ORAM_TEST_WARP (the warp binary; scripts/test.sh builds it), ORAM_T
 default 30), ORAM_LOAD_ENGINES (comma-separated engines, default "path"; "direct" needs no
 more), ORAM_LOAD_OBJECTS (warp's object count, default 200), ORAM_LOAD_SWIFT_OBJECTS
 (swift-bench's objects, default 200; twice as many GETs), ORAM_LOAD_CAPACITY_BLOCKS (the
-volume's blocks of 16 KiB, default 4096). The long runs outside CI
+volume's blocks, default 4096), ORAM_LOAD_BLOCK_SIZE (the volume's block size in bytes,
+default the proxy's: 16 KiB), ORAM_LOAD_CONCURRENT (warp's clients, default 32),
+ORAM_LOAD_OBJ_SIZE (warp's object size, default 64KiB) and ORAM_LOAD_FIXED_SIZE=1 (every
+object of that size; by default sizes are random up to it). The proxy's engine counters
+(accesses, rounds, requests per round) are printed beside warp's figures. The long runs
+outside CI
 (benches/load/RESULTS.md) use the same tests with larger values.
 """
 
@@ -51,9 +56,11 @@ SECS = int(os.environ.get("ORAM_LOAD_SECS", "30"))
 ENGINES = [e for e in os.environ.get("ORAM_LOAD_ENGINES", "path").split(",") if e]
 OBJECTS = int(os.environ.get("ORAM_LOAD_OBJECTS", "200"))
 SWIFT_OBJECTS = int(os.environ.get("ORAM_LOAD_SWIFT_OBJECTS", "200"))
-CONCURRENCY = 32
+CONCURRENCY = int(os.environ.get("ORAM_LOAD_CONCURRENT", "32"))
 # warp: object sizes random up to 64 KiB (up to 4 blocks of 16 KiB); swift-bench: 16-64 KiB.
-OBJ_SIZE = "64KiB"
+OBJ_SIZE = os.environ.get("ORAM_LOAD_OBJ_SIZE", "64KiB")
+RANDSIZE = os.environ.get("ORAM_LOAD_FIXED_SIZE", "") != "1"
+BLOCK_SIZE = os.environ.get("ORAM_LOAD_BLOCK_SIZE")
 # A volume of 64 MiB by default (ORAM_LOAD_CAPACITY_BLOCKS; fsck reads all of it): warp's
 # live set is about OBJECTS x 64 KiB at most (13 MiB by default), swift-bench's
 # SWIFT_OBJECTS x 64 KiB (13 MiB by default), the sample's 1.1 MiB.
@@ -107,7 +114,8 @@ def proxy_on_minio(tmp_path, engine, swift=False):
         started = time.monotonic()
         for _ in range(60):  # MinIO may need a moment after opening its port
             r = subprocess.run([BIN, "init", "--data-dir", str(data_dir), *flags, *engine_flags(engine),
-                                "--capacity-blocks", str(CAPACITY_BLOCKS)],
+                                "--capacity-blocks", str(CAPACITY_BLOCKS),
+                                *(["--block-size", BLOCK_SIZE] if BLOCK_SIZE else [])],
                                capture_output=True, text=True, timeout=300, env=env)
             if r.returncode == 0:
                 break
@@ -180,6 +188,20 @@ def client_statuses(p, metrics_port, api):
     return out
 
 
+def engine_counters(p, metrics_port):
+    """The engine's accesses and rounds, the requests and calls of its shared calls, and the backend
+    requests sent (every verb), from /metrics."""
+    text = p.operator_get(metrics_port, "/metrics")[2].decode()
+    out = {}
+    for name in ("accesses_total", "rounds_total", "shared_requests_total", "shared_calls_total"):
+        m = re.search(rf'^oram_engine_{name}(?:\{{[^}}]*\}})? (\S+)$', text, re.M)
+        if m:
+            out[name] = int(float(m.group(1)))
+    out["backend_requests_total"] = sum(
+        int(float(v)) for v in re.findall(r'^oram_backend_requests_total\{[^}]*\} (\S+)$', text, re.M))
+    return out
+
+
 def peak_rss_mib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -209,7 +231,8 @@ def run_warp(host, access, secret, workdir, label):
     workdir.mkdir(parents=True, exist_ok=True)
     bench = workdir / ("warp-" + re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-"))
     cmd = [WARP, "mixed", "--host", host, "--access-key", access, "--secret-key", secret,
-           "--concurrent", str(CONCURRENCY), "--objects", str(OBJECTS), "--obj.size", OBJ_SIZE, "--obj.randsize",
+           "--concurrent", str(CONCURRENCY), "--objects", str(OBJECTS), "--obj.size", OBJ_SIZE,
+           *(["--obj.randsize"] if RANDSIZE else []),
            "--duration", f"{SECS}s", "--no-color", "--full", "--benchdata", str(bench)]
     started = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=SECS + 600, cwd=workdir)
@@ -254,7 +277,7 @@ def iso_seconds(stamp):
 
 
 def describe(result, baseline=None):
-    lines = [f"warp mixed, {CONCURRENCY} clients, {SECS} s, {OBJECTS} objects up to {OBJ_SIZE}:"
+    lines = [f"warp mixed, {CONCURRENCY} clients, {SECS} s, {OBJECTS} objects {'up to' if RANDSIZE else 'of'} {OBJ_SIZE}:"
              f" {result['label']}: {result['total_per_s']:.1f} ops/s over {result['span_s']:.1f} s,"
              f" errors {sum(result['errors'].values())}"]
     for op in OPS:
@@ -310,14 +333,19 @@ def test_warp_mixed_32_clients(tmp_path, engine, minio_baseline):
         want = put_sample(s3)
         print(f"  sample put: {time.monotonic() - started:.1f} s")
         before = client_statuses(p, metrics_port, "s3")
+        counters_before = engine_counters(p, metrics_port)
         result = run_warp(f"127.0.0.1:{p.port}", ACCESS, SECRET, tmp_path, f"proxy ({engine}) on MinIO")
         rss = peak_rss_mib(p.proc.pid)
         after = client_statuses(p, metrics_port, "s3")
+        counters = {k: v - counters_before.get(k, 0) for k, v in engine_counters(p, metrics_port).items()}
         answers = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+        per_round = {k: round(v / counters["rounds_total"], 2) for k, v in counters.items()
+                     if k != "rounds_total" and counters.get("rounds_total")}
         print(f"\n{describe(result, minio_baseline)}\n  proxy peak RSS {rss:.0f} MiB;"
-              f" its answers during the run (operation, status): {dict(sorted(answers.items()))}")
+              f" its answers during the run (operation, status): {dict(sorted(answers.items()))}"
+              f"\n  engine during the run: {counters}; per round: {per_round}")
         with open(tmp_path / "result.json", "w") as f:
-            json.dump({"proxy": result, "minio": minio_baseline, "peak_rss_mib": rss,
+            json.dump({"proxy": result, "minio": minio_baseline, "peak_rss_mib": rss, "engine": counters,
                        "answers": {f"{k[0]} {k[1]}": v for k, v in answers.items()}}, f, indent=1)
         check_warp(result)
         # Errors on the operations of the load itself (warp's set-up probes bucket features the

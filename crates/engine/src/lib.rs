@@ -16,6 +16,7 @@
 //! [`EngineModel`] says what an engine's configuration implies; the `conformance`
 //! feature brings the test suite every engine runs ([`conformance`]).
 
+mod combine;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod model;
@@ -29,6 +30,7 @@ use oram_blockstore::StoreError;
 use oram_seal::SealError;
 use oram_state::StateError;
 
+pub use combine::Combined;
 pub use model::{
     EngineModel, HierarchyLayout, Layout, PartitionLayout, Traffic, TreeLayout,
     SLOTS_PER_DIRECT_BLOCK, SLOTS_PER_POSITION,

@@ -64,16 +64,16 @@
 //! and nowhere else, no partition stores a block the map does not place there,
 //! and no cached block is stored in a partition.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use crate::round::{self, stuck};
+use crate::round;
 use crate::{PartitionMap, Where};
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_engine::{
     detached, validate_op, CheckReport, EngineStats, Formatted, Local, Op, Oram, OramError, Parts,
-    Placement, Quiesced, Result, RoundId, Shape, StagedAccess, Stat, StatKind,
+    Placement, Quiesced, Result, Shape, Stat, StatKind,
 };
 use oram_state::Space;
 use rand::SeedableRng;
@@ -329,45 +329,45 @@ pub struct Partitioned {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    cfg: PartitionedConfig,
-    subs: Vec<Arc<dyn Oram>>,
+pub(crate) struct Inner {
+    pub(crate) cfg: PartitionedConfig,
+    pub(crate) subs: Vec<Arc<dyn Oram>>,
     /// Whether a round's intent record waits for the full commit (shipped
     /// too) before its sub-accesses go out: [`Placement::remote`].
-    ship_intents: bool,
+    pub(crate) ship_intents: bool,
     /// The position map, the eviction cache and the random generator; held for
     /// a whole round, so rounds run one after the other.
-    round: Arc<tokio::sync::Mutex<Framework>>,
+    pub(crate) round: Arc<tokio::sync::Mutex<Framework>>,
     /// Counters (read by `stats`).
-    stats: Mutex<Counters>,
+    pub(crate) stats: Mutex<Counters>,
 }
 
-struct Framework {
-    map: PartitionMap,
-    rng: ChaCha20Rng,
+pub(crate) struct Framework {
+    pub(crate) map: PartitionMap,
+    pub(crate) rng: ChaCha20Rng,
     /// The next intent record's number.
-    seq: u64,
+    pub(crate) seq: u64,
     /// A round whose accesses went out but that did not commit (a failure, or a
     /// crash before this start): repeated exactly, as reads, before any other.
-    sticky: Option<(u64, round::Intent)>,
+    pub(crate) sticky: Option<(u64, round::Intent)>,
 }
 
 #[derive(Default, Clone)]
-struct Counters {
-    repeated: u64,
-    accesses: u64,
-    rounds: u64,
-    sub_accesses: u64,
-    background: u64,
-    evicted: u64,
-    empty_evictions: u64,
-    deferred: u64,
-    cache_len: u64,
-    cache_max: u64,
-    cache_sum: u64,
+pub(crate) struct Counters {
+    pub(crate) repeated: u64,
+    pub(crate) accesses: u64,
+    pub(crate) rounds: u64,
+    pub(crate) sub_accesses: u64,
+    pub(crate) background: u64,
+    pub(crate) evicted: u64,
+    pub(crate) empty_evictions: u64,
+    pub(crate) deferred: u64,
+    pub(crate) cache_len: u64,
+    pub(crate) cache_max: u64,
+    pub(crate) cache_sum: u64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -444,239 +444,6 @@ impl Partitioned {
     pub fn partition(&self, p: u32) -> &Arc<dyn Oram> {
         &self.inner.subs[p as usize]
     }
-}
-
-impl Inner {
-    /// Serves `ops` in rounds of at most `max_batch`.
-    async fn access(self: Arc<Self>, mut ops: Vec<Op>) -> Result<Vec<Bytes>> {
-        let mut out = Vec::with_capacity(ops.len());
-        while !ops.is_empty() {
-            let rest = ops.split_off(ops.len().min(self.cfg.max_batch));
-            out.extend(self.round(ops).await?);
-            ops = rest;
-        }
-        Ok(out)
-    }
-
-    /// One round of `ops`: an interrupted round first (repeated exactly, as
-    /// reads), then this one; a transient backend failure repeats both, up to
-    /// `round_attempts` times in all. A round of reads is answered once read: its
-    /// partitions' writes and its commit go on behind, holding the round lock
-    /// (the next round waits for them; if they fail, the round is repeated first
-    /// thing by the next one). A round that writes is answered once durable.
-    async fn round(self: &Arc<Self>, ops: Vec<Op>) -> Result<Vec<Bytes>> {
-        let mut g = self.round.clone().lock_owned().await;
-        let mut pause = std::time::Duration::from_millis(20);
-        let mut attempt = 1;
-        let reads_only = !ops.iter().any(Op::mutates);
-        loop {
-            let result = match g.sticky.take() {
-                Some((seq, intent)) => match self.repeat(&mut g, seq, intent).await {
-                    Ok(landing) => match self.settle(&mut g, landing).await {
-                        Ok(()) => Ok(None),
-                        Err(e) if g.sticky.is_some() => Err(stuck(seq, e)),
-                        Err(e) => Err(e),
-                    },
-                    Err(e) => Err(stuck(seq, e)),
-                },
-                None => match self.execute(&mut g, ops.clone()).await {
-                    Ok((out, landing)) if reads_only => {
-                        let inner = self.clone();
-                        tokio::spawn(async move {
-                            let mut g = g;
-                            // A failure leaves the round to be repeated by the next.
-                            let _ = inner.settle(&mut g, landing).await;
-                        });
-                        return Ok(out);
-                    }
-                    Ok((out, landing)) => self.settle(&mut g, landing).await.map(|()| Some(out)),
-                    Err(e) => Err(e),
-                },
-            };
-            match result {
-                Ok(Some(out)) => return Ok(out),
-                Ok(None) => {}
-                Err(OramError::Store(e))
-                    if attempt < self.cfg.round_attempts && e.is_transient() =>
-                {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
-                    attempt += 1;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Stages an interrupted round's accesses again, exactly, its ops as reads
-    /// (their answers go nowhere).
-    async fn repeat(&self, fw: &mut Framework, seq: u64, intent: round::Intent) -> Result<Landing> {
-        lock(&self.stats).repeated += 1;
-        let plan = match intent.replan(&mut fw.map, self.cfg.partition_limit) {
-            Ok(plan) => plan,
-            Err(e) => {
-                fw.map.rollback()?;
-                fw.sticky = Some((seq, intent));
-                return Err(e);
-            }
-        };
-        let reads = plan.reads();
-        let round = RoundId { seq, repeat: true };
-        self.run(fw, round, intent, plan, reads)
-            .await
-            .map(|(_, l)| l)
-    }
-
-    /// Plans a fresh round of `ops`, records its intent, stages it.
-    async fn execute(&self, fw: &mut Framework, ops: Vec<Op>) -> Result<(Vec<Bytes>, Landing)> {
-        let background = self.cfg.eviction_rate - 1.0;
-        let plan = match round::plan(
-            &mut fw.map,
-            &mut fw.rng,
-            &ops,
-            background,
-            self.cfg.partition_limit,
-        ) {
-            Ok(plan) => plan,
-            Err(e) => {
-                // Nothing went out: the round fails alone, and the next is
-                // planned from the map as it was.
-                fw.map.rollback()?;
-                return Err(e);
-            }
-        };
-        let intent = plan.intent();
-        let seq = fw.seq;
-        fw.seq += 1;
-        // Durable before any access goes out: a crash repeats the round. Here
-        // is enough in one process; partitions on other machines may commit
-        // the round before this process is lost, so then the record is also
-        // shipped (`Placement::remote`).
-        let record = fw.map.stage_intent(seq, Some(intent.encode()));
-        let recorded = if self.ship_intents {
-            record.commit().await
-        } else {
-            record.commit_local().await
-        };
-        if let Err(e) = recorded {
-            fw.map.rollback()?;
-            return Err(e.into());
-        }
-        let round = RoundId { seq, repeat: false };
-        self.run(fw, round, intent, plan, ops).await
-    }
-
-    /// The partitions' staged accesses of `plan`, at once, and the answers (the
-    /// map changed in memory, nothing committed). A failure undoes the round in
-    /// memory and keeps it to be repeated.
-    async fn run(
-        &self,
-        fw: &mut Framework,
-        round: RoundId,
-        intent: round::Intent,
-        plan: round::Plan,
-        ops: Vec<Op>,
-    ) -> Result<(Vec<Bytes>, Landing)> {
-        let seq = round.seq;
-        let staged = futures::future::join_all(plan.subs.iter().map(|(&p, sub_ops)| {
-            self.subs[p as usize].access_staged_round(round, sub_ops.clone())
-        }))
-        .await;
-        let mut parts = Vec::with_capacity(staged.len());
-        let mut failed = None;
-        for s in staged {
-            match s {
-                Ok(s) => parts.push(s),
-                Err(e) => failed = failed.or(Some(e)),
-            }
-        }
-        if let Some(e) = failed {
-            // Every partition's access is undone (and kept by its engine to be
-            // finished), and so are the map's evictions.
-            drop(parts);
-            fw.map.rollback()?;
-            fw.sticky = Some((seq, intent));
-            return Err(e);
-        }
-        let answers: BTreeMap<u32, Vec<Bytes>> = plan
-            .subs
-            .keys()
-            .zip(&parts)
-            .map(|(&p, s)| (p, s.answers().to_vec()))
-            .collect();
-        let counts = Counters {
-            accesses: ops.len() as u64,
-            rounds: 1,
-            sub_accesses: plan.accesses(),
-            background: plan.background,
-            evicted: plan.evicted,
-            empty_evictions: plan.empty_evictions,
-            deferred: plan.deferred,
-            ..Counters::default()
-        };
-        let out = round::finish(&mut fw.map, &plan, ops, &answers, self.cfg.block_size);
-        fw.map.clear_intent(seq);
-        Ok((
-            out,
-            Landing {
-                parts,
-                seq,
-                intent,
-                counts,
-            },
-        ))
-    }
-
-    /// Lands every partition's writes and commits the round (dropping its intent
-    /// record); a failure undoes it in memory and keeps it to be repeated. Then
-    /// the counters, and the eviction cache's bound.
-    async fn settle(&self, fw: &mut Framework, landing: Landing) -> Result<()> {
-        let Landing {
-            parts,
-            seq,
-            intent,
-            counts,
-        } = landing;
-        // Round numbers only grow, restarts included: a partition served on
-        // another machine tells a repeat it committed from a new round by them.
-        fw.map.set_next_round(fw.seq.max(seq + 1));
-        if let Err(e) = StagedAccess::commit_all(parts, fw.map.stage()).await {
-            fw.map.rollback()?;
-            fw.sticky = Some((seq, intent));
-            return Err(e);
-        }
-        fw.map.settle();
-        let cache = fw.map.cache_len();
-        {
-            let mut c = lock(&self.stats);
-            c.accesses += counts.accesses;
-            c.rounds += counts.rounds;
-            c.sub_accesses += counts.sub_accesses;
-            c.background += counts.background;
-            c.evicted += counts.evicted;
-            c.empty_evictions += counts.empty_evictions;
-            c.deferred += counts.deferred;
-            c.cache_len = cache as u64;
-            c.cache_max = c.cache_max.max(cache as u64);
-            c.cache_sum += cache as u64;
-        }
-        if cache > self.cfg.cache_bound {
-            return Err(OramError::StashOverflow {
-                size: cache,
-                bound: self.cfg.cache_bound,
-            });
-        }
-        Ok(())
-    }
-}
-
-/// A round read and answered whose partitions' writes and commit are still to
-/// come ([`Inner::settle`]).
-struct Landing {
-    parts: Vec<StagedAccess>,
-    seq: u64,
-    intent: round::Intent,
-    counts: Counters,
 }
 
 #[async_trait]

@@ -30,7 +30,7 @@
 use std::sync::Arc;
 
 use oram_blockstore::{Accounting, BlockStore, BlockStoreExt};
-use oram_engine::{Oram, Parts};
+use oram_engine::{Combined, Oram, Parts};
 use oram_objects::{LayerConfig, ObjectLayer};
 use oram_seal::{MasterKey, Sealer, VolumeId};
 use oram_state::{Space, TrustedState};
@@ -364,6 +364,11 @@ impl Volume {
             }
             _ => cfg.engine.build(&cfg.backend.prefix, parts)?,
         };
+        // Concurrent callers (the object layer's requests) share the engine's
+        // rounds, each of at most the engine's round size
+        // (`oram_engine::Combined`).
+        let max_batch = cfg.engine.shape(&cfg.backend.prefix).max_batch;
+        let engine: Arc<dyn Oram> = Arc::new(Combined::new(engine, max_batch));
         if resent > 0 {
             tracing::warn!(
                 buckets = resent,

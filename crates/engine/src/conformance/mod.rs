@@ -21,7 +21,9 @@
 //! position uniformity over very different workloads, also with a failed request
 //! in the middle, and the repetition of a failed round; quiesce, check, sweep and
 //! checkpoint slots; format (only never-written positions, once); a failing
-//! backend; bounded write-backs; staged accesses.
+//! backend; bounded write-backs; staged accesses; callers sharing calls
+//! through [`crate::Combined`] (their own answers, failures alone, shapes and
+//! positions independent of the workload).
 //! Engines that are not oblivious ([`Subject::oblivious`] false) must *fail* the
 //! trace checks: the negative control that shows those checks can fail.
 //!
@@ -30,7 +32,8 @@
 //!
 //! One file per concern: `model.rs`, `tamper.rs`, `crash.rs` (a durable state),
 //! `traces.rs`, `ahead.rs` (reading ahead), `maintenance.rs`, `backend.rs` (a
-//! failing or hanging backend) and `staged.rs` (staged accesses and inserts).
+//! failing or hanging backend), `staged.rs` (staged accesses and inserts) and
+//! `shared.rs` (shared calls).
 
 mod ahead;
 mod backend;
@@ -39,6 +42,7 @@ mod grow;
 mod hold;
 mod maintenance;
 mod model;
+mod shared;
 mod staged;
 mod tamper;
 mod traces;
@@ -62,6 +66,7 @@ pub use grow::*;
 pub use hold::{HoldStore, Seen};
 pub use maintenance::*;
 pub use model::*;
+pub use shared::*;
 pub use staged::*;
 pub use tamper::*;
 pub use traces::*;
@@ -253,7 +258,11 @@ macro_rules! engine_conformance {
                 a_failed_round_repeats_the_round_that_read_ahead_of_it,
                 a_crash_while_reading_ahead_repeats_both_rounds,
                 reading_ahead_does_not_depend_on_the_blocks,
-                a_caller_that_goes_away_leaves_no_round_half_done
+                a_caller_that_goes_away_leaves_no_round_half_done,
+                callers_waiting_at_once_share_calls_and_get_their_own_answers,
+                a_refused_request_in_a_shared_call_fails_alone,
+                a_shared_call_the_backend_fails_fails_each_request_and_loses_nothing,
+                shared_calls_do_not_depend_on_the_workload
             );
         }
     };
