@@ -15,6 +15,7 @@
 //! the binary builds engines without knowing their internals, and its
 //! [`EngineModel`] says what an engine's configuration implies; the `conformance`
 //! feature brings the test suite every engine runs ([`conformance`]).
+//! [`Combined`] wraps any engine so that concurrent callers share its rounds.
 
 mod combine;
 #[cfg(feature = "conformance")]
