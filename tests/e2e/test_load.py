@@ -23,9 +23,9 @@ more), ORAM_LOAD_OBJECTS (warp's object count, default 200), ORAM_LOAD_SWIFT_OBJ
 volume's blocks, default 4096), ORAM_LOAD_BLOCK_SIZE (the volume's block size in bytes,
 default the proxy's: 16 KiB), ORAM_LOAD_CONCURRENT (warp's clients, default 32),
 ORAM_LOAD_OBJ_SIZE (warp's object size, default 64KiB) and ORAM_LOAD_FIXED_SIZE=1 (every
-object of that size; by default sizes are random up to it). The proxy's engine counters
-(accesses, rounds, requests per round) are printed beside warp's figures. The long runs
-outside CI
+object of that size; by default sizes are random up to it). The engine's accesses and
+rounds, its shared calls (requests and calls) and the backend requests during the warp run
+are printed beside warp's figures, also per round. The long runs outside CI
 (benches/load/RESULTS.md) use the same tests with larger values.
 """
 
@@ -177,9 +177,13 @@ def health(metrics_port):
         return r.status, r.read()
 
 
-def client_statuses(p, metrics_port, api):
-    """The proxy's answers by (operation, HTTP status), from its /metrics."""
-    text = p.operator_get(metrics_port, "/metrics")[2].decode()
+def metrics_text(p, metrics_port):
+    """The proxy's /metrics, as text."""
+    return p.operator_get(metrics_port, "/metrics")[2].decode()
+
+
+def client_statuses(text, api):
+    """The proxy's answers by (operation, HTTP status), from its /metrics `text`."""
     out = collections.Counter()
     for m in re.finditer(r'^oram_client_requests_total\{api="(\w+)",op="(\w+)",status="(\d+)"\} (\S+)$',
                          text, re.M):
@@ -188,10 +192,9 @@ def client_statuses(p, metrics_port, api):
     return out
 
 
-def engine_counters(p, metrics_port):
+def engine_counters(text):
     """The engine's accesses and rounds, the requests and calls of its shared calls, and the backend
-    requests sent (every verb), from /metrics."""
-    text = p.operator_get(metrics_port, "/metrics")[2].decode()
+    requests sent (every verb), from the proxy's /metrics `text`."""
     out = {}
     for name in ("accesses_total", "rounds_total", "shared_requests_total", "shared_calls_total"):
         m = re.search(rf'^oram_engine_{name}(?:\{{[^}}]*\}})? (\S+)$', text, re.M)
@@ -332,12 +335,13 @@ def test_warp_mixed_32_clients(tmp_path, engine, minio_baseline):
         started = time.monotonic()
         want = put_sample(s3)
         print(f"  sample put: {time.monotonic() - started:.1f} s")
-        before = client_statuses(p, metrics_port, "s3")
-        counters_before = engine_counters(p, metrics_port)
+        text = metrics_text(p, metrics_port)
+        before, counters_before = client_statuses(text, "s3"), engine_counters(text)
         result = run_warp(f"127.0.0.1:{p.port}", ACCESS, SECRET, tmp_path, f"proxy ({engine}) on MinIO")
         rss = peak_rss_mib(p.proc.pid)
-        after = client_statuses(p, metrics_port, "s3")
-        counters = {k: v - counters_before.get(k, 0) for k, v in engine_counters(p, metrics_port).items()}
+        text = metrics_text(p, metrics_port)
+        after = client_statuses(text, "s3")
+        counters = {k: v - counters_before.get(k, 0) for k, v in engine_counters(text).items()}
         answers = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
         per_round = {k: round(v / counters["rounds_total"], 2) for k, v in counters.items()
                      if k != "rounds_total" and counters.get("rounds_total")}
@@ -382,7 +386,7 @@ def test_swift_bench_32_clients(tmp_path, engine):
         out = r.stdout.decode() + r.stderr.decode()
         (tmp_path / "swift-bench.out").write_text(out)
         rss = peak_rss_mib(p.proc.pid)
-        answers = client_statuses(p, metrics_port, "swift")
+        answers = client_statuses(metrics_text(p, metrics_port), "swift")
         finals = re.findall(r"(\d+) (PUTS|GETS|DEL) \*\*FINAL\*\* \[(\d+) failures\], ([\d.]+)/s", out)
         print(f"\nswift-bench, {CONCURRENCY} clients, {SWIFT_OBJECTS} objects of 16-64 KiB, proxy ({engine}) on"
               f" MinIO, {wall:.1f} s: " + "; ".join(f"{n} {ph} {rate}/s ({f} failures)" for n, ph, f, rate in finals)
