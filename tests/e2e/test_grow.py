@@ -176,12 +176,12 @@ def test_grow_online_then_kill_during_a_growth(tmp_path):
 
 def test_grow_refused_for_an_engine_that_cannot(tmp_path):
     port = free_port()
-    p = Proxy(tmp_path / "p", "--engine", "direct", "--insecure-direct", "--capacity-blocks", "64",
+    p = Proxy(tmp_path / "p", "--engine", "oblivistore", "--capacity-blocks", "64",
               "--metrics-listen", f"127.0.0.1:{port}")
     try:
         r = run_grow(p, port, "4MiB")
         assert r.returncode != 0
-        assert "cannot grow" in r.stderr and "path and ring" in r.stderr, r.stderr
+        assert "cannot grow" in r.stderr and "path, ring and direct" in r.stderr, r.stderr
         assert p.stop() == 0, p.logs()
     finally:
         p.kill()

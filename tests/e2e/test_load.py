@@ -24,8 +24,9 @@ volume's blocks, default 4096), ORAM_LOAD_BLOCK_SIZE (the volume's block size in
 default the proxy's: 16 KiB), ORAM_LOAD_CONCURRENT (warp's clients, default 32),
 ORAM_LOAD_OBJ_SIZE (warp's object size, default 64KiB) and ORAM_LOAD_FIXED_SIZE=1 (every
 object of that size; by default sizes are random up to it). The engine's accesses and
-rounds, its shared calls (requests and calls) and the backend requests during the warp run
-are printed beside warp's figures, also per round. The long runs outside CI
+rounds, its shared calls (requests and calls), the wall time of its rounds' steps
+(microseconds: planning, reads, serving, sealing, writes, commit) and the backend requests
+during the warp run are printed beside warp's figures, also per round. The long runs outside CI
 (benches/load/RESULTS.md) use the same tests with larger values.
 """
 
@@ -193,13 +194,16 @@ def client_statuses(text, api):
 
 
 def engine_counters(text):
-    """The engine's accesses and rounds, the requests and calls of its shared calls, and the backend
+    """The engine's accesses and rounds, the requests and calls of its shared calls, the wall time
+    of its rounds' steps (`*_microseconds_total`: where a round's time goes), and the backend
     requests sent (every verb), from the proxy's /metrics `text`."""
     out = {}
     for name in ("accesses_total", "rounds_total", "shared_requests_total", "shared_calls_total"):
         m = re.search(rf'^oram_engine_{name}(?:\{{[^}}]*\}})? (\S+)$', text, re.M)
         if m:
             out[name] = int(float(m.group(1)))
+    for name, v in re.findall(r'^oram_engine_(\w+_microseconds_total)(?:\{[^}]*\})? (\S+)$', text, re.M):
+        out[name] = int(float(v))
     out["backend_requests_total"] = sum(
         int(float(v)) for v in re.findall(r'^oram_backend_requests_total\{[^}]*\} (\S+)$', text, re.M))
     return out
@@ -352,6 +356,10 @@ def test_warp_mixed_32_clients(tmp_path, engine, minio_baseline):
             json.dump({"proxy": result, "minio": minio_baseline, "peak_rss_mib": rss, "engine": counters,
                        "answers": {f"{k[0]} {k[1]}": v for k, v in answers.items()}}, f, indent=1)
         check_warp(result)
+        if engine != "direct":
+            # The round profile is exported and moved: the rounds read from the backend.
+            fetch = [v for k, v in counters.items() if k.endswith("fetch_microseconds_total")]
+            assert fetch and all(v > 0 for v in fetch), counters
         # Errors on the operations of the load itself (warp's set-up probes bucket features the
         # proxy does not implement, 501, and the bucket's location before creating it, 404).
         unexpected = {k: v for k, v in answers.items() if k[0] in WARP_DATA_OPS and k[1] >= 400 and k[1] != 503}

@@ -24,6 +24,7 @@ mod model;
 mod placement;
 mod settings;
 mod staged;
+mod steps;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -39,6 +40,7 @@ pub use model::{
 pub use placement::{Local, LocalSub, Placement, RoundId};
 pub use settings::{adopt_value, recorded_value, snapshot_row, EngineSettings, Parts, Shape};
 pub use staged::StagedAccess;
+pub use steps::{Step, StepClock};
 
 /// One logical operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -311,12 +313,13 @@ pub trait Oram: Send + Sync {
     /// Calls `progress(done, total)` over the objects the growth writes.
     /// Growing to the capacity the engine has is a no-op; shrinking is refused.
     ///
-    /// The engines that grow are `path` and `ring`; every other engine refuses
-    /// (the default) with [`OramError::Unsupported`].
+    /// The engines that grow are `path`, `ring` and `direct` (whose growth is
+    /// only the commit); every other engine refuses (the default) with
+    /// [`OramError::Unsupported`].
     ///
     /// Observed by the storage server: that the volume grows, by how much (the
     /// new objects) and when; for a tree engine a PUT of every bucket of the
-    /// new levels, in node order and in batches between the rounds (the same
+    /// new levels, in node order and in batches beside the rounds (the same
     /// for any contents), each of the size of every other bucket. Afterwards
     /// the rounds are those of a volume created at the new size.
     async fn grow(
@@ -326,7 +329,7 @@ pub trait Oram: Send + Sync {
     ) -> Result<Grown> {
         let _ = (capacity, progress);
         Err(OramError::Unsupported(
-            "growing a volume (only the path and ring engines can grow)",
+            "growing a volume (only the path, ring and direct engines can grow)",
         ))
     }
 }

@@ -25,8 +25,13 @@
 //! so a repeated read reveals nothing its trace does not already show. A staged
 //! access ([`oram_engine::Oram::access_staged`]) returns the batch uncommitted;
 //! its PUTs follow the parent's commit.
+//!
+//! **Growth** ([`Oram::grow`]): more room is only a larger id limit, so a
+//! growth is one commit of the trusted state recording the new capacity (read
+//! back at every open, whatever the configuration says) and sends nothing.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -34,7 +39,8 @@ use bytes::Bytes;
 use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey, SizeBound};
 use oram_engine::{
     open_error, snapshot_row, validate_op, CheckReport, EngineModel, EngineSettings, EngineStats,
-    Formatted, Layout, Op, Oram, OramError, Parts, Quiesced, Result, Shape, StagedAccess, Traffic,
+    Formatted, Grown, Layout, Op, Oram, OramError, Parts, Quiesced, Result, Shape, StagedAccess,
+    Traffic,
 };
 use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
 use oram_state::{NodeVersion, TrustedState};
@@ -150,6 +156,10 @@ impl EngineSettings for DirectSettings {
 /// The direct (non-oblivious) engine.
 pub struct DirectEngine {
     cfg: DirectConfig,
+    /// The capacity in effect: the configuration's, or the one the last growth
+    /// recorded ([`GROWN_KEY`]); changed only with the state held, after the
+    /// commit that records it.
+    capacity: AtomicU64,
     store: Arc<dyn BlockStore>,
     sealer: Arc<Sealer>,
     /// The trusted state's space (bound into every seal).
@@ -167,11 +177,30 @@ fn taken_key(b: u64) -> [u8; 9] {
     k
 }
 
+/// The trusted-state key of the capacity a growth switched to (8 bytes, big
+/// endian); absent until the engine grows.
+const GROWN_KEY: &[u8] = b"direct/capacity";
+
+/// The capacity recorded by a growth in `state`, if any.
+fn grown_capacity(state: &dyn TrustedState) -> Result<Option<u64>> {
+    match state.meta(GROWN_KEY) {
+        None => Ok(None),
+        Some(v) => {
+            let raw: [u8; 8] = v.as_ref().try_into().map_err(|_| OramError::Integrity {
+                key: "trusted state".into(),
+                reason: format!("the grown capacity record has {} bytes, not 8", v.len()),
+            })?;
+            Ok(Some(u64::from_be_bytes(raw)))
+        }
+    }
+}
+
 /// The PUTs of a batch, journaled: `(block, version, key, sealed)`.
 type Puts = Vec<(u64, u64, ObjKey, Bytes)>;
 
 impl DirectEngine {
-    /// Creates the engine; block versions live in `state`.
+    /// Creates the engine; block versions live in `state`. Its capacity is
+    /// the one a growth recorded in `state`, if larger than `cfg.capacity`.
     pub fn new(
         cfg: DirectConfig,
         store: Arc<dyn BlockStore>,
@@ -185,7 +214,10 @@ impl DirectEngine {
         }
         ObjKey::new(format!("{}/b/0", cfg.prefix))
             .map_err(|e| OramError::Config(format!("prefix: {e}")))?;
+        let capacity =
+            grown_capacity(state.as_ref())?.map_or(cfg.capacity, |c| c.max(cfg.capacity));
         Ok(Self {
+            capacity: AtomicU64::new(capacity),
             cfg,
             store,
             sealer,
@@ -272,12 +304,28 @@ impl DirectEngine {
     /// committed). Returns the answers and the PUTs to send once committed.
     async fn run(&self, state: &mut dyn TrustedState, ops: Vec<Op>) -> Result<(Vec<Bytes>, Puts)> {
         for op in &ops {
-            validate_op(op, self.cfg.capacity, self.cfg.block_size)?;
+            validate_op(op, self.capacity(), self.cfg.block_size)?;
         }
         self.resend(state).await?;
         let stored = |state: &dyn TrustedState, b: u64| {
             state.node(b).version > 0 && state.meta(&taken_key(b)).is_none()
         };
+        // An insert of a block held and named by no access of the batch is
+        // refused, as by every engine (`Op::Insert`).
+        let accessed: BTreeSet<u64> = ops
+            .iter()
+            .filter(|o| o.accesses())
+            .filter_map(Op::block)
+            .collect();
+        for op in &ops {
+            if let Op::Insert(b, _) = op {
+                if stored(state, *b) && !accessed.contains(b) {
+                    return Err(OramError::Unsupported(
+                        "insert of a block the engine holds (write it instead)",
+                    ));
+                }
+            }
+        }
         // Blocks to fetch: read (or taken) before any write of the same batch.
         let mut written: HashMap<u64, ()> = HashMap::new();
         let mut fetch: BTreeMap<u64, NodeVersion> = BTreeMap::new();
@@ -317,7 +365,7 @@ impl DirectEngine {
             };
             answers.push(match op {
                 Op::Read(b) => value(&current, b),
-                // Not oblivious: an insert is a write.
+                // Not oblivious: an insert (of a block not held) is a write.
                 Op::Write(b, d) | Op::Insert(b, d) => {
                     current.insert(b, Some(d.clone()));
                     changed.insert(b, Some(d));
@@ -388,7 +436,7 @@ impl Oram for DirectEngine {
     }
 
     fn capacity(&self) -> u64 {
-        self.cfg.capacity
+        self.capacity.load(Ordering::Acquire)
     }
 
     async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>> {
@@ -487,7 +535,7 @@ impl Oram for DirectEngine {
                 .get_many_bounded(&keys, self.object_bound())
                 .await?;
             for ((b, nv), obj) in chunk.iter().zip(got) {
-                if *b >= self.cfg.capacity {
+                if *b >= self.capacity() {
                     rep.problem(format!("block {b} beyond the capacity"));
                     continue;
                 }
@@ -516,6 +564,41 @@ impl Oram for DirectEngine {
             .collect();
         let prefix = format!("{}/b/", self.cfg.prefix);
         Ok(oram_blockstore::delete_unreferenced(self.store.as_ref(), &prefix, &live).await?)
+    }
+
+    /// More room: the new capacity recorded in one commit of the trusted state
+    /// (between batches), nothing written to the backend. Growing to the
+    /// capacity in effect is a no-op; shrinking is refused. A crash before the
+    /// commit leaves the old size, after it the new one.
+    ///
+    /// Observed by the storage server: nothing (the blocks beyond the old
+    /// capacity appear as they are first written, as any block does).
+    async fn grow(
+        &self,
+        capacity: u64,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<Grown> {
+        let mut state = self.state.lock().await;
+        let current = self.capacity();
+        if capacity < current {
+            return Err(OramError::Config(format!(
+                "a volume cannot shrink ({current} blocks, {capacity} asked for)"
+            )));
+        }
+        if capacity > current {
+            state.set_meta(GROWN_KEY, Bytes::copy_from_slice(&capacity.to_be_bytes()));
+            if let Err(e) = state.commit().await {
+                state.rollback();
+                return Err(e.into());
+            }
+            self.capacity.store(capacity, Ordering::Release);
+        }
+        progress(0, 0);
+        Ok(Grown {
+            capacity,
+            positions: 0,
+            written: 0,
+        })
     }
 
     /// Nothing to format: a never-written block is answered with zeros without a

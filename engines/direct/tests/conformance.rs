@@ -45,3 +45,9 @@ impl Subject for DirectSubject {
 }
 
 oram_engine::engine_conformance!(DirectSubject);
+
+/// Every check on a volume created at half the capacity and grown.
+mod grown {
+    use super::*;
+    oram_engine::engine_conformance!(oram_engine::conformance::GrownSubject(DirectSubject));
+}

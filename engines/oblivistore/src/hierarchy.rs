@@ -40,8 +40,10 @@ use bytes::Bytes;
 use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_engine::{
     open_error, validate_op, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result,
-    StagedAccess, Stat, StatKind,
+    StagedAccess, Stat, StatKind, StepClock,
 };
+
+use crate::steps::{ACCESS_STEPS, STEP_BUFFER, STEP_FETCH, STEP_SEAL, STEP_WRITE};
 use oram_seal::{ObjectIdentity, Sealer};
 use oram_state::{NodeVersion, SlotPolicy, StateError, TrustedState, NO_SLOT, SLOTS};
 use rand::seq::SliceRandom;
@@ -88,6 +90,8 @@ struct Inner {
     core: Arc<tokio::sync::Mutex<Core>>,
     /// Counters (read by `stats`).
     stats: Mutex<Counters>,
+    /// Wall time per step of the accesses ([`ACCESS_STEPS`]).
+    steps: StepClock,
 }
 
 struct Core {
@@ -185,6 +189,7 @@ impl Hierarchy {
                     committed: HashMap::new(),
                 })),
                 stats: Mutex::new(Counters::default()),
+                steps: StepClock::new(ACCESS_STEPS),
             }),
         };
         Ok(me)
@@ -376,16 +381,19 @@ impl Inner {
                 geo.reals(j)
             )));
         }
+        let t = std::time::Instant::now();
         let buffer = self
             .shuffle
             .clone()
             .acquire_many_owned(geo.slots(j) as u32)
             .await
             .map_err(|_| OramError::Config("the shuffle buffer is closed".into()))?;
+        let t = self.steps.lap(STEP_BUFFER, t);
         // Every slot of the read and of the shuffle, at once.
         let all: Vec<SlotRead> = reads.iter().chain(&merge).copied().collect();
         let versions: Vec<NodeVersion> = all.iter().map(|r| st.node(u64::from(r.level))).collect();
         let got = self.fetch(&all, &versions).await?;
+        self.steps.lap(STEP_FETCH, t);
         let answer = take
             .map(|_| got[..reads.len()].iter().find(|(b, _)| Some(*b) == take))
             .map(|found| found.map(|(_, d)| d.clone()).unwrap_or_default());
@@ -441,11 +449,13 @@ impl Inner {
         }
         let sealer = self.sealer.clone();
         let space = self.space;
+        let t = std::time::Instant::now();
         let object = tokio::task::spawn_blocking(move || {
             seal_level(&sealer, space, j, nv, geo.block_size, &contents)
         })
         .await
         .map_err(|e| OramError::Config(format!("sealing a level failed: {e}")))??;
+        self.steps.lap(STEP_SEAL, t);
         let key = self.key(j, nv.slot);
         let store = self.store.clone();
         drop(buffer);
@@ -467,7 +477,9 @@ impl Inner {
                 put.await
             })),
             None => {
+                let t = std::time::Instant::now();
                 put.await?;
+                self.steps.lap(STEP_WRITE, t);
                 None
             }
         };
@@ -673,7 +685,10 @@ impl Oram for Hierarchy {
                     "Level slots written.",
                     c.slots_written,
                 ),
-            ],
+            ]
+            .into_iter()
+            .chain(self.inner.steps.stats())
+            .collect(),
             ..EngineStats::default()
         }
     }

@@ -90,6 +90,7 @@
 mod hierarchy;
 mod levels;
 mod settings;
+mod steps;
 
 use std::sync::Arc;
 

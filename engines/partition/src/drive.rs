@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use oram_engine::{Op, OramError, Result, RoundId, StagedAccess};
 
-use crate::engine::{lock, Counters, Framework, Inner};
+use crate::engine::{lock, Counters, Framework, Inner, STEP_COMMIT, STEP_PARTITIONS, STEP_PLAN};
 use crate::round::{self, stuck};
 
 impl Inner {
@@ -100,6 +100,7 @@ impl Inner {
 
     /// Plans a fresh round of `ops`, records its intent, stages it.
     async fn execute(&self, fw: &mut Framework, ops: Vec<Op>) -> Result<(Vec<Bytes>, Landing)> {
+        let start = std::time::Instant::now();
         let background = self.cfg.eviction_rate - 1.0;
         let plan = match round::plan(
             &mut fw.map,
@@ -129,6 +130,7 @@ impl Inner {
         } else {
             record.commit_local().await
         };
+        self.steps.lap(STEP_PLAN, start);
         if let Err(e) = recorded {
             fw.map.rollback()?;
             return Err(e.into());
@@ -149,10 +151,12 @@ impl Inner {
         ops: Vec<Op>,
     ) -> Result<(Vec<Bytes>, Landing)> {
         let seq = round.seq;
+        let start = std::time::Instant::now();
         let staged = futures::future::join_all(plan.subs.iter().map(|(&p, sub_ops)| {
             self.subs[p as usize].access_staged_round(round, sub_ops.clone())
         }))
         .await;
+        self.steps.lap(STEP_PARTITIONS, start);
         let mut parts = Vec::with_capacity(staged.len());
         let mut failed = None;
         for s in staged {
@@ -211,7 +215,10 @@ impl Inner {
         // Round numbers only grow, restarts included: a partition served on
         // another machine tells a repeat it committed from a new round by them.
         fw.map.set_next_round(fw.seq.max(seq + 1));
-        if let Err(e) = StagedAccess::commit_all(parts, fw.map.stage()).await {
+        let start = std::time::Instant::now();
+        let committed = StagedAccess::commit_all(parts, fw.map.stage()).await;
+        self.steps.lap(STEP_COMMIT, start);
+        if let Err(e) = committed {
             fw.map.rollback()?;
             fw.sticky = Some((seq, intent));
             return Err(e);

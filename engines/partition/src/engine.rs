@@ -73,7 +73,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oram_engine::{
     detached, validate_op, CheckReport, EngineStats, Formatted, Local, Op, Oram, OramError, Parts,
-    Placement, Quiesced, Result, Shape, Stat, StatKind,
+    Placement, Quiesced, Result, Shape, Stat, StatKind, Step, StepClock,
 };
 use oram_state::Space;
 use rand::SeedableRng;
@@ -340,7 +340,33 @@ pub(crate) struct Inner {
     pub(crate) round: Arc<tokio::sync::Mutex<Framework>>,
     /// Counters (read by `stats`).
     pub(crate) stats: Mutex<Counters>,
+    /// Wall time per step of the rounds ([`ROUND_STEPS`]).
+    pub(crate) steps: StepClock,
 }
+
+/// The steps of a round whose wall time the framework sums
+/// ([`oram_engine::StepClock`]); indices [`STEP_PLAN`], [`STEP_PARTITIONS`],
+/// [`STEP_COMMIT`].
+pub(crate) const ROUND_STEPS: &[Step] = &[
+    Step {
+        name: "round_plan_microseconds_total",
+        help: "Wall time of the rounds' planning and intent records (written locally, or \
+               shipped for partitions on other machines), in microseconds.",
+    },
+    Step {
+        name: "round_partitions_microseconds_total",
+        help: "Wall time of the rounds' partition accesses, all partitions at once (reads, \
+               shuffles and the writes not left for the commit), in microseconds.",
+    },
+    Step {
+        name: "round_commit_microseconds_total",
+        help: "Wall time of the rounds' commits: the partitions' remaining writes, then one \
+               commit of every state, in microseconds.",
+    },
+];
+pub(crate) const STEP_PLAN: usize = 0;
+pub(crate) const STEP_PARTITIONS: usize = 1;
+pub(crate) const STEP_COMMIT: usize = 2;
 
 pub(crate) struct Framework {
     pub(crate) map: PartitionMap,
@@ -436,6 +462,7 @@ impl Partitioned {
                     cache_max: cache,
                     ..Counters::default()
                 }),
+                steps: StepClock::new(ROUND_STEPS),
             }),
         })
     }
@@ -568,6 +595,7 @@ impl Oram for Partitioned {
         // engine's `rounds_repeated_total`) stays out: one name, one meaning.
         sub_counters.retain(|c| !s.extra.iter().any(|x| x.name == c.name));
         s.extra.extend(sub_counters);
+        s.extra.extend(self.inner.steps.stats());
         s
     }
 

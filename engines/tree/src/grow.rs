@@ -11,9 +11,10 @@
 //!    of the new levels is written as an empty bucket — sealed dummies, like
 //!    [`oram_engine::Oram::format`] — in node order, 256 at a time. Each batch
 //!    takes the round lock (after the round landing, if any), journals its
-//!    buckets and commits before its PUTs, and lets go of the lock: rounds run
-//!    between the batches, on the old tree, whose paths never reach the new
-//!    buckets. Resuming skips the buckets already written (their version is
+//!    buckets and commits, and lets go of the lock before it seals and PUTs
+//!    them: rounds run beside the batches' PUTs, on the old tree, whose paths
+//!    never reach the new buckets (a round's commit drops the journal entries
+//!    of the batches that landed). Resuming skips the buckets already written (their version is
 //!    set); a batch's PUTs that failed or never landed are in the journal and
 //!    resent before anything else (after a crash, at start).
 //! 2. **Switch** ([`TreeEngine::grow_switch`]): under the round lock, with no
@@ -175,11 +176,12 @@ impl<S: TreeScheme> TreeEngine<S> {
 
     /// Phase 1 of [`oram_engine::Oram::grow`] (see the module `grow`):
     /// records the growth to `capacity` as pending and writes every bucket of
-    /// the new levels, between the rounds; the engine stays at its old size.
+    /// the new levels, beside the rounds; the engine stays at its old size.
     /// `progress(done, total)` counts the new buckets gone through.
     ///
     /// Observed by the storage server: a PUT of every new bucket not written
-    /// yet, in node order, 256 at a time, between the rounds.
+    /// yet, in node order, 256 at a time, beside the rounds (whose requests
+    /// go on meanwhile).
     pub async fn grow_prepare(
         &self,
         capacity: u64,
@@ -285,38 +287,45 @@ impl<S: TreeScheme> Inner<S> {
         Ok(out)
     }
 
-    /// Writes the buckets of `nodes` not written yet (empty), under the round
-    /// lock (rounds run before and after); returns how many.
+    /// Writes the buckets of `nodes` not written yet (empty); returns how
+    /// many. They are made and journaled under the round lock, then sealed and
+    /// written with the lock let go: rounds go on meanwhile (they never read a
+    /// bucket of the new levels before the switch), and the journal entries
+    /// are dropped with a later round's commit.
     async fn grow_batch(self: Arc<Self>, scheme: Arc<S>, nodes: Range<u64>) -> Result<u64> {
-        let mut g = self.quiesce().await?;
-        let rs = &mut *g;
-        let todo: Vec<u64> = nodes.filter(|n| rs.state.node(*n).version == 0).collect();
-        if todo.is_empty() {
-            return Ok(0);
-        }
-        let mut items = Vec::with_capacity(todo.len());
-        let mut written = Vec::with_capacity(todo.len());
-        for n in todo {
-            let plain = scheme.empty_bucket(rs.state.as_mut(), n, &mut rs.rng);
-            let nv = rs.state.advance(n);
-            rs.state.pending_put(n, nv, plain.clone());
+        let written = {
+            let mut g = self.idle().await;
+            let rs = &mut *g;
+            let todo: Vec<u64> = nodes.filter(|n| rs.state.node(*n).version == 0).collect();
+            if todo.is_empty() {
+                return Ok(0);
+            }
+            let mut written = Vec::with_capacity(todo.len());
+            for n in todo {
+                let plain = scheme.empty_bucket(rs.state.as_mut(), n, &mut rs.rng);
+                let nv = rs.state.advance(n);
+                rs.state.pending_put(n, nv, plain.clone());
+                written.push((n, nv, plain));
+            }
+            // Journaled first: PUTs that fail or never land are resent before
+            // anything else (after a crash, from the journal).
+            rs.state.commit().await?;
+            written
+        };
+        let mut items = Vec::with_capacity(written.len());
+        for (n, nv, plain) in &written {
             items.push((
-                self.sealing.key(n, nv.slot),
-                scheme.seal_bucket(&self.sealing, n, &nv, &plain)?,
+                self.sealing.key(*n, nv.slot),
+                scheme.seal_bucket(&self.sealing, *n, nv, plain)?,
             ));
-            written.push((n, nv, plain));
         }
-        // Journaled first: PUTs that fail or never land are resent before
-        // anything else (after a crash, from the journal).
-        rs.state.commit().await?;
         if let Err(e) = self.store.put_many_redoable(items).await {
             self.wb.requeue(written);
             return Err(e.into());
         }
         let n = written.len() as u64;
-        for (node, nv, _) in written {
-            rs.state.pending_done(node, nv.version);
-        }
+        self.wb
+            .landed(written.into_iter().map(|(node, nv, _)| (node, nv.version)));
         Ok(n)
     }
 

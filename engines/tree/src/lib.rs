@@ -119,6 +119,7 @@ mod intent;
 mod round;
 mod scheme;
 mod serve;
+mod steps;
 mod writeback;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -130,7 +131,7 @@ use bytes::Bytes;
 use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_engine::{
     detached, validate_op, CheckReport, EngineStats, Formatted, Grown, Op, Oram, OramError,
-    Quiesced, Result, StagedAccess, Stat, StatKind,
+    Quiesced, Result, StagedAccess, Stat, StatKind, StepClock,
 };
 use oram_seal::Sealer;
 use oram_state::{NodeVersion, TrustedState};
@@ -195,6 +196,8 @@ struct Inner<S: TreeScheme> {
     landers: Arc<tokio::sync::Semaphore>,
     /// Guards the generic counters (updated once per round, never across I/O).
     stats: Mutex<EngineStats>,
+    /// Wall time per step of the rounds (`steps::ROUND_STEPS`).
+    steps: Arc<StepClock>,
     repeated: AtomicU64,
     stash_bound: AtomicUsize,
 }
@@ -335,6 +338,7 @@ impl<S: TreeScheme> TreeEngine<S> {
                 changed: tokio::sync::Notify::new(),
                 landers: Arc::new(tokio::sync::Semaphore::new(LANDERS as usize)),
                 stats: Mutex::new(EngineStats::default()),
+                steps: Arc::new(StepClock::new(steps::ROUND_STEPS)),
                 repeated: AtomicU64::new(0),
                 stash_bound: AtomicUsize::new(params.stash_bound),
                 capacity: AtomicU64::new(capacity),
@@ -581,6 +585,7 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
             value: inner.repeated.load(Ordering::Relaxed),
         });
         s.extra.extend(inner.scheme().stats());
+        s.extra.extend(inner.steps.stats());
         s
     }
 }

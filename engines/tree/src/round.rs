@@ -45,6 +45,7 @@ use oram_state::{SlotPolicy, TrustedState};
 use rand::Rng;
 use tokio::sync::OwnedMutexGuard;
 
+use crate::steps::{STEP_APPLY, STEP_COMMIT, STEP_FETCH, STEP_PLAN, STEP_WRITE};
 use crate::writeback::BucketWrite;
 use crate::{
     lock, ApplyCx, Draws, Inner, Intent, OpenCx, PlanCx, RoundRandom, RoundState, TreeScheme,
@@ -121,8 +122,14 @@ impl<S: TreeScheme> Tail<S> {
         &mut self,
     ) -> impl std::future::Future<Output = Result<()>> + Send + 'static {
         let wb = self.inner.wb.clone();
+        let steps = self.inner.steps.clone();
         let writes = std::mem::take(&mut self.writes);
-        async move { wb.land(&writes).await }
+        async move {
+            let t = std::time::Instant::now();
+            let out = wb.land(&writes).await;
+            steps.lap(STEP_WRITE, t);
+            out
+        }
     }
 
     /// Writes the round's buckets, commits, and ends the round; an error leaves
@@ -133,7 +140,9 @@ impl<S: TreeScheme> Tail<S> {
             self.finish(Err(e.to_string()));
             return Err(e);
         }
+        let t = std::time::Instant::now();
         let outcome = self.guard.state.stage().commit().await;
+        self.inner.steps.lap(STEP_COMMIT, t);
         self.finish(outcome.as_ref().map(|_| ()).map_err(|e| e.to_string()));
         Ok(outcome?)
     }
@@ -172,8 +181,15 @@ impl<S: TreeScheme> Tail<S> {
         let lander = inner.landers.clone().try_acquire_owned();
         drop(guard);
         tokio::spawn(async move {
-            let outcome = match inner.wb.land(&writes).await {
-                Ok(()) => staged.commit().await.map_err(|e| e.to_string()),
+            let t = std::time::Instant::now();
+            let landed = inner.wb.land(&writes).await;
+            let t = inner.steps.lap(STEP_WRITE, t);
+            let outcome = match landed {
+                Ok(()) => {
+                    let c = staged.commit().await.map_err(|e| e.to_string());
+                    inner.steps.lap(STEP_COMMIT, t);
+                    c
+                }
                 Err(e) => Err(e.to_string()),
             };
             drop(writes);
@@ -341,6 +357,7 @@ impl<S: TreeScheme> Inner<S> {
         replay: Option<(u64, Intent)>,
     ) -> Result<(Vec<Bytes>, Tail<S>)> {
         let scheme = self.scheme();
+        let start = std::time::Instant::now();
         let rs = &mut *g;
         // 1. Plan; a fresh plan's intent is durable before any read goes out, and
         // so is a replayed plan's new attempt number before any write does.
@@ -394,9 +411,11 @@ impl<S: TreeScheme> Inner<S> {
         };
 
         // 2. Fetch everything in one round trip.
+        let t = self.steps.lap(STEP_PLAN, start);
         let reads = self.reads(rs.state.as_ref(), &plan);
         let in_flight = self.wb.snapshot(reads.nodes());
         let fetched = fetch(self.store.as_ref(), &reads, self.bound(), &in_flight).await;
+        self.steps.lap(STEP_FETCH, t);
         self.apply(g, ops, plan, seq, intent, fetched, &in_flight)
     }
 
@@ -408,6 +427,7 @@ impl<S: TreeScheme> Inner<S> {
         mut g: OwnedMutexGuard<RoundState>,
         ops: Vec<Op>,
     ) -> Result<(Vec<Bytes>, Tail<S>)> {
+        let start = std::time::Instant::now();
         let rs = &mut *g;
         let landing = rs.landing.clone().expect("a round is landing");
         let (plan, intent) = self.plan_fresh(rs, &ops)?;
@@ -431,7 +451,9 @@ impl<S: TreeScheme> Inner<S> {
             self.changed.notify_waiters();
             return Err(e.into());
         }
+        let t = self.steps.lap(STEP_PLAN, start);
         let fetched = fetch(self.store.as_ref(), &reads, self.bound(), &in_flight).await;
+        self.steps.lap(STEP_FETCH, t);
         let mut g = loop {
             let g = self.round.clone().lock_owned().await;
             if g.landing.is_none() {
@@ -471,6 +493,7 @@ impl<S: TreeScheme> Inner<S> {
         in_flight: &HashMap<u64, Bytes>,
     ) -> Result<(Vec<Bytes>, Tail<S>)> {
         let scheme = self.scheme();
+        let start = std::time::Instant::now();
         let rs = &mut *g;
         let (whole, parts) = match fetched {
             Ok(got) => got,
@@ -523,6 +546,7 @@ impl<S: TreeScheme> Inner<S> {
         }
         rs.state.set_intent(seq, None);
         let stash_len = rs.state.stash_len();
+        self.steps.lap(STEP_APPLY, start);
         Ok((
             applied.answers,
             Tail {

@@ -118,6 +118,12 @@ impl WriteBack {
         }
     }
 
+    /// Records journaled writes that landed outside the pipeline (a growth's
+    /// new buckets): their entries are dropped by the next [`WriteBack::settle`].
+    pub(crate) fn landed(&self, writes: impl IntoIterator<Item = (u64, u64)>) {
+        lock(&self.landed).extend(writes);
+    }
+
     /// Queues journaled writes whose PUTs failed (a growth's new buckets), to
     /// be resent first, like an earlier run's journal.
     pub(crate) fn requeue(&self, writes: Vec<BucketWrite>) {

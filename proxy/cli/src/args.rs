@@ -72,8 +72,9 @@ pub enum Command {
     /// Add, list, remove or rotate the S3 users of a running proxy, through its
     /// operator endpoint (token required), without a restart.
     User(UserArgs),
-    /// Grow a running proxy's volume, online, to SIZE (path and ring engines),
-    /// through its operator endpoint (token required); shows the progress.
+    /// Grow a running proxy's volume, online, to SIZE (path, ring and direct
+    /// engines), through its operator endpoint (token required); shows the
+    /// progress.
     Grow(GrowArgs),
     /// Shrink state.redb (the proxy must be stopped).
     Compact(CompactArgs),

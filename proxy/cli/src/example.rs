@@ -111,7 +111,7 @@ allow_plain_http = false
 "#;
 
 const EXAMPLE_TAIL: &str = r#"[volume]
-# Automatic growth (path and ring engines): when this fraction of the capacity is
+# Automatic growth (path, ring and direct engines): when this fraction of the capacity is
 # used, a serving proxy doubles the volume, online, up to max_size. 0: never by
 # itself (`oram-proxy grow --to SIZE` grows it by hand). [engine] capacity_blocks
 # is the starting size.

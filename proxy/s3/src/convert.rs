@@ -270,7 +270,7 @@ fn full_message(needed: u64, free: u64) -> String {
         "The ORAM volume is full: this write needs {needed} more blocks and {free} are free. \
          An overwrite needs room for the new copy before the old one is freed. Free space by \
          deleting objects or aborting incomplete multipart uploads, or grow the volume \
-         (`oram-proxy grow --to SIZE`, path and ring engines; `[volume] grow_at` grows it by \
+         (`oram-proxy grow --to SIZE`, path, ring and direct engines; `[volume] grow_at` grows it by \
          itself)."
     )
 }

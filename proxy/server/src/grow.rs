@@ -189,7 +189,7 @@ impl Growth {
         if !oram_volume::GROWABLE.contains(&name) {
             return Err(format!(
                 "the {name} engine cannot grow: only the {} engines can",
-                oram_volume::GROWABLE.join(" and ")
+                oram_volume::growable_list()
             ));
         }
         let from = self.vol.capacity_blocks();
@@ -277,7 +277,7 @@ impl Growth {
             tracing::warn!(
                 "volume.grow_at is set but the {name} engine cannot grow (only the {} engines \
                  can): no automatic growth",
-                oram_volume::GROWABLE.join(" and ")
+                oram_volume::growable_list()
             );
             return;
         }

@@ -74,7 +74,7 @@ pub(crate) fn obj_err(e: ObjectError) -> SwiftError {
                 "Insufficient Storage: this write needs {needed} more blocks of this volume and \
                  {free} are free. An overwrite needs room for the new copy before the old one is \
                  freed. Free space by deleting objects, or grow the volume (`oram-proxy grow --to \
-                 SIZE`, path and ring engines)."
+                 SIZE`, path, ring and direct engines)."
             ),
         ),
         _ => err(match e.class() {

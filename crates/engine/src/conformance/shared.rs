@@ -109,8 +109,8 @@ pub fn callers_waiting_at_once_share_calls_and_get_their_own_answers(s: Arc<dyn 
     });
 }
 
-/// A request the engine refuses (an insert of a block it holds; the
-/// non-oblivious baseline takes it as a write) that shared a call with others
+/// A request the engine refuses (an insert of a block it holds) that shared a
+/// call with others
 /// fails alone: the others get their answers, and the refused insert changed
 /// nothing.
 pub fn a_refused_request_in_a_shared_call_fails_alone(s: Arc<dyn Subject>) {
@@ -130,28 +130,20 @@ pub fn a_refused_request_in_a_shared_call_fails_alone(s: Arc<dyn Subject>) {
         ];
         let answers = waiting_at_once(&e, requests).await;
         assert_eq!(answers[0].as_ref().unwrap()[0], block_data(1, 1, 32));
-        if s.oblivious() {
-            assert!(
-                matches!(answers[1], Err(OramError::Unsupported(_))),
-                "the insert of a held block: {:?}",
-                answers[1].as_ref().map(|_| ())
-            );
-        } else {
-            // The baseline takes an insert of a held block as a write
-            // (`an_insert_is_no_access_of_its_own`): nothing to refuse.
-            assert!(answers[1].is_ok());
-        }
+        assert!(
+            matches!(answers[1], Err(OramError::Unsupported(_))),
+            "the insert of a held block: {:?}",
+            answers[1].as_ref().map(|_| ())
+        );
         assert_eq!(answers[2].as_ref().unwrap()[0], block_data(2, 1, 32));
         assert_eq!(answers[3].as_ref().unwrap()[0], block_data(4, 1, 32));
         let got = e.access(vec![Op::Read(3), Op::Read(5)]).await.unwrap();
         assert_eq!(got[0], block_data(3, 2, 32));
-        if s.oblivious() {
-            assert_eq!(
-                got[1],
-                block_data(5, 1, 32),
-                "the refused insert changed block 5"
-            );
-        }
+        assert_eq!(
+            got[1],
+            block_data(5, 1, 32),
+            "the refused insert changed block 5"
+        );
     });
 }
 

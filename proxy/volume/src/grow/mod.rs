@@ -2,7 +2,7 @@
 //! object layer's free space, then the records of the capacity in effect
 //! (`volume.toml` and the backend header, [`VolumeParams::grown_blocks`]).
 //!
-//! Only the `path` and `ring` engines grow ([`GROWABLE`]); any other is refused
+//! Only the `path`, `ring` and `direct` engines grow ([`GROWABLE`]); any other is refused
 //! before anything is written. The order, and what a crash (kill -9) at each
 //! point leaves:
 //!
@@ -48,7 +48,7 @@ use crate::params::checkpoint_size_at;
 use crate::{datadir, GrowthConfig, Volume, VolumeError, VolumeParams};
 
 /// The engines that can grow.
-pub const GROWABLE: &[&str] = &["path", "ring"];
+pub const GROWABLE: &[&str] = &["path", "ring", "direct"];
 
 impl Volume {
     /// The capacity in effect, in blocks (the engine's).
@@ -93,7 +93,7 @@ impl Volume {
             return Err(VolumeError::Grow(format!(
                 "the {name} engine cannot grow: only the {} engines can (a volume of another \
                  engine is copied to a new, larger volume instead)",
-                GROWABLE.join(" and ")
+                growable_list()
             )));
         }
         let _one = self.grow_lock.lock().await;
@@ -225,6 +225,15 @@ impl Volume {
         .await?;
         let signed = sign_header_with(&self.header_mac, &p);
         write_header(self.store.as_ref(), &signed).await
+    }
+}
+
+/// [`GROWABLE`] in words, for messages: "path, ring and direct".
+pub fn growable_list() -> String {
+    match GROWABLE.split_last() {
+        Some((last, [])) => (*last).to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 

@@ -190,11 +190,21 @@ async fn a_path_volume_grows_while_objects_are_written_and_restarts_grown() {
     let mut updated = cfg.clone();
     updated.engine.capacity_blocks = 4 * START;
     updated.engine.named.insert("capacity_blocks".into());
-    let (vol, lock) = open(&updated).await;
-    assert_eq!(vol.capacity_blocks(), 4 * START);
-    read_back(&vol.layer, &stored).await;
+    reopen_and_check(&updated, 4 * START, &stored).await;
+}
+
+/// Opens the volume of `cfg` again: `capacity` blocks, every object of `stored`
+/// byte for byte; then closes it and finds fsck clean with exactly those objects.
+async fn reopen_and_check(cfg: &VolumeConfig, capacity: u64, stored: &BTreeMap<usize, Bytes>) {
+    let (vol, lock) = open(cfg).await;
+    assert_eq!(vol.capacity_blocks(), capacity);
+    read_back(&vol.layer, stored).await;
+    // Write-backs of the reads land before the database is let go.
     vol.engine.flush().await.unwrap();
     drop((vol, lock));
+    // As `oram-proxy fsck` does: the recorded parameters adopted first.
+    let mut cfg = cfg.clone();
+    datadir::adopt_recorded(&cfg.data_dir.clone(), &mut cfg.engine).unwrap();
     let rep = crate::fsck(&cfg, &VolumeHooks::default(), &|_, _, _| {})
         .await
         .unwrap();
@@ -271,10 +281,11 @@ async fn a_growth_interrupted_before_its_switch_is_pending_and_resumes() {
     assert_eq!((hist[0].from_blocks, hist[0].to_blocks), (START, 2 * START));
 }
 
-/// An engine that cannot grow is refused before anything is recorded, naming
-/// the engines that can; so is a smaller size.
+/// A `direct` volume grows too: full at its starting size, grown (nothing
+/// written to the backend), filled further, and reopened at the new size with
+/// every object and a clean fsck.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn growth_is_refused_for_engines_that_cannot_grow_and_to_a_smaller_size() {
+async fn a_direct_volume_grows_and_restarts_grown() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(
         dir.path(),
@@ -282,12 +293,42 @@ async fn growth_is_refused_for_engines_that_cannot_grow_and_to_a_smaller_size() 
             "kind = 'direct'\ninsecure_direct = true\nblock_size = {BS}\ncapacity_blocks = {START}"
         ),
     );
+    let mut stored = BTreeMap::new();
+    {
+        let (vol, _lock) = open(&cfg).await;
+        vol.layer.create_bucket("alice", "bkt").await.unwrap();
+        fill(&vol.layer, 0, &mut stored).await;
+        let grown = vol.grow(2 * START, &|_, _| {}).await.unwrap();
+        assert_eq!(
+            (grown.capacity, grown.positions, grown.written),
+            (2 * START, 0, 0)
+        );
+        let before = stored.len();
+        fill(&vol.layer, 100, &mut stored).await;
+        assert!(stored.len() > before, "no room after the growth");
+        let p = datadir::read_volume(&cfg.data_dir).unwrap();
+        assert_eq!((p.grown_blocks, p.growing_to), (Some(2 * START), None));
+        assert_eq!(vol.growth_history().await.unwrap().len(), 1);
+        vol.engine.flush().await.unwrap();
+    }
+    reopen_and_check(&cfg, 2 * START, &stored).await;
+}
+
+/// An engine that cannot grow is refused before anything is recorded, naming
+/// the engines that can; so is a smaller size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn growth_is_refused_for_engines_that_cannot_grow_and_to_a_smaller_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        &format!("kind = 'oblivistore'\nblock_size = {BS}\ncapacity_blocks = {START}"),
+    );
     let (vol, _lock) = open(&cfg).await;
     let before = std::fs::read_to_string(cfg.data_dir.join("volume.toml")).unwrap();
     let e = vol.grow(2 * START, &|_, _| {}).await.unwrap_err();
     assert!(
-        matches!(&e, VolumeError::Grow(m) if m.contains("direct engine cannot grow")
-            && m.contains("path and ring")),
+        matches!(&e, VolumeError::Grow(m) if m.contains("oblivistore engine cannot grow")
+            && m.contains("path, ring and direct")),
         "{e}"
     );
     let after = std::fs::read_to_string(cfg.data_dir.join("volume.toml")).unwrap();
