@@ -16,6 +16,8 @@ import secrets
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
@@ -25,9 +27,11 @@ from conftest import BIN, Process, Proxy, free_port, wait_port
 MEMBERS = ["front", "node0", "node1", "node2"]
 
 
-def member_config(root, member, node_addrs, role, index=0, log_ms=0, name="oram-proxy.toml"):
+def member_config(root, member, node_addrs, role, index=0, log_ms=0, name="oram-proxy.toml",
+                  metrics_port=None):
     """The configuration file of `member` (its data directory is root/member/data);
-    `log_ms` > 0 ships its state log every that many milliseconds."""
+    `log_ms` > 0 ships its state log every that many milliseconds; `metrics_port`
+    serves its operator endpoint on 127.0.0.1."""
     data = root / member / "data"
     nodes = ", ".join(f'"{a}"' for a in node_addrs)
     text = f"""data_dir = "{data}"
@@ -55,6 +59,8 @@ node = {index}
 tls_dir = "{root / 'certs' / member}"
 wait_secs = 90
 """
+    if metrics_port is not None:
+        text += f'\n[metrics]\nlisten = "127.0.0.1:{metrics_port}"\n'
     (root / member).mkdir(parents=True, exist_ok=True)
     path = root / member / name
     path.write_text(text)
@@ -141,7 +147,10 @@ class Cluster:
         ports = [free_port() for _ in range(3)]
         self.addrs = [f"127.0.0.1:{p}" for p in ports]
         self.front_cfg = member_config(root, "front", self.addrs, "front", log_ms=log_ms)
-        self.node_cfgs = [member_config(root, f"node{i}", self.addrs, "node", i, log_ms=log_ms)
+        # Node 0 serves its operator endpoint.
+        self.metrics_port = free_port()
+        self.node_cfgs = [member_config(root, f"node{i}", self.addrs, "node", i, log_ms=log_ms,
+                                        metrics_port=self.metrics_port if i == 0 else None)
                           for i in range(3)]
         # The nodes start first and wait for the front to create the volume;
         # the front waits for its nodes.
@@ -160,6 +169,29 @@ class Cluster:
             self.front.kill()
         for n in self.nodes:
             n.kill()
+
+
+def node_metrics(root, port, token=True):
+    """GET /metrics of a node's operator endpoint (with the token the node generated
+    into its data directory, or none): (status, text)."""
+    headers = {}
+    if token:
+        t = (root / "node0" / "data" / "metrics.token").read_text().strip()
+        headers["Authorization"] = f"Bearer {t}"
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def metric(text, name):
+    """The value of the sample line starting with `name` (name and labels)."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in:\n{text}")
 
 
 def put_until_accepted(s3, front, key, body, acked):
@@ -193,6 +225,19 @@ def test_a_cluster_of_processes_survives_a_node_and_the_front_killed(tmp_path):
         for i in range(12):
             assert put_checked(s3, f"obj-{i}", os.urandom(1000 + 7919 * i), acked)
         read_back(s3, acked)
+        # Node 0's operator endpoint: its slot, partitions, backend requests and
+        # its partitions' accesses; the token required; /health without it.
+        status, text = node_metrics(root, cluster.metrics_port)
+        assert status == 200, text
+        assert 'oram_node_info{slot="0",engine="oblivistore"} 1' in text.splitlines(), text
+        assert metric(text, "oram_node_partitions") == len(nodes[0].partitions())
+        assert metric(text, 'oram_backend_requests_total{verb="put"}') > 0
+        assert metric(text, "oram_engine_accesses_total") > 0
+        assert metric(text, 'oram_engine_step_fetch_microseconds_total{engine="oblivistore"}') > 0
+        assert node_metrics(root, cluster.metrics_port, token=False)[0] == 401
+        with urllib.request.urlopen(f"http://127.0.0.1:{cluster.metrics_port}/health",
+                                    timeout=30) as r:
+            assert (r.status, r.read()) == (200, b"ok\n")
 
         # A node dies (SIGKILL) and comes back; the front keeps running.
         nodes[1].kill()

@@ -161,6 +161,15 @@ impl NodeHost {
         }
     }
 
+    /// Each served partition's engine statistics now, in ascending partition
+    /// order (for the node's operator endpoint).
+    pub fn stats(&self) -> Vec<oram_engine::EngineStats> {
+        self.partitions()
+            .into_iter()
+            .filter_map(|p| self.inner.slots.get(&p).map(|s| s.sub.stats()))
+            .collect()
+    }
+
     /// The partitions served, ascending.
     pub fn partitions(&self) -> Vec<u32> {
         let mut ps: Vec<u32> = self.inner.slots.keys().copied().collect();

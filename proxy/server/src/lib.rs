@@ -35,6 +35,7 @@ pub use config::{LogConfig, MetricsConfig, S3Config, ServerConfig, SwiftConfig, 
 pub use error::ServeError;
 pub use grow::{GrowStatus, Growth};
 pub use limits::LimitsConfig;
+pub use operator::{serve_node_endpoint, NodeEndpoint, NodeSource};
 pub use serve::{PeerAddr, ServedBody};
 pub use start::{start, Server, StartInfo};
 pub use telemetry::{Telemetry, ACCESS_LOG_TARGET};

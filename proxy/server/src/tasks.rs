@@ -17,6 +17,11 @@ use tokio::task::JoinHandle;
 pub struct Shutdown(watch::Receiver<bool>);
 
 impl Shutdown {
+    /// The side of a signal of its own (true: stop).
+    pub(crate) fn new(rx: watch::Receiver<bool>) -> Self {
+        Self(rx)
+    }
+
     /// Completes when the stop signal is raised.
     pub async fn wait(&mut self) {
         // An error means the sender is gone: the server is gone, stop too.

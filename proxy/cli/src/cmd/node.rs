@@ -47,6 +47,7 @@ pub fn run(cfg: Config) -> Result<(), CliError> {
             c.nodes.len()
         );
         print_serving(&node, bound);
+        let _endpoint = operator_endpoint(&cfg, dir, &node, c.node).await?;
         println!("  data dir:   {}", dir.display());
         if node.created {
             println!("  volume:     joined (volume.toml written from the backend's header)");
@@ -67,6 +68,36 @@ fn print_serving(node: &NodeVolume, bound: std::net::SocketAddr) {
     println!("  listen:     {bound} (mutual TLS)");
     println!("  partitions: {:?}", node.host.partitions());
     println!("  volume id:  {}", node.params.volume_id);
+}
+
+/// The node's operator endpoint (`[metrics] listen`: `/metrics` and
+/// `/health`), served until the returned handle is dropped; `None` without
+/// one.
+async fn operator_endpoint(
+    cfg: &Config,
+    dir: &std::path::Path,
+    node: &NodeVolume,
+    slot: usize,
+) -> Result<Option<oram_server::NodeEndpoint>, String> {
+    let host = node.host.clone();
+    let source = oram_server::NodeSource {
+        slot,
+        partitions: node.host.partitions(),
+        engine: node.params.engine.clone(),
+        backend: node.backend_counters.clone(),
+        stats: Box::new(move || host.stats()),
+    };
+    let ep = oram_server::serve_node_endpoint(&cfg.metrics, dir, source)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(ep) = &ep {
+        println!(
+            "  metrics:    http://{}/metrics (token in {})",
+            ep.addr,
+            ep.token_file.display()
+        );
+    }
+    Ok(ep)
 }
 
 /// The file in a standby's data directory naming the slot it took over: on a
@@ -187,6 +218,7 @@ async fn coordinated(
         c.nodes.len()
     );
     print_serving(&node, bound);
+    let _endpoint = operator_endpoint(cfg, &dir, &node, slot).await?;
     notify.ready(&format!("serving slot {slot} on {bound}"));
     // A lost lease ends the node at once: its writes are fenced already, so
     // neither a final write-back nor a checkpoint could land.

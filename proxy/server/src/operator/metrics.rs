@@ -11,14 +11,15 @@ use super::endpoint::Endpoint;
 use crate::tap::{verb_name, VERBS};
 use crate::telemetry::{unix_ms, Api, LeaseState};
 
-struct Out(String);
+/// Prometheus text being written.
+pub(super) struct Out(pub(super) String);
 
 impl Out {
-    fn head(&mut self, name: &str, kind: &str, help: &str) {
+    pub(super) fn head(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
     }
 
-    fn sample(&mut self, name: &str, labels: &str, v: impl std::fmt::Display) {
+    pub(super) fn sample(&mut self, name: &str, labels: &str, v: impl std::fmt::Display) {
         if labels.is_empty() {
             let _ = writeln!(self.0, "{name} {v}");
         } else {
@@ -26,7 +27,7 @@ impl Out {
         }
     }
 
-    fn metric(&mut self, name: &str, kind: &str, help: &str, samples: &[(&str, f64)]) {
+    pub(super) fn metric(&mut self, name: &str, kind: &str, help: &str, samples: &[(&str, f64)]) {
         self.head(name, kind, help);
         for (l, v) in samples {
             self.sample(name, l, v);
@@ -64,7 +65,16 @@ pub fn render(ep: &Endpoint) -> String {
 /// The build, and when this process started.
 fn build(o: &mut Out, n: &Now<'_>) {
     let tel = &n.ep.tel;
-
+    build_info(o);
+    o.metric(
+        "oram_start_time_seconds",
+        "gauge",
+        "When this process started, seconds since the Unix epoch.",
+        &[("", tel.started_unix as f64)],
+    );
+}
+/// `oram_build_info`: the build and format versions.
+pub(super) fn build_info(o: &mut Out) {
     o.metric(
         "oram_build_info",
         "gauge",
@@ -80,13 +90,8 @@ fn build(o: &mut Out, n: &Now<'_>) {
             1.0,
         )],
     );
-    o.metric(
-        "oram_start_time_seconds",
-        "gauge",
-        "When this process started, seconds since the Unix epoch.",
-        &[("", tel.started_unix as f64)],
-    );
 }
+
 /// Client requests, latencies and bytes by API; returns the client body bytes
 /// moved since start.
 fn clients(o: &mut Out, n: &Now<'_>) -> u64 {
@@ -156,28 +161,7 @@ fn clients(o: &mut Out, n: &Now<'_>) -> u64 {
 /// against `client_bytes`.
 fn backend(o: &mut Out, n: &Now<'_>, client_bytes: u64) {
     let b = &n.backend;
-    o.metric(
-        "oram_backend_requests_total",
-        "counter",
-        "Requests sent to the backend store, by verb (failed ones included).",
-        &[
-            ("verb=\"get\"", b.get_requests as f64),
-            ("verb=\"get_range\"", b.range_requests as f64),
-            ("verb=\"put\"", b.put_requests as f64),
-            ("verb=\"delete\"", b.delete_requests as f64),
-            ("verb=\"list\"", b.list_requests as f64),
-        ],
-    );
-    o.metric(
-        "oram_backend_bytes_total",
-        "counter",
-        "Object bytes moved to (put) and from (get, get_range) the backend store.",
-        &[
-            ("verb=\"get\"", b.get_bytes as f64),
-            ("verb=\"get_range\"", b.range_bytes as f64),
-            ("verb=\"put\"", b.put_bytes as f64),
-        ],
-    );
+    backend_counts(o, b);
     o.head(
         "oram_backend_errors_total",
         "counter",
@@ -214,6 +198,32 @@ fn backend(o: &mut Out, n: &Now<'_>, client_bytes: u64) {
         &[("", overhead)],
     );
 }
+/// Requests and bytes sent to the backend, by verb.
+pub(super) fn backend_counts(o: &mut Out, b: &AccountingSnapshot) {
+    o.metric(
+        "oram_backend_requests_total",
+        "counter",
+        "Requests sent to the backend store, by verb (failed ones included).",
+        &[
+            ("verb=\"get\"", b.get_requests as f64),
+            ("verb=\"get_range\"", b.range_requests as f64),
+            ("verb=\"put\"", b.put_requests as f64),
+            ("verb=\"delete\"", b.delete_requests as f64),
+            ("verb=\"list\"", b.list_requests as f64),
+        ],
+    );
+    o.metric(
+        "oram_backend_bytes_total",
+        "counter",
+        "Object bytes moved to (put) and from (get, get_range) the backend store.",
+        &[
+            ("verb=\"get\"", b.get_bytes as f64),
+            ("verb=\"get_range\"", b.range_bytes as f64),
+            ("verb=\"put\"", b.put_bytes as f64),
+        ],
+    );
+}
+
 /// The engine: accesses, rounds, the stash, write-backs and its own statistics.
 fn engine(o: &mut Out, n: &Now<'_>) {
     let (ep, e) = (n.ep, &n.engine);
@@ -579,7 +589,7 @@ fn lease_and_tls(o: &mut Out, n: &Now<'_>) {
 /// `oram_engine_<name>{engine="<engine>"}` with the engine's help text and kind
 /// (counter or gauge). Engines name them in `snake_case`, counters ending in
 /// `_total`; a name that is not a valid metric name is skipped.
-fn engine_specific(out: &mut Out, engine: &str, stats: &oram_engine::EngineStats) {
+pub(super) fn engine_specific(out: &mut Out, engine: &str, stats: &oram_engine::EngineStats) {
     let label = format!("engine=\"{engine}\"");
     for st in &stats.extra {
         if st.name.is_empty()

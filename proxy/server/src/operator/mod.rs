@@ -49,6 +49,7 @@ mod dashboard;
 mod endpoint;
 mod grow;
 mod metrics;
+mod node;
 mod respond;
 mod users;
 
@@ -64,6 +65,7 @@ use tokio::sync::Semaphore;
 
 pub use endpoint::{token, Endpoint, EngineInfo};
 pub use metrics::render;
+pub use node::{serve_node_endpoint, NodeEndpoint, NodeSource};
 pub(crate) use users::s3_users;
 pub use users::LiveUsers;
 
@@ -82,9 +84,13 @@ const MAX_CONNECTIONS: usize = 16;
 /// (with `/health`, which needs no token) and lock the operator out.
 const MAX_PER_CLIENT: usize = 4;
 
-/// Whether the request carries the token.
+/// Whether the request carries the endpoint's token.
 fn authorized(ep: &Endpoint, req: &http::Request<hyper::body::Incoming>) -> bool {
-    let token = &ep.token;
+    bearer_matches(&ep.token, req)
+}
+
+/// Whether the request carries `token` (`Authorization: Bearer <token>`).
+fn bearer_matches(token: &endpoint::Token, req: &http::Request<hyper::body::Incoming>) -> bool {
     req.headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -211,16 +217,30 @@ pub fn invisible_buckets(ep: &Endpoint) -> Result<String, oram_objects::ObjectEr
 }
 
 /// Serves the endpoint on `listener` (over TLS when `tls` is given) until `stop`
-/// fires. HTTP/1.1 only; at most [`MAX_CONNECTIONS`] connections at once and
-/// [`MAX_PER_CLIENT`] per client address, each with 10 s to send its request
-/// headers (also the idle keep-alive time) and to read 10 KiB of a response
-/// whenever the socket is full (1 KiB/s).
+/// fires (see [`serve_with`]).
 pub async fn serve(
     listener: TcpListener,
     ep: Arc<Endpoint>,
     tls: Option<Arc<Tls>>,
-    mut stop: Shutdown,
+    stop: Shutdown,
 ) {
+    serve_with(listener, tls, stop, move |req| handle(ep.clone(), req)).await
+}
+
+/// Serves `handler` on `listener` (over TLS when `tls` is given) until `stop`
+/// fires. HTTP/1.1 only; at most [`MAX_CONNECTIONS`] connections at once and
+/// [`MAX_PER_CLIENT`] per client address, each with 10 s to send its request
+/// headers (also the idle keep-alive time) and to read 10 KiB of a response
+/// whenever the socket is full (1 KiB/s).
+pub(crate) async fn serve_with<H, F>(
+    listener: TcpListener,
+    tls: Option<Arc<Tls>>,
+    mut stop: Shutdown,
+    handler: H,
+) where
+    H: Fn(http::Request<hyper::body::Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = http::Response<s3s::Body>> + Send + 'static,
+{
     let mut http = ConnBuilder::new(TokioExecutor::new()).http1_only();
     http.http1()
         .timer(hyper_util::rt::TokioTimer::new())
@@ -248,10 +268,10 @@ pub async fn serve(
             let _ = socket.try_write(TOO_MANY_CONNECTIONS);
             continue;
         };
-        let ep = ep.clone();
+        let handler = handler.clone();
         let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-            let ep = ep.clone();
-            async move { Ok::<_, std::convert::Infallible>(handle(ep, req).await) }
+            let answer = handler(req);
+            async move { Ok::<_, std::convert::Infallible>(answer.await) }
         });
         let send = SendGuard {
             window: Duration::from_secs(10),
