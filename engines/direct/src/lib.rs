@@ -306,12 +306,11 @@ impl DirectEngine {
         for op in &ops {
             validate_op(op, self.capacity(), self.cfg.block_size)?;
         }
-        self.resend(state).await?;
         let stored = |state: &dyn TrustedState, b: u64| {
             state.node(b).version > 0 && state.meta(&taken_key(b)).is_none()
         };
         // An insert of a block held and named by no access of the batch is
-        // refused, as by every engine (`Op::Insert`).
+        // refused before anything is sent, as by every engine (`Op::Insert`).
         let accessed: BTreeSet<u64> = ops
             .iter()
             .filter(|o| o.accesses())
@@ -326,6 +325,7 @@ impl DirectEngine {
                 }
             }
         }
+        self.resend(state).await?;
         // Blocks to fetch: read (or taken) before any write of the same batch.
         let mut written: HashMap<u64, ()> = HashMap::new();
         let mut fetch: BTreeMap<u64, NodeVersion> = BTreeMap::new();

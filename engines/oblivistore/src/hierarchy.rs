@@ -52,7 +52,8 @@ use rand_chacha::ChaCha20Rng;
 use tokio::sync::Semaphore;
 
 use crate::levels::{
-    eviction_target, join, seal_level, slot_identity, split, Geometry, Layout, DUMMY, SLOT_HEADER,
+    counter_key, eviction_target, join, layout_key, permutation_rng, seal_level, slot_identity,
+    split, Geometry, Layout, DUMMY, SECRET_KEY, SLOT_HEADER,
 };
 
 /// How one hierarchical partition is built.
@@ -126,29 +127,6 @@ type Land = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Sen
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The key of a partition's secret: the seed of its levels' permutations.
-const SECRET_KEY: &[u8] = b"S";
-
-/// The generator of level `l`'s permutation at version `nv`: ChaCha20 keyed by
-/// the partition's secret, one stream per (version, generation), one region of
-/// it per level.
-fn permutation_rng(secret: &[u8], l: u32, nv: NodeVersion) -> ChaCha20Rng {
-    let mut key = [0u8; 32];
-    key.copy_from_slice(&secret[..32]);
-    let mut rng = ChaCha20Rng::from_seed(key);
-    rng.set_stream(nv.version ^ nv.generation.rotate_left(32));
-    rng.set_word_pos(u128::from(l) << 48);
-    rng
-}
-
-fn layout_key(l: u32) -> [u8; 2] {
-    [b'L', l as u8]
-}
-
-fn counter_key(l: u32) -> [u8; 2] {
-    [b'N', l as u8]
 }
 
 impl Hierarchy {

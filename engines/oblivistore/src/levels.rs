@@ -6,6 +6,8 @@ use bytes::{Buf, BufMut, Bytes};
 use oram_engine::{OramError, Result};
 use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
 use oram_state::{NodeVersion, StateError};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
 
 /// The block id a dummy slot holds.
 pub(crate) const DUMMY: u64 = u64::MAX;
@@ -247,6 +249,31 @@ pub(crate) fn seal_level(
         object.extend_from_slice(&sealed);
     }
     Ok(object.into())
+}
+
+/// The key of a partition's secret: the seed of its levels' permutations.
+pub(crate) const SECRET_KEY: &[u8] = b"S";
+
+/// The generator of level `l`'s permutation at version `nv`: ChaCha20 keyed by
+/// the partition's secret, one stream per (version, generation), one region of
+/// it per level.
+pub(crate) fn permutation_rng(secret: &[u8], l: u32, nv: NodeVersion) -> ChaCha20Rng {
+    let mut key = [0u8; 32];
+    key.copy_from_slice(&secret[..32]);
+    let mut rng = ChaCha20Rng::from_seed(key);
+    rng.set_stream(nv.version ^ nv.generation.rotate_left(32));
+    rng.set_word_pos(u128::from(l) << 48);
+    rng
+}
+
+/// The trusted-state key of level `l`'s layout.
+pub(crate) fn layout_key(l: u32) -> [u8; 2] {
+    [b'L', l as u8]
+}
+
+/// The trusted-state key of level `l`'s count of dummies read.
+pub(crate) fn counter_key(l: u32) -> [u8; 2] {
+    [b'N', l as u8]
 }
 
 #[cfg(test)]

@@ -14,9 +14,10 @@
 //!    buckets and commits, and lets go of the lock before it seals and PUTs
 //!    them: rounds run beside the batches' PUTs, on the old tree, whose paths
 //!    never reach the new buckets (a round's commit drops the journal entries
-//!    of the batches that landed). Resuming skips the buckets already written (their version is
-//!    set); a batch's PUTs that failed or never landed are in the journal and
-//!    resent before anything else (after a crash, at start).
+//!    of the batches that landed). Resuming skips the buckets already written
+//!    (their version is set); a batch's PUTs that failed or never landed are
+//!    in the journal and resent before anything else (after a crash, at
+//!    start).
 //! 2. **Switch** ([`TreeEngine::grow_switch`]): under the round lock, with no
 //!    round landing or reading ahead and every interrupted round finished (an
 //!    intent record's draws are leaves of the old tree), one commit of the
