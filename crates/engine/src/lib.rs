@@ -197,6 +197,16 @@ pub struct EngineStats {
     pub extra: Vec<Stat>,
 }
 
+/// Adds `stat` to the statistic of the same name in `stats` (summing the
+/// values), or appends it: how several partitions' statistics become one list,
+/// in first-seen order.
+pub fn add_stat_by_name(stats: &mut Vec<Stat>, stat: Stat) {
+    match stats.iter_mut().find(|c| c.name == stat.name) {
+        Some(c) => c.value += stat.value,
+        None => stats.push(stat),
+    }
+}
+
 impl EngineStats {
     /// Mean stash size after a round.
     pub fn stash_mean(&self) -> f64 {

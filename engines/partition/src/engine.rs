@@ -528,10 +528,7 @@ impl Oram for Partitioned {
             sub_stash += st.stash_len;
             sub_stash_max = sub_stash_max.max(st.stash_max);
             for x in st.extra.into_iter().filter(|x| x.kind == StatKind::Counter) {
-                match sub_counters.iter_mut().find(|c| c.name == x.name) {
-                    Some(c) => c.value += x.value,
-                    None => sub_counters.push(x),
-                }
+                oram_engine::add_stat_by_name(&mut sub_counters, x);
             }
         }
         let stat = |name, help, kind, value| Stat {

@@ -195,10 +195,7 @@ fn summed(all: Vec<EngineStats>) -> EngineStats {
         out.pending_writebacks += s.pending_writebacks;
         out.writeback_retries += s.writeback_retries;
         for x in s.extra {
-            match extra.iter_mut().find(|c| c.name == x.name) {
-                Some(c) => c.value += x.value,
-                None => extra.push(x),
-            }
+            oram_engine::add_stat_by_name(&mut extra, x);
         }
     }
     out.extra = extra;
