@@ -239,6 +239,28 @@ fn a_front_ships_a_round_s_intent_before_the_round_goes_out() {
     });
 }
 
+/// A cluster's front does not grow (its partitions are served by nodes):
+/// refused, nothing sent, its capacity unchanged.
+#[test]
+fn a_cluster_front_refuses_to_grow() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recording, store) = recorded_store(dir.path());
+    runtime().block_on(async {
+        let dbs = Dbs::open(dir.path());
+        let e = cluster(&store, &dbs, 0);
+        let capacity = e.capacity();
+        recording.take_trace();
+        assert!(!e.grows());
+        let err = e.grow(2 * capacity, &|_, _| {}).await.unwrap_err();
+        assert!(matches!(err, OramError::Unsupported(_)), "{err}");
+        assert_eq!(e.capacity(), capacity);
+        assert!(
+            recording.take_trace().is_empty(),
+            "the refused growth sent requests"
+        );
+    });
+}
+
 /// A node dies while its partition's writes of a round hang on the backend
 /// (the other nodes' writes hang too, then land and commit once the backend
 /// answers): the front's round fails. The node restarts from its database at

@@ -321,6 +321,18 @@ impl Oram for Combined {
     ) -> Result<Grown> {
         self.shared.engine.grow(capacity, progress).await
     }
+
+    fn grows(&self) -> bool {
+        self.shared.engine.grows()
+    }
+
+    async fn grow_prepare(
+        &self,
+        capacity: u64,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<Grown> {
+        self.shared.engine.grow_prepare(capacity, progress).await
+    }
 }
 
 impl std::fmt::Debug for Combined {

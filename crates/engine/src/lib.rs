@@ -323,24 +323,53 @@ pub trait Oram: Send + Sync {
     /// Calls `progress(done, total)` over the objects the growth writes.
     /// Growing to the capacity the engine has is a no-op; shrinking is refused.
     ///
-    /// The engines that grow are `path`, `ring` and `direct` (whose growth is
-    /// only the commit); every other engine refuses (the default) with
-    /// [`OramError::Unsupported`].
+    /// Every engine grows: `path` and `ring` by levels below their leaves,
+    /// `direct` by one commit, `curious` and `oblivistore` by growing every
+    /// partition alike; an engine that does not (the default, and a cluster's
+    /// front) refuses with [`OramError::Unsupported`].
     ///
     /// Observed by the storage server: that the volume grows, by how much (the
     /// new objects) and when; for a tree engine a PUT of every bucket of the
     /// new levels, in node order and in batches beside the rounds (the same
-    /// for any contents), each of the size of every other bucket. Afterwards
-    /// the rounds are those of a volume created at the new size.
+    /// for any contents), each of the size of every other bucket; for a
+    /// partitioned engine each partition's growth in turn. Afterwards the
+    /// rounds are those of a volume created at the new size.
     async fn grow(
         &self,
         capacity: u64,
         progress: &(dyn Fn(u64, u64) + Send + Sync),
     ) -> Result<Grown> {
         let _ = (capacity, progress);
-        Err(OramError::Unsupported(
-            "growing a volume (only the path, ring and direct engines can grow)",
-        ))
+        Err(OramError::Unsupported("growing a volume with this engine"))
+    }
+
+    /// Whether [`Oram::grow`] can grow this engine (`false`, the default:
+    /// every growth is refused).
+    fn grows(&self) -> bool {
+        false
+    }
+
+    /// The first phase of [`Oram::grow`] alone: writes, beside the rounds,
+    /// what the growth to `capacity` needs (a tree's new buckets), and leaves
+    /// the engine at its old size; a later `grow` to the same capacity writes
+    /// nothing more and switches. Lets a caller that must hold off rounds for
+    /// the switch (a partitioned engine growing its partitions) do the long
+    /// part without holding them off. Calls `progress(done, total)` over the
+    /// objects written. The default prepares nothing: an engine whose growth
+    /// writes nothing, or that does not grow (its `grow` refuses).
+    ///
+    /// Observed by the storage server: the PUTs of [`Oram::grow`], nothing
+    /// else.
+    async fn grow_prepare(
+        &self,
+        capacity: u64,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<Grown> {
+        let _ = progress;
+        Ok(Grown {
+            capacity,
+            ..Grown::default()
+        })
     }
 }
 

@@ -84,6 +84,19 @@ pub trait EngineSettings: Debug + Send + Sync {
     /// padded to a size that depends only on the parameters.
     fn state_bound(&self, shape: &Shape) -> u64;
 
+    /// [`EngineSettings::state_bound`] of a volume created at `created` and
+    /// grown ([`crate::Oram::grow`]) to `capacity` blocks, at least
+    /// `created.capacity`: what its checkpoints are padded to. The default is
+    /// the bound of a volume created at `capacity` — right for an engine whose
+    /// growth gives it the shape it would have had, created at that size; an
+    /// engine that grows by whole levels (a tree) has more room than that.
+    fn grown_state_bound(&self, created: &Shape, capacity: u64) -> u64 {
+        self.state_bound(&Shape {
+            capacity,
+            ..created.clone()
+        })
+    }
+
     /// The largest stash the engine allows after an access, in blocks (0: it
     /// keeps no stash): what monitoring compares the stash size with.
     fn stash_bound(&self, shape: &Shape) -> u64 {

@@ -178,6 +178,31 @@ impl CuriousSettings {
         }
     }
 
+    /// [`EngineSettings::state_bound`] of a volume of `shape` holding
+    /// `capacity` blocks, each sub-ORAM's state (stash included) as
+    /// `sub_state` says.
+    fn bound(
+        &self,
+        shape: &Shape,
+        capacity: u64,
+        sub_state: &dyn Fn(&dyn EngineSettings, &Shape) -> u64,
+    ) -> u64 {
+        let cfg = self.config(shape);
+        let sub_shape = self.sub_shape(shape);
+        let (sub_state, sub_stash) = self
+            .sub(shape)
+            .map(|s| (sub_state(s.as_ref(), &sub_shape), s.stash_bound(&sub_shape)))
+            .unwrap_or((0, 0));
+        let block_row = snapshot_row(8, shape.block_size as u64);
+        // Every sub-ORAM's bound counts its stash as `stash_bound` block rows.
+        let sub_rest = sub_state.saturating_sub(sub_stash.saturating_mul(block_row));
+        let partitions = u64::from(cfg.partitions);
+        let positions = capacity * snapshot_row(8, 8);
+        let cache = cfg.cache_bound as u64 * block_row;
+        let stashes = sub_stash_allowance(sub_stash, cfg.partitions) * block_row;
+        positions + cache + partitions * sub_rest + stashes + oram_partition::MAP_META_BOUND
+    }
+
     /// The shape of every partition's sub-ORAM (its prefix is the volume's; the
     /// engine appends the partition's).
     pub fn sub_shape(&self, shape: &Shape) -> Shape {
@@ -303,20 +328,19 @@ impl EngineSettings for CuriousSettings {
     /// pad every checkpoint by P × that bound × the block size (7 GB for 5 GiB
     /// of 1 MiB blocks), for a state that never comes near it.
     fn state_bound(&self, shape: &Shape) -> u64 {
-        let cfg = self.config(shape);
-        let sub_shape = self.sub_shape(shape);
-        let (sub_state, sub_stash) = self
-            .sub(shape)
-            .map(|s| (s.state_bound(&sub_shape), s.stash_bound(&sub_shape)))
-            .unwrap_or((0, 0));
-        let block_row = snapshot_row(8, shape.block_size as u64);
-        // Every sub-ORAM's bound counts its stash as `stash_bound` block rows.
-        let sub_rest = sub_state.saturating_sub(sub_stash.saturating_mul(block_row));
-        let partitions = u64::from(cfg.partitions);
-        let positions = shape.capacity * snapshot_row(8, 8);
-        let cache = cfg.cache_bound as u64 * block_row;
-        let stashes = sub_stash_allowance(sub_stash, cfg.partitions) * block_row;
-        positions + cache + partitions * sub_rest + stashes + oram_partition::MAP_META_BOUND
+        self.bound(shape, shape.capacity, &|sub, sub_shape| {
+            sub.state_bound(sub_shape)
+        })
+    }
+
+    /// As created, with `capacity` blocks placed and every partition's
+    /// sub-ORAM grown to the room the framework gives it at that capacity
+    /// (its partitions unchanged): a tree grown by whole levels.
+    fn grown_state_bound(&self, created: &Shape, capacity: u64) -> u64 {
+        let room = self.config(created).sub_capacity_at(capacity);
+        self.bound(created, capacity, &|sub, sub_shape| {
+            sub.grown_state_bound(sub_shape, room)
+        })
     }
 
     /// The eviction cache's bound.

@@ -15,6 +15,10 @@ const PARTITIONS: u32 = 8;
 
 struct CuriousSubject {
     ring: bool,
+    /// Under `GrownSubject`: every engine was created at a third (Path) or
+    /// half (Ring) of the capacity and grown, each partition's tree by levels
+    /// below its leaves.
+    grown: bool,
 }
 
 fn config(p: &Params) -> CuriousConfig {
@@ -34,14 +38,35 @@ fn config(p: &Params) -> CuriousConfig {
 }
 
 impl CuriousSubject {
-    /// The tree of every partition.
-    fn geometry(&self, p: &Params) -> Geometry {
+    /// The tree of every partition of an engine created for `p`.
+    fn created(&self, p: &Params) -> Geometry {
         let cap = config(p).sub_capacity();
         if self.ring {
             let z = RingPreset::Small.params().z;
             return Geometry::new(cap, z, p.block_size, Some(RingConfig::leaves_for(cap, z)));
         }
         Geometry::for_capacity(3, cap, 5, p.block_size, None)
+    }
+
+    /// The tree of every partition: as created for `p`, or, grown, as created
+    /// for the smaller capacity and deepened until it has the room `p` needs
+    /// (as a tree's growth does).
+    fn geometry(&self, p: &Params) -> Geometry {
+        if !self.grown {
+            return self.created(p);
+        }
+        let arity = self.arity();
+        let small = Params {
+            capacity: p.capacity.div_ceil(arity),
+            ..p.clone()
+        };
+        let (geo, need) = (self.created(&small), config(p).sub_capacity());
+        let (mut room, mut add) = (config(&small).sub_capacity(), 0);
+        while room < need {
+            room *= arity;
+            add += 1;
+        }
+        geo.deeper(add).expect("a deeper tree")
     }
 }
 
@@ -120,7 +145,7 @@ impl Subject for CuriousSubject {
         Some(self.geometry(p).leaves)
     }
     fn arity(&self) -> u64 {
-        self.geometry(&Params::default()).arity
+        self.created(&Params::default()).arity
     }
     fn places_blocks_in_its_space(&self) -> bool {
         false
@@ -155,9 +180,31 @@ fn leaf_partitions(geo: &Geometry, access: &[TraceEvent]) -> Vec<u64> {
         .collect()
 }
 
-oram_engine::engine_conformance!(CuriousSubject { ring: false });
+oram_engine::engine_conformance!(CuriousSubject {
+    ring: false,
+    grown: false
+});
+
+// Growth: every partition's tree grows by levels below its leaves, one
+// partition after the other, rounds beside them.
+oram_engine::engine_growth!(CuriousSubject {
+    ring: false,
+    grown: false
+});
 
 mod ring {
     use super::*;
-    oram_engine::engine_conformance!(CuriousSubject { ring: true });
+    oram_engine::engine_conformance!(CuriousSubject {
+        ring: true,
+        grown: false
+    });
+}
+
+/// Every check on a volume created at a third of the capacity and grown.
+mod grown {
+    use super::*;
+    oram_engine::engine_conformance!(oram_engine::conformance::GrownSubject(CuriousSubject {
+        ring: false,
+        grown: true
+    }));
 }

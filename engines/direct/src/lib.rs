@@ -566,6 +566,10 @@ impl Oram for DirectEngine {
         Ok(oram_blockstore::delete_unreferenced(self.store.as_ref(), &prefix, &live).await?)
     }
 
+    fn grows(&self) -> bool {
+        true
+    }
+
     /// More room: the new capacity recorded in one commit of the trusted state
     /// (between batches), nothing written to the backend. Growing to the
     /// capacity in effect is a no-op; shrinking is refused. A crash before the

@@ -32,34 +32,36 @@
 //! once read — within a landing budget taken without waiting; past it the level
 //! lands before the access returns.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_engine::{
-    open_error, validate_op, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result,
-    StagedAccess, Stat, StatKind, StepClock,
+    open_error, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result, StagedAccess,
+    Stat, StatKind, StepClock,
 };
 
+use crate::budget::SlotBudget;
 use crate::steps::{ACCESS_STEPS, STEP_BUFFER, STEP_FETCH, STEP_SEAL, STEP_WRITE};
 use oram_seal::{ObjectIdentity, Sealer};
 use oram_state::{NodeVersion, SlotPolicy, StateError, TrustedState, NO_SLOT, SLOTS};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use tokio::sync::Semaphore;
 
 use crate::levels::{
-    counter_key, eviction_target, join, layout_key, permutation_rng, seal_level, slot_identity,
-    split, Geometry, Layout, DUMMY, SECRET_KEY, SLOT_HEADER,
+    check_batch, counter_key, eviction_target, join, layout_key, permutation_rng, seal_level,
+    slot_identity, split, Geometry, Layout, DUMMY, SECRET_KEY, SLOT_HEADER,
 };
 
 /// How one hierarchical partition is built.
 #[derive(Clone, Debug)]
 pub struct HierarchyConfig {
-    /// The levels.
+    /// The levels the partition was created with (a growth adds levels on
+    /// top: `crate::grow`).
     pub geometry: Geometry,
     /// Block ids are `0..id_limit`.
     pub id_limit: u64,
@@ -75,28 +77,30 @@ pub struct Hierarchy {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     cfg: HierarchyConfig,
+    /// The top level in effect (the configured one, or a growth's).
+    pub(crate) top: AtomicU32,
     store: Arc<dyn BlockStore>,
     sealer: Arc<Sealer>,
     space: u32,
     /// The shuffle buffer, in slots, shared by every partition of the engine:
     /// the levels being read and built.
-    shuffle: Arc<Semaphore>,
+    pub(crate) shuffle: Arc<SlotBudget>,
     /// As much again for levels built whose PUT waits for their round's commit
     /// (taken without waiting).
-    landing: Arc<Semaphore>,
+    pub(crate) landing: Arc<SlotBudget>,
     /// The trusted state and the permutations' generator; held for a whole
     /// staged access, until the framework's commit is settled.
-    core: Arc<tokio::sync::Mutex<Core>>,
+    pub(crate) core: Arc<tokio::sync::Mutex<Core>>,
     /// Counters (read by `stats`).
     stats: Mutex<Counters>,
     /// Wall time per step of the accesses ([`ACCESS_STEPS`]).
     steps: StepClock,
 }
 
-struct Core {
-    state: Box<dyn TrustedState>,
+pub(crate) struct Core {
+    pub(crate) state: Box<dyn TrustedState>,
     rng: ChaCha20Rng,
     /// For each level written by the access being staged, its version as last
     /// committed: a second write of the level in the same access spares the
@@ -138,8 +142,8 @@ impl Hierarchy {
         store: Arc<dyn BlockStore>,
         sealer: Arc<Sealer>,
         state: Box<dyn TrustedState>,
-        shuffle: Arc<Semaphore>,
-        landing: Arc<Semaphore>,
+        shuffle: Arc<SlotBudget>,
+        landing: Arc<SlotBudget>,
     ) -> Result<Self> {
         if cfg.geometry.top > 30 || cfg.geometry.block_size == 0 {
             return Err(OramError::Config(
@@ -153,9 +157,13 @@ impl Hierarchy {
             None => ChaCha20Rng::from_entropy(),
         };
         let space = state.space().0;
+        let top = crate::grow::open_top(state.as_ref(), cfg.geometry.top)?;
+        shuffle.for_top(top);
+        landing.for_top(top);
         let me = Self {
             inner: Arc::new(Inner {
                 cfg,
+                top: AtomicU32::new(top),
                 store,
                 sealer,
                 space,
@@ -175,8 +183,11 @@ impl Hierarchy {
 }
 
 impl Inner {
-    fn geo(&self) -> Geometry {
-        self.cfg.geometry
+    pub(crate) fn geo(&self) -> Geometry {
+        Geometry {
+            top: self.top.load(Ordering::Acquire),
+            ..self.cfg.geometry
+        }
     }
 
     fn key(&self, l: u32, slot: u8) -> ObjKey {
@@ -362,10 +373,9 @@ impl Inner {
         let t = std::time::Instant::now();
         let buffer = self
             .shuffle
-            .clone()
-            .acquire_many_owned(geo.slots(j) as u32)
+            .acquire(geo.slots(j) as u32)
             .await
-            .map_err(|_| OramError::Config("the shuffle buffer is closed".into()))?;
+            .ok_or_else(|| OramError::Config("the shuffle buffer is closed".into()))?;
         let t = self.steps.lap(STEP_BUFFER, t);
         // Every slot of the read and of the shuffle, at once.
         let all: Vec<SlotRead> = reads.iter().chain(&merge).copied().collect();
@@ -445,7 +455,7 @@ impl Inner {
         // landing budget, taken without waiting (a wait there could be for the
         // round's own commit); when the budget is spent the level is written now.
         let waiting = if defer {
-            self.landing.clone().try_acquire_many_owned(slots).ok()
+            self.landing.try_acquire(slots).ok()
         } else {
             None
         };
@@ -539,44 +549,6 @@ impl Inner {
         }
         Ok(out)
     }
-
-    /// Checks `ops` is a framework's batch for this partition: accesses (takes
-    /// of blocks held, dummies) each followed by at most one insert of a block
-    /// not held (or taken earlier in the batch).
-    fn plan_batch(&self, st: &dyn TrustedState, ops: &[Op]) -> Result<()> {
-        let mut taken = HashSet::new();
-        let mut after_access = false;
-        for op in ops {
-            validate_op(op, self.cfg.id_limit, self.geo().block_size)?;
-            match op {
-                Op::Take(b) => {
-                    taken.insert(*b);
-                    after_access = true;
-                }
-                Op::Dummy => after_access = true,
-                Op::Insert(b, _) => {
-                    if !after_access {
-                        return Err(OramError::Unsupported(
-                            "an insert rides on the access before it (one per access)",
-                        ));
-                    }
-                    if st.position(*b).is_some() && !taken.contains(b) {
-                        return Err(OramError::Unsupported(
-                            "insert of a block the engine holds (write it instead)",
-                        ));
-                    }
-                    after_access = false;
-                }
-                Op::Read(_) | Op::Write(..) => {
-                    return Err(OramError::Unsupported(
-                        "a hierarchical partition serves its framework's takes, dummies \
-                         and inserts",
-                    ))
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -607,7 +579,12 @@ impl Oram for Hierarchy {
     async fn access_staged(&self, ops: Vec<Op>) -> Result<StagedAccess> {
         let inner = self.inner.clone();
         let mut g = inner.core.clone().lock_owned().await;
-        inner.plan_batch(g.state.as_ref(), &ops)?;
+        check_batch(
+            g.state.as_ref(),
+            &ops,
+            inner.cfg.id_limit,
+            inner.geo().block_size,
+        )?;
         if ops.iter().any(Op::accesses) {
             inner.ensure_secret(&mut g).await?;
         }
@@ -631,6 +608,19 @@ impl Oram for Hierarchy {
                 Err(e)
             }
         }
+    }
+
+    fn grows(&self) -> bool {
+        true
+    }
+
+    /// A new, empty top level (see `crate::grow`). Observed: nothing.
+    async fn grow(
+        &self,
+        capacity: u64,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<oram_engine::Grown> {
+        crate::grow::grow(&self.inner, capacity, progress).await
     }
 
     /// Nothing is written after an access returns.

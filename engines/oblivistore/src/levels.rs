@@ -1,11 +1,13 @@
 //! The levels of one hierarchical partition: their sizes, which level an
 //! eviction builds from which, the layout of a shuffled level, and the analytical
-//! cost of an access. Synchronous and free of I/O.
+//! cost of an access, the check of a batch. Synchronous and free of I/O.
+
+use std::collections::HashSet;
 
 use bytes::{Buf, BufMut, Bytes};
-use oram_engine::{OramError, Result};
+use oram_engine::{validate_op, Op, OramError, Result};
 use oram_seal::{ObjectIdentity, ObjectKind, Sealer};
-use oram_state::{NodeVersion, StateError};
+use oram_state::{NodeVersion, StateError, TrustedState};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
@@ -111,7 +113,8 @@ impl Geometry {
     /// counter, and the partition's secret.
     pub fn state_bound(&self) -> u64 {
         let row = oram_engine::snapshot_row;
-        let positions = self.reals(self.top) * row(8, 8) + row(1, 32);
+        // The positions, the secret and a growth's top level.
+        let positions = self.reals(self.top) * row(8, 8) + row(1, 32) + row(1, 4);
         let levels: u64 = (0..=self.top)
             .map(|l| row(2, 8 + 12 * self.slots(l)) + row(2, 4) + row(8, 48))
             .sum();
@@ -271,9 +274,55 @@ pub(crate) fn layout_key(l: u32) -> [u8; 2] {
     [b'L', l as u8]
 }
 
+/// The trusted-state key of the top level a growth switched to (`crate::grow`).
+pub(crate) const TOP_KEY: &[u8] = b"T";
+
 /// The trusted-state key of level `l`'s count of dummies read.
 pub(crate) fn counter_key(l: u32) -> [u8; 2] {
     [b'N', l as u8]
+}
+
+/// Checks `ops` is a framework's batch for this partition: accesses (takes
+/// of blocks held, dummies) each followed by at most one insert of a block
+/// not held (or taken earlier in the batch).
+pub(crate) fn check_batch(
+    st: &dyn TrustedState,
+    ops: &[Op],
+    id_limit: u64,
+    block_size: usize,
+) -> Result<()> {
+    let mut taken = HashSet::new();
+    let mut after_access = false;
+    for op in ops {
+        validate_op(op, id_limit, block_size)?;
+        match op {
+            Op::Take(b) => {
+                taken.insert(*b);
+                after_access = true;
+            }
+            Op::Dummy => after_access = true,
+            Op::Insert(b, _) => {
+                if !after_access {
+                    return Err(OramError::Unsupported(
+                        "an insert rides on the access before it (one per access)",
+                    ));
+                }
+                if st.position(*b).is_some() && !taken.contains(b) {
+                    return Err(OramError::Unsupported(
+                        "insert of a block the engine holds (write it instead)",
+                    ));
+                }
+                after_access = false;
+            }
+            Op::Read(_) | Op::Write(..) => {
+                return Err(OramError::Unsupported(
+                    "a hierarchical partition serves its framework's takes, dummies \
+                     and inserts",
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

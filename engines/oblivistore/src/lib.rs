@@ -80,6 +80,13 @@
 //! the same to shuffle more blocks into its top level than it holds fails the
 //! access with a configuration error before any request of that access.
 //!
+//! **Growth.** The engine grows online ([`oram_engine::Oram::grow`]) by growing
+//! every partition alike, `P` unchanged (the framework's `grow` says why): each
+//! partition's top level rises in one commit of its trusted state and starts
+//! empty, so a growth writes nothing; the next eviction that finds every old
+//! level filled builds the new top from them (see `grow.rs`). The shuffle
+//! buffer and the landing budget double for each level added.
+//!
 //! **Concurrency.** The partitions of a round run concurrently; within a
 //! partition a round's sub-accesses run in order (the next read may hit the level
 //! the previous eviction built); rounds run one after the other, so a slow
@@ -87,6 +94,8 @@
 //! opens every slot; `sweep` keeps each level's current slot and the last
 //! checkpoint's.
 
+mod budget;
+mod grow;
 mod hierarchy;
 mod levels;
 mod settings;
@@ -98,6 +107,7 @@ use oram_engine::{Oram, OramError, Parts, Result, Shape};
 use oram_partition::{Blueprint, Partitioned, PartitionedConfig};
 use tokio::sync::Semaphore;
 
+pub use budget::SlotBudget;
 pub use hierarchy::{Hierarchy, HierarchyConfig};
 pub use levels::{Geometry, PerAccess};
 pub use settings::ObliviStoreSettings;
@@ -173,8 +183,8 @@ pub fn oblivistore_blueprint(mut cfg: ObliviStoreConfig, prefix: &str) -> Result
             geometry.level_bytes(geometry.top)
         )));
     }
-    let shuffle = Arc::new(Semaphore::new(permits as usize));
-    let landing = Arc::new(Semaphore::new(permits as usize));
+    let shuffle = SlotBudget::new(permits, geometry.top);
+    let landing = SlotBudget::new(permits, geometry.top);
     let sub_shape = Shape {
         capacity: cfg.framework.sub_capacity(),
         block_size: cfg.framework.block_size,

@@ -14,13 +14,14 @@ use oram_engine::conformance::{
     trace_of_each_access, workloads, Model,
 };
 use oram_engine::{Op, Oram, OramError, Parts, Shape};
-use oram_oblivistore::{oblivistore, Geometry, Hierarchy, HierarchyConfig, ObliviStoreConfig};
+use oram_oblivistore::{
+    oblivistore, Geometry, Hierarchy, HierarchyConfig, ObliviStoreConfig, SlotBudget,
+};
 use oram_partition::{Partitioned, PartitionedConfig};
 use oram_state::MemState;
 use oram_store_memory::MemoryStore;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tokio::sync::Semaphore;
 
 const BS: usize = 32;
 
@@ -273,8 +274,8 @@ fn one_partition(
         store,
         test_sealer(),
         Box::new(MemState::new()),
-        Arc::new(Semaphore::new(permits)),
-        Arc::new(Semaphore::new(permits)),
+        SlotBudget::new(permits as u64, geometry.top),
+        SlotBudget::new(permits as u64, geometry.top),
     )
     .unwrap()
 }
@@ -521,8 +522,8 @@ fn tiny_engine(
             parts.store,
             parts.sealer,
             parts.state,
-            Arc::new(Semaphore::new(64)),
-            Arc::new(Semaphore::new(64)),
+            SlotBudget::new(64, geometry.top),
+            SlotBudget::new(64, geometry.top),
         )?;
         Ok(Arc::new(h) as Arc<dyn Oram>)
     };

@@ -37,14 +37,10 @@ impl Inner {
         let reads_only = !ops.iter().any(Op::mutates);
         loop {
             let result = match g.sticky.take() {
-                Some((seq, intent)) => match self.repeat(&mut g, seq, intent).await {
-                    Ok(landing) => match self.settle(&mut g, landing).await {
-                        Ok(()) => Ok(None),
-                        Err(e) if g.sticky.is_some() => Err(stuck(seq, e)),
-                        Err(e) => Err(e),
-                    },
-                    Err(e) => Err(stuck(seq, e)),
-                },
+                Some((seq, intent)) => self
+                    .repeat_and_settle(&mut g, seq, intent)
+                    .await
+                    .map(|()| None),
                 None => match self.execute(&mut g, ops.clone()).await {
                     Ok((out, landing)) if reads_only => {
                         let inner = self.clone();
@@ -79,11 +75,29 @@ impl Inner {
         }
     }
 
+    /// Repeats the interrupted round `seq` exactly (as reads) and commits it;
+    /// an error says the round is stuck when it stays to be repeated.
+    pub(crate) async fn repeat_and_settle(
+        &self,
+        fw: &mut Framework,
+        seq: u64,
+        intent: round::Intent,
+    ) -> Result<()> {
+        match self.repeat(fw, seq, intent).await {
+            Ok(landing) => match self.settle(fw, landing).await {
+                Ok(()) => Ok(()),
+                Err(e) if fw.sticky.is_some() => Err(stuck(seq, e)),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(stuck(seq, e)),
+        }
+    }
+
     /// Stages an interrupted round's accesses again, exactly, its ops as reads
     /// (their answers go nowhere).
     async fn repeat(&self, fw: &mut Framework, seq: u64, intent: round::Intent) -> Result<Landing> {
         lock(&self.stats).repeated += 1;
-        let plan = match intent.replan(&mut fw.map, self.cfg.partition_limit) {
+        let plan = match intent.replan(&mut fw.map, self.partition_limit()) {
             Ok(plan) => plan,
             Err(e) => {
                 fw.map.rollback()?;
@@ -107,7 +121,7 @@ impl Inner {
             &mut fw.rng,
             &ops,
             background,
-            self.cfg.partition_limit,
+            self.partition_limit(),
         ) {
             Ok(plan) => plan,
             Err(e) => {

@@ -65,6 +65,7 @@
 //! and no cached block is stored in a partition.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::round;
@@ -72,8 +73,8 @@ use crate::{PartitionMap, Where};
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_engine::{
-    detached, validate_op, CheckReport, EngineStats, Formatted, Local, Op, Oram, OramError, Parts,
-    Placement, Quiesced, Result, Shape, Stat, StatKind, Step, StepClock,
+    detached, validate_op, CheckReport, EngineStats, Formatted, Grown, Local, Op, Oram, OramError,
+    Parts, Placement, Quiesced, Result, Shape, Stat, StatKind, Step, StepClock,
 };
 use oram_state::Space;
 use rand::SeedableRng;
@@ -141,6 +142,17 @@ impl PartitionedConfig {
         format!("{prefix}/{}/{p}", self.letter)
     }
 
+    /// The capacity this configuration gives partitions at an engine capacity
+    /// of `capacity` blocks, its partitions unchanged: what each partition
+    /// grows to when the engine grows ([`Oram::grow`]).
+    pub fn sub_capacity_at(&self, capacity: u64) -> u64 {
+        Self {
+            capacity,
+            ..self.clone()
+        }
+        .sub_capacity()
+    }
+
     /// The space of partition `p`'s ledger, for an engine in space `base`: where
     /// a process serving the partition for a front elsewhere (a cluster node)
     /// records the last round it committed — apart from the sub-engine's own
@@ -149,6 +161,13 @@ impl PartitionedConfig {
         Space(0x8000_0000 | Self::sub_space(base, p).0)
     }
 }
+
+/// The block ids every partition's sub-engine takes (`0..SUB_ID_LIMIT`),
+/// whatever the engine's capacity: the framework checks ids against its own
+/// capacity, which grows ([`Oram::grow`]), so that a partition built before a
+/// growth takes the ids the growth adds. Also the largest capacity an engine
+/// may have.
+pub const SUB_ID_LIMIT: u64 = 1 << 48;
 
 /// Builds partition `p`'s sub-engine of a shape over its parts (shared, for
 /// [`Blueprint`]).
@@ -221,6 +240,11 @@ fn check_config(cfg: &PartitionedConfig) -> Result<()> {
             "capacity, block size and round size must be positive".into(),
         ));
     }
+    if cfg.capacity > SUB_ID_LIMIT {
+        return Err(OramError::Config(format!(
+            "a partitioned engine holds at most {SUB_ID_LIMIT} blocks"
+        )));
+    }
     Ok(())
 }
 
@@ -235,6 +259,7 @@ fn sub_parts(
     let state = parts.state.sibling(PartitionedConfig::sub_space(base, p))?;
     let shape = Shape {
         prefix: cfg.sub_prefix(&sub_shape.prefix, p),
+        id_limit: Some(SUB_ID_LIMIT),
         ..sub_shape.clone()
     };
     let parts = Parts {
@@ -330,8 +355,15 @@ pub struct Partitioned {
 }
 
 pub(crate) struct Inner {
+    /// The parameters the engine was created with (its capacity and
+    /// partition limit before any growth: those in effect are below).
     pub(crate) cfg: PartitionedConfig,
     pub(crate) subs: Vec<Arc<dyn Oram>>,
+    /// The capacity in effect, in blocks (grows: `crate::grow`).
+    pub(crate) capacity: AtomicU64,
+    /// The partition limit in effect ([`PartitionedConfig::partition_limit`];
+    /// `u64::MAX`: none); grows with the capacity.
+    pub(crate) partition_limit: AtomicU64,
     /// Whether a round's intent record waits for the full commit (shipped
     /// too) before its sub-accesses go out: [`Placement::remote`].
     pub(crate) ship_intents: bool,
@@ -393,6 +425,18 @@ pub(crate) struct Counters {
     pub(crate) cache_sum: u64,
 }
 
+impl Inner {
+    /// The capacity in effect, in blocks.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.capacity.load(Ordering::Acquire)
+    }
+
+    /// The partition limit in effect.
+    pub(crate) fn partition_limit(&self) -> Option<u64> {
+        Some(self.partition_limit.load(Ordering::Acquire)).filter(|&l| l != u64::MAX)
+    }
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -435,6 +479,7 @@ impl Partitioned {
             subs.push(sub);
         }
         let map = PartitionMap::load(parts.state, cfg.partitions)?;
+        let (capacity, partition_limit) = crate::grow::in_effect(&cfg, &map)?;
         let intents = map.intents();
         let seq = map.next_round();
         let sticky = match intents.into_iter().next() {
@@ -450,6 +495,8 @@ impl Partitioned {
             inner: Arc::new(Inner {
                 cfg,
                 subs,
+                capacity: AtomicU64::new(capacity),
+                partition_limit: AtomicU64::new(partition_limit.unwrap_or(u64::MAX)),
                 ship_intents: place.remote(),
                 round: Arc::new(tokio::sync::Mutex::new(Framework {
                     map,
@@ -484,17 +531,35 @@ impl Oram for Partitioned {
     }
 
     fn capacity(&self) -> u64 {
-        self.inner.cfg.capacity
+        self.inner.capacity()
     }
 
     /// Observed: see the crate documentation — per op one sub-ORAM access of a
     /// uniformly random partition, plus background evictions at rate ν − 1.
     async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>> {
         for op in &ops {
-            validate_op(op, self.inner.cfg.capacity, self.inner.cfg.block_size)?;
+            validate_op(op, self.inner.capacity(), self.inner.cfg.block_size)?;
         }
         let inner = self.inner.clone();
         detached(inner.access(ops)).await
+    }
+
+    /// Grows every partition alike, one after the other, then records the
+    /// new capacity in one commit (see `crate::grow`).
+    ///
+    /// Observed: each partition's own growth in turn (a tree's new buckets; a
+    /// hierarchical partition's nothing), with rounds between them.
+    async fn grow(
+        &self,
+        capacity: u64,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<Grown> {
+        self.inner.clone().grow(capacity, progress).await
+    }
+
+    /// On one machine; a cluster's front does not grow.
+    fn grows(&self) -> bool {
+        !self.inner.ship_intents
     }
 
     /// Every partition's write-backs are on the backend.

@@ -24,14 +24,15 @@
 
 mod drive;
 mod engine;
+mod grow;
 mod map;
 mod round;
 
 pub use engine::{
     partitions_for, validate_partitioning, Blueprint, BuildSub, Partitioned, PartitionedConfig,
-    SubBuilder, MIN_EVICTION_RATE,
+    SubBuilder, MIN_EVICTION_RATE, SUB_ID_LIMIT,
 };
-pub use map::{draw, PartitionMap, Where, MAP_META_BOUND};
+pub use map::{draw, GrownTo, PartitionMap, Where, MAP_META_BOUND};
 
 #[cfg(test)]
 mod validation_tests {

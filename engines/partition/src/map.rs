@@ -45,9 +45,34 @@ impl std::fmt::Debug for PartitionMap {
 /// The map space's metadata key of the next round's number.
 const NEXT_ROUND: &[u8] = b"partition/next_round";
 
+/// The map space's metadata key of the growth record (`crate::grow`).
+const GROWN: &[u8] = b"partition/grown";
+
+/// Bytes of the growth record: a format byte, the capacity created with, the
+/// capacity in effect and the partition limit in effect (0: none).
+const GROWN_LEN: usize = 1 + 8 + 8 + 8;
+
+/// The growth record's format.
+const GROWN_FORMAT: u8 = 1;
+
 /// The bytes the map's metadata adds to a snapshot of the trusted state, at
-/// most (for an engine's [`oram_engine::EngineSettings::state_bound`]).
-pub const MAP_META_BOUND: u64 = 4 + 4 + 4 + NEXT_ROUND.len() as u64 + 8;
+/// most (for an engine's [`oram_engine::EngineSettings::state_bound`]): the
+/// next round's number and the growth record.
+pub const MAP_META_BOUND: u64 =
+    (4 + 4 + 4 + NEXT_ROUND.len() as u64 + 8) + (4 + 4 + 4 + GROWN.len() as u64 + GROWN_LEN as u64);
+
+/// What a growth of the engine recorded in the map's space: the capacity it
+/// was created with (and must be configured with), and the capacity and
+/// partition limit in effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrownTo {
+    /// The capacity the engine was created with, in blocks.
+    pub base: u64,
+    /// The capacity in effect, in blocks.
+    pub capacity: u64,
+    /// The most blocks one partition may hold now, if the engine limits it.
+    pub partition_limit: Option<u64>,
+}
 
 impl PartitionMap {
     /// The map of `partitions` partitions kept in `state` (as last committed).
@@ -239,6 +264,32 @@ impl PartitionMap {
     pub fn set_next_round(&mut self, seq: u64) {
         self.state
             .set_meta(NEXT_ROUND, Bytes::copy_from_slice(&seq.to_le_bytes()));
+    }
+
+    /// The growth last committed (`None`: never grown).
+    pub fn grown(&self) -> Result<Option<GrownTo>, StateError> {
+        let Some(b) = self.state.meta(GROWN) else {
+            return Ok(None);
+        };
+        if b.len() != GROWN_LEN || b[0] != GROWN_FORMAT {
+            return Err(StateError::Corrupt("malformed growth record".into()));
+        }
+        let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        Ok(Some(GrownTo {
+            base: word(1),
+            capacity: word(9),
+            partition_limit: Some(word(17)).filter(|&l| l != 0),
+        }))
+    }
+
+    /// Records `grown` with the next commit of the map.
+    pub fn set_grown(&mut self, grown: GrownTo) {
+        let mut v = Vec::with_capacity(GROWN_LEN);
+        v.push(GROWN_FORMAT);
+        v.extend_from_slice(&grown.base.to_le_bytes());
+        v.extend_from_slice(&grown.capacity.to_le_bytes());
+        v.extend_from_slice(&grown.partition_limit.unwrap_or(0).to_le_bytes());
+        self.state.set_meta(GROWN, Bytes::from(v));
     }
 
     /// The changes since the last settle, to be committed with the partitions'

@@ -177,6 +177,16 @@ impl EngineSettings for PathSettings {
         self.state_base(shape) + stash + local
     }
 
+    /// Grown by whole levels ([`oram_tree::grown_room`]): the tree of a volume
+    /// created for the room it has.
+    fn grown_state_bound(&self, created: &Shape, capacity: u64) -> u64 {
+        let (_, room) = oram_tree::grown_room(created.capacity, capacity, self.arity);
+        self.state_bound(&Shape {
+            capacity: room,
+            ..created.clone()
+        })
+    }
+
     fn stash_bound(&self, _: &Shape) -> u64 {
         self.stash_bound as u64
     }

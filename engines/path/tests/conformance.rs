@@ -106,3 +106,45 @@ mod ternary {
         }));
     }
 }
+
+/// Growths to sizes between powers of two keep the tree no larger than one
+/// growth to the last size: 512 → 600 adds a level (room for 1024), 600 →
+/// 1000 then fits in that room, writes nothing and only records the capacity,
+/// and 1000 → 1100 adds one more level (room for 2048), not two.
+#[test]
+fn growths_count_the_room_from_the_created_tree() {
+    use oram_engine::conformance::{fill, read_back, runtime, test_sealer, Model};
+    runtime().block_on(async {
+        let p = Params {
+            capacity: 512,
+            ..Params::default()
+        };
+        let s = PathSubject { arity: 2, z: 4 };
+        let e = s.build(
+            &p,
+            Arc::new(oram_store_memory::MemoryStore::new()),
+            test_sealer(),
+            Box::new(oram_state::MemState::new()),
+        );
+        let mut model = Model::new();
+        fill(e.as_ref(), &mut model, 0..512, 1).await;
+        let first = e.grow(600, &|_, _| {}).await.unwrap();
+        assert!(first.written > 0 && first.written == first.positions);
+        let second = e.grow(1000, &|_, _| {}).await.unwrap();
+        assert_eq!(
+            (second.capacity, second.positions, second.written),
+            (1000, 0, 0)
+        );
+        assert_eq!(e.capacity(), 1000);
+        fill(e.as_ref(), &mut model, 600..1000, 2).await;
+        let third = e.grow(1100, &|_, _| {}).await.unwrap();
+        assert_eq!(
+            third.positions,
+            2 * first.positions,
+            "one level of twice the buckets"
+        );
+        read_back(e.as_ref(), &model, 1100, 16).await;
+        let rep = e.check(&|_, _| {}).await.unwrap();
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    });
+}

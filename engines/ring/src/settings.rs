@@ -255,6 +255,17 @@ impl EngineSettings for RingSettings {
         self.state_base(shape, &lay) + stash + local
     }
 
+    /// Grown by whole levels ([`oram_tree::grown_room`]): the tree of a volume
+    /// created for the room it has.
+    fn grown_state_bound(&self, created: &Shape, capacity: u64) -> u64 {
+        let arity = self.layout(created).map_or(2, |l| l.geo.arity);
+        let (_, room) = oram_tree::grown_room(created.capacity, capacity, arity);
+        self.state_bound(&Shape {
+            capacity: room,
+            ..created.clone()
+        })
+    }
+
     fn stash_bound(&self, shape: &Shape) -> u64 {
         // Validated settings always have a bound.
         RingSettings::stash_bound(self, shape.max_batch).unwrap_or(0) as u64

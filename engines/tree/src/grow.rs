@@ -120,12 +120,14 @@ impl Growth {
     }
 
     /// The levels a growth to `levels` (counted from the configured tree)
-    /// adds to the tree in effect.
+    /// adds to the tree in effect (0: a larger capacity in the room the tree
+    /// has).
     fn added(&self, levels: u32) -> Result<u32> {
         levels
             .checked_sub(self.done.map_or(0, |d| d.0))
-            .filter(|&l| l > 0)
-            .ok_or_else(|| StateError::Corrupt("growth record: no level to add".into()).into())
+            .ok_or_else(|| {
+                StateError::Corrupt("growth record: fewer levels than in effect".into()).into()
+            })
     }
 
     fn store(&self, state: &mut dyn TrustedState) {
@@ -147,6 +149,20 @@ pub(crate) fn deeper(geo: &Geometry, levels: u32) -> Result<Geometry> {
                 geo.leaf_level + 1
             ))
         })
+}
+
+/// The levels a tree created for `created` blocks grows by to hold
+/// `capacity`, and the room it then has: it keeps the room per block it was
+/// created with, each level multiplying it by `arity` — so that a tree grown
+/// to `capacity` is the tree of a volume created for the returned room, and
+/// several growths never make it larger than one growth to the same capacity.
+pub fn grown_room(created: u64, capacity: u64, arity: u64) -> (u32, u64) {
+    let (mut levels, mut room) = (0u32, created.max(1));
+    while room < capacity {
+        room = room.saturating_mul(arity.max(2));
+        levels += 1;
+    }
+    (levels, room)
 }
 
 /// The id limit of a volume grown to `capacity`: the capacity if the limit was
@@ -232,13 +248,12 @@ impl<S: TreeScheme> Inner<S> {
         if capacity == current {
             return Ok(None);
         }
-        // The tree keeps the room per block it was created with.
+        // The tree keeps the room per block it was created with: the levels
+        // are counted from the configured tree, not from the capacity in
+        // effect (which may be less than the room the tree has).
         let geo = *self.scheme().geometry();
-        let (mut add, mut room) = (0u32, current);
-        while room < capacity {
-            room = room.saturating_mul(geo.arity);
-            add += 1;
-        }
+        let (levels, _) = grown_room(self.params.capacity, capacity, geo.arity);
+        let add = rec.added(levels.max(done))?;
         deeper(&geo, add)?;
         let levels = done + add;
         let rec = Growth {
@@ -422,5 +437,15 @@ mod tests {
         .params();
         assert_eq!(grown_id_limit(&wide, 400), 1000);
         assert_eq!(grown_id_limit(&wide, 4000), 4000);
+    }
+
+    #[test]
+    fn the_room_is_counted_from_the_created_tree() {
+        assert_eq!(grown_room(100, 100, 2), (0, 100));
+        assert_eq!(grown_room(100, 150, 2), (1, 200));
+        // 150 and then 250 or 450: the levels of one growth to 450.
+        assert_eq!(grown_room(100, 250, 2), (2, 400));
+        assert_eq!(grown_room(100, 450, 2), (3, 800));
+        assert_eq!(grown_room(148, 420, 3), (1, 444));
     }
 }

@@ -140,6 +140,7 @@ use rand_chacha::ChaCha20Rng;
 
 pub use config::TreeConfig;
 pub use geometry::{plan_eviction, Geometry};
+pub use grow::grown_room;
 pub use intent::{Draws, Intent, RoundRandom};
 pub use scheme::{Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeParams, TreeScheme};
 pub use serve::{check_stored, draw_leaves, evict_stash, serve_ops, LeafDraws};
@@ -520,9 +521,22 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
         capacity: u64,
         progress: &(dyn Fn(u64, u64) + Send + Sync),
     ) -> Result<Grown> {
-        let out = self.grow_prepare(capacity, progress).await?;
+        let out = TreeEngine::grow_prepare(self, capacity, progress).await?;
         self.grow_switch().await?;
         Ok(out)
+    }
+
+    fn grows(&self) -> bool {
+        true
+    }
+
+    /// [`TreeEngine::grow_prepare`].
+    async fn grow_prepare(
+        &self,
+        capacity: u64,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<Grown> {
+        TreeEngine::grow_prepare(self, capacity, progress).await
     }
 
     /// Writes every never-written uncached bucket (empty), in node order, 256 at a

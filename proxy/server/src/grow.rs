@@ -185,12 +185,8 @@ impl Growth {
     /// Starts growing to `to_blocks` in the background (see
     /// [`Growth::start_bytes`]).
     pub fn start(self: &Arc<Self>, to_blocks: u64, why: &'static str) -> Result<(), String> {
-        let name = self.vol.engine.name();
-        if !oram_volume::GROWABLE.contains(&name) {
-            return Err(format!(
-                "the {name} engine cannot grow: only the {} engines can",
-                oram_volume::growable_list()
-            ));
+        if !self.vol.grows() {
+            return Err(oram_volume::CLUSTER_DOES_NOT_GROW.into());
         }
         let from = self.vol.capacity_blocks();
         if to_blocks <= from {
@@ -272,12 +268,10 @@ impl Growth {
     /// After a failed growth it waits `RETRY_AFTER` (60) checks before trying again.
     pub async fn auto_loop(self: Arc<Self>, mut stop: Shutdown) {
         let policy = self.policy.clone();
-        let name = self.vol.engine.name();
-        if !oram_volume::GROWABLE.contains(&name) {
+        if !self.vol.grows() {
             tracing::warn!(
-                "volume.grow_at is set but the {name} engine cannot grow (only the {} engines \
-                 can): no automatic growth",
-                oram_volume::growable_list()
+                "volume.grow_at is set but {}: no automatic growth",
+                oram_volume::CLUSTER_DOES_NOT_GROW
             );
             return;
         }

@@ -58,7 +58,7 @@ pub use config::{
 };
 pub use engines::{Engine, EngineConfig};
 pub use error::VolumeError;
-pub use grow::{growable_list, read_history, GrowthRecord, GROWABLE, HISTORY_FILE, HISTORY_KEEP};
+pub use grow::{read_history, GrowthRecord, CLUSTER_DOES_NOT_GROW, HISTORY_FILE, HISTORY_KEEP};
 pub use logship::{LogSettings, RecordMark, ShipStats, Shipper};
 pub use maintenance::{compact, format, fsck, init, FormatDone};
 pub use params::{checkpoint_size, checkpoint_size_at, VolumeParams};

@@ -55,13 +55,11 @@ pub fn node_checkpoint_size(cfg: &VolumeConfig, owned: u64, partitions: u64) -> 
 /// [`checkpoint_size`] of the volume of `cfg` at `capacity` blocks (a growth
 /// changes it: the provider sees the new size, as it sees the growth).
 pub fn checkpoint_size_at(cfg: &VolumeConfig, capacity: u64) -> u64 {
-    let mut engine = cfg.engine.clone();
-    engine.capacity_blocks = capacity;
     let index = match cfg.state.checkpoint_index_bytes {
         0 => capacity.saturating_mul(64),
         n => n,
     };
-    64 * 1024 + engine.state_bound(&cfg.backend.prefix) + index
+    64 * 1024 + cfg.engine.state_bound_at(&cfg.backend.prefix, capacity) + index
 }
 
 /// The parameters a volume was created with; they cannot change afterwards,

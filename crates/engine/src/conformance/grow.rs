@@ -266,7 +266,7 @@ pub fn a_crash_during_growth_leaves_the_old_size_and_loses_nothing(s: Arc<dyn Su
                 let e = e.clone();
                 async move {
                     let cb = move |done: u64, total: u64| {
-                        if done >= (batches * 256).min(total.saturating_sub(1)) {
+                        if done >= (batches * 256).min(total.saturating_sub(256)) {
                             hold.set_puts_open(false);
                         }
                     };

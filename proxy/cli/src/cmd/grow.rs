@@ -63,7 +63,9 @@ pub fn run(args: GrowArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let (finished, failed) = (n(&v, "finished"), n(&v, "failed"));
-    let pb = bar(0, "grow     [{bar:40}] {pos}/{len} new buckets ({eta})");
+    // Progress over the objects the growth writes (a tree's new buckets), or
+    // over the partitions of an engine whose growth writes nothing.
+    let pb = bar(0, "grow     [{bar:40}] {pos}/{len} ({eta})");
     let mut last = (u64::MAX, 0);
     let out = loop {
         std::thread::sleep(POLL);
@@ -81,7 +83,7 @@ pub fn run(args: GrowArgs) -> Result<(), CliError> {
         pb.set_length(total);
         pb.set_position(done);
         if pb.is_hidden() && (done, total) != last && total > 0 {
-            println!("  {done}/{total} new buckets written");
+            println!("  {done}/{total} done");
             last = (done, total);
         }
         if s["running"].as_bool() == Some(true) {

@@ -250,6 +250,17 @@ impl EngineConfig {
         self.kind.settings().state_bound(&self.shape(prefix))
     }
 
+    /// [`EngineConfig::state_bound`] of the volume grown to `capacity` blocks
+    /// (the created capacity or more: as its engine grows).
+    pub fn state_bound_at(&self, prefix: &str, capacity: u64) -> u64 {
+        let settings = self.kind.settings();
+        let created = self.shape(prefix);
+        if capacity <= created.capacity {
+            return settings.state_bound(&created);
+        }
+        settings.grown_state_bound(&created, capacity)
+    }
+
     /// What the engine's configuration implies at the volume's shape: layout,
     /// backend bytes per op, local state, round size (`oram-proxy describe`).
     pub fn model(&self, prefix: &str) -> EngineModel {

@@ -2,7 +2,7 @@
 //! object layer's free space, then the records of the capacity in effect
 //! (`volume.toml` and the backend header, [`VolumeParams::grown_blocks`]).
 //!
-//! Only the `path`, `ring` and `direct` engines grow ([`GROWABLE`]); any other is refused
+//! Every engine grows; a cluster's volume does not yet and is refused
 //! before anything is written. The order, and what a crash (kill -9) at each
 //! point leaves:
 //!
@@ -47,10 +47,18 @@ use crate::header::{sign_header_with, write_header};
 use crate::params::checkpoint_size_at;
 use crate::{datadir, GrowthConfig, Volume, VolumeError, VolumeParams};
 
-/// The engines that can grow.
-pub const GROWABLE: &[&str] = &["path", "ring", "direct"];
+/// Why a cluster's volume does not grow, for messages.
+pub const CLUSTER_DOES_NOT_GROW: &str = "a cluster's volume cannot grow yet (its partitions are \
+served by nodes; growth is for a volume on one machine): copy it to a new, larger volume \
+instead";
 
 impl Volume {
+    /// Whether the volume can grow: every engine grows, on one machine (a
+    /// cluster's front does not: [`CLUSTER_DOES_NOT_GROW`]).
+    pub fn grows(&self) -> bool {
+        self.engine.grows()
+    }
+
     /// The capacity in effect, in blocks (the engine's).
     pub fn capacity_blocks(&self) -> u64 {
         self.engine.capacity()
@@ -88,13 +96,8 @@ impl Volume {
         capacity: u64,
         progress: &(dyn Fn(u64, u64) + Send + Sync),
     ) -> Result<Grown, VolumeError> {
-        let name = self.engine.name();
-        if !GROWABLE.contains(&name) {
-            return Err(VolumeError::Grow(format!(
-                "the {name} engine cannot grow: only the {} engines can (a volume of another \
-                 engine is copied to a new, larger volume instead)",
-                growable_list()
-            )));
+        if !self.grows() {
+            return Err(VolumeError::Grow(CLUSTER_DOES_NOT_GROW.into()));
         }
         let _one = self.grow_lock.lock().await;
         let started_unix = unix_secs();
@@ -225,15 +228,6 @@ impl Volume {
         .await?;
         let signed = sign_header_with(&self.header_mac, &p);
         write_header(self.store.as_ref(), &signed).await
-    }
-}
-
-/// [`GROWABLE`] in words, for messages: "path, ring and direct".
-pub fn growable_list() -> String {
-    match GROWABLE.split_last() {
-        Some((last, [])) => (*last).to_string(),
-        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-        None => String::new(),
     }
 }
 
