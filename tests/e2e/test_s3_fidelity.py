@@ -512,3 +512,35 @@ def test_every_error_has_a_message_clients_can_print(proxy, s3, bucket):
     # No error-level dump of a client's mistake in the proxy's log.
     logs = proxy.logs()
     assert "failed to prepare" not in logs and "ERROR s3s" not in logs
+
+
+def test_bucket_policy_with_boto3(s3):
+    """Put/Get/DeleteBucketPolicy and GetBucketPolicyStatus as boto3 sends
+    them; a malformed document is MalformedPolicy; a Deny binds the owner, who
+    can still remove the policy."""
+    import json
+
+    s3.create_bucket(Bucket="policed")
+    s3.put_object(Bucket="policed", Key="k", Body=b"v")
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_policy(Bucket="policed")
+    assert e.value.response["Error"]["Code"] == "NoSuchBucketPolicy"
+    with pytest.raises(ClientError) as e:
+        s3.put_bucket_policy(Bucket="policed", Policy='{"Version":"2012-10-17"}')
+    assert e.value.response["Error"]["Code"] == "MalformedPolicy"
+    assert "Statement" in e.value.response["Error"]["Message"]
+    doc = json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Deny", "Principal": "*", "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::policed/*",
+        }],
+    })
+    s3.put_bucket_policy(Bucket="policed", Policy=doc)
+    assert s3.get_bucket_policy(Bucket="policed")["Policy"] == doc
+    assert s3.get_bucket_policy_status(Bucket="policed")["PolicyStatus"]["IsPublic"] is False
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="policed", Key="k")
+    assert e.value.response["Error"]["Code"] == "AccessDenied"
+    s3.delete_bucket_policy(Bucket="policed")
+    assert s3.get_object(Bucket="policed", Key="k")["Body"].read() == b"v"

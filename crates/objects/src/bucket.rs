@@ -54,6 +54,7 @@ fn new_bucket(owner: &str, name: &str) -> BucketRecord {
         tags: BTreeMap::new(),
         object_lock: None,
         public_access_block: None,
+        policy: None,
     }
 }
 
@@ -245,6 +246,45 @@ impl ObjectLayer {
                 Ok(())
             })
             .await
+    }
+
+    /// Sets (or, with `None`, removes) the policy of bucket `name` (S3's
+    /// Put/DeleteBucketPolicy): a document the front-end has checked. A change
+    /// of the local index only.
+    pub async fn set_bucket_policy(
+        &self,
+        owner: &str,
+        name: &str,
+        policy: Option<String>,
+    ) -> Result<()> {
+        self.shared
+            .commit(|m| {
+                let mut b = m.owned_bucket(owner, name)?;
+                b.policy = policy;
+                m.kv.put(&bucket_key(owner, name), encode(&b));
+                Ok(())
+            })
+            .await
+    }
+
+    /// The bucket S3 addresses as `name` for account `caller`: the caller's own
+    /// if it has one, otherwise the bucket of the one account that has that
+    /// name (`None` if no account has it, or several: Swift containers of
+    /// different accounts may share a name, and S3 cannot address them). Lets
+    /// a front-end find the owner and policy of a bucket it is asked to use on
+    /// someone else's behalf. Only the local index is read.
+    pub fn bucket_addressed(&self, caller: &str, name: &str) -> Result<Option<BucketRecord>> {
+        let m = self.shared.lock();
+        if let Some(b) = m.bucket(caller, name)? {
+            return Ok(Some(b));
+        }
+        let base = name_base(name);
+        let owners = m.kv.range(&base, true, prefix_end(&base).as_deref(), 2);
+        let [(key, _)] = owners.as_slice() else {
+            return Ok(None);
+        };
+        let owner = String::from_utf8_lossy(&key[base.len()..]).into_owned();
+        m.bucket(&owner, name)
     }
 
     /// Objects in bucket `name` and their total size in bytes (a scan of the

@@ -16,7 +16,8 @@
 //! - `u/<upload id>` → [`UploadRecord`]; `a/<account>` → [`AccountRecord`].
 //!
 //! A bucket's lifecycle rules ([`LifecycleRule`]) and object lock configuration
-//! ([`ObjectLockConfig`]) live in its [`BucketRecord`]; a version's retention
+//! ([`ObjectLockConfig`]), its public access block and its policy live in its
+//! [`BucketRecord`]; a version's retention
 //! and legal hold in its [`ObjectRecord`].
 //!
 //! Values are JSON. Account names, bucket names and keys never contain `\0`, so
@@ -105,11 +106,18 @@ pub struct BucketRecord {
     /// none set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_access_block: Option<PublicAccessBlock>,
+    /// The bucket's policy (S3's `PutBucketPolicy`): the JSON document as the
+    /// client sent it, checked by the S3 front-end before it is stored; `None`:
+    /// none set. Kept in the trusted index only, never sent to the backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 /// A bucket's public access block (S3's `PublicAccessBlockConfiguration`):
 /// four switches, kept as given. Front-ends honour them: with
-/// `block_public_acls` a request setting a public ACL is refused.
+/// `block_public_acls` a request setting a public ACL is refused, with
+/// `block_public_policy` a public bucket policy, and with
+/// `restrict_public_buckets` a public policy grants nothing to other accounts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PublicAccessBlock {
     /// Refuse requests that set a public ACL.
@@ -118,10 +126,11 @@ pub struct PublicAccessBlock {
     /// Ignore public ACLs (none exist here: they are never accepted).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ignore_public_acls: bool,
-    /// Refuse public bucket policies (bucket policies are not implemented).
+    /// Refuse a bucket policy that is public (the S3 front-end decides which
+    /// policies are).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub block_public_policy: bool,
-    /// Restrict access to a bucket with a public policy (none exist).
+    /// A public bucket policy grants nothing to anyone but the bucket's owner.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restrict_public_buckets: bool,
 }

@@ -1350,6 +1350,6 @@ async fn containers_s3_cannot_address_are_listed_with_the_reason() {
 mod expiration;
 mod lifecycle;
 mod lock;
-
+mod policy;
 mod tagging;
 mod versions;

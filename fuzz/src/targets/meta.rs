@@ -221,6 +221,7 @@ fn bucket_record() -> BucketRecord {
         tags: BTreeMap::new(),
         object_lock: None,
         public_access_block: None,
+        policy: None,
     }
 }
 

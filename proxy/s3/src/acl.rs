@@ -1,8 +1,9 @@
 //! ACLs: every bucket and object is its owner's alone (S3's default since 2023,
 //! buckets with "bucket owner enforced" object ownership). A canned ACL or grant
 //! that says just that is accepted; anything wider is refused as S3 refuses it
-//! for such buckets (400 AccessControlListNotSupported). There is no anonymous or
-//! cross-account access through S3.
+//! for such buckets (400 AccessControlListNotSupported). There is no anonymous
+//! access through S3; other accounts reach a bucket only through its bucket
+//! policy (`crate::access`), never through an ACL.
 //!
 //! GetBucketAcl and GetObjectAcl answer the owner's full control; PutBucketAcl
 //! and PutObjectAcl accept only that and change nothing. An upload (PutObject)

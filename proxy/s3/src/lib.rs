@@ -6,7 +6,8 @@
 //! leaves this crate except the service built by [`build_service`].
 //!
 //! The authenticated access key is the account: a bucket belongs to the access key
-//! that created it. Anonymous requests are refused.
+//! that created it. Anonymous requests are refused. Another account reaches a
+//! bucket only where the bucket's policy allows it (`access`).
 //!
 //! **Layout.** s3s's [`S3`] trait is one impl block with one method per
 //! operation. It stays in this file as the table of the operations served
@@ -30,6 +31,10 @@
 //!   (AbortIncompleteMultipartUpload rules only);
 //! - `publicaccess`: Put/Get/DeletePublicAccessBlock, and public ACLs refused
 //!   where the bucket blocks them;
+//! - `bucketpolicy`: Put/Get/DeleteBucketPolicy, GetBucketPolicyStatus;
+//!   `policy`: the policy language (parsing, evaluation, the table of
+//!   operations to actions); `access`: policies applied to every request
+//!   (s3s's access hook);
 //! - `listing`: ListObjects, ListObjectsV2, ListObjectVersions;
 //! - `multipart`: the seven multipart-upload operations;
 //! - `acl`: the ACL policy (the owner's full control only), its four
@@ -41,7 +46,9 @@
 //! - `front`: request ids and legacy region names, around s3s;
 //! - `vhost`: virtual-hosted–style addressing under a configured domain.
 
+mod access;
 mod acl;
+mod bucketpolicy;
 mod buckets;
 mod convert;
 mod front;
@@ -51,6 +58,7 @@ mod messages;
 mod multipart;
 mod objectlock;
 mod objects;
+mod policy;
 mod publicaccess;
 mod request;
 mod tagging;
@@ -69,6 +77,7 @@ use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result, S3};
 pub use buckets::{CAPACITY_HEADER, FREE_HEADER};
 use convert::map_err;
 pub use front::{legacy_region, S3Front};
+pub use request::ClientConn;
 pub use vhost::{domain_problem, virtual_host_bucket};
 
 /// A user of the S3 API: access key and secret key.
@@ -187,10 +196,13 @@ impl S3Auth for Users {
 /// on every answer and legacy region names accepted (see [`S3Front`]). With a
 /// `domain` (not empty; see [`domain_problem`]), a request for host
 /// `<bucket>.<domain>` addresses that bucket (virtual-hosted–style
-/// addressing); path-style requests are served either way.
+/// addressing); path-style requests are served either way. Bucket policies
+/// are applied to every request; a request's [`ClientConn`] extension gives
+/// them its peer address and TLS-ness.
 pub fn build_service(layer: ObjectLayer, users: UserMap, region: &str, domain: &str) -> S3Front {
-    let mut b = S3ServiceBuilder::new(OramS3::new(layer, region));
+    let mut b = S3ServiceBuilder::new(OramS3::new(layer.clone(), region));
     b.set_auth(Users(users.clone()));
+    b.set_access(access::PolicyCheck::new(layer.clone()));
     if !domain.is_empty() {
         b.set_host(vhost::VirtualHosts::new(domain));
     }
@@ -380,6 +392,35 @@ impl S3 for OramS3 {
         req: S3Request<DeletePublicAccessBlockInput>,
     ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
         publicaccess::delete_public_access_block(self, req).await
+    }
+
+    // Bucket policies (`bucketpolicy`).
+    async fn put_bucket_policy(
+        &self,
+        req: S3Request<PutBucketPolicyInput>,
+    ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
+        bucketpolicy::put_bucket_policy(self, req).await
+    }
+
+    async fn get_bucket_policy(
+        &self,
+        req: S3Request<GetBucketPolicyInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
+        bucketpolicy::get_bucket_policy(self, req).await
+    }
+
+    async fn delete_bucket_policy(
+        &self,
+        req: S3Request<DeleteBucketPolicyInput>,
+    ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
+        bucketpolicy::delete_bucket_policy(self, req).await
+    }
+
+    async fn get_bucket_policy_status(
+        &self,
+        req: S3Request<GetBucketPolicyStatusInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyStatusOutput>> {
+        bucketpolicy::get_bucket_policy_status(self, req).await
     }
 
     // Lifecycle (`lifecycle`).

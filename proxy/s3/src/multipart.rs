@@ -10,7 +10,9 @@ use s3s::{s3_error, S3Request, S3Response, S3Result};
 
 use crate::acl::check_canned;
 use crate::convert::{decode_md5, etag_list, owner_element, preconditions, timestamp};
-use crate::request::{body_stream, check_conditions, check_len, copy_source, object_meta, owner};
+use crate::request::{
+    body_stream, check_conditions, check_len, copy_source, object_meta, owner, source_owner,
+};
 use crate::OramS3;
 
 pub(crate) async fn create_multipart_upload(
@@ -84,10 +86,11 @@ pub(crate) async fn upload_part_copy(
     req: S3Request<UploadPartCopyInput>,
 ) -> S3Result<S3Response<UploadPartCopyOutput>> {
     let owner = owner(&req)?;
+    let src_owner = source_owner(&req)?;
     let input = req.input;
     let number = part_number(input.part_number)?;
     let (sb, sk, sv) = copy_source(&input.copy_source)?;
-    let src = s3.open(&owner, &sb, &sk, sv.as_deref())?;
+    let src = s3.open(&src_owner, &sb, &sk, sv.as_deref())?;
     let src_version = crate::versioning::version_of(src.record());
     check_conditions(
         src.record(),

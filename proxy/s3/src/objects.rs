@@ -15,7 +15,8 @@ use crate::convert::{
 };
 use crate::objectlock::{lock_headers, lock_request};
 use crate::request::{
-    body_stream, check_conditions, check_len, copy_source, object_meta, owner, EXPIRES,
+    body_stream, check_conditions, check_len, copy_source, object_meta, owner, source_owner,
+    EXPIRES,
 };
 use crate::tagging::header_tags;
 use crate::versioning::version_of;
@@ -280,6 +281,7 @@ pub(crate) async fn copy_object(
     req: S3Request<CopyObjectInput>,
 ) -> S3Result<S3Response<CopyObjectOutput>> {
     let owner = owner(&req)?;
+    let src_owner = source_owner(&req)?;
     let input = req.input;
     let public = crate::publicaccess::is_public(
         input.acl.as_ref().map(|a| a.as_str()),
@@ -293,7 +295,7 @@ pub(crate) async fn copy_object(
     s3.check_public_acl(&owner, &input.bucket, public)?;
     check_canned(input.acl.as_ref().map(|a| a.as_str()))?;
     let (sb, sk, sv) = copy_source(&input.copy_source)?;
-    let src = s3.open(&owner, &sb, &sk, sv.as_deref())?;
+    let src = s3.open(&src_owner, &sb, &sk, sv.as_deref())?;
     let src_version = version_of(src.record());
     check_conditions(
         src.record(),

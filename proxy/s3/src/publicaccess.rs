@@ -3,9 +3,11 @@
 //! canned `public-read`, `public-read-write` or `authenticated-read`, or a
 //! grant to the AllUsers or AuthenticatedUsers groups) on a bucket that
 //! blocks them is `403 AccessDenied`, as AWS answers, before the ACL checks
-//! of [`crate::acl`]. The other three switches are stored and answered; there
-//! is nothing more for them to do here, since no public ACL or bucket policy
-//! is ever accepted.
+//! of [`crate::acl`]. `BlockPublicPolicy` refuses a public bucket policy
+//! (`crate::bucketpolicy`), `RestrictPublicBuckets` keeps a public policy from
+//! granting anything to other accounts (`crate::access`); `IgnorePublicAcls`
+//! is stored and answered, with nothing to do, since no public ACL is ever
+//! accepted.
 
 use oram_objects::PublicAccessBlock;
 use s3s::dto::*;

@@ -53,13 +53,60 @@ pub(crate) fn content_encoding(v: &str) -> Option<String> {
     (!kept.is_empty()).then(|| kept.join(", "))
 }
 
-/// The account of a request: its access key. Anonymous requests never get here
+/// The connection a request came on, as the server knows it: the peer's
+/// address (`aws:SourceIp` in bucket policies; no `X-Forwarded-For` or other
+/// header is trusted) and whether it is the TLS listener's
+/// (`aws:SecureTransport`). The server puts it in each request's extensions;
+/// without it both keys are missing from a policy's view of the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientConn {
+    /// The peer address of the TCP connection.
+    pub addr: std::net::IpAddr,
+    /// Whether the request came over TLS.
+    pub tls: bool,
+}
+
+/// The account a request acts as on its bucket, when a bucket policy lets the
+/// caller use another account's bucket: the bucket's owner (set by
+/// `crate::access`, read by [`owner`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ActAs(pub(crate) String);
+
+/// The account a copy reads its source as, when a bucket policy lets the
+/// caller read another account's bucket (read by [`source_owner`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ActAsSource(pub(crate) String);
+
+/// The caller of a request: its access key. Anonymous requests never get here
 /// (s3s refuses them when auth is set), but refuse them again to be sure.
-pub(crate) fn owner<T>(req: &S3Request<T>) -> S3Result<String> {
+pub(crate) fn caller<T>(req: &S3Request<T>) -> S3Result<String> {
     req.credentials
         .as_ref()
         .map(|c| c.access_key.clone())
         .ok_or_else(|| s3_error!(AccessDenied, "anonymous access is not allowed"))
+}
+
+/// The account a request acts as on its bucket: the caller, or the bucket's
+/// owner where the bucket's policy allows the caller this request
+/// ([`ActAs`]). Every handler reaches the object layer as this account, so
+/// without a policy a caller reaches its own buckets only.
+pub(crate) fn owner<T>(req: &S3Request<T>) -> S3Result<String> {
+    let caller = caller(req)?;
+    Ok(req
+        .extensions
+        .get::<ActAs>()
+        .map_or(caller, |a| a.0.clone()))
+}
+
+/// The account a copy (CopyObject, UploadPartCopy) reads its source as: the
+/// caller, or the source bucket's owner where that bucket's policy allows the
+/// caller to read the source ([`ActAsSource`]).
+pub(crate) fn source_owner<T>(req: &S3Request<T>) -> S3Result<String> {
+    let caller = caller(req)?;
+    Ok(req
+        .extensions
+        .get::<ActAsSource>()
+        .map_or(caller, |a| a.0.clone()))
 }
 
 /// The request body as the object layer reads it (none: empty).

@@ -35,7 +35,7 @@ use tokio::sync::Semaphore;
 use crate::config::ServerConfig;
 use crate::grow::Growth;
 use crate::operator::{self, Endpoint, EngineInfo, LiveUsers};
-use crate::serve::{s3_overloaded, serve, ServedBody};
+use crate::serve::{s3_overloaded, serve, PeerAddr, ServedBody};
 use crate::tap::{Tap, TapShared};
 use crate::tasks::{Shutdown, Tasks, Wait};
 use crate::telemetry::{self, unix_ms, Telemetry};
@@ -413,13 +413,23 @@ fn s3_task(
     let service =
         oram_s3::build_service(layer.clone(), users.clone(), &cfg.s3.region, &cfg.s3.domain);
     let limit = Arc::new(Semaphore::new(cfg.s3.max_concurrent_requests));
-    let s3_handler = move |req: http::Request<telemetry::Counted<ServedBody>>| {
+    // Every connection of this listener is TLS, or none is.
+    let secure = tls.is_some();
+    let s3_handler = move |mut req: http::Request<telemetry::Counted<ServedBody>>| {
         let service = service.clone();
         async move {
             // Refused on the request line and headers alone, before s3s reads a byte
             // of the body (see `guard`).
             if let Some(r) = guard::s3_refusal(&req) {
                 return Ok(guard::s3_refusal_response(&r));
+            }
+            // The connection, for bucket policies (`aws:SourceIp` is the TCP
+            // peer: no forwarding header is trusted; `aws:SecureTransport`).
+            if let Some(peer) = req.extensions().get::<PeerAddr>().map(|p| p.0.ip()) {
+                req.extensions_mut().insert(oram_s3::ClientConn {
+                    addr: peer,
+                    tls: secure,
+                });
             }
             service.call(req.map(s3s::Body::http_body)).await
         }
