@@ -378,6 +378,36 @@ def test_swift_bench_smoke(swift_proxy, tmp_path):
         assert "[0 failures]" in line, line
 
 
+def test_a_small_body_refused_on_its_headers_keeps_the_connection(swift_proxy):
+    """A PUT refused on its headers (a bad X-Delete-At) with a small body: the
+    body is read before the 400, so the connection stays open for the next
+    request (a server that answers with the body unread closes it, and the
+    client may then lose the answer to a reset)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    c = conn(swift_proxy)
+    c.put_container("small-refused")
+    url, token = c.get_auth()
+    u = urlsplit(url)
+    h = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        h.request("PUT", f"{u.path}/small-refused/bad", body=b"x",
+                  headers={"X-Auth-Token": token, "X-Delete-At": "soon"})
+        r = h.getresponse()
+        assert r.status == 400 and b"Non-integer X-Delete-At" in r.read()
+        assert (r.getheader("connection") or "").lower() != "close"
+        sock = h.sock
+        assert sock is not None, "the client closed the connection"
+        h.request("HEAD", f"{u.path}/small-refused", headers={"X-Auth-Token": token})
+        r = h.getresponse()
+        r.read()
+        assert r.status == 204
+        assert h.sock is sock, "the second request needed a new connection"
+    finally:
+        h.close()
+
+
 def test_expiring_objects(swift_proxy):
     import time
 

@@ -287,7 +287,12 @@ impl SwiftApi {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("keep-alive"));
         let user = self.user_of(req.headers());
-        let answer = match self.route(req).await {
+        let (parts, body) = req.into_parts();
+        let routed = match plumbing::read_small_body(&parts.headers, body).await {
+            Ok(body) => self.route(Request::from_parts(parts, body)).await,
+            Err(e) => Err(e),
+        };
+        let answer = match routed {
             Ok(a) => a,
             Err(e) => {
                 if e.status.is_server_error() {
