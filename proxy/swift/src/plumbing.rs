@@ -44,10 +44,7 @@ fn io_error<E: std::fmt::Display>(e: E) -> std::io::Error {
 /// connection without response" for a one-byte PUT refused with 400). Bounded:
 /// at most [`SMALL_BODY`] bytes per request, within [`SMALL_BODY_WAIT`]; a body
 /// that does not arrive in time, or is not the length declared, is a 400.
-pub(crate) async fn read_small_body<B>(
-    headers: &HeaderMap,
-    body: B,
-) -> Res<RoutedBody<B>>
+pub(crate) async fn read_small_body<B>(headers: &HeaderMap, body: B) -> Res<RoutedBody<B>>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: std::fmt::Display,
@@ -67,10 +64,7 @@ where
     let limited = http_body_util::Limited::new(body, SMALL_BODY as usize);
     match tokio::time::timeout(SMALL_BODY_WAIT, limited.collect()).await {
         Ok(Ok(c)) => Ok(http_body_util::Either::Left(Full::new(c.to_bytes()))),
-        Ok(Err(_)) | Err(_) => Err(err_msg(
-            400,
-            "The request body was not received in full",
-        )),
+        Ok(Err(_)) | Err(_) => Err(err_msg(400, "The request body was not received in full")),
     }
 }
 
