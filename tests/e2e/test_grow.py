@@ -323,3 +323,73 @@ def test_grow_at_grows_a_volume_filled_through_swift(tmp_path):
     r = subprocess.run([BIN, "fsck", "--data-dir", str(p.data_dir)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "growth history (2 growths" in stats("--data-dir", str(p.data_dir))
+
+
+def test_automatic_growth_through_s3_and_swift_survives_a_kill_during_a_growth(tmp_path):
+    """The issue's whole case: a default volume with `grow_at`, filled past its
+    starting size through S3 and Swift at once, killed with SIGKILL while an
+    automatic growth is under way (its new buckets partly written), restarted:
+    the growth resumes, every acknowledged object reads back byte for byte
+    through the API that wrote it, and `fsck` is clean."""
+    import swiftclient
+
+    start = 1024  # 16 MiB of 16 KiB blocks: growths of thousands of buckets
+    port = free_port()
+    cfg = tmp_path / "oram-proxy.toml"
+    cfg.write_text('[volume]\ngrow_at = 0.5\nmax_size = "64MiB"\n')
+    cfg.chmod(0o600)
+    args = ["--config", str(cfg), "--capacity-blocks", str(start), "--block-size", str(BLOCK),
+            "--metrics-listen", f"127.0.0.1:{port}"]
+    p = Proxy(tmp_path / "p", *args, swift=True)
+    s3_acked, sw_acked, during = set(), set(), None
+    try:
+        s3 = p.client()
+        s3.create_bucket(Bucket="grow")
+        sw = swiftclient.Connection(authurl=p.swift_auth, user=f"{ACCESS}:{ACCESS}", key=SECRET,
+                                    retries=0)
+        sw.put_container("grow-swift")
+        for i in range(2000):
+            s = grow_status(p, port)
+            if s["running"] and 0 < s["done"] < s["total"]:
+                during = s
+                p.proc.kill()
+                p.proc.wait(timeout=10)
+                break
+            try:
+                s3.put_object(Bucket="grow", Key=f"o{i}", Body=body(i))
+                s3_acked.add(i)
+            except ClientError as e:
+                # Full until the growth switches.
+                assert e.response["Error"]["Code"] == "XOramStorageFull", e.response
+                time.sleep(0.02)
+            try:
+                sw.put_object("grow-swift", f"o{i}", body(i))
+                sw_acked.add(i)
+            except swiftclient.ClientException as e:
+                assert e.http_status == 507, e
+                time.sleep(0.02)
+    finally:
+        p.kill()
+    assert during is not None, "no automatic growth was caught under way"
+    assert (len(s3_acked) + len(sw_acked)) * OBJ > start * BLOCK // 2, "past half the start"
+    p = Proxy(tmp_path / "p", *args, swift=True)
+    try:
+        for _ in range(1200):
+            s = grow_status(p, port)
+            if not s["running"] and s["capacity_blocks"] >= during["to_blocks"]:
+                break
+            time.sleep(0.1)
+        assert s["capacity_blocks"] >= during["to_blocks"], s
+        s3 = p.client()
+        sw = swiftclient.Connection(authurl=p.swift_auth, user=f"{ACCESS}:{ACCESS}", key=SECRET,
+                                    retries=0)
+        for k in sorted(s3_acked):
+            assert s3.get_object(Bucket="grow", Key=f"o{k}")["Body"].read() == body(k), f"s3 o{k}"
+        for k in sorted(sw_acked):
+            assert sw.get_object("grow-swift", f"o{k}")[1] == body(k), f"swift o{k}"
+        assert p.stop() == 0, p.logs()
+    finally:
+        p.kill()
+    r = subprocess.run([BIN, "fsck", "--data-dir", str(p.data_dir)], capture_output=True, text=True,
+                       timeout=600, env=dict(os.environ))
+    assert r.returncode == 0, r.stdout + r.stderr
