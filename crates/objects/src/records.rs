@@ -572,6 +572,33 @@ mod tests {
         assert_eq!(encode(&m), old_meta.to_vec());
     }
 
+    /// A bucket record with a prefix rule as the release before tag and size
+    /// filters writes it (these bytes are its `encode` of that record).
+    const PREFIX_RULE_RECORD: &[u8] = br#"{"name":"bkt","owner":"alice","created_ms":5,"lifecycle":[{"id":"logs","enabled":true,"prefix":"logs/","abort_incomplete_days":3,"expiration_days":30,"noncurrent_days":7,"newer_noncurrent_versions":2},{"enabled":false,"expiration_date_ms":86400000,"expired_object_delete_marker":true}]}"#;
+
+    #[test]
+    fn lifecycle_rules_of_the_prefix_only_encoding_load_unchanged() {
+        let b: BucketRecord = decode(PREFIX_RULE_RECORD).unwrap();
+        let logs = LifecycleRule {
+            id: "logs".into(),
+            enabled: true,
+            prefix: "logs/".into(),
+            abort_incomplete_days: 3,
+            expiration_days: 30,
+            noncurrent_days: 7,
+            newer_noncurrent_versions: 2,
+            ..Default::default()
+        };
+        let dated = LifecycleRule {
+            expiration_date_ms: 86_400_000,
+            expired_object_delete_marker: true,
+            ..Default::default()
+        };
+        assert_eq!(b.lifecycle, vec![logs, dated]);
+        // Written again, the record is byte for byte what it was.
+        assert_eq!(encode(&b), PREFIX_RULE_RECORD.to_vec());
+    }
+
     #[test]
     fn prefix_end_bounds_the_range() {
         assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
