@@ -9,8 +9,9 @@ use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::DateTime;
 use aws_sdk_s3::types::{
     AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, BucketVersioningStatus,
-    ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
-    NoncurrentVersionExpiration, Tag, Transition, TransitionStorageClass, VersioningConfiguration,
+    ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleAndOperator,
+    LifecycleRuleFilter, NoncurrentVersionExpiration, NoncurrentVersionTransition, Tag, Transition,
+    TransitionStorageClass, VersioningConfiguration,
 };
 
 use oram_tests::s3proxy::S3Proxy as Proxy;
@@ -64,8 +65,9 @@ async fn lifecycle_configurations_are_put_read_and_deleted() {
         .unwrap();
     assert_eq!(got.rules(), rules.as_slice());
 
-    // Rules this proxy cannot apply are refused, naming the element, and the
-    // stored configuration stays as it was.
+    // Rules this proxy cannot apply (transitions: the ORAM has no storage
+    // classes) or S3 refuses (an upload abort with a tag filter) are refused,
+    // and the stored configuration stays as it was.
     let transition = LifecycleRule::builder()
         .id("cold")
         .status(ExpirationStatus::Enabled)
@@ -93,7 +95,18 @@ async fn lifecycle_configurations_are_put_read_and_deleted() {
         )
         .build()
         .unwrap();
-    for (rule, element) in [(transition, "Transition"), (tagged, "Filter/Tag")] {
+    for (rule, code, words) in [
+        (
+            transition,
+            "NotImplemented",
+            &["Transition", "storage classes"][..],
+        ),
+        (
+            tagged,
+            "InvalidRequest",
+            &["AbortIncompleteMultipartUpload cannot be specified with Tags."][..],
+        ),
+    ] {
         let e = c
             .put_bucket_lifecycle_configuration()
             .bucket("bkt")
@@ -102,9 +115,11 @@ async fn lifecycle_configurations_are_put_read_and_deleted() {
             .await
             .unwrap_err()
             .into_service_error();
-        assert_eq!(e.code(), Some("NotImplemented"), "{e:?}");
+        assert_eq!(e.code(), Some(code), "{e:?}");
         let message = e.message().unwrap_or_default();
-        assert!(message.contains(element), "{message}");
+        for w in words {
+            assert!(message.contains(w), "{message}");
+        }
     }
     let e = c
         .put_bucket_lifecycle_configuration()
@@ -306,6 +321,203 @@ async fn expiration_rules_expire_objects_versions_and_lone_delete_markers() {
     let list = c.list_object_versions().bucket("ver").send().await.unwrap();
     assert!(list.versions().is_empty(), "{list:?}");
     assert!(list.delete_markers().is_empty(), "{list:?}");
+    p.stop().await;
+}
+
+fn tag(k: &str, v: &str) -> Tag {
+    Tag::builder().key(k).value(v).build().unwrap()
+}
+
+/// A rule with filter `f` expiring current versions a day after they are written.
+fn filtered(id: &str, f: LifecycleRuleFilter) -> LifecycleRule {
+    LifecycleRule::builder()
+        .id(id)
+        .status(ExpirationStatus::Enabled)
+        .filter(f)
+        .expiration(LifecycleExpiration::builder().days(1).build())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tag_and_size_filters_are_kept_as_given_and_select_what_expires() {
+    let p = Proxy::start().await;
+    let c = &p.client;
+    let layer = p.server().layer();
+    c.create_bucket().bucket("filters").send().await.unwrap();
+    let and = LifecycleRuleAndOperator::builder()
+        .prefix("logs/")
+        .tags(tag("env", "tmp"))
+        .tags(tag("team", "x"))
+        .object_size_greater_than(10)
+        .object_size_less_than(5000)
+        .build();
+    let rules = vec![
+        filtered(
+            "tag",
+            LifecycleRuleFilter::builder().tag(tag("k", "v")).build(),
+        ),
+        filtered("and", LifecycleRuleFilter::builder().and(and).build()),
+        filtered(
+            "big",
+            LifecycleRuleFilter::builder()
+                .object_size_greater_than(1000)
+                .build(),
+        ),
+        LifecycleRule::builder()
+            .id("small")
+            .status(ExpirationStatus::Disabled)
+            .filter(
+                LifecycleRuleFilter::builder()
+                    .object_size_less_than(2)
+                    .build(),
+            )
+            .noncurrent_version_expiration(
+                NoncurrentVersionExpiration::builder()
+                    .noncurrent_days(1)
+                    .build(),
+            )
+            .build()
+            .unwrap(),
+        abort_rule("uploads", "", 3),
+    ];
+    c.put_bucket_lifecycle_configuration()
+        .bucket("filters")
+        .lifecycle_configuration(config(rules.clone()))
+        .send()
+        .await
+        .unwrap();
+    let got = c
+        .get_bucket_lifecycle_configuration()
+        .bucket("filters")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.rules(), rules.as_slice());
+
+    // (key, size, tags, expires)
+    let objects: [(&str, usize, &str, bool); 6] = [
+        ("tagged", 100, "k=v&other=1", true),
+        ("valued", 100, "k=w", false),
+        ("logs/both", 100, "env=tmp&team=x", true),
+        ("logs/one", 100, "env=tmp", false),
+        ("plain", 100, "", false),
+        ("large", 2000, "", true),
+    ];
+    for (key, size, tagging, _) in objects {
+        c.put_object()
+            .bucket("filters")
+            .key(key)
+            .tagging(tagging)
+            .body(vec![3u8; size].into())
+            .send()
+            .await
+            .unwrap();
+    }
+    let t = now_ms() + 3 * DAY_MS;
+    assert_eq!(layer.expire_by_lifecycle(t, 1000).await.unwrap(), 3);
+    for (key, _, _, expires) in objects {
+        let head = c.head_object().bucket("filters").key(key).send().await;
+        assert_eq!(head.is_err(), expires, "{key}: {head:?}");
+    }
+
+    // Filters S3 refuses, with S3's codes; nothing is stored.
+    let marker = LifecycleRule::builder()
+        .id("m")
+        .status(ExpirationStatus::Enabled)
+        .filter(
+            LifecycleRuleFilter::builder()
+                .object_size_less_than(9)
+                .build(),
+        )
+        .expiration(
+            LifecycleExpiration::builder()
+                .expired_object_delete_marker(true)
+                .build(),
+        )
+        .build()
+        .unwrap();
+    let and = |gt: i64, lt: i64, tags: Vec<Tag>| {
+        LifecycleRuleFilter::builder()
+            .and(
+                LifecycleRuleAndOperator::builder()
+                    .object_size_greater_than(gt)
+                    .object_size_less_than(lt)
+                    .set_tags(Some(tags))
+                    .build(),
+            )
+            .build()
+    };
+    let noncurrent_transition = LifecycleRule::builder()
+        .id("nt")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("").build())
+        .noncurrent_version_transitions(
+            NoncurrentVersionTransition::builder()
+                .noncurrent_days(30)
+                .storage_class(TransitionStorageClass::Glacier)
+                .build(),
+        )
+        .build()
+        .unwrap();
+    let refused = [
+        (
+            marker,
+            "InvalidRequest",
+            "ExpiredObjectDeleteMarker cannot be specified with Object Size.",
+        ),
+        (
+            filtered("order", and(100, 50, vec![])),
+            "InvalidRequest",
+            "'ObjectSizeLessThan' has to be a value greater than 'ObjectSizeGreaterThan'.",
+        ),
+        (
+            filtered("negative", and(-1, 50, vec![])),
+            "InvalidRequest",
+            "ObjectSizeGreaterThan",
+        ),
+        (
+            filtered("twice", and(1, 50, vec![tag("a", "1"), tag("a", "2")])),
+            "InvalidRequest",
+            "Duplicate Tag Keys are not allowed.",
+        ),
+        (
+            filtered(
+                "two",
+                LifecycleRuleFilter::builder()
+                    .prefix("logs/")
+                    .tag(tag("k", "v"))
+                    .build(),
+            ),
+            "MalformedXML",
+            "And",
+        ),
+        (
+            noncurrent_transition,
+            "NotImplemented",
+            "NoncurrentVersionTransition",
+        ),
+    ];
+    for (rule, code, words) in refused {
+        let e = c
+            .put_bucket_lifecycle_configuration()
+            .bucket("filters")
+            .lifecycle_configuration(config(vec![rule.clone()]))
+            .send()
+            .await
+            .unwrap_err()
+            .into_service_error();
+        assert_eq!(e.code(), Some(code), "{rule:?}: {e:?}");
+        let message = e.message().unwrap_or_default();
+        assert!(message.contains(words), "{message}");
+    }
+    let got = c
+        .get_bucket_lifecycle_configuration()
+        .bucket("filters")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.rules(), rules.as_slice());
     p.stop().await;
 }
 

@@ -4,7 +4,10 @@
 //! the buckets whose enabled rules have them, from the trusted index only.
 //!
 //! **What happens to a key** whose name starts with the prefix of an enabled
-//! rule, at time `now` (any matching rule that is due acts):
+//! rule, at time `now` (any rule that is due and selects the version acts: a
+//! rule with a tag or size filter acts only on the versions that carry its
+//! tags and whose size is within its bounds, each version judged by its own
+//! tags and size, see [`LifecycleRule::selects`]):
 //! - its current version, written `Days` days ago (rounded up to the next
 //!   midnight UTC, as AWS does) or on or after `Date`: in a bucket never
 //!   versioned it is removed and its blocks freed; in a versioned bucket a
@@ -25,7 +28,8 @@
 //! **What the storage server observes.** Nothing: every change is to the
 //! trusted index, and freed blocks go back to the allocator. No block is read
 //! or written; later writes reuse the freed positions with ordinary ORAM
-//! accesses.
+//! accesses. The tags and sizes a filter compares are those of the version
+//! records in the trusted index: filtering reads no block either.
 
 use crate::lock::check_deletable;
 use crate::records::*;
@@ -119,7 +123,7 @@ impl Meta {
             if !cur.expired(now_ms.div_euclid(1000))
                 && rules
                     .iter()
-                    .any(|r| r.expires_current(cur.modified_ms, now_ms))
+                    .any(|r| r.selects(key, cur) && r.expires_current(cur.modified_ms, now_ms))
             {
                 // Removing (never versioned) or replacing the null version
                 // (suspended) removes a version: never a locked one.
@@ -149,16 +153,22 @@ impl Meta {
             };
             let newer_noncurrent = (i - skip) as u64;
             let expires = rules.iter().any(|r| {
-                due(since, r.noncurrent_days, now_ms)
+                r.selects(key, rec)
+                    && due(since, r.noncurrent_days, now_ms)
                     && newer_noncurrent >= u64::from(r.newer_noncurrent_versions)
             });
             if expires && check_deletable(rec, now_ms, false).is_ok() {
                 plan.remove.push(at.clone());
             }
         }
-        if current.is_none() && rules.iter().any(|r| r.expired_object_delete_marker) {
+        if current.is_none() {
             if let Some((at, newest)) = entries.first() {
-                if newest.delete_marker && entries.len() - plan.remove.len() == 1 {
+                if newest.delete_marker
+                    && entries.len() - plan.remove.len() == 1
+                    && rules
+                        .iter()
+                        .any(|r| r.expired_object_delete_marker && r.selects(key, newest))
+                {
                     plan.remove.push(at.clone());
                 }
             }

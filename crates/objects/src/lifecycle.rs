@@ -4,8 +4,18 @@
 //! [`BucketRecord`] (so the S3 and Swift front-ends share it). This module
 //! aborts multipart uploads a number of days after they started; the actions
 //! on objects (expiring current versions, noncurrent versions and lone delete
-//! markers) are in `expiration.rs`. Front-ends refuse rules with actions or
-//! filters the layer cannot apply.
+//! markers) are in `expiration.rs`. Front-ends refuse rules with actions the
+//! layer cannot apply (transitions).
+//!
+//! **Which objects a rule selects** ([`LifecycleRule::selects`]): those whose
+//! key starts with its prefix and, version by version, that carry every tag of
+//! its filter (exact key and value; more tags on the version do not matter)
+//! and whose size is strictly above `size_greater_than` and strictly below
+//! `size_less_than`, as S3's `Filter` (`Prefix`, `Tag`,
+//! `ObjectSizeGreaterThan`, `ObjectSizeLessThan`, all of them in `And`). A
+//! delete marker has no tags and size 0. Uploads have neither tags nor a size
+//! yet: as on S3, a rule with a tag or size filter cannot abort them, nor
+//! remove lone delete markers (refused as [`ObjectError::InvalidRequest`]).
 //!
 //! **Which days apply.** An upload is aborted once the smallest
 //! `abort_incomplete_days` of the bucket's enabled rules whose prefix its key
@@ -23,6 +33,7 @@ use crate::alloc::Run;
 use crate::listing;
 use crate::records::*;
 use crate::{corrupt, Meta, ObjectError, ObjectLayer, Result};
+use crate::{MAX_OBJECT_TAGS, MAX_TAG_KEY, MAX_TAG_VALUE};
 
 /// Most rules in one configuration (S3's limit).
 pub const MAX_LIFECYCLE_RULES: usize = 1000;
@@ -33,13 +44,99 @@ pub const MAX_NEWER_NONCURRENT: u32 = 100;
 
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
+impl LifecycleRule {
+    /// Whether the rule's filter names tags or a size bound, which only
+    /// versions of objects have (not uploads).
+    pub fn filters_versions(&self) -> bool {
+        !self.tags.is_empty() || self.size_greater_than.is_some() || self.size_less_than.is_some()
+    }
+
+    /// Whether the rule applies to version `rec` of `key`: the key starts
+    /// with the prefix, the version carries every tag of the filter with its
+    /// value, and its size is above `size_greater_than` and below
+    /// `size_less_than` (both strictly). A delete marker has size 0 and no
+    /// tags.
+    pub fn selects(&self, key: &str, rec: &ObjectRecord) -> bool {
+        key.starts_with(&self.prefix)
+            && self.tags.iter().all(|(k, v)| rec.tags.get(k) == Some(v))
+            && self.size_greater_than.is_none_or(|n| rec.size > n)
+            && self.size_less_than.is_none_or(|n| rec.size < n)
+    }
+}
+
+/// Checks a rule's tag and size filter, and the actions it cannot have: at
+/// most [`MAX_OBJECT_TAGS`] tags (no version carries more), keys of 1 to
+/// [`MAX_TAG_KEY`] and values of up to [`MAX_TAG_VALUE`] characters, no key
+/// twice, `size_less_than` at least 1 and above `size_greater_than`, and no
+/// upload abort or lone-marker removal with either filter (S3's answers and,
+/// where S3 has one, its message).
+fn check_filter(r: &LifecycleRule) -> Result<()> {
+    if r.tags.len() > MAX_OBJECT_TAGS {
+        return Err(ObjectError::InvalidArgument(format!(
+            "a lifecycle filter names at most {MAX_OBJECT_TAGS} tags (an object has no more)"
+        )));
+    }
+    let mut keys = HashSet::new();
+    for (k, v) in &r.tags {
+        let klen = k.chars().count();
+        if klen == 0 || klen > MAX_TAG_KEY {
+            return Err(ObjectError::InvalidArgument(format!(
+                "a tag key in a lifecycle filter must be 1 to {MAX_TAG_KEY} characters"
+            )));
+        }
+        if v.chars().count() > MAX_TAG_VALUE {
+            return Err(ObjectError::InvalidArgument(format!(
+                "a tag value in a lifecycle filter must be at most {MAX_TAG_VALUE} characters"
+            )));
+        }
+        if !keys.insert(k.as_str()) {
+            return Err(ObjectError::InvalidRequest(
+                "Duplicate Tag Keys are not allowed.".into(),
+            ));
+        }
+    }
+    if r.size_less_than == Some(0) {
+        return Err(ObjectError::InvalidRequest(
+            "'ObjectSizeLessThan' must be at least 1".into(),
+        ));
+    }
+    if let (Some(above), Some(below)) = (r.size_greater_than, r.size_less_than) {
+        if below <= above {
+            return Err(ObjectError::InvalidRequest(
+                "'ObjectSizeLessThan' has to be a value greater than 'ObjectSizeGreaterThan'."
+                    .into(),
+            ));
+        }
+    }
+    let sizes = r.size_greater_than.is_some() || r.size_less_than.is_some();
+    for (action, given) in [
+        (
+            "AbortIncompleteMultipartUpload",
+            r.abort_incomplete_days > 0,
+        ),
+        ("ExpiredObjectDeleteMarker", r.expired_object_delete_marker),
+    ] {
+        if given && !r.tags.is_empty() {
+            return Err(ObjectError::InvalidRequest(format!(
+                "{action} cannot be specified with Tags."
+            )));
+        }
+        if given && sizes {
+            return Err(ObjectError::InvalidRequest(format!(
+                "{action} cannot be specified with Object Size."
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The days after which an upload of `key` is aborted under `rules`, with
 /// `default_days` for a configuration without any enabled abort rule; `None`:
-/// never.
+/// never. Rules with a tag or size filter never abort uploads.
 pub fn abort_days(rules: &[LifecycleRule], key: &str, default_days: u32) -> Option<u32> {
     let mut own = rules
         .iter()
-        .filter(|r| r.enabled && r.abort_incomplete_days > 0)
+        .filter(|r| r.enabled && r.abort_incomplete_days > 0 && !r.filters_versions())
         .peekable();
     if own.peek().is_none() {
         return (default_days > 0).then_some(default_days);
@@ -51,7 +148,7 @@ pub fn abort_days(rules: &[LifecycleRule], key: &str, default_days: u32) -> Opti
 
 /// Checks a configuration: at most [`MAX_LIFECYCLE_RULES`] rules, ids of at
 /// most [`MAX_RULE_ID`] bytes and distinct, an action in every rule, and the
-/// combinations S3 refuses (see [`LifecycleRule`]).
+/// combinations S3 refuses (see [`LifecycleRule`] and `check_filter`).
 fn check_rules(rules: &[LifecycleRule]) -> Result<()> {
     if rules.len() > MAX_LIFECYCLE_RULES {
         return Err(ObjectError::InvalidArgument(format!(
@@ -101,6 +198,7 @@ fn check_rules(rules: &[LifecycleRule]) -> Result<()> {
                 "NewerNoncurrentVersions is at most {MAX_NEWER_NONCURRENT}"
             )));
         }
+        check_filter(r)?;
     }
     Ok(())
 }
@@ -145,8 +243,13 @@ impl ObjectLayer {
     /// [`MAX_LIFECYCLE_RULES`] rules, an id used twice or longer than
     /// [`MAX_RULE_ID`], a rule without an action, an expiration with both days
     /// and a date or either with `expired_object_delete_marker`, a date not at
-    /// midnight UTC, and `newer_noncurrent_versions` without `noncurrent_days`
-    /// or above [`MAX_NEWER_NONCURRENT`]. A change of the local index only.
+    /// midnight UTC, `newer_noncurrent_versions` without `noncurrent_days`
+    /// or above [`MAX_NEWER_NONCURRENT`], and a tag filter of more than
+    /// [`MAX_OBJECT_TAGS`] tags or with a tag key or value S3 does not allow.
+    /// Refuses ([`ObjectError::InvalidRequest`], S3's message) a tag key given
+    /// twice, a `size_less_than` of 0 or not above `size_greater_than`, and
+    /// `abort_incomplete_days` or `expired_object_delete_marker` in a rule
+    /// with a tag or size filter. A change of the local index only.
     pub async fn set_bucket_lifecycle(
         &self,
         owner: &str,

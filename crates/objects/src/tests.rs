@@ -1349,6 +1349,7 @@ async fn containers_s3_cannot_address_are_listed_with_the_reason() {
 
 mod expiration;
 mod lifecycle;
+mod lifecycle_filters;
 mod lock;
 mod policy;
 mod tagging;
