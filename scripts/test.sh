@@ -3,7 +3,8 @@
 # S3 back-end against MinIO and moto, and aws-sdk-s3 against the proxy), the
 # end-to-end tests with real clients (boto3, aws cli, rclone, python-swiftclient,
 # swift-bench) against the real binary, Swift's own functional tests
-# (scripts/swift-functional.sh, beside pytest), and one pass of every benchmark
+# (scripts/swift-functional.sh) and Versity Gateway's S3 integration tests
+# (scripts/s3-conformance.sh), both beside pytest, and one pass of every benchmark
 # (in the cargo test step).
 #
 # Installs what it needs; a fresh machine needs only Rust, Go, Python 3 and apt:
@@ -24,6 +25,9 @@
 #   its module at a pinned version and checksum with `go build` (about a minute once
 #   MinIO's modules are in the cache), kept in $(go env GOPATH)/bin; zstd (Debian's)
 #   unpacks its per-request records.
+# - versitygw (Versity Gateway, whose `versitygw test` is the S3 conformance suite):
+#   `go install` at a pinned version into ${CARGO_TARGET_DIR:-target}/versitygw
+#   (scripts/s3-conformance.sh --install; 2-4 minutes the first time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -168,19 +172,23 @@ install_test_dependencies() {
         echo "$WARP_VERSION $WARP_SUM" > "$warp_stamp"
     fi
     echo "warp $WARP_VERSION ($((SECONDS - t)) s)"
+    t=$SECONDS
+    scripts/s3-conformance.sh --install
+    echo "versitygw ($((SECONDS - t)) s)"
 }
 
 log=$(mktemp)
 swift_log=$(mktemp)
+s3conf_log=$(mktemp)
 deps_log=$(mktemp)
 deps_pid=""
 cleanup() {
     if [ -n "$deps_pid" ]; then kill "$deps_pid" 2>/dev/null || true; fi
-    rm -f "$log" "$swift_log" "$deps_log"
+    rm -f "$log" "$swift_log" "$s3conf_log" "$deps_log"
     print_timings
 }
 trap cleanup EXIT
-step "test dependencies, in the background: apt (rclone, chromium, ...), Python venv, MinIO, promtool and warp (go)"
+step "test dependencies, in the background: apt (rclone, chromium, ...), Python venv, MinIO, promtool, warp and versitygw (go)"
 install_test_dependencies > "$deps_log" 2>&1 &
 deps_pid=$!
 
@@ -246,6 +254,11 @@ rm -f "$target/crash-torture-summary.txt"
 # both mostly wait on the network and fsync): their output is printed after.
 scripts/swift-functional.sh "$venv/bin/python" > "$swift_log" 2>&1 &
 swift_pid=$!
+# So does the S3 conformance suite (versitygw's tests, one proxy at a time, each test
+# in its own process; about 8 minutes for its two passes beside pytest), bounded
+# here as a whole.
+timeout 2400 scripts/s3-conformance.sh "$venv/bin/python" > "$s3conf_log" 2>&1 &
+s3conf_pid=$!
 # The crash torture's kill -9 cycles per engine and back-end; CI runs a bounded number,
 # the long runs (100 cycles per engine on fs) are outside CI, with their results in
 # benches/crash/RESULTS.md. The default engine (path) on fs and MinIO:
@@ -276,6 +289,8 @@ pytest_rc=0
     -n 2 --dist worksteal --basetemp="$target/pytest-tmp" --durations=15 . 2>&1) | tee -a "$log" || pytest_rc=$?
 swift_rc=0
 wait "$swift_pid" || swift_rc=$?
+s3conf_rc=0
+wait "$s3conf_pid" || s3conf_rc=$?
 
 step "Swift 2.30.1 functional tests against the proxy (minimum pass count; ran beside pytest)"
 # Its per-file counts are printed; they are not added to the closing total.
@@ -283,8 +298,12 @@ cat "$swift_log"
 # The crash torture test's totals, a line per engine and back-end (iterations,
 # acknowledged operations, lost, corrupted).
 cat "$target/crash-torture-summary.txt" 2>/dev/null || true
-if [ "$pytest_rc" -ne 0 ] || [ "$swift_rc" -ne 0 ]; then
-    echo "FAILED: end-to-end tests (exit $pytest_rc), Swift functional tests (exit $swift_rc)" >&2
+step "S3 conformance: versitygw's integration tests against the proxy (minimum pass counts; ran beside pytest)"
+# Its per-feature counts are printed; they are not added to the closing total.
+cat "$s3conf_log"
+if [ "$pytest_rc" -ne 0 ] || [ "$swift_rc" -ne 0 ] || [ "$s3conf_rc" -ne 0 ]; then
+    echo "FAILED: end-to-end tests (exit $pytest_rc), Swift functional tests (exit $swift_rc)," \
+        "S3 conformance (exit $s3conf_rc)" >&2
     exit 1
 fi
 
