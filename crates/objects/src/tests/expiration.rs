@@ -14,7 +14,7 @@ fn day(t: i64, n: i64) -> i64 {
 }
 
 /// The versions of `a/bkt/key`, newest first: (version label, delete marker).
-fn versions(l: &ObjectLayer, key: &str) -> Vec<(String, bool)> {
+pub(super) fn versions(l: &ObjectLayer, key: &str) -> Vec<(String, bool)> {
     let m = l.shared.lock();
     let mut out = Vec::new();
     if let Some(cur) = m.stored_object("a", "bkt", key).unwrap() {

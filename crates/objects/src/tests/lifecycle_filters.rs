@@ -4,6 +4,7 @@
 //! its own tags and size, no block is accessed, and the filters S3 refuses are
 //! refused.
 
+use super::expiration::versions;
 use super::*;
 use crate::expiration::midnight_at_or_after;
 
@@ -51,22 +52,6 @@ fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
     p.iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
-}
-
-/// The versions of `a/bkt/key`, newest first: (version label, delete marker).
-fn ids(l: &ObjectLayer, key: &str) -> Vec<(String, bool)> {
-    let m = l.shared.lock();
-    let mut out = Vec::new();
-    if let Some(cur) = m.stored_object("a", "bkt", key).unwrap() {
-        out.push((cur.version_label().to_string(), false));
-    }
-    scan_prefix(m.kv.as_ref(), &versions_base("a", "bkt", key), |_, v| {
-        let rec: ObjectRecord = decode(v).unwrap();
-        out.push((rec.version_label().to_string(), rec.delete_marker));
-        Ok(())
-    })
-    .unwrap();
-    out
 }
 
 /// Which of `keys` still exist in `a/bkt` (as current versions).
@@ -235,7 +220,7 @@ async fn versions_are_judged_by_their_own_tags() {
     // v1 (tagged) goes; v2 (untagged) stays; v3 is current.
     assert_eq!(l.expire_by_lifecycle(day(t0, 1), 100).await.unwrap(), 1);
     assert_eq!(
-        ids(&l, "k"),
+        versions(&l, "k"),
         vec![
             (v3.version_id.clone(), false),
             (v2.version_id.clone(), false)
@@ -250,14 +235,14 @@ async fn versions_are_judged_by_their_own_tags() {
         .unwrap();
     let t1 = now_ms();
     assert_eq!(l.expire_by_lifecycle(day(t1, 1), 100).await.unwrap(), 1);
-    let after = ids(&l, "k");
+    let after = versions(&l, "k");
     assert_eq!(after.len(), 3, "{after:?}");
     assert!(after[0].1, "a delete marker is the newest: {after:?}");
     assert!(l.head_object("a", "bkt", "plain").is_ok());
     // v3, noncurrent since the marker, goes a day later; v2 and the marker,
     // which carry no tags, stay.
     assert_eq!(l.expire_by_lifecycle(day(t1, 3), 100).await.unwrap(), 1);
-    let left = ids(&l, "k");
+    let left = versions(&l, "k");
     assert_eq!(left.len(), 2, "{left:?}");
     assert!(left[0].1);
     assert_eq!(left[1], (v2.version_id.clone(), false));
