@@ -310,6 +310,10 @@ impl Oram for Combined {
         self.shared.engine.sweep().await
     }
 
+    async fn collect(&self) -> Result<u64> {
+        self.shared.engine.collect().await
+    }
+
     async fn format(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<Formatted> {
         self.shared.engine.format(progress).await
     }

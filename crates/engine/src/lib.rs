@@ -298,6 +298,19 @@ pub trait Oram: Send + Sync {
     /// many. Observed: a LIST of the engine's objects and DELETEs of the unused ones.
     async fn sweep(&self) -> Result<u64>;
 
+    /// Deletes at once the backend objects the engine superseded and no longer
+    /// needs (after a checkpoint landed) that it would otherwise delete a batch
+    /// at a time in its next rounds; holds accesses off meanwhile. For a clean
+    /// stop, after its checkpoint, so that a stopped volume keeps one object per
+    /// position. Returns how many keys it deleted. Engines that keep nothing
+    /// superseded do nothing (the default).
+    ///
+    /// Observed: DELETEs of positions' other slots, positions written before
+    /// the last checkpoint (see the engine).
+    async fn collect(&self) -> Result<u64> {
+        Ok(0)
+    }
+
     /// Writes every backend object the engine may ever read that was never
     /// written (empty), so that every read finds an object of full size (no
     /// lazy-initialisation pattern). Objects already written are left alone: safe

@@ -160,6 +160,22 @@ impl NodeVersion {
     }
 }
 
+impl NodeVersion {
+    /// The slots of this position whose objects nothing refers to once the
+    /// checkpoint that began epoch `landed` is on the backend ([`Lineage::landed`]):
+    /// none if the position was written since (its other slots may hold that
+    /// checkpoint's object, or a write landing before its commit) or at most once
+    /// (only its current slot was ever written); else every slot but the current
+    /// one — which the state and that checkpoint both refer to. Which slots these
+    /// are depends only on which positions were written and when the checkpoints
+    /// were taken, both of which the storage server sees anyway.
+    pub fn superseded(&self, landed: u64) -> impl Iterator<Item = u8> {
+        let done = self.version > 1 && self.epoch < landed;
+        let current = self.slot;
+        (0..SLOTS).filter(move |s| done && *s != current)
+    }
+}
+
 /// The `base` of a position the last checkpoint has no object of (first written
 /// since).
 pub const NO_SLOT: u8 = 0xf;
@@ -174,6 +190,8 @@ pub type PendingWrite = (u64, NodeVersion, Bytes);
 pub struct Lineage {
     epoch: AtomicU64,
     generation: AtomicU64,
+    /// See [`Lineage::landed`].
+    landed: AtomicU64,
 }
 
 impl Lineage {
@@ -182,6 +200,7 @@ impl Lineage {
         Self {
             epoch: AtomicU64::new(epoch),
             generation: AtomicU64::new(generation),
+            landed: AtomicU64::new(0),
         }
     }
     /// The checkpoint epoch (checkpoints completed).
@@ -199,6 +218,18 @@ impl Lineage {
     /// Moves to `generation` (once it is durable).
     pub fn set_generation(&self, generation: u64) {
         self.generation.store(generation, Ordering::SeqCst);
+    }
+    /// The epoch begun by the last checkpoint known to be on the backend (0: none
+    /// known): a position last written in an earlier epoch is referred to, at
+    /// its current slot, by that checkpoint and by the state alike, so its other
+    /// slots hold nothing a restart or a rebuild could need
+    /// ([`NodeVersion::superseded`]). Never above [`Lineage::epoch`].
+    pub fn landed(&self) -> u64 {
+        self.landed.load(Ordering::SeqCst).min(self.epoch())
+    }
+    /// Records that the checkpoint which began `epoch` is on the backend.
+    pub fn set_landed(&self, epoch: u64) {
+        self.landed.fetch_max(epoch, Ordering::SeqCst);
     }
 }
 
@@ -248,6 +279,9 @@ pub trait TrustedState: Send + 'static {
     fn epoch(&self) -> u64;
     /// The generation writes happen in.
     fn generation(&self) -> u64;
+    /// The epoch begun by the last checkpoint known to be on the backend
+    /// ([`Lineage::landed`]; 0 when none is known).
+    fn landed(&self) -> u64;
 
     /// Puts `block` into the stash (replacing an earlier copy).
     fn stash_insert(&mut self, block: u64, data: Bytes);

@@ -270,6 +270,9 @@ impl TrustedState for SpaceState {
     fn generation(&self) -> u64 {
         self.lineage.generation()
     }
+    fn landed(&self) -> u64 {
+        self.lineage.landed()
+    }
     fn stash_insert(&mut self, block: u64, data: Bytes) {
         self.stash.insert(block, data);
     }

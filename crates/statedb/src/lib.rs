@@ -348,11 +348,19 @@ impl Db {
             .map(|b| u64_of(&b))
             .transpose()?
             .unwrap_or(0);
+        // The checkpoint recorded as uploaded (see `Db::set_landed`).
+        let uploaded = meta("checkpoint_uploaded")?
+            .map(|b| u64_of(&b))
+            .transpose()?;
+        let lineage = Lineage::new(epoch, generation);
+        if let Some(k) = uploaded {
+            lineage.set_landed(k + 1);
+        }
         let db = Arc::new(db);
         let committer = Committer::start(db.clone()).map_err(DbError::Thread)?;
         Ok(Arc::new(Self {
             db,
-            lineage: Arc::new(Lineage::new(epoch, generation)),
+            lineage: Arc::new(lineage),
             committer: Arc::new(committer),
         }))
     }
@@ -451,6 +459,19 @@ impl Db {
         self.set_meta("epoch", &epoch.to_be_bytes()).await?;
         self.lineage.set_epoch(epoch);
         Ok(())
+    }
+
+    /// Records that the checkpoint which began `epoch` is on the backend (after
+    /// its upload landed; loaded again at open from the `checkpoint_uploaded`
+    /// value): engines may then delete the objects it and the state no longer
+    /// refer to ([`oram_state::Lineage::landed`]).
+    pub fn set_landed(&self, epoch: u64) {
+        self.lineage.set_landed(epoch);
+    }
+
+    /// The epoch begun by the last checkpoint known to be on the backend.
+    pub fn landed(&self) -> u64 {
+        self.lineage.landed()
     }
 
     /// A named value (a short read transaction).

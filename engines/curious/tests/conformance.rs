@@ -162,6 +162,10 @@ impl Subject for CuriousSubject {
     fn wide_ids(&self) -> bool {
         false
     }
+    fn collects(&self) -> bool {
+        true
+    }
+
     fn reads_ahead(&self) -> bool {
         false
     }

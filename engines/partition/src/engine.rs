@@ -751,6 +751,18 @@ impl Oram for Partitioned {
         Ok(n)
     }
 
+    /// Every partition's superseded objects, one partition after the other
+    /// (a remote partition's node does its own). Observed: each partition's
+    /// DELETEs.
+    async fn collect(&self) -> Result<u64> {
+        let _g = self.inner.round.lock().await;
+        let mut n = 0;
+        for sub in &self.inner.subs {
+            n += sub.collect().await?;
+        }
+        Ok(n)
+    }
+
     /// Formats every partition, one after the other; `progress` counts the
     /// positions of all partitions (every partition has as many). Observed: each
     /// partition's format in turn.

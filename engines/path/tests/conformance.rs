@@ -60,6 +60,10 @@ impl Subject for PathSubject {
     fn wide_ids(&self) -> bool {
         true
     }
+    fn collects(&self) -> bool {
+        true
+    }
+
     fn reads_ahead(&self) -> bool {
         true
     }

@@ -51,6 +51,10 @@ impl Subject for RingSubject {
     fn wide_ids(&self) -> bool {
         true
     }
+    fn collects(&self) -> bool {
+        true
+    }
+
     fn reads_ahead(&self) -> bool {
         true
     }

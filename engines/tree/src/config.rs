@@ -42,6 +42,10 @@ pub struct TreeConfig {
     /// all, before the access fails. The server sees what a client's retry would
     /// show it.
     pub round_attempts: u32,
+    /// Most superseded objects' keys one round deletes once a checkpoint has
+    /// landed (see [`oram_engine::Oram::collect`]); 1,000 is one S3
+    /// DeleteObjects request.
+    pub collect_batch: usize,
     /// Backend key prefix of this volume (a valid key, e.g. `vol0`).
     pub prefix: String,
     /// Seed for the random choices. `None` (the default, and the only safe
@@ -63,6 +67,7 @@ impl Default for TreeConfig {
             max_inflight_writebacks: 4,
             writeback_attempts: 4,
             round_attempts: 3,
+            collect_batch: 1000,
             prefix: "vol0".into(),
             rng_seed: None,
         }
@@ -107,6 +112,7 @@ impl TreeConfig {
             writeback_attempts: self.writeback_attempts,
             round_attempts: self.round_attempts,
             stash_bound: self.stash_bound,
+            collect_batch: self.collect_batch.max(1),
             prefix: self.prefix.clone(),
             rng_seed: self.rng_seed,
         }

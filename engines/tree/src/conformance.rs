@@ -17,6 +17,7 @@ pub fn tree_config(p: &Params, stash_bound: usize) -> TreeConfig {
         max_batch: p.max_batch,
         max_inflight_writebacks: p.max_inflight_writebacks,
         round_attempts: p.round_attempts,
+        collect_batch: p.collect_batch,
         prefix: p.prefix.clone(),
         rng_seed: Some(p.seed),
         ..TreeConfig::default()

@@ -110,6 +110,7 @@
 //! failure or a crash) and the scheme's own.
 
 mod check;
+mod collect;
 mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -200,6 +201,8 @@ struct Inner<S: TreeScheme> {
     /// Wall time per step of the rounds (`steps::ROUND_STEPS`).
     steps: Arc<StepClock>,
     repeated: AtomicU64,
+    /// Superseded objects deleted (`collect`).
+    collected: AtomicU64,
     stash_bound: AtomicUsize,
 }
 
@@ -218,6 +221,8 @@ struct RoundState {
     landing: Option<Arc<HashMap<u64, Bytes>>>,
     /// A round has read ahead of `landing` and not applied yet: nothing else runs.
     ahead: bool,
+    /// Positions whose superseded objects are still to be deleted (`collect`).
+    collector: collect::Collector,
 }
 
 impl RoundState {
@@ -335,12 +340,14 @@ impl<S: TreeScheme> TreeEngine<S> {
                     next_seq,
                     landing: None,
                     ahead: false,
+                    collector: collect::Collector::default(),
                 })),
                 changed: tokio::sync::Notify::new(),
                 landers: Arc::new(tokio::sync::Semaphore::new(LANDERS as usize)),
                 stats: Mutex::new(EngineStats::default()),
                 steps: Arc::new(StepClock::new(steps::ROUND_STEPS)),
                 repeated: AtomicU64::new(0),
+                collected: AtomicU64::new(0),
                 stash_bound: AtomicUsize::new(params.stash_bound),
                 capacity: AtomicU64::new(capacity),
                 id_limit: AtomicU64::new(id_limit),
@@ -514,6 +521,31 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
         Ok(n)
     }
 
+    /// Deletes every superseded object still queued (see the module `collect`),
+    /// holding accesses off meanwhile: for a clean stop, after its checkpoint.
+    async fn collect(&self) -> Result<u64> {
+        let inner = &self.inner;
+        let mut g = inner.quiesce().await?;
+        let rs = &mut *g;
+        let mut total = 0;
+        loop {
+            let (_, keys) = rs.collector.take(
+                rs.state.as_ref(),
+                |n, s| inner.sealing.key(n, s),
+                inner.params.collect_batch,
+            );
+            if keys.is_empty() {
+                break;
+            }
+            inner.store.delete_many(&keys).await?;
+            total += keys.len() as u64;
+            inner
+                .collected
+                .fetch_add(keys.len() as u64, Ordering::Relaxed);
+        }
+        Ok(total)
+    }
+
     /// Prepares the growth ([`TreeEngine::grow_prepare`]), then switches to it
     /// ([`TreeEngine::grow_switch`]); see the module `grow`.
     async fn grow(
@@ -597,6 +629,13 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
             help: "Rounds repeated as the same access after a failure or crash interrupted them.",
             kind: StatKind::Counter,
             value: inner.repeated.load(Ordering::Relaxed),
+        });
+        s.extra.push(Stat {
+            name: "superseded_deleted_total",
+            help: "Superseded bucket objects deleted once a checkpoint no longer needed them \
+                   (keys sent in DELETEs, some maybe already absent).",
+            kind: StatKind::Counter,
+            value: inner.collected.load(Ordering::Relaxed),
         });
         s.extra.extend(inner.scheme().stats());
         s.extra.extend(inner.steps.stats());

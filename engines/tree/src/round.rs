@@ -361,6 +361,7 @@ impl<S: TreeScheme> Inner<S> {
         let rs = &mut *g;
         // 1. Plan; a fresh plan's intent is durable before any read goes out, and
         // so is a replayed plan's new attempt number before any write does.
+        let fresh = replay.is_none();
         let (plan, seq, intent) = match replay {
             Some((seq, mut intent)) => {
                 let mut draws = Draws::replay(intent.draws.clone());
@@ -410,11 +411,42 @@ impl<S: TreeScheme> Inner<S> {
             }
         };
 
-        // 2. Fetch everything in one round trip.
+        // 2. Fetch everything in one round trip; a fresh round also deletes a
+        // batch of superseded objects meanwhile (see `collect`: no round is
+        // landing, and the deletes are done before this round writes anything).
         let t = self.steps.lap(STEP_PLAN, start);
         let reads = self.reads(rs.state.as_ref(), &plan);
         let in_flight = self.wb.snapshot(reads.nodes());
-        let fetched = fetch(self.store.as_ref(), &reads, self.bound(), &in_flight).await;
+        let (doomed, keys) = if fresh {
+            rs.collector.take(
+                rs.state.as_ref(),
+                |n, s| self.sealing.key(n, s),
+                self.params.collect_batch,
+            )
+        } else {
+            Default::default()
+        };
+        let deletes = async {
+            if keys.is_empty() {
+                Ok(())
+            } else {
+                self.store.delete_many(&keys).await
+            }
+        };
+        let (fetched, deleted) = futures::future::join(
+            fetch(self.store.as_ref(), &reads, self.bound(), &in_flight),
+            deletes,
+        )
+        .await;
+        match deleted {
+            Ok(()) => {
+                self.collected
+                    .fetch_add(keys.len() as u64, Ordering::Relaxed);
+            }
+            // Tried again by a later round (the error shows in the backend's
+            // error counters); the round itself does not depend on it.
+            Err(_) => rs.collector.requeue(doomed),
+        }
         self.steps.lap(STEP_FETCH, t);
         self.apply(g, ops, plan, seq, intent, fetched, &in_flight)
     }

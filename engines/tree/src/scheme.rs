@@ -39,6 +39,8 @@ pub struct TreeParams {
     pub round_attempts: u32,
     /// Largest stash allowed after a round.
     pub stash_bound: usize,
+    /// Most superseded objects' keys one round deletes (`TreeConfig::collect_batch`).
+    pub collect_batch: usize,
     /// Backend key prefix (a valid key).
     pub prefix: String,
     /// Seed for the random choices; `None` (production) seeds from the OS.

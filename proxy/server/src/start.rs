@@ -160,6 +160,12 @@ impl Server {
             log_record = ?c.log_record,
             "final checkpoint written"
         );
+        // What that checkpoint made superseded: a stopped volume keeps one
+        // object per position.
+        match self.volume.engine.collect().await {
+            Ok(n) => tracing::debug!(keys = n, "superseded objects deleted"),
+            Err(e) => tracing::warn!("deleting superseded objects at stop failed: {e}"),
+        }
         if let Some(lease) = &self.volume.lease {
             lease.release().await;
         }

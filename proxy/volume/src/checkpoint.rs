@@ -177,6 +177,7 @@ impl Checkpointer {
                         .set_meta("checkpoint_uploaded", &epoch.to_be_bytes())
                         .await
                         .map_err(OramError::State)?;
+                    self.db.set_landed(epoch + 1);
                     if let Some(s) = shipper {
                         // Records the checkpoint covers; one that stays is
                         // deleted after the next checkpoint.

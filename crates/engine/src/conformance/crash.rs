@@ -359,3 +359,96 @@ pub fn writes_after_a_checkpoint_spare_its_objects(s: Arc<dyn Subject>) {
         assert!(rep.problems.is_empty(), "{:?}", rep.problems);
     });
 }
+
+/// A checkpoint that landed (`Db::set_landed`) frees what only earlier states
+/// referred to: later rounds and [`crate::Oram::collect`] delete it — never an
+/// object that checkpoint refers to (a state restored from it checks clean
+/// after later writes and a collect), and, for an engine that collects
+/// ([`Subject::collects`]), after the next landed checkpoint and a collect
+/// nothing is left to sweep: one object per position.
+pub fn superseded_objects_go_once_a_checkpoint_landed(s: Arc<dyn Subject>) {
+    let dir = tempfile::tempdir().unwrap();
+    // Small batches: positions still queued are written again before their
+    // turn (their objects then include the checkpoint's).
+    let p = Params {
+        collect_batch: 8,
+        ..durable_params()
+    };
+    let prefix = format!("{}/", p.prefix);
+    runtime().block_on(async {
+        let fs: Arc<dyn BlockStore> = Arc::new(FsStore::open(dir.path().join("store")).unwrap());
+        let db = Db::open(&dir.path().join("state.redb"), VOL).unwrap();
+        let e = engine(s.as_ref(), &p, fs.clone(), &db);
+        let mut model = Model::new();
+        for v in 1..4 {
+            fill(e.as_ref(), &mut model, 0..64, v).await;
+        }
+        let landed_checkpoint = || async {
+            let quiet = e.quiesce().await.unwrap();
+            let snap = db.snapshot().unwrap();
+            let epoch = db.epoch() + 1;
+            db.set_epoch(epoch).await.unwrap();
+            db.set_landed(epoch);
+            drop(quiet);
+            snap
+        };
+        let first = landed_checkpoint().await;
+        // Half the blocks written again: their positions keep the checkpoint's
+        // objects, the others lose their superseded ones.
+        fill(e.as_ref(), &mut model, 0..32, 4).await;
+        e.collect().await.unwrap();
+        {
+            // A recover from it, on a copy of the store (its sweep deletes what
+            // was written since, which this timeline still uses).
+            let copy = dir.path().join("copy");
+            copy_dir(&dir.path().join("store"), &copy);
+            let fs_copy: Arc<dyn BlockStore> = Arc::new(FsStore::open(&copy).unwrap());
+            let restored = restore(dir.path(), "first.redb", &first);
+            let old = engine(s.as_ref(), &p, fs_copy, &restored);
+            old.sweep().await.unwrap();
+            let rep = old.check(&|_, _| {}).await.unwrap();
+            assert!(
+                rep.problems.is_empty(),
+                "an object the landed checkpoint refers to went: {:?}",
+                rep.problems
+            );
+        }
+        landed_checkpoint().await;
+        let collected = e.collect().await.unwrap();
+        if s.collects() {
+            assert!(
+                collected > 0,
+                "nothing was collected at the second checkpoint"
+            );
+            assert_eq!(e.sweep().await.unwrap(), 0, "superseded objects stayed");
+            // One object per position (a slot is a key's `.1`/`.2` suffix).
+            let after = objects(fs.as_ref(), &prefix).await;
+            let positions: std::collections::BTreeSet<&str> = after
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .map(|k| match k.rsplit_once('.') {
+                    Some((stem, slot)) if slot.len() == 1 => stem,
+                    _ => k,
+                })
+                .collect();
+            assert_eq!(positions.len(), after.len(), "a position kept two objects");
+        }
+        read_back(e.as_ref(), &model, 64, p.max_batch).await;
+        let rep = e.check(&|_, _| {}).await.unwrap();
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    });
+}
+
+/// Copies the directory tree `from` to `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

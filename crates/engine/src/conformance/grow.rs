@@ -92,6 +92,9 @@ impl<S: Subject> Subject for GrownSubject<S> {
     fn reads_ahead(&self) -> bool {
         self.0.reads_ahead()
     }
+    fn collects(&self) -> bool {
+        self.0.collects()
+    }
 }
 
 /// Generates one `#[test]` per growth check for a [`Subject`] whose engine

@@ -97,6 +97,9 @@ pub struct Params {
     /// check injects reaches the caller; `a_failed_round_is_finished_within_the_access`
     /// sets more.
     pub round_attempts: u32,
+    /// Most superseded objects a round deletes (engines that collect them; see
+    /// [`crate::Oram::collect`]).
+    pub collect_batch: usize,
 }
 
 impl Default for Params {
@@ -111,6 +114,7 @@ impl Default for Params {
             seed: [7; 32],
             prefix: "vol0".into(),
             round_attempts: 1,
+            collect_batch: 1000,
         }
     }
 }
@@ -215,6 +219,13 @@ pub trait Subject: Send + Sync + 'static {
         false
     }
 
+    /// Whether the engine deletes the objects it superseded once a checkpoint
+    /// has landed ([`crate::Oram::collect`]): then a landed checkpoint and a
+    /// collect leave nothing to sweep.
+    fn collects(&self) -> bool {
+        false
+    }
+
     /// Whether a round may send its reads while the round before it — a round of
     /// reads, answered — is still writing and committing (the checks in
     /// `ahead.rs`).
@@ -250,6 +261,7 @@ macro_rules! engine_conformance {
                 quiesce_check_and_sweep,
                 format_writes_what_was_never_written_and_only_once,
                 writes_after_a_checkpoint_spare_its_objects,
+                superseded_objects_go_once_a_checkpoint_landed,
                 a_failing_backend_fails_cleanly_and_loses_nothing,
                 write_backs_are_bounded_and_answers_do_not_wait_for_them,
                 an_interrupted_attempts_objects_never_open_as_current,
