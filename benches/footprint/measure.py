@@ -69,7 +69,8 @@ def run(cmd, env):
     return r.stdout
 
 
-def measure(binary, engine, block_size, capacity_mib, passes, workdir):
+def measure(binary, engine, block_size, capacity_mib, passes, workdir, tree_cache_mib=0,
+            state_toml=""):
     data = workdir / "data"
     blocks = capacity_mib * 1024 * 1024 // block_size
     env = dict(os.environ)
@@ -81,10 +82,10 @@ def measure(binary, engine, block_size, capacity_mib, passes, workdir):
     if engine == "direct":
         shape.append("--insecure-direct")
     if engine in ("path", "ring"):
-        # No tree-top cache: its levels never reach the backend, and at a small
+        # No tree-top cache by default (`--tree-cache-mib`): its levels never reach the backend, and at a small
         # capacity they would be a large share of the tree (at the default 16 MiB
         # cache and 1 GiB capacity they are under 1 %).
-        shape += ["--tree-cache-mib", "0"]
+        shape += ["--tree-cache-mib", str(tree_cache_mib)]
     text = run([binary, "describe", *shape], env)
     model = int(text.split("backend at rest: at most ")[1].split(" ")[0])
     run([binary, "init", *shape], env)
@@ -94,8 +95,13 @@ def measure(binary, engine, block_size, capacity_mib, passes, workdir):
 
     port = free_port()
     log = open(workdir / "serve.log", "w")
+    config = []
+    if state_toml:
+        (workdir / "serve.toml").write_text(f"[state]\n{state_toml}\n")
+        config = ["--config", str(workdir / "serve.toml")]
     proc = subprocess.Popen(
-        [binary, "serve", "--data-dir", str(data), "--s3-listen", f"127.0.0.1:{port}", "--no-fsync"]
+        [binary, "serve", *config, "--data-dir", str(data), "--s3-listen", f"127.0.0.1:{port}",
+         "--no-fsync"]
         + (["--insecure-direct"] if engine == "direct" else []),
         stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
@@ -119,17 +125,22 @@ def measure(binary, engine, block_size, capacity_mib, passes, workdir):
         n = max(1, capacity_mib // 2 // OBJECT_MIB)
         body = os.urandom(OBJECT_MIB * 1024 * 1024)
         accesses = 0
+        # The largest footprint seen while serving (sampled after every object).
+        peak = 0
+        started = time.monotonic()
         for p in range(passes):
             for i in range(n):
                 s3.put_object(Bucket="footprint", Key=f"o{i}", Body=body)
                 got = s3.get_object(Bucket="footprint", Key=f"o{i}")["Body"].read()
                 assert got == body, f"object o{i} differs after pass {p}"
                 accesses += 2 * OBJECT_MIB * 1024 * 1024 // block_size
+                peak = max(peak, store_size(store)[0])
+        seconds = time.monotonic() - started
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=300)
     used = store_size(store)
-    return model, formatted, used, accesses
+    return model, formatted, used, accesses, peak, seconds
 
 
 def main():
@@ -139,6 +150,10 @@ def main():
     ap.add_argument("--engines", default="path,ring,curious,oblivistore,direct")
     ap.add_argument("--block-sizes", default="16384,262144")
     ap.add_argument("--passes", type=int, default=6)
+    ap.add_argument("--state-toml", default="",
+                    help="lines of `[state]` for serve, e.g. 'superseded_max_percent = 0'")
+    ap.add_argument("--tree-cache-mib", type=int, default=0,
+                    help="Path and Ring's tree-top cache (0: the whole tree on the backend)")
     a = ap.parse_args()
     binary = str(pathlib.Path(a.bin).resolve())
     gib = 1024 ** 3
@@ -149,20 +164,26 @@ def main():
     print("GiB per GiB of capacity: the engine's objects' bytes over the capacity; the volume's "
           "own objects (header, lease, checkpoints) are given apart, in MiB.\n")
     print("| engine | block | engine objects after format | GiB per GiB after format "
+          "| largest GiB per GiB while serving "
           "| engine objects after the workload | GiB per GiB after the workload "
-          "| bound (`describe`), GiB per GiB | volume's own objects, MiB | block accesses |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| bound (`describe`), GiB per GiB | volume's own objects, MiB | block accesses "
+          "| workload seconds |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for engine in a.engines.split(","):
         for bs in [int(b) for b in a.block_sizes.split(",")]:
             wd = pathlib.Path(tempfile.mkdtemp(prefix=f"fp-{engine}-{bs}-"))
             try:
-                model, fmt, used, acc = measure(binary, engine, bs, a.capacity_mib, a.passes, wd)
+                model, fmt, used, acc, peak, secs = measure(binary, engine, bs, a.capacity_mib,
+                                                            a.passes, wd, a.tree_cache_mib,
+                                                            a.state_toml)
             finally:
                 shutil.rmtree(wd, ignore_errors=True)
             if used[0] > model:
                 print(f"<!-- {engine} {bs}: measured {used[0]} bytes over the bound {model} -->")
-            print(f"| {engine} | {bs // 1024} KiB | {fmt[1]} | {fmt[0] / cap:.2f} | {used[1]} | "
-                  f"{used[0] / cap:.2f} | {model / cap:.2f} | {used[2] / 2**20:.1f} | {acc} |",
+            print(f"| {engine} | {bs // 1024} KiB | {fmt[1]} | {fmt[0] / cap:.2f} | "
+                  f"{peak / cap:.2f} | {used[1]} | "
+                  f"{used[0] / cap:.2f} | {model / cap:.2f} | {used[2] / 2**20:.1f} | {acc} | "
+                  f"{secs:.0f} |",
                   flush=True)
 
 

@@ -201,18 +201,17 @@ def test_replayed_object_and_rolled_back_backend_are_integrity_errors(tmp_path):
 
     # 1. An older copy of a bucket put back in place of the current one. A bucket
     # is written to another of its slots (`<node>`, `<node>.1`, `<node>.2`) each
-    # time, so its newest file is the current version and the next newest an
-    # older one, right beside it.
-    tree = store / "vol0" / "n"
-    slots = {}
-    for f in tree.iterdir():
-        slots.setdefault(f.name.split(".")[0], []).append(f)
+    # time, and a clean stop deletes the slots its final checkpoint no longer
+    # needs: the snapshot holds older versions of buckets rewritten since.
+    tree, old_tree = store / "vol0" / "n", snapshot / "vol0" / "n"
+    current = {f.name.split(".")[0]: f for f in tree.iterdir()}
+    assert len(current) == len(list(tree.iterdir())), "one object per bucket at rest"
     rewritten = sorted(
-        (sorted(fs, key=lambda f: f.stat().st_mtime_ns, reverse=True)
-         for fs in slots.values() if len(fs) > 1),
-        key=lambda fs: fs[0].name)
+        (current[f.name.split(".")[0]], f) for f in old_tree.iterdir()
+        if f.name.split(".")[0] in current
+        and f.read_bytes() != current[f.name.split(".")[0]].read_bytes())
     assert rewritten, "buckets were rewritten since the checkpoint"
-    victim, older = rewritten[0][0], rewritten[0][1]
+    victim, older = rewritten[0]
     saved = victim.read_bytes()
     shutil.copy(older, victim)
     r = fsck("--data-dir", str(p.data_dir), *flags)

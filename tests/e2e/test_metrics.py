@@ -148,10 +148,10 @@ def test_client_requests_latency_overhead_and_state_gauges(tmp_path):
         assert m['oram_growths_total{result="ok"}'] == 0
         assert "# TYPE oram_growths_total counter" in text
         assert m["oram_growth_last_timestamp_seconds"] == 0
-        # The engine's objects at most: (2^16 - 1) - 255 cached buckets of 65 613
-        # bytes in 3 slots (what `oram-proxy describe` prints), and the fs
-        # back-end's disk.
-        assert m["oram_backend_bytes_bound"] == 65280 * 3 * 65613
+        # The engine's objects at most: (2^15 - 1) - 255 cached buckets (2^14
+        # leaves for 2^16 blocks) of 65 613 bytes in 3 slots (what `oram-proxy
+        # describe` prints), and the fs back-end's disk.
+        assert m["oram_backend_bytes_bound"] == 32512 * 3 * 65613
         assert 0 < m['oram_backend_disk_bytes{kind="free"}'] <= m['oram_backend_disk_bytes{kind="total"}']
         assert "oram_backend_budget_bytes" not in m
         # Journal entries are dropped lazily (at the next round's commit once their

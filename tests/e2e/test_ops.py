@@ -125,17 +125,17 @@ def test_init_shows_progress_on_a_terminal(tmp_path):
 
 
 # A small Path ORAM volume for `format`: 2048 blocks of 1 KiB with the default Z = 4
-# and a 4 MiB tree-top cache: 10 levels of 4 KiB buckets (1023 × 4 KiB) fit, 11
-# (the whole tree) would not.
-FORMAT_FLAGS = ["--capacity-blocks", "2048", "--block-size", "1024", "--tree-cache-mib", "4"]
+# (512 leaves, 10 levels) and a 2 MiB tree-top cache: 9 levels of 4 KiB buckets
+# (511 × 4 KiB) fit, 10 (the whole tree) would not.
+FORMAT_FLAGS = ["--capacity-blocks", "2048", "--block-size", "1024", "--tree-cache-mib", "2"]
 
 
-def uncached_buckets(capacity=2048, cached_levels=10):
+def uncached_buckets(capacity=2048, cached_levels=9):
     """The backend buckets of a Path ORAM of `capacity` blocks, as its geometry
-    makes them: leaves = the smallest power of two >= capacity / 2, nodes numbered
-    1.. level by level, the first `cached_levels` levels kept locally."""
+    makes them for a new volume: leaves = the smallest power of two >= capacity / 4,
+    nodes numbered 1.. level by level, the first `cached_levels` levels kept locally."""
     leaves = 1
-    while leaves < -(-capacity // 2):
+    while leaves < -(-capacity // 4):
         leaves *= 2
     levels = leaves.bit_length()  # L + 1
     cached = 2 ** min(cached_levels, levels) - 1
@@ -158,7 +158,7 @@ FORMAT_LINE = re.compile(r"(\d+) buckets on the backend: (\d+) written now, (\d+
 
 def test_format_writes_every_never_written_bucket_once_and_keeps_the_data(tmp_path):
     expected = uncached_buckets()
-    assert len(expected) == 1024  # the leaf level: 2047 nodes, 1023 cached
+    assert len(expected) == 512  # the leaf level: 1023 nodes, 511 cached
     bodies = {"a/one": os.urandom(3000), "b/two": os.urandom(5000)}
     p = Proxy(tmp_path, *FORMAT_FLAGS)
     data = p.data_dir

@@ -10,6 +10,10 @@ use crate::{
     BlockStore, GetOpts, ListOpts, ObjKey, ObjTag, PutCondition, PutOpts, Result, SizeBound,
 };
 
+/// Keys in one S3 DeleteObjects request, the most S3 allows: what the delete
+/// request counter counts by.
+pub const DELETE_BATCH: usize = 1000;
+
 /// Request and byte counters of one verb.
 #[derive(Debug, Default)]
 pub struct VerbCounters {
@@ -46,8 +50,11 @@ pub struct AccountingSnapshot {
     pub put_requests: u64,
     /// Bytes sent by PUTs.
     pub put_bytes: u64,
-    /// DELETE requests, one per key.
+    /// DELETE requests as an S3 back-end sends them: one DeleteObjects per
+    /// [`DELETE_BATCH`] keys of each call (the fs back-end removes each key).
     pub delete_requests: u64,
+    /// Keys deleted (requested; some may have been absent).
+    pub delete_keys: u64,
     /// Listing requests.
     pub list_requests: u64,
 }
@@ -77,6 +84,7 @@ impl AccountingSnapshot {
             put_requests: self.put_requests - earlier.put_requests,
             put_bytes: self.put_bytes - earlier.put_bytes,
             delete_requests: self.delete_requests - earlier.delete_requests,
+            delete_keys: self.delete_keys - earlier.delete_keys,
             list_requests: self.list_requests - earlier.list_requests,
         }
     }
@@ -116,7 +124,7 @@ impl<S> Accounting<S> {
         let (get_requests, get_bytes) = self.get.read();
         let (range_requests, range_bytes) = self.range.read();
         let (put_requests, put_bytes) = self.put.read();
-        let (delete_requests, _) = self.delete.read();
+        let (delete_requests, delete_keys) = self.delete.read();
         let (list_requests, _) = self.list.read();
         AccountingSnapshot {
             get_requests,
@@ -126,6 +134,7 @@ impl<S> Accounting<S> {
             put_requests,
             put_bytes,
             delete_requests,
+            delete_keys,
             list_requests,
         }
     }
@@ -160,7 +169,9 @@ impl<S: BlockStore> BlockStore for Accounting<S> {
     }
 
     async fn delete_many(&self, keys: &[ObjKey]) -> Result<()> {
-        self.delete.add(keys.len() as u64, 0);
+        // (The keys counted where the other verbs count bytes.)
+        self.delete
+            .add(keys.len().div_ceil(DELETE_BATCH) as u64, keys.len() as u64);
         self.inner.delete_many(keys).await
     }
 

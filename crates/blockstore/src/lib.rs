@@ -24,7 +24,7 @@ mod opts;
 mod recording;
 mod size;
 
-pub use accounting::{Accounting, AccountingSnapshot, VerbCounters};
+pub use accounting::{Accounting, AccountingSnapshot, VerbCounters, DELETE_BATCH};
 pub use ext::BlockStoreExt;
 pub use key::{InvalidKey, ObjKey};
 pub use opts::{GetOpts, ListOpts, PutMode, PutOpts};

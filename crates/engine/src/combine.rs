@@ -314,6 +314,10 @@ impl Oram for Combined {
         self.shared.engine.collect().await
     }
 
+    fn superseded(&self) -> Option<crate::Superseded> {
+        self.shared.engine.superseded()
+    }
+
     async fn format(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<Formatted> {
         self.shared.engine.format(progress).await
     }

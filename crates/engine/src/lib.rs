@@ -311,6 +311,17 @@ pub trait Oram: Send + Sync {
         Ok(0)
     }
 
+    /// At most how many objects the engine keeps beyond one per position since
+    /// its last checkpoint began (the checkpoint's own, and earlier versions
+    /// written before their commit), which a checkpoint that lands lets it
+    /// delete ([`Oram::collect`]): for taking a checkpoint early when they grow.
+    /// `None` for engines that keep nothing superseded or do not count it. A
+    /// count of what the storage server saw written (which positions, since
+    /// when), so acting on it reveals nothing more.
+    fn superseded(&self) -> Option<Superseded> {
+        None
+    }
+
     /// Writes every backend object the engine may ever read that was never
     /// written (empty), so that every read finds an object of full size (no
     /// lazy-initialisation pattern). Objects already written are left alone: safe
@@ -397,6 +408,40 @@ pub struct Grown {
     /// Objects written by this call (those of `positions` an interrupted
     /// growth had not written yet).
     pub written: u64,
+}
+
+/// How many backend objects an engine may keep that only its last checkpoint
+/// or an earlier state refers to ([`Oram::superseded`]), against its positions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Superseded {
+    /// Objects superseded since the last checkpoint, at most.
+    pub objects: u64,
+    /// The engine's backend positions (one live object each, once written).
+    pub positions: u64,
+    /// The checkpoint epoch the count is of (a count of an earlier epoch is
+    /// stale: no round ran since the checkpoint that ended it).
+    pub epoch: u64,
+    /// Bytes of one object (the objects counted are all this size).
+    pub object_bytes: u64,
+}
+
+impl Superseded {
+    /// The sum of several engines' counts (a partition framework's), each of
+    /// the latest epoch any of them counts in; stale counts are left out.
+    pub fn sum(counts: impl IntoIterator<Item = Superseded>) -> Option<Superseded> {
+        let counts: Vec<Superseded> = counts.into_iter().collect();
+        let epoch = counts.iter().map(|c| c.epoch).max()?;
+        Some(Superseded {
+            objects: counts
+                .iter()
+                .filter(|c| c.epoch == epoch)
+                .map(|c| c.objects)
+                .sum(),
+            positions: counts.iter().map(|c| c.positions).sum(),
+            epoch,
+            object_bytes: counts.iter().map(|c| c.object_bytes).max().unwrap_or(0),
+        })
+    }
 }
 
 /// What [`Oram::format`] did.

@@ -763,6 +763,12 @@ impl Oram for Partitioned {
         Ok(n)
     }
 
+    /// The partitions' counts, summed ([`oram_engine::Superseded::sum`]; `None`
+    /// if no partition counts).
+    fn superseded(&self) -> Option<oram_engine::Superseded> {
+        oram_engine::Superseded::sum(self.inner.subs.iter().filter_map(|s| s.superseded()))
+    }
+
     /// Formats every partition, one after the other; `progress` counts the
     /// positions of all partitions (every partition has as many). Observed: each
     /// partition's format in turn.

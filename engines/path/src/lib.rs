@@ -28,9 +28,12 @@
 //! only on earlier random paths. Freshness: every bucket is sealed with its space,
 //! version and generation, which the trusted state remembers.
 //!
-//! **Shape.** `2^L` leaves, the smallest power of two ≥ capacity / 2
-//! ([`oram_tree::Geometry::new`]), so that Z = 4 leaves room for at least twice
-//! the blocks; the stash test measures the bound at N = 2^14. A bucket
+//! **Shape.** `2^L` leaves, the smallest power of two ≥ capacity / 4 for a
+//! volume created now (`PathSettings::leaf_divisor`; capacity / 2, the default
+//! of [`oram_tree::Geometry::new`], for earlier volumes and for sub-ORAMs), so
+//! that Z = 4 leaves room for at least twice the blocks (four times with 2);
+//! the stash test measures the bound at N = 2^14 and `examples/stash.rs`
+//! simulates both sizings. A bucket
 //! ([`bucket`], `ObjectKind::TreeBucket`) is Z fixed-size slots of an 8-byte block
 //! id and the block, so every bucket has the same size. The tree-top cache is
 //! given in bytes (`tree_cache_mib`, 16 MiB by default):

@@ -46,6 +46,17 @@ pub struct PathSettings {
     /// `[engine]`.
     #[serde(skip)]
     pub round_attempts: Option<u32>,
+    /// A binary tree's leaves for `capacity` blocks: the smallest power of two
+    /// ≥ ⌈capacity / leaf_divisor⌉, so Z·2·leaves ≈ (2Z ÷ leaf_divisor) slots per
+    /// block. 4 (the default for a new volume, Z = 4: two slots per block, half
+    /// the backend storage of 2) — the stash stays as small as with 2 in the
+    /// simulation of `examples/stash.rs` (largest 12 blocks in a million
+    /// accesses, bound 89; `benches/footprint/RESULTS.md`). Recorded in the
+    /// volume when it is not 2, the sizing of earlier versions, which a volume
+    /// recording none keeps. Not in `[engine]`; a partition framework's binary
+    /// sub-ORAMs use 2.
+    #[serde(skip)]
+    pub leaf_divisor: u64,
 }
 
 impl Default for PathSettings {
@@ -59,6 +70,7 @@ impl Default for PathSettings {
             arity: 2,
             tree_cache_bytes: None,
             round_attempts: None,
+            leaf_divisor: 4,
         }
     }
 }
@@ -93,6 +105,7 @@ stash_bound = 89
         if let Some(n) = self.round_attempts {
             tree.round_attempts = n;
         }
+        tree.leaves = self.leaves(shape);
         PathConfig {
             tree,
             z: self.z,
@@ -111,7 +124,19 @@ stash_bound = 89
     }
 
     fn geometry(&self, shape: &Shape) -> Geometry {
-        Geometry::for_capacity(self.arity, shape.capacity, self.z, shape.block_size, None)
+        Geometry::for_capacity(
+            self.arity,
+            shape.capacity,
+            self.z,
+            shape.block_size,
+            self.leaves(shape),
+        )
+    }
+
+    /// The leaves asked of a binary tree ([`PathSettings::leaf_divisor`]); a
+    /// k-ary tree is sized by [`Geometry::for_capacity`].
+    fn leaves(&self, shape: &Shape) -> Option<u64> {
+        (self.arity == 2).then(|| shape.capacity.div_ceil(self.leaf_divisor.max(1)))
     }
 
     /// The tree-top cache's levels for a volume of `shape`: `cached_levels`, or
@@ -137,6 +162,14 @@ impl EngineSettings for PathSettings {
         if !(2..=64).contains(&self.arity) {
             return Err("the tree's arity must be 2 to 64".into());
         }
+        // Fewer leaves than a quarter of the blocks fills the tree: the stash
+        // grows without bound (`examples/stash.rs`).
+        if !(1..=4).contains(&self.leaf_divisor) {
+            return Err(format!(
+                "the tree's leaf divisor must be 1 to 4, not {}",
+                self.leaf_divisor
+            ));
+        }
         Ok(())
     }
 
@@ -154,6 +187,10 @@ impl EngineSettings for PathSettings {
         if self.arity != 2 {
             fixed.insert("arity".to_string(), self.arity.to_string());
         }
+        // Recorded only when not 2: volumes of earlier versions have none.
+        if self.arity == 2 && self.leaf_divisor != 2 {
+            fixed.insert("leaf_divisor".to_string(), self.leaf_divisor.to_string());
+        }
         fixed
     }
 
@@ -163,6 +200,13 @@ impl EngineSettings for PathSettings {
         named: &dyn Fn(&str) -> bool,
     ) -> std::result::Result<(), String> {
         adopt_value(&mut self.z, recorded, "z", "z", named)?;
+        // Never named in `[engine]`: a volume that records none was sized by 2.
+        self.leaf_divisor = match recorded.get("leaf_divisor") {
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("the volume's recorded leaf_divisor {v:?} is not a number"))?,
+            None => 2,
+        };
         if let Some(levels) = recorded_value(recorded, "cached_levels", "cached_levels", named)? {
             self.cached_levels = Some(levels);
         }
@@ -297,11 +341,13 @@ mod tests {
 
     #[test]
     fn the_model_is_two_z_blocks_per_uncached_level() {
-        // 262 144 blocks of 4 KiB, 10 cached levels: 2^17 leaves, 18 levels, 8
-        // on the backend; 2·Z·U = 64 blocks; a bucket is Z slots of id and
-        // block, sealed (the objects the engine writes: `object_bound`).
+        // 262 144 blocks of 4 KiB, 10 cached levels, sized as earlier volumes
+        // were: 2^17 leaves, 18 levels, 8 on the backend; 2·Z·U = 64 blocks; a
+        // bucket is Z slots of id and block, sealed (the objects the engine
+        // writes: `object_bound`).
         let s = PathSettings {
             cached_levels: Some(10),
+            leaf_divisor: 2,
             ..PathSettings::default()
         };
         let m = s.model(&shape(262_144, 4096));
@@ -320,12 +366,21 @@ mod tests {
         for (cap, leaves) in [(2048, 1024), (2049, 2048), (1, 1)] {
             assert_eq!(s.model(&shape(cap, 4096)).tree().unwrap().leaves, leaves);
         }
+        // A new volume's: ≥ ⌈capacity / 4⌉, one level fewer, two slots a block.
+        let new = PathSettings::default();
+        for (cap, leaves) in [(2048, 512), (2049, 1024), (1, 1), (262_144, 65_536)] {
+            assert_eq!(new.model(&shape(cap, 4096)).tree().unwrap().leaves, leaves);
+        }
+        let t = new.model(&shape(262_144, 4096));
+        let slots = t.tree().unwrap().leaves * 2 * 4;
+        assert_eq!(slots, 2 * 262_144);
         // Everything cached: nothing on the backend.
         let all = PathSettings {
             cached_levels: Some(30),
             ..PathSettings::default()
         };
         let m = all.model(&shape(2048, 4096));
-        assert_eq!((m.overhead, m.tree().unwrap().cached_levels), (0.0, 11));
+        // (512 leaves: 10 levels.)
+        assert_eq!((m.overhead, m.tree().unwrap().cached_levels), (0.0, 10));
     }
 }

@@ -203,6 +203,13 @@ struct Inner<S: TreeScheme> {
     repeated: AtomicU64,
     /// Superseded objects deleted (`collect`).
     collected: AtomicU64,
+    /// Objects superseded since epoch `superseded_epoch` began, at most: two
+    /// for each position written in it that was written before (the
+    /// checkpoint's object, and one earlier version of this epoch). Counted
+    /// by the rounds under the round lock; read without it.
+    superseded: AtomicU64,
+    /// The epoch `superseded` counts in.
+    superseded_epoch: AtomicU64,
     stash_bound: AtomicUsize,
 }
 
@@ -348,6 +355,8 @@ impl<S: TreeScheme> TreeEngine<S> {
                 steps: Arc::new(StepClock::new(steps::ROUND_STEPS)),
                 repeated: AtomicU64::new(0),
                 collected: AtomicU64::new(0),
+                superseded: AtomicU64::new(0),
+                superseded_epoch: AtomicU64::new(0),
                 stash_bound: AtomicUsize::new(params.stash_bound),
                 capacity: AtomicU64::new(capacity),
                 id_limit: AtomicU64::new(id_limit),
@@ -544,6 +553,20 @@ impl<S: TreeScheme> Oram for TreeEngine<S> {
                 .fetch_add(keys.len() as u64, Ordering::Relaxed);
         }
         Ok(total)
+    }
+
+    /// Two per position written since the last checkpoint began that had been
+    /// written before it, against the uncached positions.
+    fn superseded(&self) -> Option<oram_engine::Superseded> {
+        let scheme = self.inner.scheme();
+        let geo = scheme.geometry();
+        let positions = geo.node_count() - geo.nodes_above(scheme.cached_levels());
+        Some(oram_engine::Superseded {
+            objects: self.inner.superseded.load(Ordering::Relaxed),
+            positions,
+            epoch: self.inner.superseded_epoch.load(Ordering::Relaxed),
+            object_bytes: scheme.object_len(),
+        })
     }
 
     /// Prepares the growth ([`TreeEngine::grow_prepare`]), then switches to it

@@ -567,11 +567,15 @@ impl<S: TreeScheme> Inner<S> {
         };
         let mut writes = Vec::with_capacity(applied.writes.len());
         let (epoch, generation) = (rs.state.epoch(), rs.state.generation());
+        if self.superseded_epoch.swap(epoch, Ordering::Relaxed) != epoch {
+            self.superseded.store(0, Ordering::Relaxed);
+        }
         for (node, plain) in applied.writes {
-            let mut nv = rs
-                .state
-                .node(node)
-                .next(epoch, generation, SlotPolicy::BeforeCommit);
+            let old = rs.state.node(node);
+            if old.version > 0 && old.epoch != epoch {
+                self.superseded.fetch_add(2, Ordering::Relaxed);
+            }
+            let mut nv = old.next(epoch, generation, SlotPolicy::BeforeCommit);
             nv.version += intent.attempt;
             rs.state.set_node(node, nv);
             writes.push((node, nv, plain));

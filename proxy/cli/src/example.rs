@@ -175,6 +175,12 @@ budget_gib = 0
 # and at shutdown (0 = at shutdown only). A checkpoint pauses the engine while it
 # uploads.
 checkpoint_interval_secs = 300
+# Also a checkpoint as soon as the backend objects the engine superseded since the
+# last one (the checkpoint's own and earlier versions of rewritten buckets) may
+# exceed this percentage of its positions: once it lands they are deleted. Bounds
+# the backend's footprint (Path ORAM: 2.5x the capacity at 25) at the price of
+# more checkpoints on a busy volume; 0 = on the interval only.
+superseded_max_percent = 25
 # Bytes of object index a checkpoint has room for; 0 = 64 per block of capacity.
 # A larger index doubles the checkpoint (its size then hints at the index size).
 checkpoint_index_bytes = 0

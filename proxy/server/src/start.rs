@@ -173,18 +173,29 @@ impl Server {
     }
 }
 
-/// Takes a checkpoint every `every` until `stop`.
+/// How often the checkpointer looks at the engine's superseded objects.
+const SUPERSEDED_POLL: Duration = Duration::from_millis(100);
+
+/// Takes a checkpoint every `every` (if set), and whenever the engine's
+/// superseded objects reach `[state] superseded_max_percent`, until `stop`.
 async fn checkpoint_loop(
     vol: Arc<Volume>,
     tel: Arc<Telemetry>,
-    every: Duration,
+    every: Option<Duration>,
+    state: oram_volume::StateConfig,
     mut stop: Shutdown,
 ) {
+    let mut last = tokio::time::Instant::now();
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(every) => {}
+            _ = tokio::time::sleep(SUPERSEDED_POLL) => {}
             _ = stop.wait() => return,
         }
+        let periodic = every.is_some_and(|e| last.elapsed() >= e);
+        if !periodic && !vol.checkpoint_due(&state) {
+            continue;
+        }
+        last = tokio::time::Instant::now();
         let at = unix_ms();
         match vol.checkpoint().await {
             Ok(c) => {
@@ -364,9 +375,11 @@ pub async fn start(
         );
         addr
     });
-    if volume.state.checkpoint_interval_secs > 0 {
-        let every = Duration::from_secs(volume.state.checkpoint_interval_secs);
-        let looping = checkpoint_loop(vol.clone(), tel.clone(), every, tasks.shutdown());
+    if volume.state.checkpoint_interval_secs > 0 || volume.state.superseded_max_percent > 0 {
+        let every = (volume.state.checkpoint_interval_secs > 0)
+            .then(|| Duration::from_secs(volume.state.checkpoint_interval_secs));
+        let state = volume.state.clone();
+        let looping = checkpoint_loop(vol.clone(), tel.clone(), every, state, tasks.shutdown());
         tasks.spawn("the checkpointer did not stop", Wait::Finish, looping);
     }
     let mut stop = tasks.shutdown();

@@ -60,8 +60,15 @@ impl VolumeConfig {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StateConfig {
-    /// Seconds between checkpoints to the backend (0: at shutdown only).
+    /// Seconds between checkpoints to the backend (0: at shutdown only, and
+    /// when `superseded_max_percent` asks).
     pub checkpoint_interval_secs: u64,
+    /// A checkpoint is also taken as soon as the objects the engine superseded
+    /// since the last one may exceed this percentage of its positions
+    /// ([`oram_engine::Oram::superseded`]; 0: never): once it lands they are
+    /// deleted, which bounds the backend's footprint (Path ORAM: two slots per
+    /// block, so 25 % keeps a volume within 2.5× its capacity).
+    pub superseded_max_percent: u64,
     /// Object-index bytes a checkpoint has room for (0: 64 per block).
     pub checkpoint_index_bytes: u64,
     /// MiB of memory the state database may cache (at least 1; default 256,
@@ -74,7 +81,33 @@ pub struct StateConfig {
     pub log_record_kib: u64,
 }
 
+/// How many times its own size an early checkpoint must let the engine delete
+/// ([`StateConfig::checkpoint_due`]).
+pub const EARLY_CHECKPOINT_GAIN: u64 = 4;
+
 impl StateConfig {
+    /// Whether `superseded`, counted by an engine whose state is at checkpoint
+    /// epoch `epoch`, calls for a checkpoint of `checkpoint_bytes` now: the
+    /// objects reach `superseded_max_percent` of the positions, and deleting
+    /// them frees at least [`EARLY_CHECKPOINT_GAIN`] times the bytes the
+    /// checkpoint uploads (a small volume of an engine with a large trusted
+    /// state, CURIOUS's, would otherwise upload more than it frees).
+    pub fn checkpoint_due(
+        &self,
+        superseded: Option<oram_engine::Superseded>,
+        epoch: u64,
+        checkpoint_bytes: u64,
+    ) -> bool {
+        let Some(s) = superseded else { return false };
+        self.superseded_max_percent > 0
+            && s.epoch == epoch
+            && u128::from(s.objects) * u128::from(s.object_bytes)
+                >= u128::from(checkpoint_bytes) * u128::from(EARLY_CHECKPOINT_GAIN)
+            && s.objects > 0
+            && u128::from(s.objects) * 100
+                >= u128::from(s.positions) * u128::from(self.superseded_max_percent)
+    }
+
     /// How the log is shipped, if it is.
     pub fn log_settings(&self) -> Option<crate::logship::LogSettings> {
         (self.log_interval_ms > 0).then(|| crate::logship::LogSettings {
@@ -88,6 +121,7 @@ impl Default for StateConfig {
     fn default() -> Self {
         Self {
             checkpoint_interval_secs: 300,
+            superseded_max_percent: 25,
             checkpoint_index_bytes: 0,
             cache_mib: 256,
             log_interval_ms: 0,
@@ -99,6 +133,11 @@ impl Default for StateConfig {
 impl StateConfig {
     /// Checks values that parse but cannot work.
     pub fn validate(&self) -> Result<(), String> {
+        if self.superseded_max_percent > 200 {
+            return Err(
+                "state.superseded_max_percent must be 0 (no early checkpoints) to 200".into(),
+            );
+        }
         if self.log_interval_ms > 0 {
             if !(10..=60_000).contains(&self.log_interval_ms) {
                 return Err("state.log_interval_ms must be 0 (no log) or 10 to 60000".into());
@@ -395,5 +434,38 @@ mod tests {
             };
             assert!(bad.validate().is_err(), "{at} {max}");
         }
+    }
+
+    #[test]
+    fn a_checkpoint_is_due_when_the_superseded_objects_reach_the_allowance() {
+        let s = StateConfig::default();
+        let count = |objects, epoch| {
+            Some(oram_engine::Superseded {
+                objects,
+                positions: 1000,
+                epoch,
+                object_bytes: 100,
+            })
+        };
+        assert!(!s.checkpoint_due(None, 3, 1000));
+        assert!(!s.checkpoint_due(count(0, 3), 3, 1000));
+        assert!(!s.checkpoint_due(count(249, 3), 3, 1000));
+        assert!(s.checkpoint_due(count(250, 3), 3, 1000));
+        // A count of the epoch before: no round since the last checkpoint.
+        assert!(!s.checkpoint_due(count(900, 2), 3, 1000));
+        // A checkpoint larger than a quarter of what it would free: not yet.
+        assert!(!s.checkpoint_due(count(250, 3), 3, 6251));
+        assert!(s.checkpoint_due(count(250, 3), 3, 6250));
+        let off = StateConfig {
+            superseded_max_percent: 0,
+            ..StateConfig::default()
+        };
+        assert!(!off.checkpoint_due(count(900, 3), 3, 1000));
+        assert!(StateConfig {
+            superseded_max_percent: 201,
+            ..StateConfig::default()
+        }
+        .validate()
+        .is_err());
     }
 }

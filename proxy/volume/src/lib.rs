@@ -55,6 +55,7 @@ pub use backend::{disk_space, DiskSpace, StoreHook, VolumeHooks};
 pub use checkpoint::{last_checkpoint_ms, CheckpointInfo};
 pub use config::{
     parse_size, BackendConfig, BackendKind, GrowthConfig, KeyConfig, StateConfig, VolumeConfig,
+    EARLY_CHECKPOINT_GAIN,
 };
 pub use engines::{Engine, EngineConfig};
 pub use error::VolumeError;

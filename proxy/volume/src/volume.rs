@@ -455,6 +455,17 @@ impl Volume {
         Ok(info)
     }
 
+    /// Whether the engine's superseded objects call for a checkpoint now
+    /// ([`crate::StateConfig::checkpoint_due`], with this volume's checkpoint
+    /// size).
+    pub fn checkpoint_due(&self, state: &crate::StateConfig) -> bool {
+        state.checkpoint_due(
+            self.engine.superseded(),
+            self.db.epoch(),
+            self.checkpointer.size(),
+        )
+    }
+
     /// The epoch of the checkpoint on the backend, if any, authenticated: reads and
     /// opens the checkpoint's sealed head (a checkpoint of the earlier format is
     /// downloaded and opened whole).

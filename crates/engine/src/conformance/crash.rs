@@ -396,6 +396,12 @@ pub fn superseded_objects_go_once_a_checkpoint_landed(s: Arc<dyn Subject>) {
         // Half the blocks written again: their positions keep the checkpoint's
         // objects, the others lose their superseded ones.
         fill(e.as_ref(), &mut model, 0..32, 4).await;
+        if s.collects() {
+            // What that cost is counted, in the epoch the state is in.
+            let c = e.superseded().expect("an engine that collects counts");
+            assert_eq!(c.epoch, db.epoch());
+            assert!(c.objects > 0 && c.objects <= 2 * c.positions, "{c:?}");
+        }
         e.collect().await.unwrap();
         {
             // A recover from it, on a copy of the store (its sweep deletes what

@@ -203,7 +203,7 @@ pub(super) fn backend_counts(o: &mut Out, b: &AccountingSnapshot) {
     o.metric(
         "oram_backend_requests_total",
         "counter",
-        "Requests sent to the backend store, by verb (failed ones included).",
+        "Requests sent to the backend store, by verb (failed ones included; delete: as an S3 back-end sends them, one DeleteObjects per 1,000 keys).",
         &[
             ("verb=\"get\"", b.get_requests as f64),
             ("verb=\"get_range\"", b.range_requests as f64),
@@ -211,6 +211,12 @@ pub(super) fn backend_counts(o: &mut Out, b: &AccountingSnapshot) {
             ("verb=\"delete\"", b.delete_requests as f64),
             ("verb=\"list\"", b.list_requests as f64),
         ],
+    );
+    o.metric(
+        "oram_backend_deleted_keys_total",
+        "counter",
+        "Keys the backend store was asked to delete (superseded objects, sweeps, expired log records).",
+        &[("", b.delete_keys as f64)],
     );
     o.metric(
         "oram_backend_bytes_total",

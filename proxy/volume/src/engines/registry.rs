@@ -102,6 +102,8 @@ fn sub_factory() -> SubFactory {
                         z: spec.z,
                         arity: spec.arity,
                         cached_levels: spec.cached_levels,
+                        // The sizing sub-ORAMs always had (not recorded).
+                        leaf_divisor: 2,
                         ..PathSettings::default()
                     };
                     if spec.stash_bound > 0 {

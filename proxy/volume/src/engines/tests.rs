@@ -91,9 +91,21 @@ fn the_tree_top_cache_is_sized_in_bytes() {
     assert_eq!(levels("tree_cache_mib = 0"), "0");
     assert_eq!(levels("block_size = 4096\ncapacity_blocks = 262144"), "10");
     assert_eq!(levels("block_size = 65536\ncapacity_blocks = 16384"), "6");
+    // A new Path volume: ⌈capacity / 4⌉ leaves (two slots a block), recorded
+    // with its divisor (a volume recording none was sized by 2).
+    let new = parse("").unwrap().fixed("vol0");
+    assert_eq!(
+        (new["leaves"].as_str(), new["leaf_divisor"].as_str()),
+        ("16384", "4")
+    );
+    assert!(!parse("kind = 'ring'")
+        .unwrap()
+        .fixed("vol0")
+        .contains_key("leaf_divisor"));
     // An explicit depth wins over the budget; never more than the tree.
     assert_eq!(levels("cached_levels = 3\ntree_cache_mib = 64"), "3");
-    assert_eq!(levels("capacity_blocks = 64\ntree_cache_mib = 4096"), "6");
+    // (64 blocks: 16 leaves, 5 levels.)
+    assert_eq!(levels("capacity_blocks = 64\ntree_cache_mib = 4096"), "5");
     // Ring ORAM's buckets hold Z real blocks in the cache, as Path's.
     assert_eq!(levels("kind = 'ring'"), "8");
     assert_eq!(levels("kind = 'ring'\nring_preset = 'large'"), "5");

@@ -203,9 +203,10 @@ access reads from the backend (CURIOUS: each sub-ORAM's).\n\
 between the engine and the back-end: every request the engine and the checkpoint send, failed \
 ones included, exact, and the same whatever the back-end (the fs back-end here). Bytes are \
 object bodies, without HTTP headers. Not in them: the lease's renewals (below the counters; \
-see the fixed costs); the S3 back-end's paging (a LIST is one request per 1,000 keys there) \
-and batching (its DELETEs go out as DeleteObjects of up to 1,000 keys; both providers price \
-deletes at 0). HEAD is 0 by construction: the block store has no HEAD, the proxy sends none.\n\
+see the fixed costs); the S3 back-end's paging (a LIST is one request per 1,000 keys there). \
+DELETEs are counted as the S3 back-end sends them, one DeleteObjects request per call and per \
+1,000 keys (the superseded objects a tree engine deletes after each checkpoint go a batch per \
+round; both providers price deletes at 0). HEAD is 0 by construction: the block store has no HEAD, the proxy sends none.\n\
 - **Plain copy**: not run but computed from the same workload's object sizes: each object \
 stored once, sealed (1× the bytes; sealing adds a few dozen bytes an object, left out), one \
 PUT per object written, one GET per object read. `direct` (the proxy without ORAM) is measured.\n\
