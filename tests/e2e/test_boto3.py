@@ -77,6 +77,38 @@ def test_presigned_get_and_put(s3, bucket):
     assert status == 403 and error_code(body) == "SignatureDoesNotMatch"
 
 
+def test_x_amz_headers_the_signature_does_not_cover_are_refused(proxy, s3, bucket):
+    """An x-amz-* header added to a signed request or a presigned URL, which the
+    signature does not cover, is refused as AWS refuses it (403 AccessDenied), and
+    nothing happens: not the PUT, not the copy it would have turned it into."""
+    url = s3.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": "pre-x.txt"},
+                                    ExpiresIn=300)
+    for header in ({"x-amz-copy-source": f"{bucket}/keep.txt"}, {"x-amz-meta-who": "mallory"},
+                   {"X-Amz-Tagging": "a=b"}):
+        status, body, _ = http("PUT", url, data=b"via presigned PUT", headers=header)
+        assert status == 403 and error_code(body) == "AccessDenied", (header, body)
+        assert b"not signed" in body, body
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket=bucket, Key="pre-x.txt")
+    assert e.value.response["Error"]["Code"] in ("404", "NoSuchKey")
+    # Header-signed: an x-amz-* header added after signing.
+    target = f"{proxy.endpoint}/{bucket}/signed-x.txt"
+    req = AWSRequest(method="PUT", url=target, data=b"signed body")
+    req.headers["x-amz-content-sha256"] = hashlib.sha256(b"signed body").hexdigest()
+    S3SigV4Auth(Credentials(ACCESS, SECRET), "s3", "us-east-1").add_auth(req)
+    headers = dict(req.headers)
+    headers["x-amz-meta-added"] = "later"
+    status, body, _ = http("PUT", target, data=b"signed body", headers=headers)
+    assert status == 403 and error_code(body) == "AccessDenied", body
+    # The same headers, all signed: accepted.
+    status, _, _ = signed("PUT", target, b"signed body", headers={"x-amz-meta-added": "signed"})
+    assert status == 200
+    assert s3.head_object(Bucket=bucket, Key="signed-x.txt")["Metadata"] == {"added": "signed"}
+    status, _, _ = http("PUT", url, data=b"via presigned PUT")
+    assert status == 200
+    assert_untouched(s3, bucket)
+
+
 def test_expired_presigned_url(s3, bucket):
     url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "keep.txt"}, ExpiresIn=1)
     time.sleep(2.5)

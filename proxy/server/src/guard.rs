@@ -13,6 +13,13 @@
 //!   s, AWS's own bound): `400 AuthorizationQueryParametersError`; so is an
 //!   `X-Amz-Expires` given twice (s3s refuses it too, but not before it looked at
 //!   the rest).
+//! * **`x-amz-*` headers the signature does not cover** (not in the
+//!   `SignedHeaders` of a SigV4 `Authorization` header, or in a presigned URL's
+//!   `X-Amz-SignedHeaders`): `403 AccessDenied`, as AWS answers ("There were
+//!   headers present in the request which were not signed"). s3s checks only the
+//!   headers that are signed, and the proxy acts on `x-amz-*` headers (a copy
+//!   source, metadata, tags, object lock), so without this a party on the path
+//!   of a plain-HTTP request, or the holder of a presigned URL, could add one.
 //!
 //! The query is decoded exactly as s3s decodes it (`application/x-www-form-urlencoded`:
 //! percent escapes and `+` in names and values, through `form_urlencoded`, which
@@ -37,6 +44,43 @@ pub enum S3Refusal {
     ExpiresTooLong,
     /// A presigned URL naming `X-Amz-Expires` more than once.
     ExpiresRepeated,
+    /// An `x-amz-*` header (this one) that the request's signature does not
+    /// cover.
+    UnsignedHeader(String),
+}
+
+/// The headers a SigV4 request's signature covers, lower-cased: the
+/// `SignedHeaders` of its `AWS4-HMAC-SHA256` `Authorization` header, or its
+/// presigned URL's `X-Amz-SignedHeaders` (decoded as s3s decodes the query).
+/// `None` when it names neither, or either twice: an anonymous or malformed
+/// request, which s3s refuses or treats as anonymous.
+fn signed_headers<B>(req: &http::Request<B>) -> Option<Vec<String>> {
+    let list = |v: &str| -> Vec<String> {
+        v.split(';')
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect()
+    };
+    let mut auth = req.headers().get_all(http::header::AUTHORIZATION).iter();
+    if let (Some(a), None) = (auth.next(), auth.next()) {
+        let a = a.to_str().ok()?.trim();
+        let rest = a.strip_prefix("AWS4-HMAC-SHA256")?;
+        let mut found = rest
+            .split(',')
+            .filter_map(|c| c.trim().strip_prefix("SignedHeaders="));
+        return match (found.next(), found.next()) {
+            (Some(v), None) => Some(list(v)),
+            _ => None,
+        };
+    }
+    let q = req.uri().query()?;
+    let mut found = query_params(q)
+        .filter(|(k, _)| k.eq_ignore_ascii_case("X-Amz-SignedHeaders"))
+        .map(|(_, v)| v);
+    match (found.next(), found.next()) {
+        (Some(v), None) => Some(list(&v)),
+        _ => None,
+    }
 }
 
 /// The query's names and values, decoded as s3s decodes them.
@@ -107,6 +151,16 @@ pub fn s3_refusal<B>(req: &http::Request<B>) -> Option<S3Refusal> {
             return Some(S3Refusal::ExpiresTooLong);
         }
     }
+    if let Some(signed) = signed_headers(req) {
+        // Header names are lower-case in `http`.
+        let unsigned = headers
+            .keys()
+            .map(|n| n.as_str())
+            .find(|n| n.starts_with("x-amz-") && !signed.iter().any(|s| s == n));
+        if let Some(n) = unsigned {
+            return Some(S3Refusal::UnsignedHeader(n.to_string()));
+        }
+    }
     None
 }
 
@@ -128,6 +182,11 @@ pub fn s3_refusal_response(r: &S3Refusal) -> http::Response<s3s::Body> {
         S3Refusal::ExpiresRepeated => s3s::s3_error!(
             AuthorizationQueryParametersError,
             "X-Amz-Expires must be given once"
+        ),
+        S3Refusal::UnsignedHeader(name) => s3s::s3_error!(
+            AccessDenied,
+            "There were headers present in the request which were not signed: {}",
+            name
         ),
     };
     err.to_http_response().unwrap_or_else(|_| {
@@ -271,5 +330,72 @@ mod tests {
         }
         let r = s3_refusal_response(&S3Refusal::ExpiresRepeated);
         assert_eq!(r.status(), 400);
+    }
+
+    #[test]
+    fn x_amz_headers_the_signature_does_not_cover_are_refused() {
+        let auth = |signed: &str| {
+            format!(
+                "AWS4-HMAC-SHA256 Credential=a/20250101/us-east-1/s3/aws4_request, \
+                 SignedHeaders={signed}, Signature=00"
+            )
+        };
+        let signed = auth("host;x-amz-content-sha256;x-amz-date");
+        let base = [
+            ("authorization", signed.as_str()),
+            ("x-amz-date", "20250101T000000Z"),
+            ("x-amz-content-sha256", "UNSIGNED-PAYLOAD"),
+        ];
+        assert_eq!(s3_refusal(&req("PUT", "/b/k", &base)), None);
+        // Other headers need not be signed.
+        let mut more = base.to_vec();
+        more.push(("content-type", "text/plain"));
+        more.push(("x-amzn-trace-id", "Root=1"));
+        assert_eq!(s3_refusal(&req("PUT", "/b/k", &more)), None);
+        // An x-amz-* header outside SignedHeaders, in any case.
+        for extra in ["x-amz-copy-source", "X-Amz-Meta-Owner", "x-amz-tagging"] {
+            let mut h = base.to_vec();
+            h.push((extra, "v"));
+            assert_eq!(
+                s3_refusal(&req("PUT", "/b/k", &h)),
+                Some(S3Refusal::UnsignedHeader(extra.to_ascii_lowercase())),
+                "{extra}"
+            );
+        }
+        // Signed (the list in any case): accepted.
+        let signed_meta = auth("Host;X-Amz-Content-Sha256;x-amz-date;x-amz-meta-owner");
+        let h = [
+            ("authorization", signed_meta.as_str()),
+            ("x-amz-date", "20250101T000000Z"),
+            ("x-amz-content-sha256", "UNSIGNED-PAYLOAD"),
+            ("x-amz-meta-owner", "me"),
+        ];
+        assert_eq!(s3_refusal(&req("PUT", "/b/k", &h)), None);
+        // A presigned URL: its X-Amz-SignedHeaders, decoded.
+        let pre = "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=a&X-Amz-Date=20250101T000000Z&X-Amz-Expires=60&X-Amz-Signature=00&X-Amz-SignedHeaders=";
+        assert_eq!(s3_refusal(&req("PUT", &format!("{pre}host"), &[])), None);
+        assert_eq!(
+            s3_refusal(&req(
+                "PUT",
+                &format!("{pre}host"),
+                &[("x-amz-copy-source", "other/key")]
+            )),
+            Some(S3Refusal::UnsignedHeader("x-amz-copy-source".into()))
+        );
+        assert_eq!(
+            s3_refusal(&req(
+                "PUT",
+                &format!("{pre}host%3Bx-amz-copy-source"),
+                &[("x-amz-copy-source", "other/key")]
+            )),
+            None
+        );
+        // Anonymous, or no SignedHeaders to go by: s3s's to judge.
+        assert_eq!(
+            s3_refusal(&req("GET", "/b/k", &[("x-amz-meta-a", "1")])),
+            None
+        );
+        let r = s3_refusal_response(&S3Refusal::UnsignedHeader("x-amz-tagging".into()));
+        assert_eq!(r.status(), 403);
     }
 }
