@@ -458,3 +458,94 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// What the DELETEs of superseded objects show the provider follows from what
+/// it saw before them: after a landed checkpoint, every deleted key is another
+/// slot of a position PUT at least twice before the checkpoint, never the
+/// slot last PUT, and never of a position PUT again since the checkpoint before
+/// the DELETE; and every position PUT twice or more before and not since has
+/// all its other slots deleted once the engine collects. So a predictor that
+/// knows only the trace and when the checkpoint landed names exactly the keys
+/// deleted (the order within rounds is position order, batch by batch).
+pub fn superseded_deletes_follow_from_what_the_server_saw(s: Arc<dyn Subject>) {
+    if !s.collects() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = Params {
+        collect_batch: 8,
+        ..durable_params()
+    };
+    runtime().block_on(async {
+        let rec = Arc::new(Recording::new(
+            FsStore::open(dir.path().join("store")).unwrap(),
+        ));
+        let db = Db::open(&dir.path().join("state.redb"), VOL).unwrap();
+        let e = engine(s.as_ref(), &p, rec.clone(), &db);
+        let mut model = Model::new();
+        for v in 1..4 {
+            fill(e.as_ref(), &mut model, 0..64, v).await;
+        }
+        let quiet = e.quiesce().await.unwrap();
+        let epoch = db.epoch() + 1;
+        db.set_epoch(epoch).await.unwrap();
+        db.set_landed(epoch);
+        drop(quiet);
+        let cut = rec.trace().len();
+        fill(e.as_ref(), &mut model, 0..32, 4).await;
+        e.collect().await.unwrap();
+        let trace = rec.trace();
+        // A key's position: the key without its slot suffix (`.1`, `.2`).
+        let stem = |k: &str| -> String {
+            match k.rsplit_once('.') {
+                Some((s, slot)) if slot.len() == 1 => s.to_string(),
+                _ => k.to_string(),
+            }
+        };
+        let mut puts: HashMap<String, (u32, String)> = HashMap::new();
+        for ev in trace[..cut].iter().filter(|e| e.verb == Verb::Put) {
+            let entry = puts.entry(stem(&ev.key)).or_default();
+            entry.0 += 1;
+            entry.1 = ev.key.clone();
+        }
+        assert!(
+            trace[..cut].iter().all(|e| e.verb != Verb::Delete),
+            "nothing is deleted before a checkpoint landed"
+        );
+        let mut rewritten = std::collections::HashSet::new();
+        let mut deleted = std::collections::HashSet::new();
+        for ev in &trace[cut..] {
+            let st = stem(&ev.key);
+            match ev.verb {
+                Verb::Put => {
+                    rewritten.insert(st);
+                }
+                Verb::Delete => {
+                    let (n, last) = puts.get(&st).cloned().unwrap_or_default();
+                    assert!(n >= 2, "{} deleted: its position was PUT {n} times", ev.key);
+                    assert_ne!(ev.key, last, "the object last PUT was deleted");
+                    assert!(
+                        !rewritten.contains(&st),
+                        "{} deleted after its position was written again",
+                        ev.key
+                    );
+                    deleted.insert(ev.key.clone());
+                }
+                _ => {}
+            }
+        }
+        for (st, (n, last)) in &puts {
+            if *n < 2 || rewritten.contains(st) {
+                continue;
+            }
+            for slot in [st.clone(), format!("{st}.1"), format!("{st}.2")] {
+                assert!(
+                    slot == *last || deleted.contains(&slot),
+                    "{slot} was not deleted"
+                );
+            }
+        }
+        assert!(!deleted.is_empty());
+        read_back(e.as_ref(), &model, 64, p.max_batch).await;
+    });
+}

@@ -262,6 +262,7 @@ macro_rules! engine_conformance {
                 format_writes_what_was_never_written_and_only_once,
                 writes_after_a_checkpoint_spare_its_objects,
                 superseded_objects_go_once_a_checkpoint_landed,
+                superseded_deletes_follow_from_what_the_server_saw,
                 a_failing_backend_fails_cleanly_and_loses_nothing,
                 write_backs_are_bounded_and_answers_do_not_wait_for_them,
                 an_interrupted_attempts_objects_never_open_as_current,
