@@ -61,8 +61,9 @@ def test_the_analytical_columns_follow_from_the_volume(speed):
     r = rows["path / fs"]
     bs, cap, z = int(r["block_size"]), int(r["capacity_blocks"]), int(r["z"])
     leaves, cached = int(r["leaves"]), int(r["cached_levels"])
-    # The tree as oram_tree::Geometry builds it: 2^L ≥ ⌈capacity / 2⌉ leaves.
-    assert leaves == 1 << max(0, math.ceil(cap / 2) - 1).bit_length()
+    # The tree as a new Path volume's settings build it: 2^L ≥ ⌈capacity / 4⌉
+    # leaves (two slots per block; `PathSettings::leaf_divisor`).
+    assert leaves == 1 << max(0, math.ceil(cap / 4) - 1).bit_length()
     levels = leaves.bit_length()
     assert int(r["levels"]) == levels
     uncached = levels - min(cached, levels)
