@@ -691,28 +691,37 @@ impl Signer {
             })
             .cloned()
             .collect();
-        let signed_headers;
-        let canonical_headers;
+        // Every header signed: `host` and the `x-amz-*` ones (the proxy refuses
+        // an `x-amz-*` header the signature does not cover, as AWS does).
+        let mut signed: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        signed.insert("host".into(), vec![host.clone()]);
+        if !presign {
+            out_headers.push(("x-amz-date".into(), date.clone()));
+            out_headers.push(("x-amz-content-sha256".into(), payload.clone()));
+        }
+        for (k, v) in &out_headers {
+            let k = k.to_ascii_lowercase();
+            if k.starts_with("x-amz-") {
+                signed.entry(k).or_default().push(v.trim().to_string());
+            }
+        }
+        let signed_headers = signed.keys().cloned().collect::<Vec<_>>().join(";");
+        let canonical_headers: String = signed
+            .iter()
+            .map(|(k, v)| format!("{k}:{}\n", v.join(",")))
+            .collect();
         if presign {
             for (k, v) in [
                 ("X-Amz-Algorithm", "AWS4-HMAC-SHA256".to_string()),
                 ("X-Amz-Credential", format!("{ACCESS}/{scope}")),
                 ("X-Amz-Date", date.clone()),
-                ("X-Amz-SignedHeaders", "host".to_string()),
+                ("X-Amz-SignedHeaders", signed_headers.clone()),
             ] {
                 params.push((k.as_bytes().to_vec(), v.into_bytes()));
             }
             if !params.iter().any(|(k, _)| k == b"X-Amz-Expires") {
                 params.push((b"X-Amz-Expires".to_vec(), b"300".to_vec()));
             }
-            signed_headers = "host".to_string();
-            canonical_headers = format!("host:{host}\n");
-        } else {
-            out_headers.push(("x-amz-date".into(), date.clone()));
-            out_headers.push(("x-amz-content-sha256".into(), payload.clone()));
-            signed_headers = "host;x-amz-content-sha256;x-amz-date".to_string();
-            canonical_headers =
-                format!("host:{host}\nx-amz-content-sha256:{payload}\nx-amz-date:{date}\n");
         }
         let mut enc: Vec<(String, String)> = params
             .iter()
