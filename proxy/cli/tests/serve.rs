@@ -193,7 +193,7 @@ fn the_access_log_has_every_request_and_no_secret_and_stats_names_invisible_cont
                 "GET /some-bucket HTTP/1.1\r\nX-Amz-Date: 20260101T000000Z\r\n\
                  X-Amz-Content-Sha256: UNSIGNED-PAYLOAD\r\nAuthorization: AWS4-HMAC-SHA256 \
                  Credential={ACCESS_KEY}/20260101/us-east-1/s3/aws4_request, \
-                 SignedHeaders=host;x-amz-date, Signature={HEADER_SIG}"
+                 SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={HEADER_SIG}"
             ),
             b"",
         );
