@@ -158,9 +158,7 @@ impl NodeVersion {
             base: ckpt,
         }
     }
-}
 
-impl NodeVersion {
     /// The slots of this position whose objects nothing refers to once the
     /// checkpoint that began epoch `landed` is on the backend ([`Lineage::landed`]):
     /// none if the position was written since (its other slots may hold that
