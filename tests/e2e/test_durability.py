@@ -203,11 +203,15 @@ def test_replayed_object_and_rolled_back_backend_are_integrity_errors(tmp_path):
     # is written to another of its slots (`<node>`, `<node>.1`, `<node>.2`) each
     # time, and a clean stop deletes the slots its final checkpoint no longer
     # needs: the snapshot holds older versions of buckets rewritten since.
+    # (`vol0/n/<shard>/<node>[.<slot>]`: a new volume's keys are sharded.)
+    def objects(d):
+        return [f for f in d.rglob("*") if f.is_file()]
+
     tree, old_tree = store / "vol0" / "n", snapshot / "vol0" / "n"
-    current = {f.name.split(".")[0]: f for f in tree.iterdir()}
-    assert len(current) == len(list(tree.iterdir())), "one object per bucket at rest"
+    current = {f.name.split(".")[0]: f for f in objects(tree)}
+    assert len(current) == len(objects(tree)), "one object per bucket at rest"
     rewritten = sorted(
-        (current[f.name.split(".")[0]], f) for f in old_tree.iterdir()
+        (current[f.name.split(".")[0]], f) for f in objects(old_tree)
         if f.name.split(".")[0] in current
         and f.read_bytes() != current[f.name.split(".")[0]].read_bytes())
     assert rewritten, "buckets were rewritten since the checkpoint"

@@ -144,11 +144,11 @@ def uncached_buckets(capacity=2048, cached_levels=9):
 
 def stored_buckets(data_dir):
     """Node number -> {file name: contents} of the fs store's Path ORAM buckets
-    (`<store>/vol0/n/<node>[.<slot>]`)."""
+    (`<store>/vol0/n/<shard>/<node>[.<slot>]`)."""
     out = {}
     d = data_dir / "store" / "vol0" / "n"
     if d.is_dir():
-        for f in d.iterdir():
+        for f in (f for f in d.rglob("*") if f.is_file()):
             out.setdefault(int(f.name.split(".")[0]), {})[f.name] = f.read_bytes()
     return out
 

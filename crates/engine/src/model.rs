@@ -56,6 +56,14 @@ pub struct EngineModel {
     /// Ops per round at this shape (its `max_batch`, as the binary fitted it to
     /// its round size in bytes).
     pub ops_per_round: u64,
+    /// Backend requests per op, expected, in a round of [`EngineModel::ops_per_round`]
+    /// ops on uniformly random blocks (what a stream of whole-block writes or reads
+    /// of one object makes): below [`Traffic::requests`] where the engine's round
+    /// reads and writes a bucket several ops share once (Path ORAM:
+    /// [`TreeLayout::expected_buckets`]); the same elsewhere. Leaves out the
+    /// deletes of superseded objects, at most one request a round.
+    #[serde(default)]
+    pub round_requests_per_op: f64,
 }
 
 /// Backend traffic of one logical operation, expected, in steady state.
@@ -68,6 +76,11 @@ pub struct Traffic {
     /// Blocks moved, read and written together, without ids and sealing: the
     /// unit of the papers' bandwidth figures.
     pub blocks: f64,
+    /// Backend requests (GETs, ranged GETs, PUTs), the op in a round of its own:
+    /// what a provider bills per request. Rounds of several ops may share some
+    /// ([`EngineModel::round_requests_per_op`]).
+    #[serde(default)]
+    pub requests: f64,
 }
 
 impl Traffic {
@@ -82,6 +95,7 @@ impl Traffic {
             read_bytes: self.read_bytes * k,
             written_bytes: self.written_bytes * k,
             blocks: self.blocks * k,
+            requests: self.requests * k,
         }
     }
 }
@@ -125,6 +139,22 @@ impl TreeLayout {
     /// Levels kept on the backend (not cached).
     pub fn uncached_levels(&self) -> u32 {
         self.levels.saturating_sub(self.cached_levels)
+    }
+
+    /// The backend buckets (uncached levels) that `paths` root-to-leaf paths to
+    /// independent uniformly random leaves cross, expected: at a level of `w`
+    /// buckets, `w (1 − (1 − 1/w)^paths)`. One path crosses one bucket a level;
+    /// many paths share the levels narrower than their number.
+    pub fn expected_buckets(&self, paths: u64) -> f64 {
+        let k = paths as f64;
+        let mut width = (self.arity as f64).powi(self.cached_levels as i32);
+        let mut sum = 0.0;
+        for _ in self.cached_levels..self.levels {
+            // (1 − 1/w)^k as exp(k ln(1 − 1/w)), exact enough for w up to 2^60.
+            sum += width * -(k * (-1.0 / width).ln_1p()).exp_m1();
+            width *= self.arity as f64;
+        }
+        sum
     }
 }
 
@@ -277,6 +307,37 @@ mod tests {
     }
 
     #[test]
+    fn paths_share_the_narrow_levels() {
+        let tree = |cached_levels| TreeLayout {
+            arity: 2,
+            levels: 3,
+            cached_levels,
+            leaves: 4,
+            z: 4,
+            s: 0,
+            a: 0,
+            bucket_bytes: 1,
+        };
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // One path: a bucket a level.
+        assert!(near(tree(0).expected_buckets(1), 3.0));
+        assert!(near(tree(1).expected_buckets(1), 2.0));
+        // Two: the root once, 2 (1 − 1/4) and 4 (1 − 9/16) below it.
+        assert!(near(tree(0).expected_buckets(2), 1.0 + 1.5 + 1.75));
+        // Many: every bucket of the uncached levels.
+        assert!(near(tree(1).expected_buckets(10_000), 6.0));
+        // A wide level: as many buckets as paths, less their collisions.
+        let wide = TreeLayout {
+            levels: 41,
+            cached_levels: 40,
+            ..tree(0)
+        };
+        let w = 2f64.powi(40);
+        assert!((wide.expected_buckets(64) - w * (1.0 - (1.0 - 1.0 / w).powi(64))).abs() < 1e-6);
+        assert!(wide.expected_buckets(64) < 64.0 && wide.expected_buckets(64) > 63.99);
+    }
+
+    #[test]
     fn partitions_show_their_sub_layout() {
         let tree = TreeLayout {
             arity: 3,
@@ -292,6 +353,7 @@ mod tests {
             read_bytes: 4000.0,
             written_bytes: 4000.0,
             blocks: 40.0,
+            requests: 8.0,
         };
         let m = EngineModel {
             kind: "curious".into(),
@@ -316,6 +378,7 @@ mod tests {
             stash_bound: 0,
             round_bytes_per_op: 1,
             ops_per_round: 1,
+            round_requests_per_op: 10.0,
         };
         assert_eq!(m.tree(), Some(&tree));
         assert_eq!(tree.uncached_levels(), 4);

@@ -405,6 +405,8 @@ impl EngineSettings for CuriousSettings {
             stash_bound: EngineSettings::stash_bound(self, shape),
             round_bytes_per_op: self.round_bytes_per_op(shape),
             ops_per_round: shape.max_batch as u64,
+            // Sharing within a partition's round not modelled: an upper bound.
+            round_requests_per_op: read_op.requests.max(write_op.requests),
         }
     }
 

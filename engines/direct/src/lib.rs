@@ -111,11 +111,13 @@ impl EngineSettings for DirectSettings {
             read_bytes: object as f64,
             written_bytes: 0.0,
             blocks: 1.0,
+            requests: 1.0,
         };
         let write_op = Traffic {
             read_bytes: 0.0,
             written_bytes: object as f64,
             blocks: 1.0,
+            requests: 1.0,
         };
         EngineModel {
             kind: self.kind().into(),
@@ -135,6 +137,7 @@ impl EngineSettings for DirectSettings {
             stash_bound: EngineSettings::stash_bound(self, shape),
             round_bytes_per_op: self.round_bytes_per_op(shape),
             ops_per_round: shape.max_batch as u64,
+            round_requests_per_op: 1.0,
         }
     }
 

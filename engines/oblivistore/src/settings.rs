@@ -175,6 +175,7 @@ impl EngineSettings for ObliviStoreSettings {
             read_bytes: nu * per.read_slots * slot as f64,
             written_bytes: nu * per.written_slots * slot as f64,
             blocks: nu * (per.read_slots + per.written_slots),
+            requests: nu * (per.gets + per.puts),
         };
         let bs = shape.block_size as u64;
         EngineModel {
@@ -208,6 +209,8 @@ impl EngineSettings for ObliviStoreSettings {
             stash_bound: EngineSettings::stash_bound(self, shape),
             round_bytes_per_op: self.round_bytes_per_op(shape),
             ops_per_round: shape.max_batch as u64,
+            // Each partition access reads slots of its own.
+            round_requests_per_op: op.requests,
         }
     }
 

@@ -4,7 +4,8 @@
 //!
 //! The tree lives on a block store (`oram_blockstore::BlockStore`) as one sealed object per
 //! bucket, `<prefix>/n/<node>` (or `<prefix>/n/<node>.<slot>`, see
-//! [`oram_state::NodeVersion`]); the position map, the stash, bucket versions and
+//! [`oram_state::NodeVersion`]; `<prefix>/n/<shard>/<node>…` with key shards,
+//! `oram_tree::TreeConfig::key_shards`); the position map, the stash, bucket versions and
 //! the top `cached_levels` levels of the tree live in the trusted state.
 //!
 //! One round of `k` ops (see `oram-tree` for the round, its intent record and the

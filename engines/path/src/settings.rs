@@ -57,6 +57,12 @@ pub struct PathSettings {
     /// sub-ORAMs use 2.
     #[serde(skip)]
     pub leaf_divisor: u64,
+    /// The tree's key shards ([`oram_tree::TreeConfig::key_shards`]):
+    /// [`oram_tree::DEFAULT_KEY_SHARDS`] for a new volume, recorded; a volume
+    /// recording none has none. Not in `[engine]`; a partition framework's
+    /// sub-ORAMs have none (their partitions are prefixes of their own).
+    #[serde(skip)]
+    pub key_shards: u32,
 }
 
 impl Default for PathSettings {
@@ -71,6 +77,7 @@ impl Default for PathSettings {
             tree_cache_bytes: None,
             round_attempts: None,
             leaf_divisor: 4,
+            key_shards: oram_tree::DEFAULT_KEY_SHARDS,
         }
     }
 }
@@ -106,6 +113,7 @@ stash_bound = 89
             tree.round_attempts = n;
         }
         tree.leaves = self.leaves(shape);
+        tree.key_shards = self.key_shards;
         PathConfig {
             tree,
             z: self.z,
@@ -170,6 +178,13 @@ impl EngineSettings for PathSettings {
                 self.leaf_divisor
             ));
         }
+        if self.key_shards > oram_tree::MAX_KEY_SHARDS {
+            return Err(format!(
+                "{} key shards: at most {}",
+                self.key_shards,
+                oram_tree::MAX_KEY_SHARDS
+            ));
+        }
         Ok(())
     }
 
@@ -191,6 +206,7 @@ impl EngineSettings for PathSettings {
         if self.arity == 2 && self.leaf_divisor != 2 {
             fixed.insert("leaf_divisor".to_string(), self.leaf_divisor.to_string());
         }
+        oram_tree::record_key_shards(&mut fixed, self.key_shards);
         fixed
     }
 
@@ -207,6 +223,7 @@ impl EngineSettings for PathSettings {
                 .map_err(|_| format!("the volume's recorded leaf_divisor {v:?} is not a number"))?,
             None => 2,
         };
+        self.key_shards = oram_tree::recorded_key_shards(recorded)?;
         if let Some(levels) = recorded_value(recorded, "cached_levels", "cached_levels", named)? {
             self.cached_levels = Some(levels);
         }
@@ -258,23 +275,28 @@ impl EngineSettings for PathSettings {
             read_bytes: uncached * bucket_bytes as f64,
             written_bytes: uncached * bucket_bytes as f64,
             blocks: 2.0 * z as f64 * uncached,
+            requests: 2.0 * uncached,
         };
         let bs = shape.block_size as u64;
+        let tree = TreeLayout {
+            arity: geo.arity,
+            levels,
+            cached_levels: cached,
+            leaves: geo.leaves,
+            z,
+            s: 0,
+            a: 0,
+            bucket_bytes,
+        };
+        // A round reads the union of its ops' paths once and writes it back.
+        let ops = shape.max_batch.max(1) as u64;
+        let round_requests_per_op = 2.0 * tree.expected_buckets(ops) / ops as f64;
         EngineModel {
             kind: self.kind().into(),
             oblivious: self.oblivious(),
             capacity: shape.capacity,
             block_size: bs,
-            layout: Layout::Tree(TreeLayout {
-                arity: geo.arity,
-                levels,
-                cached_levels: cached,
-                leaves: geo.leaves,
-                z,
-                s: 0,
-                a: 0,
-                bucket_bytes,
-            }),
+            layout: Layout::Tree(tree),
             object_bytes: bucket_bytes,
             read_op: op,
             write_op: op,
@@ -290,6 +312,7 @@ impl EngineSettings for PathSettings {
             stash_bound: self.stash_bound as u64,
             round_bytes_per_op: self.round_bytes_per_op(shape),
             ops_per_round: shape.max_batch as u64,
+            round_requests_per_op,
         }
     }
 

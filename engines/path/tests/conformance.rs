@@ -21,9 +21,16 @@ impl PathSubject {
 }
 
 impl PathSubject {
+    /// The binary tree's keys sharded as a new volume's are
+    /// (`<prefix>/n/<shard>/<node>`), the ternary one's not, as CURIOUS's
+    /// sub-ORAMs': every check runs on both layouts.
     fn config(&self, p: &Params) -> PathConfig {
+        let mut tree = tree_config(p, PathConfig::default().tree.stash_bound);
+        if self.arity == 2 {
+            tree.key_shards = oram_tree::DEFAULT_KEY_SHARDS;
+        }
         PathConfig {
-            tree: tree_config(p, PathConfig::default().tree.stash_bound),
+            tree,
             z: self.z,
             arity: self.arity,
         }

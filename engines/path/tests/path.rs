@@ -22,7 +22,7 @@ fn path_oram(store: Arc<dyn BlockStore>, cfg: PathConfig) -> PathOram {
     PathOram::new(cfg, store, test_sealer(), Box::new(MemState::new())).expect("valid config")
 }
 
-/// The node of a bucket key `<prefix>/n/<node>[.<slot>]`.
+/// The node of a bucket key `<prefix>/n/[<shard>/]<node>[.<slot>]`.
 fn node_of(e: &TraceEvent) -> u64 {
     let name = e.key.rsplit('/').next().unwrap();
     name.split('.').next().unwrap().parse().unwrap()
@@ -134,6 +134,39 @@ async fn path_oram_matches_model_on_fs() {
     }
 }
 
+/// A tree with key shards keeps bucket `n` under `vol0/n/<n mod 16, hex>/`:
+/// every shard used, each key's shard its node's, the data read back from
+/// real files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_keys_spread_the_tree_over_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FsStore::open(dir.path()).unwrap());
+    let mut cfg = path_cfg(&CASES[0], 7);
+    cfg.tree.key_shards = 16;
+    let oram = path_oram(store.clone(), cfg.clone());
+    assert_eq!(oram.node_key(17, 0).as_str(), "vol0/n/1/17");
+    assert_eq!(oram.node_key(26, 2).as_str(), "vol0/n/a/26.2");
+    model_and_read_back(&oram, 250, CASES[0].max_batch, 7).await;
+    let listed = store.list("vol0/n/").await.unwrap();
+    let mut shards = BTreeSet::new();
+    for k in &listed {
+        let parts: Vec<&str> = k.as_str().split('/').collect();
+        assert_eq!(parts.len(), 4, "{k}");
+        let node: u64 = parts[3].split('.').next().unwrap().parse().unwrap();
+        assert_eq!(parts[2], format!("{:x}", node % 16), "{k}");
+        shards.insert(parts[2].to_string());
+    }
+    assert_eq!(shards.len(), 16, "{shards:?}");
+    // Without shards (every volume of earlier versions): `vol0/n/<node>`.
+    cfg.tree.key_shards = 0;
+    let plain = path_oram(Arc::new(MemoryStore::new()), cfg.clone());
+    assert_eq!(plain.node_key(17, 1).as_str(), "vol0/n/17.1");
+    // More than the layout allows: refused.
+    cfg.tree.key_shards = oram_tree::MAX_KEY_SHARDS + 1;
+    let err = PathOram::new(cfg, store, test_sealer(), Box::new(MemState::new()));
+    assert!(err.is_err());
+}
+
 #[tokio::test]
 async fn a_batch_reads_the_union_of_its_paths_once_and_writes_back_once() {
     let rec = Arc::new(Recording::new(MemoryStore::new()));
@@ -167,6 +200,57 @@ async fn a_batch_reads_the_union_of_its_paths_once_and_writes_back_once() {
         .filter(|&&n| geo.level(n) == geo.leaf_level)
         .count();
     assert!((1..=16).contains(&leaves));
+}
+
+/// The engine's model of its requests per op in a round of k ops
+/// (`EngineModel::round_requests_per_op`: the union of k paths read once and
+/// written back) is what a recording store counts, within 3 %, for rounds of
+/// 16 random reads on the tree the settings build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_modelled_requests_per_op_are_what_the_store_sees() {
+    use oram_engine::{EngineSettings, Shape};
+    const K: usize = 16;
+    const ROUNDS: usize = 150;
+    let settings = oram_path::PathSettings {
+        cached_levels: Some(2),
+        ..Default::default()
+    };
+    let shape = Shape {
+        capacity: 4096,
+        block_size: 16,
+        max_batch: K,
+        prefix: "vol0".into(),
+        id_limit: None,
+    };
+    let model = settings.model(&shape);
+    let mut cfg = settings.config(&shape);
+    cfg.tree.rng_seed = Some([9; 32]);
+    let rec = Arc::new(Recording::new(MemoryStore::new()));
+    let oram = path_oram(rec.clone(), cfg);
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    rec.take_trace();
+    for _ in 0..ROUNDS {
+        let ops = (0..K)
+            .map(|_| Op::Read(rng.gen_range(0..shape.capacity)))
+            .collect();
+        oram.access(ops).await.unwrap();
+    }
+    oram.flush().await.unwrap();
+    let requests = rec
+        .take_trace()
+        .iter()
+        .filter(|e| matches!(e.verb, Verb::Get | Verb::GetRange | Verb::Put))
+        .count() as f64;
+    let measured = requests / (K * ROUNDS) as f64;
+    let want = model.round_requests_per_op;
+    assert!(
+        (measured - want).abs() < 0.03 * want,
+        "measured {measured:.3} requests per op, modelled {want:.3}"
+    );
+    // Alone, an op reads and writes each uncached level's bucket.
+    let levels = model.tree().unwrap().uncached_levels() as f64;
+    assert_eq!(model.read_op.requests, 2.0 * levels);
+    assert!(want < model.read_op.requests);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

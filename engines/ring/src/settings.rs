@@ -50,6 +50,12 @@ pub struct RingSettings {
     /// `[engine]`.
     #[serde(skip)]
     pub round_attempts: Option<u32>,
+    /// The tree's key shards ([`oram_tree::TreeConfig::key_shards`]):
+    /// [`oram_tree::DEFAULT_KEY_SHARDS`] for a new volume, recorded; a volume
+    /// recording none has none. Not in `[engine]`; a partition framework's
+    /// sub-ORAMs have none.
+    #[serde(skip)]
+    pub key_shards: u32,
 }
 
 impl Default for RingSettings {
@@ -66,6 +72,7 @@ impl Default for RingSettings {
             max_inflight_writebacks: 4,
             tree_cache_bytes: None,
             round_attempts: None,
+            key_shards: oram_tree::DEFAULT_KEY_SHARDS,
         }
     }
 }
@@ -144,6 +151,7 @@ impl RingSettings {
         if let Some(n) = self.round_attempts {
             tree.round_attempts = n;
         }
+        tree.key_shards = self.key_shards;
         Ok(RingConfig {
             tree,
             params: self.params()?,
@@ -208,6 +216,13 @@ impl EngineSettings for RingSettings {
         if p.z == 0 || p.s == 0 || p.a == 0 || self.max_inflight_writebacks == 0 {
             return Err("Ring ORAM's Z, S, A and max_inflight_writebacks must be positive".into());
         }
+        if self.key_shards > oram_tree::MAX_KEY_SHARDS {
+            return Err(format!(
+                "{} key shards: at most {}",
+                self.key_shards,
+                oram_tree::MAX_KEY_SHARDS
+            ));
+        }
         Ok(())
     }
 
@@ -222,6 +237,7 @@ impl EngineSettings for RingSettings {
             let cached = self.levels_of(&lay.geo);
             m.insert("cached_levels".into(), cached.to_string());
         }
+        oram_tree::record_key_shards(&mut m, self.key_shards);
         m
     }
 
@@ -235,6 +251,7 @@ impl EngineSettings for RingSettings {
         adopt_value(&mut self.ring_z, recorded, "z", "ring_z", &zsa_named)?;
         adopt_value(&mut self.ring_s, recorded, "s", "ring_s", &zsa_named)?;
         adopt_value(&mut self.ring_a, recorded, "a", "ring_a", &zsa_named)?;
+        self.key_shards = oram_tree::recorded_key_shards(recorded)?;
         if let Some(levels) = recorded_value(recorded, "cached_levels", "cached_levels", named)? {
             self.cached_levels = Some(levels);
         }
@@ -320,15 +337,16 @@ impl EngineSettings for RingSettings {
         let (slot, bucket) = (lay.slot_sealed() as f64, lay.object_len() as f64);
         let (z, slots) = (p.z as f64, lay.slots() as f64);
         let slots_read = self.evict_read().unwrap_or(EvictRead::Whole) == EvictRead::Slots;
-        let (evict_read_bytes, evict_read_blocks) = if slots_read {
-            (z * slot, z)
+        let (evict_read_bytes, evict_read_blocks, evict_read_requests) = if slots_read {
+            (z * slot, z, z)
         } else {
-            (bucket, slots)
+            (bucket, slots, 1.0)
         };
         let op = Traffic {
             read_bytes: ranged * slot + whole * evict_read_bytes,
             written_bytes: whole * bucket,
             blocks: ranged + whole * (evict_read_blocks + slots),
+            requests: ranged + whole * (evict_read_requests + 1.0),
         };
         let paper = paper_bandwidth(p, levels - cached);
         let cache_bytes = geo.nodes_above(cached) * p.z as u64 * bs;
@@ -367,6 +385,8 @@ impl EngineSettings for RingSettings {
             stash_bound: EngineSettings::stash_bound(self, shape),
             round_bytes_per_op: self.round_bytes_per_op(shape),
             ops_per_round: shape.max_batch as u64,
+            // Each op reads slots of its own; evictions follow a fixed order.
+            round_requests_per_op: op.requests,
         }
     }
 

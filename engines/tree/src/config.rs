@@ -1,8 +1,39 @@
 //! The configuration every tree engine shares (its scheme adds its own).
 
+use std::collections::BTreeMap;
+
 use oram_engine::Shape;
 
-use crate::TreeParams;
+use crate::{TreeParams, MAX_KEY_SHARDS};
+
+/// Key shards of a new volume's tree ([`TreeConfig::key_shards`]): 16 prefixes,
+/// sixteen times one prefix's request rates at S3 (3,500 PUT and 5,500 GET a
+/// second each) once the provider has split them.
+pub const DEFAULT_KEY_SHARDS: u32 = 16;
+
+/// The name under which a volume records its tree's key shards.
+const KEY_SHARDS: &str = "key_shards";
+
+/// Records `shards` in a volume's fixed parameters when there are any (a volume
+/// recording none has none: every volume of earlier versions).
+pub fn record_key_shards(fixed: &mut BTreeMap<String, String>, shards: u32) {
+    if shards > 1 {
+        fixed.insert(KEY_SHARDS.into(), shards.to_string());
+    }
+}
+
+/// The key shards a volume recorded ([`record_key_shards`]); 0 if none.
+pub fn recorded_key_shards(recorded: &BTreeMap<String, String>) -> Result<u32, String> {
+    match recorded.get(KEY_SHARDS) {
+        None => Ok(0),
+        Some(v) => match v.parse::<u32>() {
+            Ok(n) if n <= MAX_KEY_SHARDS => Ok(n),
+            _ => Err(format!(
+                "the volume's recorded key_shards {v:?} is not a number up to {MAX_KEY_SHARDS}"
+            )),
+        },
+    }
+}
 
 /// What every tree engine is configured with besides its scheme's own
 /// parameters (Z, S, A, ...). Each scheme's configuration embeds one as `tree`.
@@ -48,6 +79,11 @@ pub struct TreeConfig {
     pub collect_batch: usize,
     /// Backend key prefix of this volume (a valid key, e.g. `vol0`).
     pub prefix: String,
+    /// Key shards: bucket `n`'s objects go under `<prefix>/<dir>/<n mod
+    /// key_shards, in hex>/`, so that a provider that limits requests per key
+    /// prefix (S3) serves the tree from as many prefixes. 0 or 1: no shard
+    /// segment (volumes created before). Recorded in the volume.
+    pub key_shards: u32,
     /// Seed for the random choices. `None` (the default, and the only safe
     /// choice in production) seeds from the OS; tests fix it for reproducible
     /// traces.
@@ -69,6 +105,7 @@ impl Default for TreeConfig {
             round_attempts: 3,
             collect_batch: 1000,
             prefix: "vol0".into(),
+            key_shards: 0,
             rng_seed: None,
         }
     }
@@ -114,6 +151,7 @@ impl TreeConfig {
             stash_bound: self.stash_bound,
             collect_batch: self.collect_batch.max(1),
             prefix: self.prefix.clone(),
+            key_shards: self.key_shards,
             rng_seed: self.rng_seed,
         }
     }

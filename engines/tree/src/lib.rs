@@ -139,11 +139,13 @@ use oram_state::{NodeVersion, TrustedState};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-pub use config::TreeConfig;
+pub use config::{record_key_shards, recorded_key_shards, TreeConfig, DEFAULT_KEY_SHARDS};
 pub use geometry::{plan_eviction, Geometry};
 pub use grow::grown_room;
 pub use intent::{Draws, Intent, RoundRandom};
-pub use scheme::{Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeParams, TreeScheme};
+pub use scheme::{
+    Applied, ApplyCx, OpenCx, PlanCx, Requests, Sealing, TreeParams, TreeScheme, MAX_KEY_SHARDS,
+};
 pub use serve::{check_stored, draw_leaves, evict_stash, serve_ops, LeafDraws};
 use writeback::{BucketIo, WriteBack};
 
@@ -315,7 +317,14 @@ impl<S: TreeScheme> TreeEngine<S> {
             }
             None => (params.capacity, params.id_limit),
         };
-        let sealing = Sealing::new(sealer, state.space(), S::KIND, &params.prefix, S::DIR)?;
+        let sealing = Sealing::new(
+            sealer,
+            state.space(),
+            S::KIND,
+            &params.prefix,
+            S::DIR,
+            params.key_shards,
+        )?;
         let mut rng = match params.rng_seed {
             Some(seed) => ChaCha20Rng::from_seed(seed),
             None => ChaCha20Rng::from_entropy(),

@@ -5,6 +5,7 @@
 //! statistics.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -43,6 +44,8 @@ pub struct TreeParams {
     pub collect_batch: usize,
     /// Backend key prefix (a valid key).
     pub prefix: String,
+    /// Key shards (`TreeConfig::key_shards`); 0 or 1: none.
+    pub key_shards: u32,
     /// Seed for the random choices; `None` (production) seeds from the OS.
     pub rng_seed: Option<[u8; 32]>,
 }
@@ -57,8 +60,12 @@ pub struct Requests {
     pub parts: Vec<(u64, usize)>,
 }
 
+/// The most key shards a tree may have (`TreeConfig::key_shards`).
+pub const MAX_KEY_SHARDS: u32 = 256;
+
 /// Naming and sealing of one engine's objects: the key layout
-/// `<prefix>/<dir>/<node>[.<slot>]` and identities in the state's space.
+/// `<prefix>/<dir>/[<shard>/]<node>[.<slot>]` and identities in the state's
+/// space.
 #[derive(Clone)]
 pub struct Sealing {
     sealer: Arc<Sealer>,
@@ -66,6 +73,8 @@ pub struct Sealing {
     kind: ObjectKind,
     /// `<prefix>/<dir>/`.
     base: String,
+    /// Key shards; 0 or 1: no shard segment.
+    shards: u32,
 }
 
 impl Sealing {
@@ -75,14 +84,22 @@ impl Sealing {
         kind: ObjectKind,
         prefix: &str,
         dir: &str,
+        shards: u32,
     ) -> Result<Self> {
         let base = format!("{prefix}/{dir}/");
-        ObjKey::new(format!("{base}1")).map_err(|e| OramError::Config(format!("prefix: {e}")))?;
+        ObjKey::new(format!("{base}ff/1"))
+            .map_err(|e| OramError::Config(format!("prefix: {e}")))?;
+        if shards > MAX_KEY_SHARDS {
+            return Err(OramError::Config(format!(
+                "{shards} key shards: at most {MAX_KEY_SHARDS}"
+            )));
+        }
         Ok(Self {
             sealer,
             space,
             kind,
             base,
+            shards,
         })
     }
 
@@ -91,13 +108,18 @@ impl Sealing {
         &self.base
     }
 
-    /// The backend key of bucket `node` in `slot`.
+    /// The backend key of bucket `node` in `slot`: a function of the two alone
+    /// (the shard is `node`'s), so the server learns nothing from it it does
+    /// not learn from the bucket's number.
     pub fn key(&self, node: u64, slot: u8) -> ObjKey {
-        let key = if slot == 0 {
-            format!("{}{node}", self.base)
-        } else {
-            format!("{}{node}.{slot}", self.base)
-        };
+        let mut key = self.base.clone();
+        if self.shards > 1 {
+            let _ = write!(key, "{:x}/", node % u64::from(self.shards));
+        }
+        let _ = write!(key, "{node}");
+        if slot != 0 {
+            let _ = write!(key, ".{slot}");
+        }
         ObjKey::new(key).expect("prefix validated")
     }
 

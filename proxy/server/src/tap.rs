@@ -64,12 +64,16 @@ pub enum Place {
     Other,
 }
 
-/// Reads the position from an engine object key `<prefix>/<n|r|b>/<index>[.<slot>]`.
+/// Reads the position from an engine object key
+/// `<prefix>/<n|r|b>/[<shard>/]<index>[.<slot>]` (the shard a hex number).
 pub fn place_of(key: &str) -> Place {
-    let mut parts = key.rsplitn(3, '/');
-    let (Some(last), Some(kind)) = (parts.next(), parts.next()) else {
+    let mut parts = key.rsplitn(4, '/');
+    let (Some(last), Some(mut kind)) = (parts.next(), parts.next()) else {
         return Place::Other;
     };
+    if !matches!(kind, "n" | "r" | "b") && kind.bytes().all(|b| b.is_ascii_hexdigit()) {
+        kind = parts.next().unwrap_or("");
+    }
     let index = last.split_once('.').map_or(last, |(i, _)| i);
     let Ok(i) = index.parse::<u64>() else {
         return Place::Other;
@@ -339,6 +343,10 @@ mod tests {
     fn places_from_engine_keys() {
         assert_eq!(place_of("vol0/n/17"), Place::Node(17));
         assert_eq!(place_of("vol0/n/17.1"), Place::Node(17));
+        // A sharded tree's keys (`vol0/n/<shard>/<node>`).
+        assert_eq!(place_of("vol0/n/1/17.2"), Place::Node(17));
+        assert_eq!(place_of("vol0/r/a/26"), Place::Node(26));
+        assert_eq!(place_of("vol0/x/a/26"), Place::Other);
         assert_eq!(place_of("a/b/vol0/r/3"), Place::Node(3));
         assert_eq!(place_of("vol0/b/42"), Place::Block(42));
         assert_eq!(place_of("vol0/b/42.1"), Place::Block(42));

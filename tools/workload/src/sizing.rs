@@ -206,6 +206,7 @@ mod tests {
             stash_bound: 0,
             round_bytes_per_op: 3 << 20,
             ops_per_round: (round / (3 << 20)).clamp(1, 64),
+            round_requests_per_op: 1.0,
         })
     }
 

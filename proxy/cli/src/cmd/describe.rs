@@ -17,8 +17,9 @@ pub fn run(args: DescribeArgs) -> Result<(), CliError> {
         crate::util::out(&format!(
             "engine {} ({}), {} blocks of {} bytes\nbackend bytes per client byte: {:.2} \
              ({:.1} blocks per block accessed; {})\nobjects of {} bytes; trusted state at most \
-             {} bytes, tree-top cache {} bytes; {} ops per round\nbackend at rest: at most {} \
-             bytes ({:.1}x the capacity; every position in all its slots)\n",
+             {} bytes, tree-top cache {} bytes; {} ops per round\nbackend requests per op: {:.1} \
+             alone, {:.1} in a full round\nbackend at rest: at most {} bytes ({:.1}x the \
+             capacity; every position in all its slots)\n",
             m.kind,
             if m.oblivious {
                 "oblivious"
@@ -34,6 +35,8 @@ pub fn run(args: DescribeArgs) -> Result<(), CliError> {
             m.state_bound,
             m.cache_bytes,
             m.ops_per_round,
+            m.read_op.requests.max(m.write_op.requests),
+            m.round_requests_per_op,
             m.backend_bytes_bound(),
             m.backend_bytes_bound() as f64 / m.oram_bytes().max(1) as f64
         ));

@@ -104,6 +104,8 @@ fn sub_factory() -> SubFactory {
                         cached_levels: spec.cached_levels,
                         // The sizing sub-ORAMs always had (not recorded).
                         leaf_divisor: 2,
+                        // Partitions are prefixes of their own.
+                        key_shards: 0,
                         ..PathSettings::default()
                     };
                     if spec.stash_bound > 0 {
@@ -117,6 +119,7 @@ fn sub_factory() -> SubFactory {
                     let mut s = RingSettings {
                         cached_levels: spec.cached_levels,
                         ring_stash_bound: spec.stash_bound,
+                        key_shards: 0,
                         ..RingSettings::default()
                     };
                     s.tree_cache_bytes = Some(spec.cache_bytes);

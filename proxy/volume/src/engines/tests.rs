@@ -102,6 +102,16 @@ fn the_tree_top_cache_is_sized_in_bytes() {
         .unwrap()
         .fixed("vol0")
         .contains_key("leaf_divisor"));
+    // A new Path or Ring volume's keys are sharded over 16 prefixes, recorded
+    // (a volume recording none has none: `an_existing_volume_keeps_...`).
+    assert_eq!(new["key_shards"], "16");
+    assert_eq!(
+        parse("kind = 'ring'").unwrap().fixed("vol0")["key_shards"],
+        "16"
+    );
+    let bad = fixed(&[("z", "4"), ("leaves", "16384"), ("key_shards", "9999")]);
+    let err = parse("").unwrap().adopt("path", 16384, 65536, &bad, "vol0");
+    assert!(err.unwrap_err().to_string().contains("key_shards"));
     // An explicit depth wins over the budget; never more than the tree.
     assert_eq!(levels("cached_levels = 3\ntree_cache_mib = 64"), "3");
     // (64 blocks: 16 leaves, 5 levels.)

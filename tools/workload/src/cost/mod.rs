@@ -145,6 +145,29 @@ pub struct Measured {
     pub write: Phase,
     /// The read half of every pass.
     pub read: Phase,
+    /// The engine's own model of its requests per block access (`None`: the
+    /// plain copy).
+    pub model: Option<ModelRequests>,
+}
+
+/// How far (a share of the measurement) an engine's modelled requests per
+/// access at the measured volume may be from the measured ones for its
+/// traffic to be projected to other sizes ([`Measured::projected`]).
+pub const MODEL_CHECK: f64 = 0.1;
+
+/// Requests per block access as the engine's model gives them
+/// ([`oram_engine::EngineModel::round_requests_per_op`], from `oram-proxy
+/// describe`), for rounds of as many ops as the workload's objects have blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ModelRequests {
+    /// Ops per round the figures assume.
+    pub ops_per_round: u64,
+    /// At the measured volume's configuration: what the measurement checks.
+    pub here: f64,
+    /// A 1 GiB volume at the engine's defaults.
+    pub gib: f64,
+    /// A 1 TiB volume at the engine's defaults.
+    pub tib: f64,
 }
 
 impl Measured {
@@ -164,6 +187,33 @@ impl Measured {
         let mut all = self.write;
         all.add(&self.read);
         all.requests_per_access()
+    }
+
+    /// This measurement's traffic as a volume of another size would send it:
+    /// every count and byte scaled by the engine's modelled requests per access
+    /// there (`model_at`: [`ModelRequests::gib`] or [`ModelRequests::tib`]) over
+    /// its modelled requests here; `None` for the plain copy, and where the
+    /// model here is more than [`MODEL_CHECK`] off the measurement (its terms
+    /// are not this workload's: the models of Ring ORAM and ObliviStore leave
+    /// out what a round's ops share). A projection: bytes are taken to scale
+    /// as requests do (exact for Path ORAM, whose every request moves one
+    /// bucket).
+    pub fn projected(&self, model_at: fn(&ModelRequests) -> f64) -> Option<Self> {
+        let r = self.model?;
+        let measured = self.requests_per_access();
+        if r.here <= 0.0 || (r.here - measured).abs() > MODEL_CHECK * measured {
+            return None;
+        }
+        let f = model_at(&r) / r.here;
+        let scale = |p: &Phase| Phase {
+            traffic: p.traffic.scaled(f),
+            ..*p
+        };
+        Some(Self {
+            write: scale(&self.write),
+            read: scale(&self.read),
+            ..self.clone()
+        })
     }
 
     /// The plain encrypted copy of the same workload: one PUT per object
@@ -192,6 +242,7 @@ impl Measured {
             volume_bytes: 0,
             write: phase(&like.write, true),
             read: phase(&like.read, false),
+            model: None,
         }
     }
 }
@@ -425,6 +476,7 @@ async fn measure(
     let uncached_levels = model
         .tree()
         .map(|t| t.levels - t.cached_levels.min(t.levels));
+    let requests = model_requests(proxy, plan, engine, bs, cap, model.ops_per_round)?;
     Ok(Measured {
         config: engine.to_string(),
         block_size: bs,
@@ -436,6 +488,37 @@ async fn measure(
         volume_bytes,
         write,
         read,
+        model: Some(requests),
+    })
+}
+
+/// The engine's model of its requests per block access: at the measured
+/// configuration (`cap` bytes), at 1 GiB and at 1 TiB at its defaults, for
+/// rounds of one object's blocks (at most `ops_per_round`, the measured
+/// volume's).
+fn model_requests(
+    proxy: &Path,
+    plan: &Plan,
+    engine: &str,
+    bs: u64,
+    cap: u64,
+    ops_per_round: u64,
+) -> Result<ModelRequests, String> {
+    let ops = (plan.object_size / bs).clamp(1, ops_per_round.max(1));
+    let at = |cap: u64, cached: Option<u32>| -> Result<(u64, f64), String> {
+        let toml = format!(
+            "{}max_batch = {ops}\n",
+            Plan::engine_toml(engine, bs, cap, cached)
+        );
+        let m = crate::describe::of_engine(proxy, &toml)?;
+        Ok((m.ops_per_round, m.round_requests_per_op))
+    };
+    let (ops_per_round, here) = at(cap, cached_levels(proxy, plan, engine, bs, cap)?)?;
+    Ok(ModelRequests {
+        ops_per_round,
+        here,
+        gib: at(1 << 30, None)?.1,
+        tib: at(1 << 40, None)?.1,
     })
 }
 

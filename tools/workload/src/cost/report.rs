@@ -145,10 +145,12 @@ pub fn markdown(
          (CURIOUS's sub-ORAMs cache their own top levels). The write halves and the \
          read halves of the passes are counted apart. **Every figure per GiB is a ratio measured \
          on this small volume and extrapolated**: the engines' objects at rest grow in proportion \
-         to the capacity, and their requests and bytes per access with the levels on the \
-         backend (one more per doubling of a tree, less what the tree-top cache keeps); a \
-         round's accesses share the top of the tree, so larger objects (more blocks to a \
-         round) send fewer requests per block.\n",
+         to the capacity; their requests and bytes per access grow with the levels on the \
+         backend (one more per doubling of a tree, less what the tree-top cache keeps) and \
+         shrink where a round's accesses share buckets, which they do more on a small tree \
+         than on a large one. The engines' own models give the requests per access at 1 GiB \
+         and 1 TiB beside the measured ones (\"Requests per block access: measured and \
+         modelled\").\n",
         caps = caps.join(", "),
         fill = plan.fill * 100.0,
         obj = bytes_h(plan.object_size),
@@ -166,8 +168,12 @@ pub fn markdown(
     terms(&mut s);
     let all = ordered(rows);
     at_rest(&mut s, &all);
+    models(&mut s, &all);
     traffic(&mut s, &all);
     ceilings(&mut s, &all);
+    if let Some(t) = tables.first() {
+        projected(&mut s, &all, t);
+    }
     for t in tables {
         dollars(&mut s, &all, t);
     }
@@ -254,6 +260,98 @@ fn at_rest(s: &mut String, rows: &[Measured]) {
     s.push('\n');
 }
 
+fn models(s: &mut String, rows: &[Measured]) {
+    let _ = writeln!(
+        s,
+        "## Requests per block access: measured and modelled\n\n\
+         The engine's own model (`oram-proxy describe`: `round_requests_per_op`) at the measured \
+         volume's configuration, which the measurement checks, and at 1 GiB and 1 TiB at the \
+         engine's defaults (16 MiB tree-top cache), for rounds of one object's blocks. Path ORAM's \
+         round reads the union of its paths once, so its figure falls with the ops a round shares \
+         a level among; the other models assume no sharing (an upper bound for CURIOUS, whose \
+         sub-ORAM rounds share too). Deletes (at most one request a round) are in the measured \
+         figure only.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| config | block | ops per round | measured | model, this volume | model, 1 GiB | model, 1 TiB |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    for m in rows {
+        let Some(r) = m.model else { continue };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            m.config,
+            human(m.block_size),
+            r.ops_per_round,
+            sig(m.requests_per_access()),
+            sig(r.here),
+            sig(r.gib),
+            sig(r.tib),
+        );
+    }
+    s.push('\n');
+}
+
+/// The measured traffic projected to 1 GiB and 1 TiB volumes
+/// ([`Measured::projected`]) and priced at `t`.
+fn projected(s: &mut String, rows: &[Measured], t: &PriceTable) {
+    let _ = writeln!(
+        s,
+        "## At 1 GiB and 1 TiB: projected\n\n\
+         The measured requests and bytes of each configuration scaled by its model's requests \
+         per access at 1 GiB (or 1 TiB) over the model's at the measured volume (table above), \
+         and priced at {} (the bytes taken to scale as the requests do: exact for Path ORAM). \
+         What a customer's volume of that size would send, within the models' terms; only where \
+         the model at the measured volume is within {:.0} % of the measurement (the models of \
+         Ring ORAM and ObliviStore leave out what a round's ops share, and a young \
+         ObliviStore partition moves less than their steady state: not projected).\n",
+        t.name,
+        super::MODEL_CHECK * 100.0
+    );
+    let _ = writeln!(
+        s,
+        "| config | block | requests per block access, 1 GiB / 1 TiB | backend bytes per client byte, 1 GiB | $/GiB written, public / private, 1 GiB | $/GiB read, public / private, 1 GiB | $/GiB read, public / private, 1 TiB |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    for m in rows {
+        let (Some(g), Some(tb)) = (m.projected(|r| r.gib), m.projected(|r| r.tib)) else {
+            if m.model.is_some() {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | — | — | — | — | — |",
+                    m.config,
+                    human(m.block_size)
+                );
+            }
+            continue;
+        };
+        let (dg, dt) = (Dollars::of(&g, t), Dollars::of(&tb, t));
+        let bytes = (g.write.traffic.bytes_down
+            + g.write.traffic.bytes_up
+            + g.read.traffic.bytes_down
+            + g.read.traffic.bytes_up)
+            / (g.write.client_bytes + g.read.client_bytes).max(1) as f64;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} / {} | {} | {} / {} | {} / {} | {} / {} |",
+            m.config,
+            human(m.block_size),
+            sig(g.requests_per_access()),
+            sig(tb.requests_per_access()),
+            sig(bytes),
+            usd(dg.write_public),
+            usd(dg.write_private),
+            usd(dg.read_public),
+            usd(dg.read_private),
+            usd(dt.read_public),
+            usd(dt.read_private),
+        );
+    }
+    s.push('\n');
+}
+
 /// S3's documented request rates per key prefix and second: PUT, COPY, POST
 /// and DELETE; GET and HEAD.
 const S3_PUTS_PER_PREFIX: f64 = 3500.0;
@@ -272,10 +370,14 @@ pub fn prefix_ceiling(p: &super::Phase) -> f64 {
 fn ceilings(s: &mut String, rows: &[Measured]) {
     let _ = writeln!(
         s,
-        "## Throughput ceiling on one S3 key prefix
-
-         S3 serves about {S3_PUTS_PER_PREFIX:.0} PUT/COPY/POST/DELETE and {S3_GETS_PER_PREFIX:.0}          GET/HEAD requests per second per key prefix (AWS's documented rates; a volume's          objects are under one prefix): the client MiB/s those rates allow at the requests          measured above, whatever the link.
-"
+        "## Throughput ceiling on one S3 key prefix\n\n\
+         S3 serves about {S3_PUTS_PER_PREFIX:.0} PUT/COPY/POST/DELETE and \
+         {S3_GETS_PER_PREFIX:.0} GET/HEAD requests per second per key prefix (AWS's \
+         documented rates, per prefix once S3 has split a busy key range): the client MiB/s \
+         those rates allow at the requests measured above, whatever the link, if every \
+         request went to one prefix. A Path or Ring volume created now spreads its tree over \
+         16 prefixes (`<prefix>/n/<shard>/`, `key_shards` in its record), up to 16× these \
+         figures; CURIOUS and ObliviStore spread theirs over their partitions' prefixes.\n"
     );
     let _ = writeln!(s, "| config | block | MiB/s written | MiB/s read |");
     let _ = writeln!(s, "|---|---|---|---|");
@@ -448,7 +550,8 @@ pub fn csv(rows: &[Measured], tables: &[PriceTable]) -> String {
     s.push_str(
         ",requests_per_block_access,s3_prefix_write_bps,s3_prefix_read_bps,usd_gib_month_capacity,\
          usd_gib_month_stored,usd_gib_written_public,usd_gib_written_private,usd_gib_read_public,\
-         usd_gib_read_private\n",
+         usd_gib_read_private,model_ops_per_round,model_requests_per_access,\
+         model_requests_per_access_1gib,model_requests_per_access_1tib\n",
     );
     for t in tables {
         for m in ordered(rows) {
@@ -486,9 +589,10 @@ pub fn csv(rows: &[Measured], tables: &[PriceTable]) -> String {
                     c.bytes_up
                 );
             }
+            let r = m.model.unwrap_or_default();
             let _ = writeln!(
                 s,
-                ",{},{},{},{},{},{},{},{},{}",
+                ",{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 m.requests_per_access(),
                 prefix_ceiling(&m.write),
                 prefix_ceiling(&m.read),
@@ -497,7 +601,11 @@ pub fn csv(rows: &[Measured], tables: &[PriceTable]) -> String {
                 d.write_public,
                 d.write_private,
                 d.read_public,
-                d.read_private
+                d.read_private,
+                r.ops_per_round,
+                r.here,
+                r.gib,
+                r.tib
             );
         }
     }
@@ -579,5 +687,36 @@ mod tests {
         assert_eq!(p.read.traffic.get, 1024.0);
         assert_eq!(p.read.traffic.bytes_down, GIB);
         assert!((p.requests_per_access() - 2048.0 / 131072.0).abs() < 1e-12);
+        assert!(
+            p.projected(|r| r.gib).is_none(),
+            "the plain copy has no model"
+        );
+        // Projected: every count and byte times the model's ratio, the block
+        // accesses and client bytes as measured.
+        let here = m.requests_per_access();
+        let m = Measured {
+            model: Some(super::super::ModelRequests {
+                ops_per_round: 64,
+                here,
+                gib: 2.5 * here,
+                tib: 5.0 * here,
+            }),
+            ..m
+        };
+        let g = m.projected(|r| r.gib).unwrap();
+        assert_eq!(g.write.traffic, m.write.traffic.scaled(2.5));
+        assert_eq!(g.read.client_bytes, m.read.client_bytes);
+        assert!((g.requests_per_access() - 2.5 * m.requests_per_access()).abs() < 1e-9);
+        let t = m.projected(|r| r.tib).unwrap();
+        assert_eq!(t.read.traffic, m.read.traffic.scaled(5.0));
+        // A model more than 10 % off the measurement here projects nothing.
+        let off = Measured {
+            model: Some(super::super::ModelRequests {
+                here: 1.2 * m.requests_per_access(),
+                ..m.model.unwrap()
+            }),
+            ..m.clone()
+        };
+        assert!(off.projected(|r| r.gib).is_none());
     }
 }

@@ -356,14 +356,27 @@ pub async fn phases(
 }
 
 /// The size of a bucket (block) object on an fs store: the first file in a
-/// `n`, `r` or `b` directory under `store`.
+/// `n`, `r` or `b` directory under `store`, or in one of its key shards'
+/// directories (`n/<shard>/`).
 pub fn object_len_in_fs(store: &Path) -> Option<u64> {
+    let first_file = |dir: &Path| -> Option<u64> {
+        let rd = std::fs::read_dir(dir).ok()?;
+        let f = rd.flatten().find(|f| f.path().is_file())?;
+        f.metadata().ok().map(|m| m.len())
+    };
     let vols = std::fs::read_dir(store).ok()?;
     for v in vols.flatten() {
         for d in ["n", "r", "b"] {
-            if let Ok(rd) = std::fs::read_dir(v.path().join(d)) {
-                if let Some(f) = rd.flatten().find(|f| f.path().is_file()) {
-                    return f.metadata().ok().map(|m| m.len());
+            let dir = v.path().join(d);
+            if let Some(len) = first_file(&dir) {
+                return Some(len);
+            }
+            let Ok(shards) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for s in shards.flatten().filter(|s| s.path().is_dir()) {
+                if let Some(len) = first_file(&s.path()) {
+                    return Some(len);
                 }
             }
         }

@@ -471,6 +471,7 @@ mod tests {
             read_bytes: 8.0 * bucket,
             written_bytes: 8.0 * bucket,
             blocks: 64.0,
+            requests: 16.0,
         };
         EngineModel {
             kind: "path".into(),
@@ -498,6 +499,7 @@ mod tests {
             stash_bound: 89,
             round_bytes_per_op: 8 * 4 * 4096,
             ops_per_round: 64,
+            round_requests_per_op: 16.0,
         }
     }
 
@@ -512,11 +514,13 @@ mod tests {
                 read_bytes: 4141.0,
                 written_bytes: 0.0,
                 blocks: 1.0,
+                requests: 1.0,
             },
             write_op: Traffic {
                 read_bytes: 0.0,
                 written_bytes: 4141.0,
                 blocks: 1.0,
+                requests: 1.0,
             },
             ..path_model()
         }
