@@ -18,7 +18,7 @@
 //! slots of positions written before it and not since — a set decided by which
 //! positions were written when, which the server saw as the writes themselves.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use oram_blockstore::ObjKey;
 use oram_state::TrustedState;
@@ -29,29 +29,49 @@ pub(crate) struct Collector {
     /// The `landed` epoch the queue was last filled for: positions last written
     /// before it were queued then (or earlier).
     filled: u64,
+    /// Whether this process's first fill, a scan of every position, is done;
+    /// later fills queue what [`Collector::wrote`] recorded.
+    scanned: bool,
+    /// By epoch: positions written in it with a slot to supersede (version >
+    /// 1), not queued yet.
+    written: BTreeMap<u64, Vec<u64>>,
     /// Positions to go through, in position order.
     queue: BTreeSet<u64>,
 }
 
 impl Collector {
     /// Queues the positions last written in an epoch the last fill did not
-    /// cover, if a checkpoint landed since. Scans every written position: once
-    /// per landed checkpoint (and at the first round of a process, which goes
-    /// through every position once).
+    /// cover, if a checkpoint landed since: the first time in a process by a
+    /// scan of every position (what earlier processes wrote), then from the
+    /// record of this process's writes ([`Collector::wrote`]), so a fill costs
+    /// what was written since the last, not the size of the tree.
     fn refill(&mut self, state: &dyn TrustedState) {
         let landed = state.landed();
         if landed <= self.filled {
             return;
         }
-        let from = self.filled;
-        self.queue.extend(
-            state
-                .nodes()
-                .into_iter()
-                .filter(|(_, nv)| nv.version > 1 && nv.epoch >= from && nv.epoch < landed)
-                .map(|(n, _)| n),
-        );
+        if !self.scanned {
+            self.queue.extend(
+                state
+                    .nodes()
+                    .into_iter()
+                    .filter(|(_, nv)| nv.version > 1 && nv.epoch < landed)
+                    .map(|(n, _)| n),
+            );
+            self.scanned = true;
+        }
+        let later = self.written.split_off(&landed);
+        for (_, positions) in std::mem::replace(&mut self.written, later) {
+            self.queue.extend(positions);
+        }
         self.filled = landed;
+    }
+
+    /// Records that a round wrote `position` in `epoch` at a version above 1
+    /// (an earlier slot to supersede once a checkpoint begun after `epoch` has
+    /// landed); once an epoch is enough.
+    pub(crate) fn wrote(&mut self, position: u64, epoch: u64) {
+        self.written.entry(epoch).or_default().push(position);
     }
 
     /// The next batch of keys to delete (at most `max`, but a position's keys

@@ -577,6 +577,11 @@ impl<S: TreeScheme> Inner<S> {
             }
             let mut nv = old.next(epoch, generation, SlotPolicy::BeforeCommit);
             nv.version += intent.attempt;
+            // Recorded once an epoch: at its first write with a slot to
+            // supersede (also a second write of a new position).
+            if nv.version > 1 && (old.epoch != epoch || old.version < 2) {
+                rs.collector.wrote(node, epoch);
+            }
             rs.state.set_node(node, nv);
             writes.push((node, nv, plain));
         }
