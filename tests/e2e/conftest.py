@@ -8,6 +8,7 @@ ORAM_PROXY_BIN says otherwise.
 
 import os
 import pathlib
+import random
 import signal
 import socket
 import subprocess
@@ -40,6 +41,18 @@ SECRET = "e2e-secret-key-0123"
 
 
 def free_port():
+    """A port free on 127.0.0.1 now, below Linux's ephemeral range (32768 and
+    up): the kernel hands ports of that range to every outgoing connection, which
+    could take one between this check and the server's bind (seen: "Address
+    already in use" with the tests running two at a time)."""
+    for _ in range(200):
+        port = random.randint(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
