@@ -6,7 +6,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from botocore.auth import S3SigV4Auth
+from botocore.auth import S3SigV4Auth, SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
@@ -106,6 +106,28 @@ def test_x_amz_headers_the_signature_does_not_cover_are_refused(proxy, s3, bucke
     assert s3.head_object(Bucket=bucket, Key="signed-x.txt")["Metadata"] == {"added": "signed"}
     status, _, _ = http("PUT", url, data=b"via presigned PUT")
     assert status == 200
+    assert_untouched(s3, bucket)
+
+
+def test_a_body_that_does_not_hash_to_its_signed_sha256_is_refused_and_not_stored(proxy, s3, bucket):
+    """A PUT whose body is not what its signed x-amz-content-sha256 says (altered
+    on the way, or a client bug) is refused as AWS refuses it (400
+    XAmzContentSHA256Mismatch) and stores nothing; the same body with its own
+    hash is stored."""
+    target = f"{proxy.endpoint}/{bucket}/hashed.txt"
+    req = AWSRequest(method="PUT", url=target, data=b"the body sent")
+    req.headers["x-amz-content-sha256"] = hashlib.sha256(b"the body signed").hexdigest()
+    # SigV4Auth signs the header as given (S3SigV4Auth would put the body's hash).
+    SigV4Auth(Credentials(ACCESS, SECRET), "s3", "us-east-1").add_auth(req)
+    status, body, _ = http("PUT", target, data=b"the body sent", headers=dict(req.headers))
+    assert status == 400 and error_code(body) == "XAmzContentSHA256Mismatch", body
+    assert b"x-amz-content-sha256" in body, body
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket=bucket, Key="hashed.txt")
+    assert e.value.response["Error"]["Code"] in ("404", "NoSuchKey")
+    status, _, _ = signed("PUT", target, b"the body sent")
+    assert status == 200
+    assert s3.get_object(Bucket=bucket, Key="hashed.txt")["Body"].read() == b"the body sent"
     assert_untouched(s3, bucket)
 
 

@@ -95,6 +95,14 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
             "A conflicting operation changed the object; try again."
         ),
         E::BadDigest => s3_error!(BadDigest, "The Content-MD5 you specified did not match what we received."),
+        E::Body(m) if m == crate::request::PAYLOAD_HASH_MISMATCH => {
+            let mut err = S3Error::with_message(
+                S3ErrorCode::Custom("XAmzContentSHA256Mismatch".into()),
+                "The provided 'x-amz-content-sha256' header does not match what was computed.",
+            );
+            err.set_status_code(http::StatusCode::BAD_REQUEST);
+            err
+        }
         E::Body(m) => s3_error!(IncompleteBody, "request body: {m}"),
         E::IncompleteBody { got, expected } => s3_error!(
             IncompleteBody,

@@ -109,11 +109,28 @@ pub(crate) fn source_owner<T>(req: &S3Request<T>) -> S3Result<String> {
         .map_or(caller, |a| a.0.clone()))
 }
 
-/// The request body as the object layer reads it (none: empty).
+/// What a body whose bytes do not hash to its signed `x-amz-content-sha256`
+/// fails with (the object layer's [`ObjectError::Body`]), answered
+/// `XAmzContentSHA256Mismatch` by [`crate::convert`].
+pub(crate) const PAYLOAD_HASH_MISMATCH: &str = "x-amz-content-sha256 mismatch";
+
+/// The request body as the object layer reads it (none: empty). s3s checks a
+/// signed payload hash as the body is read and fails the stream at its end on
+/// a mismatch; that failure (its type is private to s3s: known by its text)
+/// becomes [`PAYLOAD_HASH_MISMATCH`].
 pub(crate) fn body_stream(blob: Option<StreamingBlob>) -> ByteStream {
     match blob {
         None => Box::pin(futures::stream::empty()),
-        Some(b) => Box::pin(b.map(|r| r.map_err(|e| ObjectError::Body(e.to_string())))),
+        Some(b) => Box::pin(b.map(|r| {
+            r.map_err(|e| {
+                let text = e.to_string();
+                if text.contains("Sha256Mismatch") {
+                    ObjectError::Body(PAYLOAD_HASH_MISMATCH.into())
+                } else {
+                    ObjectError::Body(text)
+                }
+            })
+        })),
     }
 }
 
