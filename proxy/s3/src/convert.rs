@@ -14,6 +14,11 @@ use s3s::stream::{ByteStream as S3ByteStream, RemainingLength};
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Result, StdError};
 use tokio::sync::mpsc;
 
+/// What a body whose bytes do not hash to its signed `x-amz-content-sha256`
+/// fails with (the object layer's [`ObjectError::Body`], from
+/// `crate::request::body_stream`), answered `XAmzContentSHA256Mismatch`.
+pub(crate) const PAYLOAD_HASH_MISMATCH: &str = "x-amz-content-sha256 mismatch";
+
 /// Maps an object-layer error to the S3 error a client expects. The status
 /// follows the error's class (the Swift front-end answers the same class); a
 /// server-side failure is logged with its details and answered with a generic
@@ -95,7 +100,7 @@ pub(crate) fn map_err(e: ObjectError) -> S3Error {
             "A conflicting operation changed the object; try again."
         ),
         E::BadDigest => s3_error!(BadDigest, "The Content-MD5 you specified did not match what we received."),
-        E::Body(m) if m == crate::request::PAYLOAD_HASH_MISMATCH => {
+        E::Body(m) if m == PAYLOAD_HASH_MISMATCH => {
             let mut err = S3Error::with_message(
                 S3ErrorCode::Custom("XAmzContentSHA256Mismatch".into()),
                 "The provided 'x-amz-content-sha256' header does not match what was computed.",

@@ -7,7 +7,7 @@ use oram_objects::{ByteStream, Dialect, ObjectError, ObjectRecord, Preconditions
 use s3s::dto::{CopySource, StreamingBlob};
 use s3s::{s3_error, S3Request, S3Result};
 
-use crate::convert::{http_date, map_err, timestamp};
+use crate::convert::{http_date, map_err, timestamp, PAYLOAD_HASH_MISMATCH};
 
 /// The client metadata of a PutObject, CopyObject (REPLACE) or
 /// CreateMultipartUpload input (the same fields in three types).
@@ -108,11 +108,6 @@ pub(crate) fn source_owner<T>(req: &S3Request<T>) -> S3Result<String> {
         .get::<ActAsSource>()
         .map_or(caller, |a| a.0.clone()))
 }
-
-/// What a body whose bytes do not hash to its signed `x-amz-content-sha256`
-/// fails with (the object layer's [`ObjectError::Body`]), answered
-/// `XAmzContentSHA256Mismatch` by [`crate::convert`].
-pub(crate) const PAYLOAD_HASH_MISMATCH: &str = "x-amz-content-sha256 mismatch";
 
 /// The request body as the object layer reads it (none: empty). s3s checks a
 /// signed payload hash as the body is read and fails the stream at its end on
