@@ -87,7 +87,9 @@ impl Sealing {
         shards: u32,
     ) -> Result<Self> {
         let base = format!("{prefix}/{dir}/");
-        ObjKey::new(format!("{base}ff/1"))
+        // The longest key this layout makes: a prefix that leaves no room for
+        // it is refused here, not found by a key that fails later.
+        ObjKey::new(format!("{base}ff/{}.255", u64::MAX))
             .map_err(|e| OramError::Config(format!("prefix: {e}")))?;
         if shards > MAX_KEY_SHARDS {
             return Err(OramError::Config(format!(
