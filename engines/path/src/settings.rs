@@ -178,14 +178,7 @@ impl EngineSettings for PathSettings {
                 self.leaf_divisor
             ));
         }
-        if self.key_shards > oram_tree::MAX_KEY_SHARDS {
-            return Err(format!(
-                "{} key shards: at most {}",
-                self.key_shards,
-                oram_tree::MAX_KEY_SHARDS
-            ));
-        }
-        Ok(())
+        oram_tree::check_key_shards(self.key_shards)
     }
 
     fn fixed(&self, shape: &Shape) -> BTreeMap<String, String> {

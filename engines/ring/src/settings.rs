@@ -216,14 +216,7 @@ impl EngineSettings for RingSettings {
         if p.z == 0 || p.s == 0 || p.a == 0 || self.max_inflight_writebacks == 0 {
             return Err("Ring ORAM's Z, S, A and max_inflight_writebacks must be positive".into());
         }
-        if self.key_shards > oram_tree::MAX_KEY_SHARDS {
-            return Err(format!(
-                "{} key shards: at most {}",
-                self.key_shards,
-                oram_tree::MAX_KEY_SHARDS
-            ));
-        }
-        Ok(())
+        oram_tree::check_key_shards(self.key_shards)
     }
 
     fn fixed(&self, shape: &Shape) -> BTreeMap<String, String> {

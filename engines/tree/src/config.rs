@@ -11,6 +11,15 @@ use crate::{TreeParams, MAX_KEY_SHARDS};
 /// second each) once the provider has split them.
 pub const DEFAULT_KEY_SHARDS: u32 = 16;
 
+/// Refuses more key shards than the key layout allows ([`MAX_KEY_SHARDS`]):
+/// the one check of the engines' settings and of [`crate::Sealing`].
+pub fn check_key_shards(shards: u32) -> Result<(), String> {
+    if shards > MAX_KEY_SHARDS {
+        return Err(format!("{shards} key shards: at most {MAX_KEY_SHARDS}"));
+    }
+    Ok(())
+}
+
 /// The name under which a volume records its tree's key shards.
 const KEY_SHARDS: &str = "key_shards";
 

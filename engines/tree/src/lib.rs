@@ -139,7 +139,9 @@ use oram_state::{NodeVersion, TrustedState};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-pub use config::{record_key_shards, recorded_key_shards, TreeConfig, DEFAULT_KEY_SHARDS};
+pub use config::{
+    check_key_shards, record_key_shards, recorded_key_shards, TreeConfig, DEFAULT_KEY_SHARDS,
+};
 pub use geometry::{plan_eviction, Geometry};
 pub use grow::grown_room;
 pub use intent::{Draws, Intent, RoundRandom};

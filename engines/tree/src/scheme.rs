@@ -91,11 +91,7 @@ impl Sealing {
         // it is refused here, not found by a key that fails later.
         ObjKey::new(format!("{base}ff/{}.255", u64::MAX))
             .map_err(|e| OramError::Config(format!("prefix: {e}")))?;
-        if shards > MAX_KEY_SHARDS {
-            return Err(OramError::Config(format!(
-                "{shards} key shards: at most {MAX_KEY_SHARDS}"
-            )));
-        }
+        crate::check_key_shards(shards).map_err(OramError::Config)?;
         Ok(Self {
             sealer,
             space,

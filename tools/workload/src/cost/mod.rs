@@ -458,12 +458,8 @@ async fn measure(
         engine.replace(':', "-"),
         crate::report::human(bs).to_ascii_lowercase()
     );
-    let toml = Plan::engine_toml(
-        engine,
-        bs,
-        cap,
-        cached_levels(proxy, plan, engine, bs, cap)?,
-    );
+    let cached = cached_levels(proxy, plan, engine, bs, cap)?;
+    let toml = Plan::engine_toml(engine, bs, cap, cached);
     let mut p = ProxyRun::start_fs(work, proxy, &run_name, &toml, true)?;
     let result = drive(&p, plan, vol.objects, seed).await;
     let stopped = p.stop();
@@ -476,7 +472,7 @@ async fn measure(
     let uncached_levels = model
         .tree()
         .map(|t| t.levels - t.cached_levels.min(t.levels));
-    let requests = model_requests(proxy, plan, engine, bs, cap, model.ops_per_round)?;
+    let requests = model_requests(proxy, plan, engine, (bs, cap, cached), model.ops_per_round)?;
     Ok(Measured {
         config: engine.to_string(),
         block_size: bs,
@@ -493,17 +489,17 @@ async fn measure(
 }
 
 /// The engine's model of its requests per block access: at the measured
-/// configuration (`cap` bytes), at 1 GiB and at 1 TiB at its defaults, for
-/// rounds of one object's blocks (at most `ops_per_round`, the measured
-/// volume's).
+/// configuration (`measured`: block size, capacity in bytes and the cached
+/// levels it ran with), at 1 GiB and at 1 TiB at its defaults, for rounds of
+/// one object's blocks (at most `ops_per_round`, the measured volume's).
 fn model_requests(
     proxy: &Path,
     plan: &Plan,
     engine: &str,
-    bs: u64,
-    cap: u64,
+    measured: (u64, u64, Option<u32>),
     ops_per_round: u64,
 ) -> Result<ModelRequests, String> {
+    let (bs, cap, cached) = measured;
     let ops = (plan.object_size / bs).clamp(1, ops_per_round.max(1));
     let at = |cap: u64, cached: Option<u32>| -> Result<(u64, f64), String> {
         let toml = format!(
@@ -513,7 +509,7 @@ fn model_requests(
         let m = crate::describe::of_engine(proxy, &toml)?;
         Ok((m.ops_per_round, m.round_requests_per_op))
     };
-    let (ops_per_round, here) = at(cap, cached_levels(proxy, plan, engine, bs, cap)?)?;
+    let (ops_per_round, here) = at(cap, cached)?;
     Ok(ModelRequests {
         ops_per_round,
         here,
