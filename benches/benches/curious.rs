@@ -193,7 +193,7 @@ fn build(kind: Kind, n: u64, store: Arc<dyn BlockStore>) -> (Arc<dyn Oram>, Figu
             cfg.framework.eviction_rate = NU;
             cfg.framework.cache_bound = 1 << 20;
             let geo = cfg.geometry();
-            let per = geo.expected_per_access();
+            let per = geo.expected_per_access(cfg.shuffle_read);
             let figure = Figure {
                 bytes: NU * (per.read_slots + per.written_slots) * geo.slot_len() as f64,
                 object: geo.slot_len(),

@@ -25,6 +25,8 @@ pub struct StagedAccess {
     answers: Vec<Bytes>,
     changes: Option<Staged>,
     land: Option<Land>,
+    /// Whether `land` was started ([`StagedAccess::start_landing`]).
+    started: bool,
     finish: Option<Finish>,
 }
 
@@ -50,6 +52,7 @@ impl StagedAccess {
             answers,
             changes: Some(changes),
             land: None,
+            started: false,
             finish: Some(Box::new(finish)),
         }
     }
@@ -68,6 +71,48 @@ impl StagedAccess {
         let mut staged = Self::new(answers, changes, finish);
         staged.land = Some(Box::pin(land));
         staged
+    }
+
+    /// Starts the backend writes of this access now, on the runtime, instead
+    /// of when [`StagedAccess::commit_all`] runs them: a parent that stages
+    /// several accesses at once lets the first ones' writes overlap the
+    /// others' reads. The writes go to objects no committed state refers to
+    /// (that is what lets them wait for the commit), so writing them before
+    /// the parent knows its round succeeded changes nothing a reader sees; a
+    /// round that then fails leaves them written, as a write of a failed
+    /// attempt that arrived late would, and its repeat writes the same again.
+    ///
+    /// A parent whose round fails must call [`StagedAccess::stop_landing`]
+    /// before it drops the access, so that the writes are done before the
+    /// engine undoes the access (as when a commit fails after every write
+    /// landed) and none is still under way when the round is repeated.
+    ///
+    /// Observed: the same writes, sent sooner — while the parent's other
+    /// accesses are still reading, and even when one of those then fails.
+    pub fn start_landing(&mut self) {
+        if let Some(land) = self.land.take() {
+            self.started = true;
+            let running = tokio::spawn(land);
+            self.land = Some(Box::pin(async move {
+                match running.await {
+                    Ok(landed) => landed,
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(_) => Err(OramError::Store(oram_blockstore::StoreError::Unavailable(
+                        "the engine's runtime is shutting down".into(),
+                    ))),
+                }
+            }));
+        }
+    }
+
+    /// Waits for the writes [`StagedAccess::start_landing`] started, whatever
+    /// their outcome (the access is about to be dropped uncommitted); writes
+    /// not started are never sent.
+    pub async fn stop_landing(&mut self) {
+        let land = self.land.take();
+        if let Some(land) = land.filter(|_| self.started) {
+            let _ = land.await;
+        }
     }
 
     /// The answers (valid only once committed: until then the changes that

@@ -30,16 +30,52 @@ pub struct Geometry {
     pub block_size: usize,
 }
 
+/// How an eviction reads the levels it empties (`oblivistore_shuffle_read`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShuffleRead {
+    /// One GET of each level's whole object (`2^(ℓ+1)` slots), which also
+    /// serves the partition read's slot: one request per level, twice the
+    /// shuffle's bytes.
+    #[default]
+    Whole,
+    /// A ranged GET per slot the shuffle takes (`2^ℓ` of each level) and the
+    /// partition read's: the fewest bytes, `2^ℓ + 1` requests per level.
+    Slots,
+}
+
+impl ShuffleRead {
+    /// The name used in the configuration (`whole`, `slots`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ShuffleRead::Whole => "whole",
+            ShuffleRead::Slots => "slots",
+        }
+    }
+}
+
+impl std::str::FromStr for ShuffleRead {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "whole" => Ok(ShuffleRead::Whole),
+            "slots" => Ok(ShuffleRead::Slots),
+            _ => Err(format!("\"{s}\" is not \"whole\" or \"slots\"")),
+        }
+    }
+}
+
 /// What one partition access (a read of every filled level and the eviction
 /// that follows it) costs on average over the partition's eviction counter,
 /// once the partition has been filled to its top level.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PerAccess {
-    /// Slots read (one per filled level, and the shuffles' reads).
+    /// Slots read: one of each filled level the eviction leaves alone, every
+    /// slot of each level it empties (its shuffle's).
     pub read_slots: f64,
     /// Slots written (the level each eviction builds).
     pub written_slots: f64,
-    /// GET requests (one ranged GET per slot read).
+    /// GET requests: one per filled level (a ranged GET of one slot, or a
+    /// GET of the whole level).
     pub gets: f64,
     /// PUT requests (one level object per eviction).
     pub puts: f64,
@@ -76,7 +112,8 @@ impl Geometry {
 
     /// The analytical cost of one partition access in steady state, averaged
     /// over one cycle of the eviction counter (`2^top` evictions).
-    pub fn expected_per_access(&self) -> PerAccess {
+    /// The levels an eviction empties are read as `read` says.
+    pub fn expected_per_access(&self, read: ShuffleRead) -> PerAccess {
         let mut filled = vec![false; self.top as usize + 1];
         filled[self.top as usize] = true;
         let cycle = 1u64 << self.top;
@@ -89,9 +126,20 @@ impl Geometry {
         for _ in 0..cycle {
             let reads = filled.iter().filter(|&&f| f).count() as f64;
             let (j, sources) = eviction_target(&filled);
-            let merged: u64 = sources.iter().map(|&l| self.reals(l)).sum();
-            cost.read_slots += reads + merged as f64;
-            cost.gets += reads + merged as f64;
+            match read {
+                // A level the eviction empties is read whole (its partition
+                // read's slot with it), every other filled level one slot.
+                ShuffleRead::Whole => {
+                    let whole: u64 = sources.iter().map(|&l| self.slots(l)).sum();
+                    cost.read_slots += reads - sources.len() as f64 + whole as f64;
+                    cost.gets += reads;
+                }
+                ShuffleRead::Slots => {
+                    let merged: u64 = sources.iter().map(|&l| self.reals(l)).sum();
+                    cost.read_slots += reads + merged as f64;
+                    cost.gets += reads + merged as f64;
+                }
+            }
             cost.written_slots += self.slots(j) as f64;
             cost.puts += 1.0;
             for l in sources {
@@ -385,14 +433,21 @@ mod tests {
     #[test]
     fn the_analytical_cost_counts_reads_shuffles_and_puts() {
         // top = 1: levels 0 (2 slots) and 1 (4 slots). Steady state from {1}:
-        // evict → level 0 (reads: 1 filled level); evict → all filled, top
-        // rebuilt from 0 and 1 (reads: 2 filled + 1 + 2 merged slots).
+        // evict → level 0 (reads: a slot of level 1, one GET); evict → all
+        // filled, top rebuilt from 0 and 1, both read whole (2 + 4 slots, two
+        // GETs).
         let g = Geometry::for_capacity(2, 8);
         assert_eq!(g.top, 1);
-        let c = g.expected_per_access();
-        assert_eq!(c.read_slots, (1.0 + 5.0) / 2.0);
+        let c = g.expected_per_access(ShuffleRead::Whole);
+        assert_eq!(c.read_slots, (1.0 + 6.0) / 2.0);
+        assert_eq!(c.gets, (1.0 + 2.0) / 2.0);
         assert_eq!(c.written_slots, (2.0 + 4.0) / 2.0);
         assert_eq!(c.puts, 1.0);
+        // Slot by slot: 2 filled + 1 + 2 merged slots, a GET each.
+        let c = g.expected_per_access(ShuffleRead::Slots);
+        assert_eq!(c.read_slots, (1.0 + 5.0) / 2.0);
+        assert_eq!(c.gets, (1.0 + 5.0) / 2.0);
+        assert_eq!(c.written_slots, (2.0 + 4.0) / 2.0);
     }
 
     #[test]

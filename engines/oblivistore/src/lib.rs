@@ -22,31 +22,34 @@
 //! probability ν − 1 a background one into a uniformly random partition (it
 //! reads that partition as a dummy access first: the framework's background
 //! eviction). An eviction shuffles the levels below the lowest empty one into
-//! it, reading exactly `2^ℓ` slots of each (every unread real block and the
-//! next unread dummies), and writes the new level whole before the commit that
-//! makes it live, never over a live object or the last checkpoint's.
+//! it, taking exactly `2^ℓ` slots of each (every unread real block and the
+//! next unread dummies) from one GET of the level's whole object, and writes
+//! the new level whole before the commit that makes it live, never over a live
+//! object or the last checkpoint's.
 //!
 //! **What the storage server observes:** per round of `k` ops, `k` partition
 //! accesses of i.i.d. uniformly random partitions and Binomial(k, ν − 1)
 //! background ones, run concurrently; each is, in its partition, one ranged GET
-//! per filled level, the shuffle's ranged GETs and one PUT of the level built —
-//! counts and sizes that depend only on how many evictions the partition has had
-//! (see [`Hierarchy`]). Rounds are one after the other (the framework's).
+//! of a slot of each filled level the eviction leaves alone, one GET of each
+//! whole level it empties and one PUT of the level built — counts and sizes
+//! that depend only on how many evictions the partition has had (see
+//! [`Hierarchy`]). Rounds are one after the other (the framework's).
 //!
 //! **Scheduling, and the leaks of the published implementations avoided:**
 //! there is no background shuffler whose work depends on demand: every shuffle
 //! is the eviction an access pays for, at a fixed rate, so a starved shuffler
-//! adds no work nobody paid for; a shuffle reads exactly `2^ℓ` slots of a level
-//! whatever it holds; a block waiting in the eviction cache is still *read*
+//! adds no work nobody paid for; a shuffle reads a level whole and takes exactly
+//! `2^ℓ` slots of it whatever it holds; a block waiting in the eviction cache is still *read*
 //! (a dummy read of its partition), never skipped; the shuffle buffer is a
 //! semaphore whose permits per shuffle are the size of the level built — a
 //! public quantity — so waiting for it reveals nothing.
 //!
-//! **One object per level, read by ranged GETs**, rather than one object per
-//! slot: a level is always written whole, so an eviction is one PUT instead of
-//! `2^(j+1)`; reads are ranged GETs either way. On S3 a request costs more than
-//! its bytes, and on the fs back-end one file per slot would cost a file create,
-//! an fsync and a rename per slot. (The two were not measured side by side.)
+//! **One object per level**, rather than one object per slot: a level is
+//! always written whole, so an eviction is one PUT instead of `2^(j+1)`, and a
+//! level the eviction empties is read by one GET instead of `2^ℓ + 1` ranged
+//! ones (`hierarchy.rs`, "Reads"). On S3 a request costs more than its bytes,
+//! and on the fs back-end one file per slot would cost a file create, an fsync
+//! and a rename per slot. (One object per slot was not measured.)
 //!
 //! **A level's permutation** comes from ChaCha20 keyed by a per-partition secret
 //! in the trusted state, one stream per level version and generation: a round
@@ -109,7 +112,7 @@ use tokio::sync::Semaphore;
 
 pub use budget::SlotBudget;
 pub use hierarchy::{Hierarchy, HierarchyConfig};
-pub use levels::{Geometry, PerAccess};
+pub use levels::{Geometry, PerAccess, ShuffleRead};
 pub use settings::ObliviStoreSettings;
 
 /// Parameters of an ObliviStore engine.
@@ -121,6 +124,8 @@ pub struct ObliviStoreConfig {
     /// hold at once (at least one top level); as much again may wait, built,
     /// for their round's commit.
     pub shuffle_bytes: u64,
+    /// How an eviction reads the levels it empties.
+    pub shuffle_read: ShuffleRead,
 }
 
 impl ObliviStoreConfig {
@@ -144,6 +149,7 @@ impl ObliviStoreConfig {
                 rng_seed: None,
             },
             shuffle_bytes: 0,
+            shuffle_read: ShuffleRead::Whole,
         };
         let g = cfg.geometry();
         cfg.shuffle_bytes = 2 * g.level_bytes(g.top);
@@ -193,6 +199,7 @@ pub fn oblivistore_blueprint(mut cfg: ObliviStoreConfig, prefix: &str) -> Result
         id_limit: Some(cfg.framework.capacity),
     };
     let seed = cfg.framework.rng_seed;
+    let shuffle_read = cfg.shuffle_read;
     let build = move |p: u32, shape: &Shape, parts: Parts| {
         let rng_seed = seed.map(|mut s| {
             s[0] ^= p as u8 ^ 0x5a;
@@ -205,6 +212,7 @@ pub fn oblivistore_blueprint(mut cfg: ObliviStoreConfig, prefix: &str) -> Result
                 id_limit: shape.id_limit.unwrap_or(shape.capacity),
                 prefix: shape.prefix.clone(),
                 rng_seed,
+                shuffle_read,
             },
             parts.store,
             parts.sealer,

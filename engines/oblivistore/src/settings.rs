@@ -9,7 +9,7 @@ use oram_engine::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{oblivistore, oblivistore_blueprint, ObliviStoreConfig};
+use crate::{oblivistore, oblivistore_blueprint, ObliviStoreConfig, ShuffleRead};
 
 /// ObliviStore's settings in `[engine]` (with `kind = "oblivistore"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -31,6 +31,12 @@ pub struct ObliviStoreSettings {
     /// commit. 0 (the default): room for two top-level shuffles. Less than one
     /// top-level shuffle is refused.
     pub oblivistore_shuffle_mib: u64,
+    /// How an eviction reads the levels it empties: `"whole"` (the default),
+    /// one GET of each level's object — one request a level, twice the
+    /// shuffle's bytes; `"slots"`, a ranged GET per slot it takes — the
+    /// fewest bytes, `2^ℓ + 1` requests a level. Not fixed: the objects are
+    /// the same either way.
+    pub oblivistore_shuffle_read: String,
 }
 
 impl Default for ObliviStoreSettings {
@@ -40,6 +46,7 @@ impl Default for ObliviStoreSettings {
             oblivistore_eviction_rate: 1.25,
             oblivistore_cache_mib: 0,
             oblivistore_shuffle_mib: 0,
+            oblivistore_shuffle_read: ShuffleRead::Whole.name().into(),
         }
     }
 }
@@ -61,6 +68,9 @@ impl ObliviStoreSettings {
 # ObliviStore: MiB of level objects the partitions' shuffles may hold at once
 # (as much again may wait for a round's commit); 0: two top-level shuffles.
 # oblivistore_shuffle_mib = 0
+# ObliviStore: how an eviction reads the levels it empties: "whole" (one GET of
+# each level: fewest requests) or "slots" (a ranged GET per slot: fewest bytes).
+# oblivistore_shuffle_read = "whole"
 "#;
 
     /// The partitions of a volume of `shape`.
@@ -76,7 +86,15 @@ impl ObliviStoreSettings {
         positions + u64::from(cfg.framework.partitions) * cfg.geometry().state_bound()
     }
 
-    /// The engine configuration for a volume of `shape`.
+    /// How an eviction reads the levels it empties.
+    pub fn shuffle_read(&self) -> std::result::Result<ShuffleRead, String> {
+        self.oblivistore_shuffle_read
+            .parse()
+            .map_err(|e| format!("engine.oblivistore_shuffle_read: {e}"))
+    }
+
+    /// The engine configuration for a volume of `shape` (a shuffle read not
+    /// recognised is `whole`: [`EngineSettings::validate`] refuses it first).
     pub fn config(&self, shape: &Shape) -> ObliviStoreConfig {
         let bs = shape.block_size.max(1) as u64;
         let partitions = self.partitions(shape);
@@ -94,6 +112,7 @@ impl ObliviStoreSettings {
         if self.oblivistore_shuffle_mib > 0 {
             cfg.shuffle_bytes = self.oblivistore_shuffle_mib << 20;
         }
+        cfg.shuffle_read = self.shuffle_read().unwrap_or_default();
         cfg
     }
 }
@@ -110,6 +129,7 @@ impl EngineSettings for ObliviStoreSettings {
             shape.capacity,
             self.oblivistore_eviction_rate,
         )?;
+        self.shuffle_read()?;
         let cfg = self.config(shape);
         let top = cfg.geometry().level_bytes(cfg.geometry().top);
         if cfg.shuffle_bytes < top {
@@ -150,7 +170,7 @@ impl EngineSettings for ObliviStoreSettings {
     fn round_bytes_per_op(&self, shape: &Shape) -> u64 {
         let cfg = self.config(shape);
         let g = cfg.geometry();
-        let per = g.expected_per_access();
+        let per = g.expected_per_access(cfg.shuffle_read);
         (per.read_slots * g.slot_len() as f64 * cfg.framework.eviction_rate).ceil() as u64
     }
 
@@ -163,12 +183,13 @@ impl EngineSettings for ObliviStoreSettings {
     /// ν partition accesses per op, each reading a slot of every filled level
     /// and its eviction's shuffle reads and writing the level it builds
     /// ([`crate::Geometry::expected_per_access`]: the steady state, once a
-    /// partition's top level is filled — a young volume moves less). Reads are
-    /// single slots (ranged GETs), writes whole levels.
+    /// partition's top level is filled — a young volume moves less). A level
+    /// the eviction empties is read whole, every other one slot (a ranged
+    /// GET); writes are whole levels.
     fn model(&self, shape: &Shape) -> EngineModel {
         let cfg = self.config(shape);
         let g = cfg.geometry();
-        let per = g.expected_per_access();
+        let per = g.expected_per_access(cfg.shuffle_read);
         let nu = cfg.framework.eviction_rate;
         let slot = g.slot_len() as u64;
         let op = Traffic {
@@ -273,7 +294,7 @@ mod tests {
         // The figure the bandwidth test measures (tests/oblivistore.rs):
         // ν × (slots read + written) × the sealed slot.
         let g = s.config(&shape).geometry();
-        let per = g.expected_per_access();
+        let per = g.expected_per_access(ShuffleRead::Whole);
         let slot = (8 + 4096 + oram_seal::OVERHEAD) as f64;
         assert_eq!(m.object_bytes as f64, slot);
         let want = 1.25 * (per.read_slots + per.written_slots) * slot;
@@ -282,14 +303,32 @@ mod tests {
             m.overhead_blocks(),
             1.25 * (per.read_slots + per.written_slots)
         );
-        // Levels 0 and 1 from {1} filled: 3 slots read and 3 written per access.
+        // Levels 0 and 1 from {1} filled: 3.5 slots read (the top rebuild
+        // reads both levels whole) and 3 written per access.
         let small = crate::Geometry {
             top: 1,
             block_size: 4096,
         }
-        .expected_per_access();
-        assert_eq!((small.read_slots, small.written_slots), (3.0, 3.0));
+        .expected_per_access(ShuffleRead::Whole);
+        assert_eq!((small.read_slots, small.written_slots), (3.5, 3.0));
         assert_eq!(m.state_bound, s.state_bound(&shape));
         assert_eq!(m.round_bytes_per_op, s.round_bytes_per_op(&shape));
+        // Slot by slot: fewer bytes, more requests.
+        let slots = ObliviStoreSettings {
+            oblivistore_shuffle_read: "slots".into(),
+            ..ObliviStoreSettings::default()
+        };
+        slots.validate(&shape).unwrap();
+        let n = slots.model(&shape);
+        assert!(n.read_op.bytes() < m.read_op.bytes());
+        assert!(n.read_op.requests > m.read_op.requests);
+        let per = g.expected_per_access(ShuffleRead::Slots);
+        assert!((n.read_op.requests - 1.25 * (per.gets + per.puts)).abs() < 1e-9);
+        let bad = ObliviStoreSettings {
+            oblivistore_shuffle_read: "ranged".into(),
+            ..ObliviStoreSettings::default()
+        };
+        let e = bad.validate(&shape).unwrap_err();
+        assert!(e.contains("oblivistore_shuffle_read"), "{e}");
     }
 }

@@ -13,8 +13,9 @@ pub(crate) const ACCESS_STEPS: &[Step] = &[
     },
     Step {
         name: "step_fetch_microseconds_total",
-        help: "Wall time of partition accesses' reads of level slots (ranged GETs, opened and \
-               checked), in microseconds (all partitions).",
+        help:
+            "Wall time of partition accesses' reads of level slots (a ranged GET of a slot, or a \
+               GET of a whole level; opened and checked), in microseconds (all partitions).",
     },
     Step {
         name: "step_seal_microseconds_total",

@@ -109,7 +109,7 @@ async fn a_growth_sends_nothing_and_the_evictions_build_the_new_levels() {
     let other: Vec<_> = rec
         .take_trace()
         .into_iter()
-        .filter(|t| !matches!(t.verb, Verb::GetRange | Verb::Put))
+        .filter(|t| !matches!(t.verb, Verb::Get | Verb::GetRange | Verb::Put))
         .collect();
     assert!(other.is_empty(), "the growth sent requests: {other:?}");
     model.extend(during);

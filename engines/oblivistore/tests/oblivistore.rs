@@ -15,7 +15,7 @@ use oram_engine::conformance::{
 };
 use oram_engine::{Op, Oram, OramError, Parts, Shape};
 use oram_oblivistore::{
-    oblivistore, Geometry, Hierarchy, HierarchyConfig, ObliviStoreConfig, SlotBudget,
+    oblivistore, Geometry, Hierarchy, HierarchyConfig, ObliviStoreConfig, ShuffleRead, SlotBudget,
 };
 use oram_partition::{Partitioned, PartitionedConfig};
 use oram_state::MemState;
@@ -113,6 +113,8 @@ async fn what_the_server_sees_does_not_depend_on_the_workload() {
             let mut read: std::collections::HashMap<String, std::collections::HashSet<u64>> =
                 Default::default();
             let mut slots_read = 0u64;
+            let mut whole: std::collections::HashSet<String> = Default::default();
+            let mut levels_read_whole = 0u64;
             for a in &accesses {
                 let puts: Vec<u32> = a
                     .iter()
@@ -136,13 +138,30 @@ async fn what_the_server_sees_does_not_depend_on_the_workload() {
                             let off = e.range.as_ref().unwrap().start / slot;
                             slots_read += 1;
                             assert!(
+                                !whole.contains(&e.key),
+                                "{name}: {} read after it was read whole",
+                                e.key
+                            );
+                            assert!(
                                 read.entry(e.key.clone()).or_default().insert(off),
                                 "{name}: slot {off} of {} read twice",
                                 e.key
                             );
                         }
+                        // A level read whole is emptied by that access's
+                        // eviction: nothing reads it again until it is
+                        // written anew.
+                        Verb::Get => {
+                            assert!(
+                                whole.insert(e.key.clone()),
+                                "{name}: {} read whole twice",
+                                e.key
+                            );
+                            levels_read_whole += 1;
+                        }
                         Verb::Put => {
                             read.remove(&e.key);
+                            whole.remove(&e.key);
                         }
                         _ => {}
                     }
@@ -174,7 +193,8 @@ async fn what_the_server_sees_does_not_depend_on_the_workload() {
             let c1 = chi_square(&single);
             eprintln!(
                 "ν {rate}, {name}: chi-square partitions {c1:.1} (critical {:.1}, {} partition \
-                 accesses), {slots_read} slots read, none twice",
+                 accesses), {slots_read} slots read alone and {levels_read_whole} levels \
+                 whole, none twice",
                 chi_square_critical_001(p as u64 - 1),
                 single.iter().sum::<u64>()
             );
@@ -270,6 +290,7 @@ fn one_partition(
             id_limit: 100,
             prefix: "vol0/o/0".into(),
             rng_seed: Some([seed; 32]),
+            shuffle_read: ShuffleRead::Whole,
         },
         store,
         test_sealer(),
@@ -321,8 +342,13 @@ async fn a_partition_that_would_overflow_fails_and_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bandwidth_per_access_is_the_analytical_figure() {
     let (capacity, partitions) = (256u64, 8u32);
-    for rate in [1.0, 1.25] {
-        let cfg = config(capacity, partitions, rate, 8);
+    for (rate, read) in [
+        (1.0, ShuffleRead::Whole),
+        (1.25, ShuffleRead::Whole),
+        (1.25, ShuffleRead::Slots),
+    ] {
+        let mut cfg = config(capacity, partitions, rate, 8);
+        cfg.shuffle_read = read;
         let geo = cfg.geometry();
         let rec = Arc::new(Recording::new(MemoryStore::new()));
         let e = engine(cfg.clone(), rec.clone());
@@ -353,23 +379,24 @@ async fn bandwidth_per_access_is_the_analytical_figure() {
         e.flush().await.unwrap();
         let trace = rec.take_trace();
         let size = |v: Verb| -> u64 { trace.iter().filter(|t| t.verb == v).map(|t| t.size).sum() };
-        let bytes = size(Verb::GetRange) + size(Verb::Put);
+        let read_bytes = size(Verb::GetRange) + size(Verb::Get);
+        let bytes = read_bytes + size(Verb::Put);
         // The partitions' counters, summed in the engine's statistics (what
         // /metrics shows), are the slots the server saw read and written.
         let slot = geo.slot_len() as u64;
         assert_eq!(
             (counted("slots_read_total") - read_before) * slot,
-            size(Verb::GetRange)
+            read_bytes
         );
         assert_eq!(
             (counted("slots_written_total") - written_before) * slot,
             size(Verb::Put)
         );
         let measured = bytes as f64 / (n / 8 * 8) as f64;
-        let per = geo.expected_per_access();
+        let per = geo.expected_per_access(read);
         let analytical = rate * (per.read_slots + per.written_slots) * geo.slot_len() as f64;
         eprintln!(
-            "nu {rate}: {measured:.0} bytes per access, analytical {analytical:.0} \
+            "nu {rate}, {read:?}: {measured:.0} bytes per access, analytical {analytical:.0} \
              ({:.3}); per partition access {:.1} slots read, {:.1} written, {:.1} GETs",
             measured / analytical,
             per.read_slots,
@@ -379,6 +406,17 @@ async fn bandwidth_per_access_is_the_analytical_figure() {
         assert!(
             (measured / analytical - 1.0).abs() < 0.10,
             "nu {rate}: {measured:.0} bytes per access, analytical {analytical:.0}"
+        );
+        // Requests: one GET per filled level (a level the eviction empties
+        // read whole), one PUT per eviction.
+        let count = |v: Verb| trace.iter().filter(|t| t.verb == v).count() as f64;
+        let requests =
+            (count(Verb::GetRange) + count(Verb::Get) + count(Verb::Put)) / (n / 8 * 8) as f64;
+        let modelled = rate * (per.gets + per.puts);
+        eprintln!("nu {rate}, {read:?}: {requests:.2} requests per access, modelled {modelled:.2}");
+        assert!(
+            (requests / modelled - 1.0).abs() < 0.10,
+            "nu {rate}: {requests:.2} requests per access, modelled {modelled:.2}"
         );
     }
 }
@@ -518,6 +556,7 @@ fn tiny_engine(
                 id_limit: 4,
                 prefix: shape.prefix.clone(),
                 rng_seed: Some([p as u8; 32]),
+                shuffle_read: ShuffleRead::Whole,
             },
             parts.store,
             parts.sealer,

@@ -166,8 +166,22 @@ impl Inner {
     ) -> Result<(Vec<Bytes>, Landing)> {
         let seq = round.seq;
         let start = std::time::Instant::now();
+        // In one process, each partition's writes start as soon as its access
+        // is staged, beside the other partitions' reads
+        // (`StagedAccess::start_landing`). A partition on another machine
+        // commits when it lands (decisions/011): landing it before every
+        // partition of the round is staged would let a failure elsewhere
+        // find it committed, and the repeat would show the server less.
+        let early = !self.ship_intents;
         let staged = futures::future::join_all(plan.subs.iter().map(|(&p, sub_ops)| {
-            self.subs[p as usize].access_staged_round(round, sub_ops.clone())
+            let access = self.subs[p as usize].access_staged_round(round, sub_ops.clone());
+            async move {
+                let mut staged = access.await?;
+                if early {
+                    staged.start_landing();
+                }
+                Ok::<_, OramError>(staged)
+            }
         }))
         .await;
         self.steps.lap(STEP_PARTITIONS, start);
@@ -181,7 +195,12 @@ impl Inner {
         }
         if let Some(e) = failed {
             // Every partition's access is undone (and kept by its engine to be
-            // finished), and so are the map's evictions.
+            // finished), and so are the map's evictions — once the writes
+            // started early are done, so that none is still under way when
+            // the round is repeated.
+            for s in &mut parts {
+                s.stop_landing().await;
+            }
             drop(parts);
             fw.map.rollback()?;
             fw.sticky = Some((seq, intent));

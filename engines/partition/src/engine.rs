@@ -14,9 +14,14 @@
 //! probability ν − 1 a background eviction makes a dummy access of a uniformly
 //! random partition carrying one more. Every block the round named goes to the
 //! eviction cache assigned to a fresh random partition (or is forgotten if
-//! taken). The partitions' accesses run **concurrently**, each staged; then
-//! **one commit** covers them all and the map, so a block moving from `p` to
-//! `p′` is never lost or stored twice at any instant of a crash.
+//! taken). The partitions' accesses run **concurrently**, each staged, and (in
+//! one process) each partition's writes start as soon as its access is
+//! staged, beside the other partitions' reads ([`StagedAccess::start_landing`]:
+//! they go to objects no committed state refers to; a partition on another
+//! machine commits when it lands, so it lands at the commit); then **one
+//! commit** covers them all
+//! and the map, so a block moving from `p` to `p′` is never lost or stored
+//! twice at any instant of a crash.
 //!
 //! **What the storage server observes per round of `k` ops:** `k` sub-engine
 //! accesses to i.i.d. uniformly random partitions plus Binomial(k, ν − 1)
@@ -52,10 +57,10 @@
 //!
 //! **A round of reads is answered once read.** The partitions' staged accesses
 //! return once read and applied; a round that only reads is answered then, and
-//! its partitions' writes ([`StagedAccess::landing`]) and its one commit follow
-//! while it holds the round lock, so the next round waits for them and the order
-//! of requests is unchanged (if they fail, the next round repeats this one
-//! first). A round that writes is answered once its writes and commit are
+//! its partitions' writes ([`StagedAccess::landing`], already under way) and its
+//! one commit follow while it holds the round lock, so the next round waits for
+//! them and the order of requests is unchanged (if they fail, the next round
+//! repeats this one first). A round that writes is answered once its writes and commit are
 //! durable. Reading ahead, as the tree engines do, is not implemented here.
 //!
 //! **Maintenance.** [`Oram::check`], [`Oram::sweep`], [`Oram::format`] and

@@ -318,7 +318,8 @@ fn oblivistore_is_an_engine() {
     assert_eq!(Engine::named("oblivistore").unwrap().name(), "oblivistore");
     let c = parse(
         "kind = 'oblivistore'\noblivistore_partitions = 16\noblivistore_eviction_rate = 1.5\n\
-         oblivistore_cache_mib = 2\noblivistore_shuffle_mib = 32\ncapacity_blocks = 4096",
+         oblivistore_cache_mib = 2\noblivistore_shuffle_mib = 32\ncapacity_blocks = 4096\n\
+         oblivistore_shuffle_read = 'slots'",
     )
     .unwrap();
     assert_eq!(
@@ -328,6 +329,7 @@ fn oblivistore_is_an_engine() {
             oblivistore_eviction_rate: 1.5,
             oblivistore_cache_mib: 2,
             oblivistore_shuffle_mib: 32,
+            oblivistore_shuffle_read: "slots".into(),
         })
     );
     assert!(c.ignored.is_empty(), "{:?}", c.ignored);
