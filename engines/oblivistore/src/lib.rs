@@ -98,6 +98,7 @@
 //! checkpoint's.
 
 mod budget;
+mod fetch;
 mod grow;
 mod hierarchy;
 mod levels;
