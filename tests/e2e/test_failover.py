@@ -7,10 +7,13 @@ SIGSTOP; every acknowledged object reads back byte for byte and `fsck` is
 clean after each fault.
 """
 
+import base64
 import json
 import os
 import signal
+import socket
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -78,6 +81,145 @@ class Etcd:
             self.kill(i)
 
 
+class Relay:
+    """A TCP relay on a loopback port in front of one etcd member, keeping every
+    byte a cluster member sends it: what that etcd member sees of the cluster's
+    requests (answers, watches' streams included, pass through untouched)."""
+
+    def __init__(self, upstream):
+        host, port = upstream.removeprefix("http://").rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", free_port()))
+        self.sock.listen(64)
+        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.streams = []  # one bytearray per connection, what the client sent
+        self.lock = threading.Lock()  # guards streams
+        self.open = []  # every socket, to close at the end
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                up = socket.create_connection(self.upstream, timeout=5)
+                up.settimeout(None)
+            except OSError:
+                client.close()  # the member is dead: so is this connection
+                continue
+            sent = bytearray()
+            with self.lock:
+                self.streams.append(sent)
+                self.open += [client, up]
+            threading.Thread(target=self._pipe, args=(client, up, sent), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(up, client, None), daemon=True).start()
+
+    def _pipe(self, src, dst, record):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if record is not None:
+                    with self.lock:
+                        record += data
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sck in (src, dst):
+            try:
+                sck.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.closed = True
+        self.sock.close()
+        with self.lock:
+            for sck in self.open:
+                sck.close()
+
+    def requests(self):
+        """Every HTTP request recorded: (path, body bytes)."""
+        out = []
+        with self.lock:
+            streams = [bytes(b) for b in self.streams]
+        for buf in streams:
+            while buf:
+                head, sep, rest = buf.partition(b"\r\n\r\n")
+                if not sep:
+                    break  # a request cut short by a kill
+                lines = head.decode("latin-1").split("\r\n")
+                path = lines[0].split(" ")[1]
+                headers = {k.strip().lower(): v.strip()
+                           for k, _, v in (ln.partition(":") for ln in lines[1:])}
+                if headers.get("transfer-encoding", "").lower() == "chunked":
+                    body = b""
+                    while True:
+                        size, _, rest = rest.partition(b"\r\n")
+                        n = int(size.split(b";")[0], 16)
+                        body, rest = body + rest[:n], rest[n + 2:]
+                        if n == 0:
+                            break
+                else:
+                    n = int(headers.get("content-length", "0"))
+                    body, rest = rest[:n], rest[n:]
+                out.append((path, body))
+                buf = rest
+        return out
+
+
+def etcd_saw_only_coordination(relays, members, cluster="e2e"):
+    """Every request the relays recorded: only the layout's keys (node ids,
+    decimal partition numbers, role names), node ids and addresses as values,
+    decimal numbers and etcd's enum words; no object name, block id or position.
+    Returns the number of requests checked."""
+    digits = lambda x: x != "" and x.isdigit()  # noqa: E731
+    fixed = {f"/{cluster}/front", f"/{cluster}/nodes/", f"/{cluster}/nodes0",
+             f"/{cluster}/owners/", f"/{cluster}/owners0"}
+
+    def key_ok(k):
+        return (k in fixed or k.removeprefix(f"/{cluster}/nodes/") in members
+                or digits(k.removeprefix(f"/{cluster}/owners/")))
+
+    def value_ok(v):
+        host, _, port = v.rpartition(":")
+        return v in members or (host == "127.0.0.1" and digits(port))
+
+    def check(field, v, where):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                check(k, x, where)
+        elif isinstance(v, list):
+            for x in v:
+                check(field, x, where)
+        elif isinstance(v, str):
+            if field in ("key", "range_end"):
+                k = base64.b64decode(v).decode()
+                assert key_ok(k), f"{where}: key {k!r}"
+            elif field == "value":
+                x = base64.b64decode(v).decode()
+                assert value_ok(x), f"{where}: value {x!r}"
+            elif field in ("result", "target"):
+                assert v in ("EQUAL", "MOD", "CREATE", "VERSION"), f"{where}: {field}={v}"
+            else:
+                assert digits(v), f"{where}: {field}={v!r}"
+
+    n = 0
+    for r in relays:
+        for path, body in r.requests():
+            assert path.startswith("/v3/"), path
+            if body:
+                check("", json.loads(body), path)
+            n += 1
+    return n
+
+
 def make_certs_and_key(root):
     r = subprocess.run([BIN, "cluster", "certs", "--out", str(root / "certs"),
                         "--members", ",".join(MEMBERS)], capture_output=True, text=True, timeout=60)
@@ -88,8 +230,9 @@ def make_certs_and_key(root):
 
 
 def coordinated(path, etcd, extra=""):
-    """Adds etcd to the [cluster] section member_config wrote last."""
-    endpoints = ", ".join(f'"{c}"' for c in etcd.clients)
+    """Adds etcd to the [cluster] section member_config wrote last (its
+    recording relays, when it has them)."""
+    endpoints = ", ".join(f'"{c}"' for c in getattr(etcd, "relayed", etcd.clients))
     with open(path, "a") as f:
         f.write(f'etcd = [{endpoints}]\nname = "e2e"\nlease_secs = {LEASE_SECS}\n{extra}')
     return path
@@ -131,6 +274,9 @@ def fsck_clean(front_cfg):
 def test_dead_or_paused_members_are_replaced_by_standbys_and_nothing_acknowledged_is_lost(tmp_path):
     root = tmp_path
     etcd = Etcd(root)
+    # Every member reaches etcd through a recording relay: what etcd sees.
+    relays = [Relay(c) for c in etcd.clients]
+    etcd.relayed = [r.url for r in relays]
     procs = []
     try:
         make_certs_and_key(root)
@@ -245,7 +391,35 @@ def test_dead_or_paused_members_are_replaced_by_standbys_and_nothing_acknowledge
         fsck_clean(front2_cfg)
         for p in (spare, spare2, spare3):
             assert p.stop() == 0, p.logs()
+        # Everything the members sent etcd through all of it: coordination
+        # only (issue 34: no block id, position or object name).
+        seen = etcd_saw_only_coordination(relays, MEMBERS + [a for a in addrs])
+        assert seen > 100, f"only {seen} etcd requests recorded"
+        print(f"{seen} etcd requests recorded, every one coordination only")
     finally:
         for p in procs:
             p.kill()
         etcd.stop()
+        for r in relays:
+            r.close()
+
+
+def test_the_etcd_check_refuses_what_is_not_coordination():
+    """The check above fails on an object name as a value, a block number in a
+    key, or a string field that is not a number: it can fail."""
+
+    class Recorded:
+        def __init__(self, path, body):
+            self.req = [(path, json.dumps(body).encode())]
+
+        def requests(self):
+            return self.req
+
+    b64 = lambda x: base64.b64encode(x.encode()).decode()  # noqa: E731
+    ok = {"key": b64("/e2e/nodes/node0"), "value": b64("127.0.0.1:7001"), "lease": "42"}
+    assert etcd_saw_only_coordination([Recorded("/v3/kv/put", ok)], MEMBERS) == 1
+    for bad in ({**ok, "value": b64("obj-3")},
+                {**ok, "key": b64("/e2e/blocks/17")},
+                {**ok, "lease": "vol0/o/3/2/0"}):
+        with pytest.raises(AssertionError):
+            etcd_saw_only_coordination([Recorded("/v3/kv/put", bad)], MEMBERS)
