@@ -60,6 +60,20 @@ print_timings() {
 
 step "toolchain"
 cargo --version
+# The suite builds about 10 GiB under the target directory, and MinIO refuses
+# writes ("XMinioStorageFull") on a disk nearly full, which shows up as setup
+# errors deep in the e2e tests: say so first.
+probe="${CARGO_TARGET_DIR:-.}"
+while [ ! -e "$probe" ]; do probe="$(dirname "$probe")"; done
+free_gib=$(df -Pk "$probe" | awk 'NR == 2 { print int($4 / 1048576) }')
+if [ "${free_gib:-0}" -lt 6 ]; then
+    echo "only ${free_gib} GiB free where the build goes: MinIO refuses writes on a" \
+        "nearly full disk; free some, or set CARGO_TARGET_DIR to a larger disk" >&2
+    exit 1
+elif [ "${free_gib:-0}" -lt 15 ]; then
+    echo "warning: only ${free_gib} GiB free where the build goes; the suite may need" \
+        "about 15 (MinIO refuses writes on a nearly full disk)" >&2
+fi
 for comp in rustfmt clippy; do
     if ! cargo "${comp/rustfmt/fmt}" --version >/dev/null 2>&1; then
         rustup component add "$comp"
