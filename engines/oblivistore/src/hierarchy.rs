@@ -716,16 +716,7 @@ impl Oram for Hierarchy {
     async fn sweep(&self) -> Result<u64> {
         let inner = &self.inner;
         let g = inner.core.lock().await;
-        let mut keep = BTreeSet::new();
-        for (pos, nv) in g.state.nodes() {
-            if nv.version == 0 || pos > u64::from(inner.geo().top) {
-                continue;
-            }
-            keep.insert(inner.key(pos as u32, nv.slot));
-            if nv.base != NO_SLOT && nv.base < SLOTS {
-                keep.insert(inner.key(pos as u32, nv.base));
-            }
-        }
+        let keep = kept(inner, g.state.as_ref());
         Ok(oram_blockstore::delete_unreferenced(
             inner.store.as_ref(),
             &format!("{}/", inner.cfg.prefix),
@@ -733,4 +724,57 @@ impl Oram for Hierarchy {
         )
         .await?)
     }
+
+    /// Deletes the level objects nothing can need once a checkpoint has landed
+    /// (for a clean stop, after its checkpoint): a level's other slots when it
+    /// was last written before that checkpoint began
+    /// ([`NodeVersion::superseded`]), and — when the partition has not been
+    /// accessed since (its state is the checkpoint's) — every slot of a level
+    /// the partition no longer fills. So a stopped partition keeps one object
+    /// per filled level.
+    ///
+    /// Observed: DELETEs of those keys (some may not exist), a set decided by
+    /// the partition's eviction counter and which levels were written when.
+    async fn collect(&self) -> Result<u64> {
+        let inner = &self.inner;
+        let g = inner.core.lock().await;
+        let st = g.state.as_ref();
+        let landed = st.landed();
+        let top = u64::from(inner.geo().top);
+        let levels: Vec<(u64, NodeVersion)> = st
+            .nodes()
+            .into_iter()
+            .filter(|(l, nv)| *l <= top && nv.version > 0)
+            .collect();
+        let quiet = levels.iter().all(|(_, nv)| nv.epoch < landed);
+        let mut keys = Vec::new();
+        for (l, nv) in levels {
+            let l = l as u32;
+            if quiet && self.inner.layout(st, l)?.is_none() {
+                keys.extend((0..SLOTS).map(|s| inner.key(l, s)));
+            } else {
+                keys.extend(nv.superseded(landed).map(|s| inner.key(l, s)));
+            }
+        }
+        if !keys.is_empty() {
+            inner.store.delete_many(&keys).await?;
+        }
+        Ok(keys.len() as u64)
+    }
+}
+
+/// The level objects the state or the last checkpoint may refer to: each
+/// written level's current slot and the checkpoint's (what `sweep` keeps).
+fn kept(inner: &Inner, st: &dyn TrustedState) -> BTreeSet<ObjKey> {
+    let mut keep = BTreeSet::new();
+    for (pos, nv) in st.nodes() {
+        if nv.version == 0 || pos > u64::from(inner.geo().top) {
+            continue;
+        }
+        keep.insert(inner.key(pos as u32, nv.slot));
+        if nv.base != NO_SLOT && nv.base < SLOTS {
+            keep.insert(inner.key(pos as u32, nv.base));
+        }
+    }
+    keep
 }

@@ -90,6 +90,12 @@
 //! level filled builds the new top from them (see `grow.rs`). The shuffle
 //! buffer and the landing budget double for each level added.
 //!
+//! **Footprint.** A level is written to a slot neither live nor the last
+//! checkpoint's, so a level may keep up to three objects, and a level emptied
+//! by a merge keeps its last one. At a clean stop, after the final checkpoint,
+//! each partition deletes what nothing can need any more (`Oram::collect`): a
+//! stopped partition keeps one object per level it fills.
+//!
 //! **Concurrency.** The partitions of a round run concurrently; within a
 //! partition a round's sub-accesses run in order (the next read may hit the level
 //! the previous eviction built); rounds run one after the other, so a slow
