@@ -314,6 +314,10 @@ impl Oram for Combined {
         self.shared.engine.collect().await
     }
 
+    async fn collect_while_serving(&self) -> Result<u64> {
+        self.shared.engine.collect_while_serving().await
+    }
+
     fn superseded(&self) -> Option<crate::Superseded> {
         self.shared.engine.superseded()
     }

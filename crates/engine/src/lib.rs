@@ -311,6 +311,19 @@ pub trait Oram: Send + Sync {
         Ok(0)
     }
 
+    /// After a checkpoint landed, while serving: deletes the superseded
+    /// objects the engine does not delete within its rounds, holding off only
+    /// the accesses of the part being collected (a partition), not all of
+    /// them. Returns how many keys it deleted. Engines that delete their
+    /// superseded objects with their rounds (the tree engines) or keep none do
+    /// nothing (the default).
+    ///
+    /// Observed: DELETEs of objects written before the last checkpoint and
+    /// superseded since, right after that checkpoint (see the engine).
+    async fn collect_while_serving(&self) -> Result<u64> {
+        Ok(0)
+    }
+
     /// At most how many objects the engine keeps beyond one per position since
     /// its last checkpoint began (the checkpoint's own, and earlier versions
     /// written before their commit), which a checkpoint that lands lets it

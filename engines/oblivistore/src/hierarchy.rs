@@ -735,6 +735,10 @@ impl Oram for Hierarchy {
     ///
     /// Observed: DELETEs of those keys (some may not exist), a set decided by
     /// the partition's eviction counter and which levels were written when.
+    async fn collect_while_serving(&self) -> Result<u64> {
+        self.collect_now().await
+    }
+
     async fn collect(&self) -> Result<u64> {
         let inner = &self.inner;
         let g = inner.core.lock().await;
@@ -760,6 +764,15 @@ impl Oram for Hierarchy {
             inner.store.delete_many(&keys).await?;
         }
         Ok(keys.len() as u64)
+    }
+}
+
+impl Hierarchy {
+    /// [`Oram::collect`] while serving: the same deletes, under the
+    /// partition's own lock (a round that reaches the partition waits for
+    /// them). Observed: as `collect`.
+    pub(crate) async fn collect_now(&self) -> Result<u64> {
+        Oram::collect(self).await
     }
 }
 

@@ -92,8 +92,9 @@
 //!
 //! **Footprint.** A level is written to a slot neither live nor the last
 //! checkpoint's, so a level may keep up to three objects, and a level emptied
-//! by a merge keeps its last one. At a clean stop, after the final checkpoint,
-//! each partition deletes what nothing can need any more (`Oram::collect`): a
+//! by a merge keeps its last one. After each checkpoint lands
+//! (`Oram::collect_while_serving`, a partition at a time) and at a clean stop
+//! (`Oram::collect`), each partition deletes what nothing can need any more: a
 //! stopped partition keeps one object per level it fills.
 //!
 //! **Concurrency.** The partitions of a round run concurrently; within a

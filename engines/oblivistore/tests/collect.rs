@@ -76,3 +76,62 @@ async fn a_stopped_partition_keeps_one_object_per_filled_level() {
         assert_eq!(got[0], block_data(b, 3, BS), "block {b}");
     }
 }
+
+/// While serving: after a landed checkpoint, `collect_while_serving` deletes
+/// the superseded level objects a partition at a time while rounds go on
+/// (rounds that reach a partition being collected wait for it); nothing any
+/// round or the checkpoint needs goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn superseded_levels_go_while_rounds_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(&dir.path().join("state.redb"), [8; 16]).unwrap();
+    let mem = Arc::new(MemoryStore::new());
+    let store: Arc<dyn BlockStore> = mem.clone();
+    let mut cfg = ObliviStoreConfig::new(CAPACITY, BS, 8, 16);
+    cfg.framework.cache_bound = 1 << 20;
+    cfg.framework.rng_seed = Some([4; 32]);
+    let parts = Parts {
+        store: store.clone(),
+        sealer: test_sealer(),
+        state: Box::new(db.state(Space(0)).unwrap()),
+    };
+    let e = Arc::new(oblivistore(cfg, parts, "vol0").unwrap());
+    for v in 1..=3 {
+        for chunk in (0..CAPACITY).collect::<Vec<_>>().chunks(16) {
+            let ops = chunk
+                .iter()
+                .map(|&b| Op::Write(b, block_data(b, v, BS)))
+                .collect();
+            e.access(ops).await.unwrap();
+        }
+    }
+    landed_checkpoint(e.as_ref(), &db).await;
+    let before = objects(store.as_ref()).await;
+    // Rounds of writes (version 4 of the first half) beside the collect.
+    let writer = {
+        let e = e.clone();
+        tokio::spawn(async move {
+            for chunk in (0..CAPACITY / 2).collect::<Vec<_>>().chunks(8) {
+                let ops = chunk
+                    .iter()
+                    .map(|&b| Op::Write(b, block_data(b, 4, BS)))
+                    .collect();
+                e.access(ops).await.unwrap();
+            }
+        })
+    };
+    let deleted = e.collect_while_serving().await.unwrap();
+    writer.await.unwrap();
+    assert!(deleted > 0, "nothing collected");
+    let report = e.check(&|_, _| {}).await.unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    for b in 0..CAPACITY {
+        let want = block_data(b, if b < CAPACITY / 2 { 4 } else { 3 }, BS);
+        let got = e.access(vec![Op::Read(b)]).await.unwrap();
+        assert_eq!(got[0], want, "block {b}");
+    }
+    eprintln!(
+        "{before} level objects at the checkpoint, {deleted} keys deleted while serving, {} now",
+        objects(store.as_ref()).await
+    );
+}

@@ -206,7 +206,13 @@ async fn checkpoint_loop(
                     state_bytes = c.state_bytes,
                     log_record = ?c.log_record,
                     "checkpoint written"
-                )
+                );
+                // What that checkpoint freed, for the engines that do not
+                // delete it with their rounds (ObliviStore's levels).
+                match vol.engine.collect_while_serving().await {
+                    Ok(n) => tracing::debug!(keys = n, "superseded objects deleted"),
+                    Err(e) => tracing::warn!("deleting superseded objects failed: {e}"),
+                }
             }
             Err(e) => {
                 tel.checkpoint_done(None);
