@@ -159,16 +159,24 @@ class Relay:
                 headers = {k.strip().lower(): v.strip()
                            for k, _, v in (ln.partition(":") for ln in lines[1:])}
                 if headers.get("transfer-encoding", "").lower() == "chunked":
-                    body = b""
+                    body, whole = b"", False
                     while True:
-                        size, _, rest = rest.partition(b"\r\n")
+                        size, sep, rest = rest.partition(b"\r\n")
+                        if not sep:
+                            break
                         n = int(size.split(b";")[0], 16)
+                        if len(rest) < n + 2:
+                            break
                         body, rest = body + rest[:n], rest[n + 2:]
                         if n == 0:
+                            whole = True
                             break
                 else:
                     n = int(headers.get("content-length", "0"))
                     body, rest = rest[:n], rest[n:]
+                    whole = len(body) == n
+                if not whole:
+                    break  # cut short by a kill: etcd never parsed it (not checked)
                 out.append((path, body))
                 buf = rest
         return out
