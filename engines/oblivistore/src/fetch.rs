@@ -33,20 +33,10 @@ impl Inner {
             levels.entry(r.level).or_insert((nv, Vec::new())).1.push(i);
         }
         let whole = |idx: &[usize]| idx.len() > 1 && self.cfg.shuffle_read == ShuffleRead::Whole;
-        let fetched: u64 = levels
-            .iter()
-            .map(|(&l, (_, idx))| {
-                if whole(idx) {
-                    geo.slots(l)
-                } else {
-                    idx.len() as u64
-                }
-            })
-            .sum();
-        // One request per level read whole, one per slot otherwise.
-        // Each request: its level, version and the slots it serves (one slot
-        // by a ranged GET, or every slot of the level asked for by a GET of
-        // the whole level).
+        // One request per level read whole, one per slot otherwise. Each
+        // request: its level, version and the slots it serves (one slot by a
+        // ranged GET, or every slot of the level asked for by a GET of the
+        // whole level).
         let requests: Vec<(u32, NodeVersion, bool, Vec<usize>)> = levels
             .iter()
             .flat_map(|(&l, (nv, idx))| {
@@ -57,6 +47,10 @@ impl Inner {
                 }
             })
             .collect();
+        let fetched: u64 = requests
+            .iter()
+            .map(|(l, _, all, _)| if *all { geo.slots(*l) } else { 1 })
+            .sum();
         let gets = requests.iter().map(|(l, nv, all, idx)| {
             let (l, nv) = (*l, *nv);
             let key = self.key(l, nv.slot);

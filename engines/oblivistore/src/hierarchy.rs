@@ -22,10 +22,11 @@
 //! slot and the shuffle's: one request instead of `2^ℓ + 1`, for twice the
 //! shuffle's bytes. Over the eviction counter every level is emptied as often
 //! as it is built, so per access this makes the GETs the number of filled
-//! levels (a 4 KiB volume of 64 MiB: 9.2 requests per op became 6.0 by the
-//! model, for 1.3× the bytes; `benches/oblivistore/RESULTS.md`). A request
-//! costs an object store more than its bytes (S3 bills a GET as about 10 KiB
-//! moved out of it, and serves about 5,500 a second per prefix).
+//! levels (a 4 KiB volume of 64 MiB: 13.8 requests per op became 7.5 by the
+//! model, for 1.2× the bytes; `benches/cost/RESULTS.md`). A request costs an
+//! object store more than its bytes (at S3's list prices a GET costs as much
+//! as about 4.7 KB of internet egress, and S3 serves about 5,500 a second per
+//! prefix).
 //!
 //! **What the storage server observes per access:** one ranged GET of one slot
 //! of each filled level the eviction leaves alone and one GET of each level it
@@ -725,6 +726,13 @@ impl Oram for Hierarchy {
         .await?)
     }
 
+    /// [`Oram::collect`]'s deletes: they hold off only this partition's
+    /// accesses (a round that reaches it waits for them). Observed: as
+    /// `collect`.
+    async fn collect_while_serving(&self) -> Result<u64> {
+        self.collect().await
+    }
+
     /// Deletes the level objects nothing can need once a checkpoint has landed
     /// (for a clean stop, after its checkpoint): a level's other slots when it
     /// was last written before that checkpoint began
@@ -735,10 +743,6 @@ impl Oram for Hierarchy {
     ///
     /// Observed: DELETEs of those keys (some may not exist), a set decided by
     /// the partition's eviction counter and which levels were written when.
-    async fn collect_while_serving(&self) -> Result<u64> {
-        self.collect_now().await
-    }
-
     async fn collect(&self) -> Result<u64> {
         let inner = &self.inner;
         let g = inner.core.lock().await;
@@ -754,7 +758,7 @@ impl Oram for Hierarchy {
         let mut keys = Vec::new();
         for (l, nv) in levels {
             let l = l as u32;
-            if quiet && self.inner.layout(st, l)?.is_none() {
+            if quiet && inner.layout(st, l)?.is_none() {
                 keys.extend((0..SLOTS).map(|s| inner.key(l, s)));
             } else {
                 keys.extend(nv.superseded(landed).map(|s| inner.key(l, s)));
@@ -764,15 +768,6 @@ impl Oram for Hierarchy {
             inner.store.delete_many(&keys).await?;
         }
         Ok(keys.len() as u64)
-    }
-}
-
-impl Hierarchy {
-    /// [`Oram::collect`] while serving: the same deletes, under the
-    /// partition's own lock (a round that reaches the partition waits for
-    /// them). Observed: as `collect`.
-    pub(crate) async fn collect_now(&self) -> Result<u64> {
-        Oram::collect(self).await
     }
 }
 

@@ -8,6 +8,7 @@ use oram_blockstore::{BlockStore, BlockStoreExt};
 use oram_engine::conformance::{block_data, test_sealer};
 use oram_engine::{Op, Oram, Parts};
 use oram_oblivistore::{oblivistore, ObliviStoreConfig};
+use oram_partition::Partitioned;
 use oram_state::Space;
 use oram_statedb::Db;
 use oram_store_memory::MemoryStore;
@@ -29,33 +30,59 @@ async fn landed_checkpoint(e: &dyn Oram, db: &Arc<Db>) {
     drop(quiet);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stopped_partition_keeps_one_object_per_filled_level() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(&dir.path().join("state.redb"), [7; 16]).unwrap();
-    let mem = Arc::new(MemoryStore::new());
-    let store: Arc<dyn BlockStore> = mem.clone();
-    let mut cfg = ObliviStoreConfig::new(CAPACITY, BS, 8, 16);
-    cfg.framework.cache_bound = 1 << 20;
-    cfg.framework.rng_seed = Some([3; 32]);
-    let parts = Parts {
-        store: store.clone(),
-        sealer: test_sealer(),
-        state: Box::new(db.state(Space(0)).unwrap()),
-    };
-    let e = oblivistore(cfg, parts, "vol0").unwrap();
-    // Every block written three times: levels rebuilt, some emptied since.
-    for v in 1..=3 {
-        for chunk in (0..CAPACITY).collect::<Vec<_>>().chunks(16) {
-            let ops = chunk
-                .iter()
-                .map(|&b| Op::Write(b, block_data(b, v, BS)))
-                .collect();
-            e.access(ops).await.unwrap();
+/// A volume whose state is a redb database (so checkpoints can land) over a
+/// memory store, seeded with `seed`, every block written `versions` times in
+/// rounds of 16.
+struct Volume {
+    _dir: tempfile::TempDir,
+    db: Arc<Db>,
+    store: Arc<dyn BlockStore>,
+    e: Arc<Partitioned>,
+}
+
+impl Volume {
+    async fn written(seed: u8, versions: u64) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("state.redb"), [seed; 16]).unwrap();
+        let store: Arc<dyn BlockStore> = Arc::new(MemoryStore::new());
+        let mut cfg = ObliviStoreConfig::new(CAPACITY, BS, 8, 16);
+        cfg.framework.cache_bound = 1 << 20;
+        cfg.framework.rng_seed = Some([seed; 32]);
+        let parts = Parts {
+            store: store.clone(),
+            sealer: test_sealer(),
+            state: Box::new(db.state(Space(0)).unwrap()),
+        };
+        let e = Arc::new(oblivistore(cfg, parts, "vol0").unwrap());
+        for v in 1..=versions {
+            write(&e, 0..CAPACITY, v, 16).await;
+        }
+        Self {
+            _dir: dir,
+            db,
+            store,
+            e,
         }
     }
+}
+
+/// Writes version `v` of `blocks`, `round` blocks a call.
+async fn write(e: &Partitioned, blocks: std::ops::Range<u64>, v: u64, round: usize) {
+    for chunk in blocks.collect::<Vec<_>>().chunks(round) {
+        let ops = chunk
+            .iter()
+            .map(|&b| Op::Write(b, block_data(b, v, BS)))
+            .collect();
+        e.access(ops).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_partition_keeps_one_object_per_filled_level() {
+    // Every block written three times: levels rebuilt, some emptied since.
+    let Volume { _dir, db, store, e } = Volume::written(3, 3).await;
     e.flush().await.unwrap();
-    landed_checkpoint(&e, &db).await;
+    landed_checkpoint(e.as_ref(), &db).await;
     let before = objects(store.as_ref()).await;
     let deleted = e.collect().await.unwrap();
     let after = objects(store.as_ref()).await;
@@ -83,42 +110,13 @@ async fn a_stopped_partition_keeps_one_object_per_filled_level() {
 /// round or the checkpoint needs goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn superseded_levels_go_while_rounds_go_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(&dir.path().join("state.redb"), [8; 16]).unwrap();
-    let mem = Arc::new(MemoryStore::new());
-    let store: Arc<dyn BlockStore> = mem.clone();
-    let mut cfg = ObliviStoreConfig::new(CAPACITY, BS, 8, 16);
-    cfg.framework.cache_bound = 1 << 20;
-    cfg.framework.rng_seed = Some([4; 32]);
-    let parts = Parts {
-        store: store.clone(),
-        sealer: test_sealer(),
-        state: Box::new(db.state(Space(0)).unwrap()),
-    };
-    let e = Arc::new(oblivistore(cfg, parts, "vol0").unwrap());
-    for v in 1..=3 {
-        for chunk in (0..CAPACITY).collect::<Vec<_>>().chunks(16) {
-            let ops = chunk
-                .iter()
-                .map(|&b| Op::Write(b, block_data(b, v, BS)))
-                .collect();
-            e.access(ops).await.unwrap();
-        }
-    }
+    let Volume { _dir, db, store, e } = Volume::written(4, 3).await;
     landed_checkpoint(e.as_ref(), &db).await;
     let before = objects(store.as_ref()).await;
     // Rounds of writes (version 4 of the first half) beside the collect.
     let writer = {
         let e = e.clone();
-        tokio::spawn(async move {
-            for chunk in (0..CAPACITY / 2).collect::<Vec<_>>().chunks(8) {
-                let ops = chunk
-                    .iter()
-                    .map(|&b| Op::Write(b, block_data(b, 4, BS)))
-                    .collect();
-                e.access(ops).await.unwrap();
-            }
-        })
+        tokio::spawn(async move { write(&e, 0..CAPACITY / 2, 4, 8).await })
     };
     let deleted = e.collect_while_serving().await.unwrap();
     writer.await.unwrap();
