@@ -9,7 +9,8 @@ use std::thread::JoinHandle;
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_engine::{
-    CheckReport, EngineStats, Formatted, Op, Oram, Parts, Quiesced, Result, RoundId, StagedAccess,
+    Admit, CheckReport, EngineStats, Formatted, Op, Oram, Parts, Quiesced, Result, RoundId,
+    StagedAccess,
 };
 use oram_node::{ClusterTls, NodeHost, NodeLink, RemotePlacement, Served, Timeouts};
 use oram_partition::{Blueprint, PartitionedConfig};
@@ -196,6 +197,9 @@ impl Oram for Clustered {
     }
     async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>> {
         self.front.access(ops).await
+    }
+    async fn access_admitting(&self, ops: Vec<Op>, admitted: Admit) -> Result<Vec<Bytes>> {
+        self.front.access_admitting(ops, admitted).await
     }
     async fn access_staged(&self, ops: Vec<Op>) -> Result<StagedAccess> {
         self.front.access_staged(ops).await

@@ -39,6 +39,9 @@ impl Subject for ClusteredObliviStore {
         let nodes = (0..NODES).map(|_| node_parts(&parts)).collect();
         clustered(&blueprint, parts, nodes, 0)
     }
+    fn rounds_in_flight(&self) -> bool {
+        true
+    }
     fn oblivious(&self) -> bool {
         true
     }
@@ -165,6 +168,9 @@ mod curious {
             };
             let nodes = (0..NODES).map(|_| node_parts(&parts)).collect();
             clustered(&blueprint, parts, nodes, 0)
+        }
+        fn rounds_in_flight(&self) -> bool {
+            true
         }
         fn oblivious(&self) -> bool {
             true

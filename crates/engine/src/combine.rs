@@ -9,8 +9,10 @@
 //! takes the requests at the head of the queue — as many whole requests as fit
 //! in `max_batch` ops — and makes them **one call** of the engine, their ops one
 //! after the other in queue order (so a later request sees an earlier one's
-//! writes, as if they had come one after the other). The next call waits for
-//! that one to return, as the calls of one caller do.
+//! writes, as if they had come one after the other). The next call waits until
+//! the engine has admitted that one ([`Oram::access_admitting`]): until it
+//! returns, for an engine that serves one call at a time; once its round holds
+//! its place, for the partition framework, whose rounds overlap.
 //!
 //! **What the storage server observes** is what the engine shows for calls of
 //! the sizes it gets. What combining adds is that a call's size is how many
@@ -56,13 +58,58 @@ struct Shared {
     /// queue or take requests, never across an await.
     waiting: Mutex<VecDeque<Waiting>>,
     /// Held by the caller making a call of the engine for the requests it took
-    /// (and by [`Oram::quiesce`]): one call at a time. While it is free, every
-    /// request is either waiting or answered.
+    /// until the engine admitted the call ([`Oram::access_admitting`]: at once
+    /// for an engine with rounds in flight, at the call's end otherwise), and
+    /// by [`Oram::quiesce`]: calls are made one after the other, in the order
+    /// they took their requests.
     driver: Arc<tokio::sync::Mutex<()>>,
+    /// Counts the times a failed call put its requests back in the queue: a
+    /// caller whose request is in a call under way waits for its answer or
+    /// for this, then drives the queue again (nobody else may be left to).
+    requeued: tokio::sync::watch::Sender<u64>,
     /// Requests answered (statistics).
     served: AtomicU64,
     /// Calls of the engine made (statistics).
     calls: AtomicU64,
+}
+
+/// Called once an engine has put a call in its order
+/// ([`Oram::access_admitting`]); dropping it uncalled calls it.
+pub struct Admit(Option<Box<dyn FnOnce() + Send>>);
+
+impl Admit {
+    /// Calls `f` when admitted (or dropped).
+    pub fn new(f: impl FnOnce() + Send + 'static) -> Self {
+        Self(Some(Box::new(f)))
+    }
+
+    /// Nothing to call.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// The call is in the engine's order.
+    pub fn admit(mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+impl Drop for Admit {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+impl std::fmt::Debug for Admit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admit")
+            .field("pending", &self.0.is_some())
+            .finish()
+    }
 }
 
 /// A caller's ops waiting for a call.
@@ -83,6 +130,7 @@ impl Combined {
                 max_batch: max_batch.max(1),
                 waiting: Mutex::new(VecDeque::new()),
                 driver: Arc::new(tokio::sync::Mutex::new(())),
+                requeued: tokio::sync::watch::Sender::new(0),
                 served: AtomicU64::new(0),
                 calls: AtomicU64::new(0),
             }),
@@ -131,21 +179,30 @@ impl Shared {
                     if let Ok(got) = rx.try_recv() {
                         return got;
                     }
-                    if !self.serve_waiting().await {
-                        // Neither waiting nor answered: only a call that ended
-                        // without answering it (a panic) leaves it so.
-                        drop(held);
-                        return rx.await.unwrap_or_else(|_| Err(abandoned()));
+                    // Before looking at the queue: a failed call's requests
+                    // put back after this are seen below.
+                    let mut requeued = self.requeued.subscribe();
+                    if !self.serve_waiting(held).await {
+                        // Neither waiting nor answered: in a call still under
+                        // way (admitted, so the lock came free), or in one
+                        // that ended without answering it (a panic). If that
+                        // call fails, its requests are put back for whoever
+                        // is waiting to drive them.
+                        tokio::select! {
+                            got = &mut rx => return got.unwrap_or_else(|_| Err(abandoned())),
+                            _ = requeued.changed() => {}
+                        }
                     }
-                    drop(held);
                 }
             }
         }
     }
 
-    /// Serves the requests at the head of the queue in one call (the driver's
-    /// lock held); false if none waits.
-    async fn serve_waiting(&self) -> bool {
+    /// Serves the requests at the head of the queue in one call, letting the
+    /// driver's lock (`held`) go once the engine admitted the call
+    /// ([`Oram::access_admitting`]: the next call may then overlap it); false
+    /// if none waits.
+    async fn serve_waiting(&self, held: tokio::sync::OwnedMutexGuard<()>) -> bool {
         let batch = self.take_waiting();
         if batch.is_empty() {
             return false;
@@ -157,7 +214,8 @@ impl Shared {
             ends.push(ops.len());
         }
         self.calls.fetch_add(1, Ordering::Relaxed);
-        match self.engine.access(ops).await {
+        let admit = Admit::new(move || drop(held));
+        match self.engine.access_admitting(ops, admit).await {
             Ok(out) => {
                 let mut start = 0;
                 for (w, &end) in batch.into_iter().zip(&ends) {
@@ -180,13 +238,17 @@ impl Shared {
                 self.served.fetch_add(1, Ordering::Relaxed);
             }
             Err(_) => {
-                // Still under the driver's lock: each is served alone next, in
-                // order, ahead of every request that came after.
-                let mut q = lock(&self.waiting);
-                for mut w in batch.into_iter().rev() {
-                    w.solo = true;
-                    q.push_front(w);
+                // Each is served alone next, in order, ahead of every request
+                // still waiting (a call admitted after this one may have
+                // served later requests already: they were concurrent).
+                {
+                    let mut q = lock(&self.waiting);
+                    for mut w in batch.into_iter().rev() {
+                        w.solo = true;
+                        q.push_front(w);
+                    }
                 }
+                self.requeued.send_modify(|n| *n += 1);
             }
         }
         true
@@ -250,6 +312,14 @@ impl Oram for Combined {
         // Detached: a caller that goes away mid-call still answers the
         // requests it took.
         detached(self.shared.clone().access(ops)).await
+    }
+
+    /// As [`Oram::access`] (the call shares the engine's calls with others;
+    /// it is admitted when its request is answered).
+    async fn access_admitting(&self, ops: Vec<Op>, admitted: Admit) -> Result<Vec<Bytes>> {
+        let out = self.access(ops).await;
+        admitted.admit();
+        out
     }
 
     /// The engine's own (a staged access is one round of a parent's, never

@@ -32,7 +32,7 @@ use oram_blockstore::StoreError;
 use oram_seal::SealError;
 use oram_state::StateError;
 
-pub use combine::Combined;
+pub use combine::{Admit, Combined};
 pub use model::{
     EngineModel, HierarchyLayout, Layout, PartitionLayout, Traffic, TreeLayout,
     SLOTS_PER_DIRECT_BLOCK, SLOTS_PER_POSITION,
@@ -149,6 +149,13 @@ pub enum OramError {
     Unsupported(&'static str),
 }
 
+impl OramError {
+    /// A transient backend failure: the operation may be tried again.
+    pub fn unavailable(why: impl Into<String>) -> Self {
+        Self::Store(StoreError::Unavailable(why.into()))
+    }
+}
+
 /// Result type of engine operations.
 pub type Result<T, E = OramError> = std::result::Result<T, E>;
 
@@ -250,6 +257,20 @@ pub trait Oram: Send + Sync {
     /// Observed by the storage server: depends on the engine; an oblivious engine
     /// reveals only `ops.len()` and the timing.
     async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>>;
+
+    /// As [`Oram::access`], calling `admitted` once the engine has put this
+    /// call in its order: a call made after that is served after this one (it
+    /// sees this call's writes), and may overlap it. An engine that serves one
+    /// call at a time (the default) admits the next when this one returns;
+    /// one with several rounds in flight ([`Combined`] makes use of it) admits
+    /// it once this call's last round holds its place.
+    ///
+    /// Observed: as [`Oram::access`].
+    async fn access_admitting(&self, ops: Vec<Op>, admitted: Admit) -> Result<Vec<Bytes>> {
+        let out = self.access(ops).await;
+        admitted.admit();
+        out
+    }
 
     /// Performs `ops` (at most one round's worth) like [`Oram::access`], but does
     /// not commit: the caller commits the returned changes, together with other

@@ -338,8 +338,18 @@ pub trait TrustedState: Send + 'static {
     fn stage(&mut self) -> Staged;
     /// The staged changes are durable: they can no longer be undone.
     fn settle(&mut self);
-    /// Undoes every change since the last settle.
+    /// Undoes every change since the last settle (every layer's: see
+    /// [`TrustedState::stage_layer`]).
     fn rollback(&mut self);
+    /// As [`TrustedState::stage`], then a new layer of changes begins: for a
+    /// parent with several rounds in flight, each round's changes staged on
+    /// their own while later rounds change the state. Once the oldest staged
+    /// layer's commit is durable, [`TrustedState::settle_oldest`] makes it the
+    /// baseline; if it fails, [`TrustedState::rollback`] undoes every layer.
+    fn stage_layer(&mut self) -> Staged;
+    /// The oldest layer [`TrustedState::stage_layer`] staged is durable (with
+    /// no layer staged: as [`TrustedState::settle`]).
+    fn settle_oldest(&mut self);
     /// Hands every change since the last settle to the durable store now and
     /// settles them; the future resolves when they are durable. On error the store
     /// is failed (see the crate documentation); memory keeps the changes. An

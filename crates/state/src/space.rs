@@ -368,6 +368,26 @@ impl TrustedState for SpaceState {
     fn settle(&mut self) {
         self.settle_all();
     }
+    fn stage_layer(&mut self) -> Staged {
+        let staged = self.stage();
+        self.positions.seal();
+        self.nodes.seal();
+        self.stash.seal();
+        self.local.seal();
+        self.meta.seal();
+        self.pending.seal();
+        self.intent.seal();
+        staged
+    }
+    fn settle_oldest(&mut self) {
+        self.positions.settle_oldest();
+        self.nodes.settle_oldest();
+        self.stash.settle_oldest();
+        self.local.settle_oldest();
+        self.meta.settle_oldest();
+        self.pending.settle_oldest();
+        self.intent.settle_oldest();
+    }
     fn rollback(&mut self) {
         self.positions.rollback();
         self.nodes.rollback();

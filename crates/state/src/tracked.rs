@@ -1,15 +1,25 @@
 //! A map that remembers what changed since the last commit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::RangeBounds;
 
 /// An ordered map that keeps, for every key changed since the last
 /// [`Tracked::settle`], the value it had before: enough to hand the changes to
 /// durable storage ([`Tracked::changed`]) or to undo them ([`Tracked::rollback`]).
+///
+/// The changes come in **layers**: [`Tracked::seal`] closes the open layer
+/// (its changes were handed to a commit) and opens a new one, so that a
+/// parent with several rounds in flight lists each round's changes apart
+/// ([`Tracked::changed`] lists the open layer's), drops the oldest layer once
+/// its commit is durable ([`Tracked::settle_oldest`]) and undoes every layer
+/// when an earlier commit fails ([`Tracked::rollback`]).
 #[derive(Debug, Clone)]
 pub struct Tracked<K, V> {
     map: BTreeMap<K, V>,
+    /// The open layer: each key changed in it, with its value before.
     undo: BTreeMap<K, Option<V>>,
+    /// The sealed layers not yet settled, oldest first.
+    sealed: VecDeque<BTreeMap<K, Option<V>>>,
 }
 
 impl<K, V> Default for Tracked<K, V> {
@@ -17,6 +27,7 @@ impl<K, V> Default for Tracked<K, V> {
         Self {
             map: BTreeMap::new(),
             undo: BTreeMap::new(),
+            sealed: VecDeque::new(),
         }
     }
 }
@@ -27,6 +38,7 @@ impl<K: Ord + Clone, V: Clone> Tracked<K, V> {
         Self {
             map,
             undo: BTreeMap::new(),
+            sealed: VecDeque::new(),
         }
     }
 
@@ -56,7 +68,7 @@ impl<K: Ord + Clone, V: Clone> Tracked<K, V> {
     /// settle (checked in debug builds).
     pub fn set_settled(&mut self, k: K, v: Option<V>) {
         debug_assert!(
-            !self.undo.contains_key(&k),
+            !self.undo.contains_key(&k) && !self.sealed.iter().any(|l| l.contains_key(&k)),
             "a settled write of a changed key"
         );
         match v {
@@ -90,28 +102,50 @@ impl<K: Ord + Clone, V: Clone> Tracked<K, V> {
         &self.map
     }
 
-    /// Every key changed since the last settle, with its value now (`None`: removed).
+    /// Every key changed in the open layer (since the last settle or seal),
+    /// with its value now (`None`: removed).
     pub fn changed(&self) -> impl Iterator<Item = (&K, Option<&V>)> {
         self.undo.keys().map(|k| (k, self.map.get(k)))
     }
 
-    /// Whether anything changed since the last settle.
+    /// Whether anything changed since the last settle, in any layer.
     pub fn is_dirty(&self) -> bool {
-        !self.undo.is_empty()
+        !self.undo.is_empty() || self.sealed.iter().any(|l| !l.is_empty())
     }
 
-    /// Forgets the old values: the changes are now the baseline.
+    /// Closes the open layer (its changes were listed for a commit) and opens
+    /// a new one: later changes are listed apart, and undone with it.
+    pub fn seal(&mut self) {
+        self.sealed.push_back(std::mem::take(&mut self.undo));
+    }
+
+    /// Forgets the old values of the oldest sealed layer: its changes are now
+    /// the baseline (its commit is durable). Without a sealed layer, the open
+    /// layer's ([`Tracked::settle`]).
+    pub fn settle_oldest(&mut self) {
+        if self.sealed.pop_front().is_none() {
+            self.undo.clear();
+        }
+    }
+
+    /// Forgets every old value: all the changes are now the baseline.
     pub fn settle(&mut self) {
         self.undo.clear();
+        self.sealed.clear();
     }
 
-    /// Undoes every change since the last settle.
+    /// Undoes every change since the last settle: the open layer's, then the
+    /// sealed layers', newest first.
     pub fn rollback(&mut self) {
-        for (k, old) in std::mem::take(&mut self.undo) {
-            match old {
-                Some(v) => self.map.insert(k, v),
-                None => self.map.remove(&k),
-            };
+        let open = std::mem::take(&mut self.undo);
+        let layers = std::mem::take(&mut self.sealed);
+        for layer in std::iter::once(open).chain(layers.into_iter().rev()) {
+            for (k, old) in layer {
+                match old {
+                    Some(v) => self.map.insert(k, v),
+                    None => self.map.remove(&k),
+                };
+            }
         }
     }
 }
@@ -138,5 +172,42 @@ mod tests {
         assert!(!t.is_dirty());
         assert_eq!(t.remove(&9), None);
         assert!(!t.is_dirty(), "removing an absent key changes nothing");
+    }
+
+    #[test]
+    fn layers_are_listed_apart_settled_oldest_first_and_undone_together() {
+        let mut t: Tracked<u64, &str> = Tracked::default();
+        t.insert(1, "a");
+        t.insert(2, "b");
+        t.settle();
+        // Round k.
+        t.insert(1, "k");
+        t.seal();
+        // Round k+1 changes the same key and another.
+        t.insert(1, "k1");
+        t.remove(&2);
+        let changed: Vec<(u64, Option<&str>)> =
+            t.changed().map(|(k, v)| (*k, v.copied())).collect();
+        assert_eq!(
+            changed,
+            vec![(1, Some("k1")), (2, None)],
+            "the open layer only"
+        );
+        // k's commit failed: both rounds are undone, to before k.
+        let mut failed = t.clone();
+        failed.rollback();
+        assert_eq!(failed.map().clone(), BTreeMap::from([(1, "a"), (2, "b")]));
+        assert!(!failed.is_dirty());
+        // k committed, then k+1 failed: back to k's values.
+        t.settle_oldest();
+        assert!(t.is_dirty());
+        t.rollback();
+        assert_eq!(t.map().clone(), BTreeMap::from([(1, "k"), (2, "b")]));
+        assert!(!t.is_dirty());
+        // Without a sealed layer, settling the oldest settles the open one.
+        t.insert(3, "c");
+        t.settle_oldest();
+        t.rollback();
+        assert_eq!(t.get(&3), Some(&"c"));
     }
 }

@@ -169,6 +169,9 @@ impl Subject for CuriousSubject {
     fn reads_ahead(&self) -> bool {
         false
     }
+    fn rounds_in_flight(&self) -> bool {
+        true
+    }
     fn stages(&self) -> bool {
         false
     }

@@ -28,6 +28,9 @@ impl Subject for ObliviStoreSubject {
         cfg.framework.rng_seed = Some(p.seed);
         Arc::new(oblivistore(cfg, parts, &p.prefix).expect("valid configuration"))
     }
+    fn rounds_in_flight(&self) -> bool {
+        true
+    }
     fn oblivious(&self) -> bool {
         true
     }

@@ -28,12 +28,15 @@
 //! background ones, each partition's accesses as its engine shows them. Which
 //! partitions are accessed is independent of the blocks: a block's partition
 //! was drawn at its last access and is revealed once, when it is next accessed.
-//! Rounds are strictly one after the other: a request waits for the round
-//! before it, whichever partitions either touches, so waiting never reveals
-//! that two requests share a partition (the TaoStore attack on the published
-//! CURIOUS code, which let a request for a block in transit proceed while one
-//! for another block of a busy partition waited). One slow partition delays the
-//! round it is in, and so every request after it, alike.
+//! A round plans and reads only once the round before it has read and applied
+//! (its writes and commit may still be under way: **two rounds in flight**,
+//! `crate::drive`), whichever partitions either touches, so waiting never
+//! reveals that two requests share a partition (the TaoStore attack on the
+//! published CURIOUS code, which let a request for a block in transit proceed
+//! while one for another block of a busy partition waited). One slow
+//! partition delays the round it is in, and so every request after it, alike;
+//! a partition the round in flight also accesses is accessed once that round
+//! committed, which depends only on the two rounds' uniform draws.
 //!
 //! **Failures and crashes.** Before any access goes out, the round's **intent
 //! record** — each partition's sub-ops (inserts by block: their data waits in
@@ -55,13 +58,13 @@
 //! block waits in the cache; an eviction without an insert looks the same), and
 //! a round the planner refuses fails alone, nothing sent or changed.
 //!
-//! **A round of reads is answered once read.** The partitions' staged accesses
-//! return once read and applied; a round that only reads is answered then, and
-//! its partitions' writes ([`StagedAccess::landing`], already under way) and its
-//! one commit follow while it holds the round lock, so the next round waits for
-//! them and the order of requests is unchanged (if they fail, the next round
-//! repeats this one first). A round that writes is answered once its writes and commit are
-//! durable. Reading ahead, as the tree engines do, is not implemented here.
+//! **A round of reads is answered once read** — and once the round before it
+//! is durable. The partitions' staged accesses return once read and applied;
+//! the round's writes ([`StagedAccess::landing`], already under way) and its
+//! one commit then go on in a task of their own while the next round plans and
+//! reads; a round that only reads is answered at that point, and a round that
+//! writes once its own commit is durable. If a commit fails, the round after it
+//! fails too, and the next round repeats both first, in order.
 //!
 //! **Maintenance.** [`Oram::check`], [`Oram::sweep`], [`Oram::format`] and
 //! [`Oram::quiesce`] run over every partition, one after the other; `check` also
@@ -69,17 +72,18 @@
 //! and nowhere else, no partition stores a block the map does not place there,
 //! and no cached block is stored in a partition.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::counters::Counters;
 use crate::round;
 use crate::{PartitionMap, Where};
 use async_trait::async_trait;
 use bytes::Bytes;
 use oram_engine::{
-    detached, validate_op, CheckReport, EngineStats, Formatted, Grown, Local, Op, Oram, OramError,
-    Parts, Placement, Quiesced, Result, Shape, Stat, StatKind, Step, StepClock,
+    detached, validate_op, Admit, CheckReport, EngineStats, Formatted, Grown, Local, Op, Oram,
+    OramError, Parts, Placement, Quiesced, Result, Shape, Step, StepClock,
 };
 use oram_state::Space;
 use rand::SeedableRng;
@@ -372,13 +376,14 @@ pub(crate) struct Inner {
     /// Whether a round's intent record waits for the full commit (shipped
     /// too) before its sub-accesses go out: [`Placement::remote`].
     pub(crate) ship_intents: bool,
-    /// The position map, the eviction cache and the random generator; held for
-    /// a whole round, so rounds run one after the other.
+    /// The position map, the eviction cache, the random generator and the
+    /// round in flight; held while a round plans, reads and applies (its
+    /// writes and commit go on without it: `crate::drive`).
     pub(crate) round: Arc<tokio::sync::Mutex<Framework>>,
-    /// Counters (read by `stats`).
-    pub(crate) stats: Mutex<Counters>,
+    /// Counters (read by `stats`; a round in flight's task adds its own).
+    pub(crate) stats: Arc<Mutex<Counters>>,
     /// Wall time per step of the rounds ([`ROUND_STEPS`]).
-    pub(crate) steps: StepClock,
+    pub(crate) steps: Arc<StepClock>,
 }
 
 /// The steps of a round whose wall time the framework sums
@@ -410,24 +415,12 @@ pub(crate) struct Framework {
     pub(crate) rng: ChaCha20Rng,
     /// The next intent record's number.
     pub(crate) seq: u64,
-    /// A round whose accesses went out but that did not commit (a failure, or a
-    /// crash before this start): repeated exactly, as reads, before any other.
-    pub(crate) sticky: Option<(u64, round::Intent)>,
-}
-
-#[derive(Default, Clone)]
-pub(crate) struct Counters {
-    pub(crate) repeated: u64,
-    pub(crate) accesses: u64,
-    pub(crate) rounds: u64,
-    pub(crate) sub_accesses: u64,
-    pub(crate) background: u64,
-    pub(crate) evicted: u64,
-    pub(crate) empty_evictions: u64,
-    pub(crate) deferred: u64,
-    pub(crate) cache_len: u64,
-    pub(crate) cache_max: u64,
-    pub(crate) cache_sum: u64,
+    /// Rounds whose accesses went out but that did not commit (a failure, or
+    /// a crash before this start): repeated exactly, as reads, in order,
+    /// before any other.
+    pub(crate) sticky: VecDeque<crate::drive::Sticky>,
+    /// The round whose writes and commit are under way, if any.
+    pub(crate) landing: Option<crate::drive::InFlight>,
 }
 
 impl Inner {
@@ -488,12 +481,17 @@ impl Partitioned {
         }
         let map = PartitionMap::load(parts.state, cfg.partitions)?;
         let (capacity, partition_limit) = crate::grow::in_effect(&cfg, &map)?;
-        let intents = map.intents();
         let seq = map.next_round();
-        let sticky = match intents.into_iter().next() {
-            Some((s, bytes)) => Some((s, round::Intent::decode(&bytes)?)),
-            None => None,
-        };
+        // Two records after a crash with a round in flight and one after it:
+        // both repeated, in order, the second planned after the first.
+        let mut sticky = VecDeque::new();
+        for (i, (s, bytes)) in map.intents().into_iter().enumerate() {
+            sticky.push_back(crate::drive::Sticky {
+                seq: s,
+                intent: round::Intent::decode(&bytes)?,
+                lenient: i > 0,
+            });
+        }
         let rng = match cfg.rng_seed {
             Some(seed) => ChaCha20Rng::from_seed(seed),
             None => ChaCha20Rng::from_entropy(),
@@ -511,13 +509,14 @@ impl Partitioned {
                     rng,
                     seq,
                     sticky,
+                    landing: None,
                 })),
-                stats: Mutex::new(Counters {
+                stats: Arc::new(Mutex::new(Counters {
                     cache_len: cache,
                     cache_max: cache,
                     ..Counters::default()
-                }),
-                steps: StepClock::new(ROUND_STEPS),
+                })),
+                steps: Arc::new(StepClock::new(ROUND_STEPS)),
             }),
         })
     }
@@ -549,7 +548,18 @@ impl Oram for Partitioned {
             validate_op(op, self.inner.capacity(), self.inner.cfg.block_size)?;
         }
         let inner = self.inner.clone();
-        detached(inner.access(ops)).await
+        detached(inner.access(ops, Admit::none())).await
+    }
+
+    /// As [`Oram::access`], admitted once its (last) round holds the
+    /// framework: the next call's round plans after this one's and reads while
+    /// this one's writes and commit are under way (`crate::drive`).
+    async fn access_admitting(&self, ops: Vec<Op>, admitted: Admit) -> Result<Vec<Bytes>> {
+        for op in &ops {
+            validate_op(op, self.inner.capacity(), self.inner.cfg.block_size)?;
+        }
+        let inner = self.inner.clone();
+        detached(inner.access(ops, admitted)).await
     }
 
     /// Grows every partition alike, one after the other, then records the
@@ -572,7 +582,8 @@ impl Oram for Partitioned {
 
     /// Every partition's write-backs are on the backend.
     async fn flush(&self) -> Result<()> {
-        let _g = self.inner.round.lock().await;
+        let mut g = self.inner.round.lock().await;
+        self.inner.reap(&mut g).await?;
         for sub in &self.inner.subs {
             sub.flush().await?;
         }
@@ -580,98 +591,13 @@ impl Oram for Partitioned {
     }
 
     fn stats(&self) -> EngineStats {
-        let c = lock(&self.inner.stats).clone();
-        let mut s = EngineStats {
-            accesses: c.accesses,
-            rounds: c.rounds,
-            stash_len: c.cache_len,
-            stash_max: c.cache_max,
-            stash_sum: c.cache_sum,
-            ..EngineStats::default()
-        };
-        let mut sub_stash = 0;
-        let mut sub_stash_max = 0;
-        // The partitions' own counters (ObliviStore's shuffles and slots, Ring's
-        // evictions), summed over every partition by name, in first-seen order.
-        let mut sub_counters: Vec<Stat> = Vec::new();
-        for sub in &self.inner.subs {
-            let st = sub.stats();
-            s.pending_writebacks += st.pending_writebacks;
-            s.writeback_retries += st.writeback_retries;
-            sub_stash += st.stash_len;
-            sub_stash_max = sub_stash_max.max(st.stash_max);
-            for x in st.extra.into_iter().filter(|x| x.kind == StatKind::Counter) {
-                oram_engine::add_stat_by_name(&mut sub_counters, x);
-            }
-        }
-        let stat = |name, help, kind, value| Stat {
-            name,
-            help,
-            kind,
-            value,
-        };
-        s.extra = vec![
-            stat(
-                "rounds_repeated_total",
-                "Rounds repeated as the same accesses after a failure or crash interrupted them.",
-                StatKind::Counter,
-                c.repeated,
-            ),
-            stat(
-                "sub_accesses_total",
-                "Sub-ORAM accesses made (one per op, one per background eviction).",
-                StatKind::Counter,
-                c.sub_accesses,
-            ),
-            stat(
-                "background_evictions_total",
-                "Background evictions (a dummy access of a random partition each).",
-                StatKind::Counter,
-                c.background,
-            ),
-            stat(
-                "evicted_blocks_total",
-                "Blocks written from the eviction cache into their partition.",
-                StatKind::Counter,
-                c.evicted,
-            ),
-            stat(
-                "empty_evictions_total",
-                "Evictions that found no block waiting for their partition.",
-                StatKind::Counter,
-                c.empty_evictions,
-            ),
-            stat(
-                "deferred_evictions_total",
-                "Evictions that left their block waiting in the eviction cache because its \
-                 partition held as many blocks as it may.",
-                StatKind::Counter,
-                c.deferred,
-            ),
-            stat(
-                "partition_stash_blocks",
-                "Blocks in the partitions' own stashes now, all partitions.",
-                StatKind::Gauge,
-                sub_stash,
-            ),
-            stat(
-                "partition_stash_max_blocks",
-                "Largest stash of any one partition seen.",
-                StatKind::Gauge,
-                sub_stash_max,
-            ),
-        ];
-        // A partition's counter named like one of the framework's (a tree
-        // engine's `rounds_repeated_total`) stays out: one name, one meaning.
-        sub_counters.retain(|c| !s.extra.iter().any(|x| x.name == c.name));
-        s.extra.extend(sub_counters);
-        s.extra.extend(self.inner.steps.stats());
-        s
+        crate::counters::engine_stats(&self.inner)
     }
 
     /// Holds off rounds, then quiesces every partition.
     async fn quiesce(&self) -> Result<Quiesced> {
-        let g = self.inner.round.clone().lock_owned().await;
+        let mut g = self.inner.round.clone().lock_owned().await;
+        self.inner.reap(&mut g).await?;
         let mut held = Vec::with_capacity(self.inner.subs.len());
         for sub in &self.inner.subs {
             held.push(sub.quiesce().await?);
@@ -685,7 +611,8 @@ impl Oram for Partitioned {
     ///
     /// Observed: each partition's check, one after the other.
     async fn check(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<CheckReport> {
-        let g = self.inner.round.lock().await;
+        let mut g = self.inner.round.lock().await;
+        self.inner.reap(&mut g).await?;
         let subs = &self.inner.subs;
         let total = subs.len() as u64;
         let mut report = CheckReport::default();
@@ -751,7 +678,8 @@ impl Oram for Partitioned {
     /// Every partition's unreferenced objects. Observed: each partition's LIST
     /// and DELETEs.
     async fn sweep(&self) -> Result<u64> {
-        let _g = self.inner.round.lock().await;
+        let mut g = self.inner.round.lock().await;
+        self.inner.reap(&mut g).await?;
         let mut n = 0;
         for sub in &self.inner.subs {
             n += sub.sweep().await?;
@@ -763,7 +691,8 @@ impl Oram for Partitioned {
     /// (a remote partition's node does its own). Observed: each partition's
     /// DELETEs.
     async fn collect(&self) -> Result<u64> {
-        let _g = self.inner.round.lock().await;
+        let mut g = self.inner.round.lock().await;
+        self.inner.reap(&mut g).await?;
         let mut n = 0;
         for sub in &self.inner.subs {
             n += sub.collect().await?;
@@ -802,7 +731,8 @@ impl Oram for Partitioned {
     /// positions of all partitions (every partition has as many). Observed: each
     /// partition's format in turn.
     async fn format(&self, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<Formatted> {
-        let _g = self.inner.round.lock().await;
+        let mut g = self.inner.round.lock().await;
+        self.inner.reap(&mut g).await?;
         let mut done = Formatted::default();
         let subs = &self.inner.subs;
         let count = subs.len() as u64;

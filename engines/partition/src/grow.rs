@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 use oram_engine::{Grown, OramError, Result};
 
-use crate::engine::{Framework, Inner};
+use crate::engine::Inner;
 use crate::{GrownTo, PartitionMap, PartitionedConfig, SUB_ID_LIMIT};
 
 /// The capacity and partition limit in effect for an engine configured with
@@ -111,7 +111,7 @@ impl Inner {
                 each.fetch_max(prepared.positions, Ordering::Relaxed);
                 written += prepared.written;
                 let mut fw = self.round.lock().await;
-                self.finish_sticky(&mut fw).await?;
+                self.repeat_all(&mut fw).await?;
                 written += sub.grow(room, &|_, _| {}).await?.written;
             }
             // A partition whose growth writes nothing: progress in partitions.
@@ -121,6 +121,7 @@ impl Inner {
         }
         let each = each.load(Ordering::Relaxed);
         let mut fw = self.round.lock().await;
+        self.reap(&mut fw).await?;
         let partition_limit = match self.cfg.partition_limit {
             Some(_) => self.subs.iter().map(|s| s.capacity()).min(),
             None => None,
@@ -144,14 +145,5 @@ impl Inner {
             positions: each * count,
             written,
         })
-    }
-
-    /// Repeats and settles the interrupted round, if any (as the next round
-    /// would first).
-    async fn finish_sticky(&self, fw: &mut Framework) -> Result<()> {
-        match fw.sticky.take() {
-            Some((seq, intent)) => self.repeat_and_settle(fw, seq, intent).await,
-            None => Ok(()),
-        }
     }
 }

@@ -22,6 +22,7 @@
 //! never stored twice, at any instant of a crash. The storage server observes
 //! nothing of this map: it lives in trusted local state only.
 
+mod counters;
 mod drive;
 mod engine;
 mod grow;

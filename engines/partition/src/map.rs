@@ -1,6 +1,6 @@
 //! The position map block → partition and the eviction cache.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 
 use bytes::Bytes;
 use oram_state::{Staged, StateError, TrustedState};
@@ -29,8 +29,11 @@ pub struct PartitionMap {
     /// to date by every move).
     stored: Vec<u64>,
     /// The moves into (`true`) and out of (`false`) partitions since the last
-    /// settle, undone by a rollback.
+    /// settle or staged layer, undone by a rollback.
     moved: Vec<(u32, bool)>,
+    /// The moves of each layer staged and not yet settled, oldest first
+    /// ([`PartitionMap::stage_layer`]).
+    moved_layers: VecDeque<Vec<(u32, bool)>>,
 }
 
 impl std::fmt::Debug for PartitionMap {
@@ -89,6 +92,7 @@ impl PartitionMap {
             waiting: vec![BTreeSet::new(); partitions as usize],
             stored: vec![0; partitions as usize],
             moved: Vec::new(),
+            moved_layers: VecDeque::new(),
         };
         for (b, p) in map.state.positions() {
             if p >= u64::from(partitions) {
@@ -302,14 +306,35 @@ impl PartitionMap {
     pub fn settle(&mut self) {
         self.state.settle();
         self.moved.clear();
+        self.moved_layers.clear();
     }
 
-    /// Undoes every change since the last settle.
+    /// The changes since the last settle or staged layer, staged as a layer
+    /// of their own (see [`TrustedState::stage_layer`]): a round in flight's,
+    /// while the next round changes the map.
+    pub fn stage_layer(&mut self) -> Staged {
+        self.moved_layers.push_back(std::mem::take(&mut self.moved));
+        self.state.stage_layer()
+    }
+
+    /// The oldest layer staged is durable.
+    pub fn settle_oldest(&mut self) {
+        self.state.settle_oldest();
+        if self.moved_layers.pop_front().is_none() {
+            self.moved.clear();
+        }
+    }
+
+    /// Undoes every change since the last settle, every layer's.
     pub fn rollback(&mut self) -> Result<(), StateError> {
         self.state.rollback();
-        for (p, into) in std::mem::take(&mut self.moved).into_iter().rev() {
-            let n = &mut self.stored[p as usize];
-            *n = if into { n.saturating_sub(1) } else { *n + 1 };
+        let open = std::mem::take(&mut self.moved);
+        let layers = std::mem::take(&mut self.moved_layers);
+        for moves in std::iter::once(open).chain(layers.into_iter().rev()) {
+            for (p, into) in moves.into_iter().rev() {
+                let n = &mut self.stored[p as usize];
+                *n = if into { n.saturating_sub(1) } else { *n + 1 };
+            }
         }
         self.reindex()
     }

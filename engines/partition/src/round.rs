@@ -391,7 +391,16 @@ impl Intent {
     /// without a limit (by an earlier release) that overflowed a partition
     /// then completes, the block waiting in the cache (an eviction with an
     /// insert and one without look the same).
-    pub(crate) fn replan(&self, map: &mut PartitionMap, limit: Option<u64>) -> Result<Plan> {
+    ///
+    /// `lenient`: the round was planned after another that is repeated (as
+    /// reads) before it, so a block that round created is stored nowhere now;
+    /// an insert of it becomes an empty eviction (which looks the same).
+    pub(crate) fn replan(
+        &self,
+        map: &mut PartitionMap,
+        limit: Option<u64>,
+        lenient: bool,
+    ) -> Result<Plan> {
         let corrupt = |what: String| {
             OramError::State(StateError::Corrupt(format!(
                 "partition framework intent: {what}"
@@ -413,6 +422,9 @@ impl Intent {
                         out.push(Op::Take(b));
                     }
                     SubOp::Dummy => out.push(Op::Dummy),
+                    SubOp::Insert(b) if lenient && map.locate(b) == Where::Nowhere => {
+                        plan.empty_evictions += 1;
+                    }
                     SubOp::Insert(b) if !room.fits(map, *p) => {
                         if map.locate(b) != Where::Cached(*p) {
                             return Err(corrupt(format!("block {b} is not cached for {p}")));

@@ -40,6 +40,7 @@ mod backend;
 mod crash;
 mod grow;
 mod hold;
+mod inflight;
 mod maintenance;
 mod model;
 mod shared;
@@ -64,6 +65,7 @@ pub use backend::*;
 pub use crash::*;
 pub use grow::*;
 pub use hold::{HoldStore, Seen};
+pub use inflight::*;
 pub use maintenance::*;
 pub use model::*;
 pub use shared::*;
@@ -232,6 +234,13 @@ pub trait Subject: Send + Sync + 'static {
     fn reads_ahead(&self) -> bool {
         false
     }
+
+    /// Whether a round plans and reads while the round before it — of reads
+    /// or writes — is still writing and committing (the partition framework;
+    /// the checks in `inflight.rs`).
+    fn rounds_in_flight(&self) -> bool {
+        false
+    }
 }
 
 /// Generates one `#[test]` per conformance check for a [`Subject`].
@@ -270,6 +279,8 @@ macro_rules! engine_conformance {
                 a_round_reads_ahead_only_of_a_round_of_reads,
                 a_failed_round_repeats_the_round_that_read_ahead_of_it,
                 a_crash_while_reading_ahead_repeats_both_rounds,
+                a_failed_round_fails_the_round_in_flight_after_it,
+                a_crash_with_two_rounds_in_flight_repeats_both,
                 reading_ahead_does_not_depend_on_the_blocks,
                 a_caller_that_goes_away_leaves_no_round_half_done,
                 callers_waiting_at_once_share_calls_and_get_their_own_answers,
