@@ -43,7 +43,7 @@ pub use codec::{
 pub use commit::{ready, ChangeSet, CommitFuture, Durable, Staged, Table, TableWrite};
 pub use kv::{btree_range, KvMap, KvState, MemKv};
 pub use space::{MemState, Opener, SpaceState};
-pub use tracked::Tracked;
+pub use tracked::{Layers, Tracked};
 
 /// The contents of one tree bucket: `(block id, block data)` for every real block in it.
 pub type Bucket = Vec<(u64, Bytes)>;

@@ -15,6 +15,20 @@ use crate::{
     Table, Tracked, TrustedState,
 };
 
+/// Calls `$method` on every tracked table of a [`SpaceState`] (so that no
+/// table is forgotten by a settle, a seal or a rollback).
+macro_rules! each_table {
+    ($s:expr, $method:ident) => {{
+        $s.positions.$method();
+        $s.nodes.$method();
+        $s.stash.$method();
+        $s.local.$method();
+        $s.meta.$method();
+        $s.pending.$method();
+        $s.intent.$method();
+    }};
+}
+
 /// The trusted state of one space: tables in memory, with the changes since the
 /// last commit tracked. Without a durable store ([`MemState`]) commits are
 /// immediate and nothing survives the process; bound to one (by `oram-statedb`)
@@ -195,16 +209,6 @@ impl SpaceState {
         }
         cs
     }
-
-    fn settle_all(&mut self) {
-        self.positions.settle();
-        self.nodes.settle();
-        self.stash.settle();
-        self.local.settle();
-        self.meta.settle();
-        self.pending.settle();
-        self.intent.settle();
-    }
 }
 
 /// The key of intent record `seq` (after the space): empty for 0 — the one
@@ -366,36 +370,18 @@ impl TrustedState for SpaceState {
         Staged::new(changes, self.sink.clone())
     }
     fn settle(&mut self) {
-        self.settle_all();
+        each_table!(self, settle);
     }
     fn stage_layer(&mut self) -> Staged {
         let staged = self.stage();
-        self.positions.seal();
-        self.nodes.seal();
-        self.stash.seal();
-        self.local.seal();
-        self.meta.seal();
-        self.pending.seal();
-        self.intent.seal();
+        each_table!(self, seal);
         staged
     }
     fn settle_oldest(&mut self) {
-        self.positions.settle_oldest();
-        self.nodes.settle_oldest();
-        self.stash.settle_oldest();
-        self.local.settle_oldest();
-        self.meta.settle_oldest();
-        self.pending.settle_oldest();
-        self.intent.settle_oldest();
+        each_table!(self, settle_oldest);
     }
     fn rollback(&mut self) {
-        self.positions.rollback();
-        self.nodes.rollback();
-        self.stash.rollback();
-        self.local.rollback();
-        self.meta.rollback();
-        self.pending.rollback();
-        self.intent.rollback();
+        each_table!(self, rollback);
     }
 }
 

@@ -3,6 +3,61 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::RangeBounds;
 
+/// Undo records kept in layers, one per commit in flight: changes go to the
+/// open layer; [`Layers::seal`] closes it (its changes were handed to a
+/// commit) and opens a new one; [`Layers::settle_oldest`] forgets the oldest
+/// sealed layer once its commit is durable; [`Layers::take_newest_first`]
+/// hands every layer back to be undone when a commit fails.
+#[derive(Debug, Clone, Default)]
+pub struct Layers<L> {
+    open: L,
+    /// Sealed and not yet settled, oldest first.
+    sealed: VecDeque<L>,
+}
+
+impl<L: Default> Layers<L> {
+    /// The open layer.
+    pub fn open(&self) -> &L {
+        &self.open
+    }
+
+    /// The open layer, to record a change in.
+    pub fn open_mut(&mut self) -> &mut L {
+        &mut self.open
+    }
+
+    /// Every layer not settled: the sealed ones, oldest first, then the open one.
+    pub fn all(&self) -> impl Iterator<Item = &L> {
+        self.sealed.iter().chain(std::iter::once(&self.open))
+    }
+
+    /// Closes the open layer and opens a new one.
+    pub fn seal(&mut self) {
+        self.sealed.push_back(std::mem::take(&mut self.open));
+    }
+
+    /// Forgets the oldest sealed layer (without one, the open layer).
+    pub fn settle_oldest(&mut self) {
+        if self.sealed.pop_front().is_none() {
+            self.open = L::default();
+        }
+    }
+
+    /// Forgets every layer.
+    pub fn settle(&mut self) {
+        self.open = L::default();
+        self.sealed.clear();
+    }
+
+    /// Every layer, newest (the open one) first, leaving none: to undo them
+    /// in that order.
+    pub fn take_newest_first(&mut self) -> impl Iterator<Item = L> {
+        let open = std::mem::take(&mut self.open);
+        let sealed = std::mem::take(&mut self.sealed);
+        std::iter::once(open).chain(sealed.into_iter().rev())
+    }
+}
+
 /// An ordered map that keeps, for every key changed since the last
 /// [`Tracked::settle`], the value it had before: enough to hand the changes to
 /// durable storage ([`Tracked::changed`]) or to undo them ([`Tracked::rollback`]).
@@ -16,18 +71,15 @@ use std::ops::RangeBounds;
 #[derive(Debug, Clone)]
 pub struct Tracked<K, V> {
     map: BTreeMap<K, V>,
-    /// The open layer: each key changed in it, with its value before.
-    undo: BTreeMap<K, Option<V>>,
-    /// The sealed layers not yet settled, oldest first.
-    sealed: VecDeque<BTreeMap<K, Option<V>>>,
+    /// Each key changed in a layer, with its value before that layer.
+    undo: Layers<BTreeMap<K, Option<V>>>,
 }
 
 impl<K, V> Default for Tracked<K, V> {
     fn default() -> Self {
         Self {
             map: BTreeMap::new(),
-            undo: BTreeMap::new(),
-            sealed: VecDeque::new(),
+            undo: Layers::default(),
         }
     }
 }
@@ -37,8 +89,7 @@ impl<K: Ord + Clone, V: Clone> Tracked<K, V> {
     pub fn from_map(map: BTreeMap<K, V>) -> Self {
         Self {
             map,
-            undo: BTreeMap::new(),
-            sealed: VecDeque::new(),
+            undo: Layers::default(),
         }
     }
 
@@ -50,14 +101,17 @@ impl<K: Ord + Clone, V: Clone> Tracked<K, V> {
     /// Sets `k` to `v`, remembering the old value the first time `k` changes.
     pub fn insert(&mut self, k: K, v: V) {
         let old = self.map.insert(k.clone(), v);
-        self.undo.entry(k).or_insert(old);
+        self.undo.open_mut().entry(k).or_insert(old);
     }
 
     /// Removes `k`; returns its value.
     pub fn remove(&mut self, k: &K) -> Option<V> {
         let old = self.map.remove(k);
         if old.is_some() {
-            self.undo.entry(k.clone()).or_insert_with(|| old.clone());
+            self.undo
+                .open_mut()
+                .entry(k.clone())
+                .or_insert_with(|| old.clone());
         }
         old
     }
@@ -68,7 +122,7 @@ impl<K: Ord + Clone, V: Clone> Tracked<K, V> {
     /// settle (checked in debug builds).
     pub fn set_settled(&mut self, k: K, v: Option<V>) {
         debug_assert!(
-            !self.undo.contains_key(&k) && !self.sealed.iter().any(|l| l.contains_key(&k)),
+            !self.undo.all().any(|l| l.contains_key(&k)),
             "a settled write of a changed key"
         );
         match v {
@@ -105,41 +159,36 @@ impl<K: Ord + Clone, V: Clone> Tracked<K, V> {
     /// Every key changed in the open layer (since the last settle or seal),
     /// with its value now (`None`: removed).
     pub fn changed(&self) -> impl Iterator<Item = (&K, Option<&V>)> {
-        self.undo.keys().map(|k| (k, self.map.get(k)))
+        self.undo.open().keys().map(|k| (k, self.map.get(k)))
     }
 
     /// Whether anything changed since the last settle, in any layer.
     pub fn is_dirty(&self) -> bool {
-        !self.undo.is_empty() || self.sealed.iter().any(|l| !l.is_empty())
+        self.undo.all().any(|l| !l.is_empty())
     }
 
     /// Closes the open layer (its changes were listed for a commit) and opens
     /// a new one: later changes are listed apart, and undone with it.
     pub fn seal(&mut self) {
-        self.sealed.push_back(std::mem::take(&mut self.undo));
+        self.undo.seal();
     }
 
     /// Forgets the old values of the oldest sealed layer: its changes are now
     /// the baseline (its commit is durable). Without a sealed layer, the open
     /// layer's ([`Tracked::settle`]).
     pub fn settle_oldest(&mut self) {
-        if self.sealed.pop_front().is_none() {
-            self.undo.clear();
-        }
+        self.undo.settle_oldest();
     }
 
     /// Forgets every old value: all the changes are now the baseline.
     pub fn settle(&mut self) {
-        self.undo.clear();
-        self.sealed.clear();
+        self.undo.settle();
     }
 
     /// Undoes every change since the last settle: the open layer's, then the
     /// sealed layers', newest first.
     pub fn rollback(&mut self) {
-        let open = std::mem::take(&mut self.undo);
-        let layers = std::mem::take(&mut self.sealed);
-        for layer in std::iter::once(open).chain(layers.into_iter().rev()) {
+        for layer in self.undo.take_newest_first() {
             for (k, old) in layer {
                 match old {
                     Some(v) => self.map.insert(k, v),

@@ -235,7 +235,8 @@ impl Inner {
                 return Err(stuck(seq, e));
             }
         };
-        let (parts, changes, counts, cache) = self.seal(fw, landing);
+        let (changes, cache) = self.seal(fw, landing.seq);
+        let Landing { parts, counts, .. } = landing;
         let (committed, result) = land(self.tally(), parts, changes, counts, cache).await;
         if committed {
             fw.map.settle_oldest();
@@ -396,19 +397,14 @@ impl Inner {
         ))
     }
 
-    /// The round's changes to the map, staged as a layer of their own, with
-    /// what its commit needs.
-    fn seal(
-        &self,
-        fw: &mut Framework,
-        landing: Landing,
-    ) -> (Vec<StagedAccess>, oram_state::Staged, Counters, usize) {
+    /// Round `seq`'s changes to the map, staged as a layer of their own, and
+    /// the eviction cache's size after it.
+    fn seal(&self, fw: &mut Framework, seq: u64) -> (oram_state::Staged, usize) {
         // Round numbers only grow, restarts included: a partition served on
         // another machine tells a repeat it committed from a new round by them.
-        fw.map.set_next_round(fw.seq.max(landing.seq + 1));
+        fw.map.set_next_round(fw.seq.max(seq + 1));
         let cache = fw.map.cache_len();
-        let changes = fw.map.stage_layer();
-        (landing.parts, changes, landing.counts, cache)
+        (fw.map.stage_layer(), cache)
     }
 
     /// Seals a staged round, waits for the round in flight before it (whose
@@ -421,17 +417,21 @@ impl Inner {
         fw: &mut Framework,
         landing: Landing,
     ) -> Result<oneshot::Receiver<Result<()>>> {
-        let seq = landing.seq;
-        let intent = landing.intent.clone();
-        let partitions = landing.partitions.clone();
-        let (mut parts, changes, counts, cache) = self.seal(fw, landing);
+        let Landing {
+            mut parts,
+            seq,
+            intent,
+            partitions,
+            counts,
+        } = landing;
+        let (changes, cache) = self.seal(fw, seq);
         if !self.reap(fw).await? {
+            // The reap undid every layer of the map, this round's too.
             for s in &mut parts {
                 s.stop_landing().await;
             }
             drop(parts);
             drop(changes);
-            fw.map.rollback()?;
             fw.sticky.push_back(Sticky {
                 seq,
                 intent,

@@ -544,11 +544,7 @@ impl Oram for Partitioned {
     /// Observed: see the crate documentation — per op one sub-ORAM access of a
     /// uniformly random partition, plus background evictions at rate ν − 1.
     async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>> {
-        for op in &ops {
-            validate_op(op, self.inner.capacity(), self.inner.cfg.block_size)?;
-        }
-        let inner = self.inner.clone();
-        detached(inner.access(ops, Admit::none())).await
+        self.access_admitting(ops, Admit::none()).await
     }
 
     /// As [`Oram::access`], admitted once its (last) round holds the

@@ -1,9 +1,9 @@
 //! The position map block → partition and the eviction cache.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashSet};
 
 use bytes::Bytes;
-use oram_state::{Staged, StateError, TrustedState};
+use oram_state::{Layers, Staged, StateError, TrustedState};
 use rand::Rng;
 
 /// Where a block is, as the trusted state says.
@@ -29,11 +29,9 @@ pub struct PartitionMap {
     /// to date by every move).
     stored: Vec<u64>,
     /// The moves into (`true`) and out of (`false`) partitions since the last
-    /// settle or staged layer, undone by a rollback.
-    moved: Vec<(u32, bool)>,
-    /// The moves of each layer staged and not yet settled, oldest first
-    /// ([`PartitionMap::stage_layer`]).
-    moved_layers: VecDeque<Vec<(u32, bool)>>,
+    /// settle, in the state's layers ([`PartitionMap::stage_layer`]), undone
+    /// by a rollback.
+    moved: Layers<Vec<(u32, bool)>>,
 }
 
 impl std::fmt::Debug for PartitionMap {
@@ -91,8 +89,7 @@ impl PartitionMap {
             partitions,
             waiting: vec![BTreeSet::new(); partitions as usize],
             stored: vec![0; partitions as usize],
-            moved: Vec::new(),
-            moved_layers: VecDeque::new(),
+            moved: Layers::default(),
         };
         for (b, p) in map.state.positions() {
             if p >= u64::from(partitions) {
@@ -140,7 +137,7 @@ impl PartitionMap {
     fn count(&mut self, p: u32, into: bool) {
         let n = &mut self.stored[p as usize];
         *n = if into { *n + 1 } else { n.saturating_sub(1) };
-        self.moved.push((p, into));
+        self.moved.open_mut().push((p, into));
     }
 
     /// Where block `b` is.
@@ -305,32 +302,27 @@ impl PartitionMap {
     /// The staged changes are durable.
     pub fn settle(&mut self) {
         self.state.settle();
-        self.moved.clear();
-        self.moved_layers.clear();
+        self.moved.settle();
     }
 
     /// The changes since the last settle or staged layer, staged as a layer
     /// of their own (see [`TrustedState::stage_layer`]): a round in flight's,
     /// while the next round changes the map.
     pub fn stage_layer(&mut self) -> Staged {
-        self.moved_layers.push_back(std::mem::take(&mut self.moved));
+        self.moved.seal();
         self.state.stage_layer()
     }
 
     /// The oldest layer staged is durable.
     pub fn settle_oldest(&mut self) {
         self.state.settle_oldest();
-        if self.moved_layers.pop_front().is_none() {
-            self.moved.clear();
-        }
+        self.moved.settle_oldest();
     }
 
     /// Undoes every change since the last settle, every layer's.
     pub fn rollback(&mut self) -> Result<(), StateError> {
         self.state.rollback();
-        let open = std::mem::take(&mut self.moved);
-        let layers = std::mem::take(&mut self.moved_layers);
-        for moves in std::iter::once(open).chain(layers.into_iter().rev()) {
+        for moves in self.moved.take_newest_first() {
             for (p, into) in moves.into_iter().rev() {
                 let n = &mut self.stored[p as usize];
                 *n = if into { n.saturating_sub(1) } else { *n + 1 };

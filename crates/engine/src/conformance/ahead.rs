@@ -8,9 +8,6 @@
 use std::sync::Arc;
 
 use oram_blockstore::{BlockStore, Recording, TraceEvent};
-use oram_state::{Space, TrustedState};
-use oram_statedb::Db;
-use oram_store_fs::FsStore;
 use oram_store_memory::MemoryStore;
 
 use super::*;
@@ -314,7 +311,6 @@ pub fn a_crash_while_reading_ahead_repeats_both_rounds(s: Arc<dyn Subject>) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (state_path, store_path) = (dir.path().join("state.redb"), dir.path().join("store"));
     let p = Params {
         capacity: 512,
         block_size: 256,
@@ -325,37 +321,28 @@ pub fn a_crash_while_reading_ahead_repeats_both_rounds(s: Arc<dyn Subject>) {
     let mut model = Model::new();
     let rt = runtime();
     let (first, second) = rt.block_on(async {
-        let store = Arc::new(HoldStore::new(FsStore::open(&store_path).unwrap()));
-        let rec = Arc::new(Recording::new(store.clone()));
-        let db = Db::open(&state_path, VOL).unwrap();
-        let state = Box::new(db.state(Space(0)).unwrap());
-        let e = s.build(&p, rec.clone(), test_sealer(), state);
+        let rig = DurableRig::open(dir.path(), VOL);
+        let e = rig.engine(s.as_ref(), &p);
         fill(e.as_ref(), &mut model, 0..64, 1).await;
         // A round of reads answered with its PUTs held, and the next round
         // reading ahead of it (its reads held too) in a bucket it rewrites;
         // then the crash.
-        let pair = overlapping_pair(&e, &store, &rec, &model, 7, &[30, 31]).await;
+        let pair = overlapping_pair(&e, &rig.store, &rig.rec, &model, 7, &[30, 31]).await;
         (pair.first, pair.second)
     });
     crash(rt);
-    runtime().block_on(async {
-        let rec = Arc::new(Recording::new(FsStore::open(&store_path).unwrap()));
-        let db = Db::open(&state_path, VOL).unwrap();
-        assert_eq!(
-            db.state(Space(0)).unwrap().intents().len(),
-            2,
-            "both rounds' intent records are durable"
-        );
-        let state = Box::new(db.state(Space(0)).unwrap());
-        let e = s.build(&p, rec.clone(), test_sealer(), state);
-        e.access(vec![Op::Read(40)]).await.unwrap();
-        let fetches = fetch_events(&rec.take_trace());
-        assert_both_repeated(&fetches, &first, &second);
-        assert_eq!(e.stats().extra("rounds_repeated_total"), Some(2));
-        read_back(e.as_ref(), &model, 64, p.max_batch).await;
-        e.flush().await.unwrap();
-        assert!(db.state(Space(0)).unwrap().intents().is_empty());
-    });
+    restart_repeats_both(
+        s.as_ref(),
+        &p,
+        dir.path(),
+        VOL,
+        (&model, 64),
+        40,
+        |fetches, e| {
+            assert_both_repeated(fetches, &first, &second);
+            assert_eq!(e.stats().extra("rounds_repeated_total"), Some(2));
+        },
+    );
 }
 
 /// The block a workload reads at its `i`-th access.

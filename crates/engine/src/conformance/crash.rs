@@ -39,6 +39,63 @@ pub(super) fn crash(rt: tokio::runtime::Runtime) {
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
 }
 
+/// A recorded, fault-injecting fs store and a redb state database, both in a
+/// directory: what one "process" of a check with two rounds in flight runs on.
+pub(super) struct DurableRig {
+    pub(super) store: Arc<HoldStore<FsStore>>,
+    pub(super) rec: Arc<Recording<Arc<HoldStore<FsStore>>>>,
+    db: Arc<Db>,
+}
+
+impl DurableRig {
+    /// Opens (again, after a crash) the store and state of volume `vol` in `dir`.
+    pub(super) fn open(dir: &Path, vol: [u8; 16]) -> Self {
+        let store = Arc::new(HoldStore::new(FsStore::open(dir.join("store")).unwrap()));
+        let rec = Arc::new(Recording::new(store.clone()));
+        let db = Db::open(&dir.join("state.redb"), vol).unwrap();
+        Self { store, rec, db }
+    }
+
+    /// `s`'s engine for `p` over the recording, its state in space 0.
+    pub(super) fn engine(&self, s: &dyn Subject, p: &Params) -> Arc<dyn Oram> {
+        engine(s, p, self.rec.clone(), &self.db)
+    }
+
+    /// The intent records durable now.
+    fn intents(&self) -> usize {
+        self.db.state(Space(0)).unwrap().intents().len()
+    }
+}
+
+/// The restart after a crash with two rounds in flight in `dir`: both intent
+/// records are durable; a read of block `read` (its answer checked) repeats
+/// both rounds first, which `check` judges from the fetches the provider saw;
+/// then blocks `0..ids` read back as `model` holds them, and once flushed no
+/// intent record is left.
+pub(super) fn restart_repeats_both(
+    s: &dyn Subject,
+    p: &Params,
+    dir: &Path,
+    vol: [u8; 16],
+    (model, ids): (&Model, u64),
+    read: u64,
+    check: impl FnOnce(&[oram_blockstore::TraceEvent], &dyn Oram),
+) {
+    runtime().block_on(async {
+        let rig = DurableRig::open(dir, vol);
+        assert_eq!(rig.intents(), 2, "both rounds' intent records are durable");
+        let e = rig.engine(s, p);
+        assert_eq!(
+            e.access(vec![Op::Read(read)]).await.unwrap()[0],
+            model[&read]
+        );
+        check(&fetch_events(&rig.rec.take_trace()), e.as_ref());
+        read_back(e.as_ref(), model, ids, p.max_batch).await;
+        e.flush().await.unwrap();
+        assert_eq!(rig.intents(), 0, "an intent record is left");
+    });
+}
+
 /// Half the writes land; the other half are answered while their write-backs
 /// hang (engines that write back after answering), or hang unanswered in their
 /// PUTs; the process dies. A restart resends the journal, or finishes the

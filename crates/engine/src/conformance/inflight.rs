@@ -10,9 +10,6 @@
 use std::sync::Arc;
 
 use oram_blockstore::{BlockStore, Recording, TraceEvent};
-use oram_state::{Space, TrustedState};
-use oram_statedb::Db;
-use oram_store_fs::FsStore;
 
 use super::*;
 
@@ -163,7 +160,6 @@ pub fn a_crash_with_two_rounds_in_flight_repeats_both(s: Arc<dyn Subject>) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (state_path, store_path) = (dir.path().join("state.redb"), dir.path().join("store"));
     let p = Params {
         block_size: 256,
         ..Params::default()
@@ -172,35 +168,25 @@ pub fn a_crash_with_two_rounds_in_flight_repeats_both(s: Arc<dyn Subject>) {
     let mut model = Model::new();
     let rt = runtime();
     let (first, second) = rt.block_on(async {
-        let store = Arc::new(HoldStore::new(FsStore::open(&store_path).unwrap()));
-        let rec = Arc::new(Recording::new(store.clone()));
-        let db = Db::open(&state_path, VOL).unwrap();
-        let state = Box::new(db.state(Space(0)).unwrap());
-        let e = s.build(&p, rec.clone(), test_sealer(), state);
+        let rig = DurableRig::open(dir.path(), VOL);
+        let e = rig.engine(s.as_ref(), &p);
         fill(e.as_ref(), &mut model, 0..16, 1).await;
-        let f = two_in_flight(&e, &store, &rec, p.block_size).await;
+        let f = two_in_flight(&e, &rig.store, &rig.rec, p.block_size).await;
         (f.first, f.second)
     });
     crash(rt);
-    runtime().block_on(async {
-        let rec = Arc::new(Recording::new(FsStore::open(&store_path).unwrap()));
-        let db = Db::open(&state_path, VOL).unwrap();
-        assert_eq!(
-            db.state(Space(0)).unwrap().intents().len(),
-            2,
-            "both rounds' intent records are durable"
-        );
-        let state = Box::new(db.state(Space(0)).unwrap());
-        let e = s.build(&p, rec.clone(), test_sealer(), state);
-        assert_eq!(e.access(vec![Op::Read(5)]).await.unwrap()[0], model[&5]);
-        let seen = InFlightSeen {
-            first,
-            second,
-            repeated_before: 0,
-        };
-        assert_both_repeated(&fetch_events(&rec.take_trace()), &seen, e.as_ref());
-        read_back(e.as_ref(), &model, 16, p.max_batch).await;
-        e.flush().await.unwrap();
-        assert!(db.state(Space(0)).unwrap().intents().is_empty());
-    });
+    let seen = InFlightSeen {
+        first,
+        second,
+        repeated_before: 0,
+    };
+    restart_repeats_both(
+        s.as_ref(),
+        &p,
+        dir.path(),
+        VOL,
+        (&model, 16),
+        5,
+        |fetches, e| assert_both_repeated(fetches, &seen, e),
+    );
 }
