@@ -28,10 +28,11 @@ MEMBERS = ["front", "node0", "node1", "node2"]
 
 
 def member_config(root, member, node_addrs, role, index=0, log_ms=0, name="oram-proxy.toml",
-                  metrics_port=None):
+                  metrics_port=None, listen=None):
     """The configuration file of `member` (its data directory is root/member/data);
     `log_ms` > 0 ships its state log every that many milliseconds; `metrics_port`
-    serves its operator endpoint on 127.0.0.1."""
+    serves its operator endpoint on 127.0.0.1; `listen`: the address a node
+    listens on when the others reach it at another (a relay's)."""
     data = root / member / "data"
     nodes = ", ".join(f'"{a}"' for a in node_addrs)
     text = f"""data_dir = "{data}"
@@ -59,6 +60,8 @@ node = {index}
 tls_dir = "{root / 'certs' / member}"
 wait_secs = 90
 """
+    if listen is not None:
+        text += f'listen = "{listen}"\n'
     if metrics_port is not None:
         text += f'\n[metrics]\nlisten = "127.0.0.1:{metrics_port}"\n'
     (root / member).mkdir(parents=True, exist_ok=True)
@@ -171,12 +174,12 @@ class Cluster:
             n.kill()
 
 
-def node_metrics(root, port, token=True):
+def node_metrics(root, port, token=True, node="node0"):
     """GET /metrics of a node's operator endpoint (with the token the node generated
     into its data directory, or none): (status, text)."""
     headers = {}
     if token:
-        t = (root / "node0" / "data" / "metrics.token").read_text().strip()
+        t = (root / node / "data" / "metrics.token").read_text().strip()
         headers["Authorization"] = f"Bearer {t}"
     req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
     try:
@@ -357,3 +360,99 @@ def test_a_node_and_a_front_whose_machines_are_lost_are_recovered_from_the_backe
             assert n.stop() == 0, n.logs()
     finally:
         cluster.kill()
+
+
+def chi_square_bound(df, z=3.72):
+    """The chi-square statistic a uniform sample exceeds with probability about
+    1e-4 (z = 3.72) at `df` degrees of freedom (Wilson and Hilferty)."""
+    a = 2 / (9 * df)
+    return df * (1 - a + z * a ** 0.5) ** 3
+
+
+@pytest.mark.long(2)
+def test_a_slow_node_is_sent_what_every_other_node_is(tmp_path):
+    """Node 2's link to the front delayed (an oram-linkshape relay, 60 ms round
+    trip): under load from 8 clients the front still sends each partition as
+    many accesses as any other, the slow node's as the fast nodes' (a
+    chi-square over every partition's accesses, from each node's /metrics) --
+    a front that served the fast partitions first or more often would show
+    here. Every acknowledged object reads back byte for byte; fsck is clean."""
+    import concurrent.futures
+
+    root = tmp_path
+    make_certs_and_key(root)
+    ports = [free_port() for _ in range(3)]
+    relay_port = free_port()
+    routed = [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}", f"127.0.0.1:{relay_port}"]
+    metrics = [free_port() for _ in range(3)]
+    front_cfg = member_config(root, "front", routed, "front")
+    node_cfgs = [member_config(root, f"node{i}", routed, "node", i, metrics_port=metrics[i],
+                               listen=f"127.0.0.1:{ports[i]}" if i == 2 else None)
+                 for i in range(3)]
+    linkshape = pathlib.Path(BIN).parent / "oram-linkshape"
+    relay_log = open(root / "relay.log", "w")
+    relay = subprocess.Popen([str(linkshape), "--listen", routed[2], "--target",
+                              f"127.0.0.1:{ports[2]}", "--rtt-ms", "60", "--mbit", "0"],
+                             stdout=relay_log, stderr=subprocess.STDOUT)
+    nodes, front = [], None
+    try:
+        nodes = [Node(root / f"node{i}", node_cfgs[i], ports[i]) for i in range(3)]
+        front = Proxy(root / "front", "--config", str(front_cfg))
+        for n in nodes:
+            n.wait_ready()
+        s3 = front.client()
+        s3.create_bucket(Bucket="bkt")
+        acked = {}
+        bodies = {f"obj-{i}": os.urandom(500 + 97 * i) for i in range(200)}
+
+        def put(key):
+            s3.put_object(Bucket="bkt", Key=key, Body=bodies[key])
+            return key
+
+        def get(key):
+            got = s3.get_object(Bucket="bkt", Key=key)["Body"].read()
+            assert got == bodies[key], key
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            for key in pool.map(put, bodies):
+                acked[key] = bodies[key]
+            for _ in range(2):
+                list(pool.map(get, bodies))
+        counts = {}
+        for i in range(3):
+            status, text = node_metrics(root, metrics[i], node=f"node{i}")
+            assert status == 200, text
+            for p in nodes[i].partitions():
+                counts[p] = metric(text, f'oram_node_partition_accesses_total{{partition="{p}"}}')
+        parts = sorted(counts)
+        assert parts == list(range(len(parts))) and len(parts) >= 16, parts
+        total = sum(counts.values())
+        mean = total / len(parts)
+        assert mean >= 20, f"too few accesses to test: {counts}"
+        chi = sum((c - mean) ** 2 / mean for c in counts.values())
+        assert chi < chi_square_bound(len(parts) - 1), (chi, counts)
+        # The slow node's share is its partitions' share (within 4 standard
+        # deviations of a binomial draw).
+        slow = nodes[2].partitions()
+        share = len(slow) / len(parts)
+        got = sum(counts[p] for p in slow)
+        sd = (total * share * (1 - share)) ** 0.5
+        assert abs(got - total * share) < 4 * sd, (got, total * share, sd)
+        print(f"{total:.0f} partition accesses over {len(parts)} partitions, chi-square "
+              f"{chi:.1f} (bound {chi_square_bound(len(parts) - 1):.1f}); the slow node "
+              f"{got:.0f} of {total * share:.0f} expected")
+        read_back(s3, acked)
+        assert front.stop() == 0
+        r = subprocess.run([BIN, "fsck", "--config", str(front_cfg)], capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        for n in nodes:
+            assert n.stop() == 0, n.logs()
+    finally:
+        if front is not None:
+            front.kill()
+        for n in nodes:
+            n.kill()
+        relay.kill()
+        relay.wait(timeout=10)
+        relay_log.close()
