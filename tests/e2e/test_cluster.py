@@ -9,6 +9,7 @@ dies and is restarted; every acknowledged object reads back byte for byte and
 `fsck` on the front (with the nodes up) finds nothing wrong.
 """
 
+import collections
 import hashlib
 import os
 import pathlib
@@ -446,8 +447,28 @@ def test_a_slow_node_is_sent_what_every_other_node_is(tmp_path):
         r = subprocess.run([BIN, "fsck", "--config", str(front_cfg)], capture_output=True,
                            text=True, timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
+        def level_objects():
+            """Objects per (partition, level): `<prefix>/o/<p>/<level>/<slot>`."""
+            levels = collections.Counter()
+            for f in (root / "store").rglob("*"):
+                parts = f.relative_to(root / "store").parts
+                if f.is_file() and len(parts) >= 4 and parts[-4] == "o" and all(
+                        x.isdigit() for x in parts[-3:]):
+                    levels[parts[-3:-1]] += 1
+            return levels
+
+        serving = level_objects()
+        assert any(n > 1 for n in serving.values()), "no superseded level to delete"
         for n in nodes:
             assert n.stop() == 0, n.logs()
+        # Stopped cleanly, each node deleted what its final checkpoint freed:
+        # one object per level a partition fills, as a single proxy keeps.
+        levels = level_objects()
+        assert len(levels) >= len(counts), f"level objects not found: {sorted(levels)[:10]}"
+        kept = {k: n for k, n in levels.items() if n > 1}
+        assert not kept, f"levels keeping more than one object after a clean stop: {kept}"
+        print(f"level objects: {sum(serving.values())} while serving, "
+              f"{sum(levels.values())} after the nodes' clean stops")
     finally:
         if front is not None:
             front.kill()

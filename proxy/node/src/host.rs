@@ -223,6 +223,36 @@ impl NodeHost {
         Ok(())
     }
 
+    /// After the node's checkpoint landed, while serving: each partition's
+    /// [`Oram::collect_while_serving`] in turn (it holds off only that
+    /// partition's accesses, and waits for an access staged there to land).
+    /// Returns how many keys were deleted.
+    ///
+    /// Observed by the storage server: each partition's DELETEs of objects
+    /// superseded before that checkpoint, right after it.
+    pub async fn collect_while_serving(&self) -> Result<u64, OramError> {
+        let mut n = 0;
+        for p in self.partitions() {
+            n += self.inner.slots[&p].sub.collect_while_serving().await?;
+        }
+        Ok(n)
+    }
+
+    /// At a clean stop, after the final checkpoint landed: each partition's
+    /// [`Oram::collect`], between rounds, so that a stopped node keeps one
+    /// object per filled level. Returns how many keys were deleted.
+    ///
+    /// Observed by the storage server: each partition's DELETEs.
+    pub async fn collect(&self) -> Result<u64, OramError> {
+        let mut n = 0;
+        for p in self.partitions() {
+            let slot = &self.inner.slots[&p];
+            let _led = idle(slot).await;
+            n += slot.sub.collect().await?;
+        }
+        Ok(n)
+    }
+
     /// Deletes every partition's unreferenced objects, between rounds (a node
     /// restored from the backend: what its lost timeline wrote after the
     /// restored state). Returns how many. The storage server sees each

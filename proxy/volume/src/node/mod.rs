@@ -243,8 +243,9 @@ impl NodeVolume {
 
     /// Serves the partitions to fronts on `listener` until `shutdown`,
     /// checkpointing every [`NodeVolume::checkpoint_every`] (a checkpoint under
-    /// way when `shutdown` comes completes first); then writes back what the
-    /// partitions have pending and takes a final checkpoint.
+    /// way when `shutdown` comes completes first) and deleting what each
+    /// checkpoint freed; then writes back what the partitions have pending,
+    /// takes a final checkpoint and deletes what it freed.
     pub async fn serve(
         &self,
         listener: TcpListener,
@@ -265,13 +266,21 @@ impl NodeVolume {
                     _ = stopping.changed() => return,
                 }
                 match self.checkpoint().await {
-                    Ok(c) => tracing::info!(
-                        epoch = c.epoch,
-                        bytes = c.bytes,
-                        state_bytes = c.state_bytes,
-                        log_record = ?c.log_record,
-                        "node checkpoint written"
-                    ),
+                    Ok(c) => {
+                        tracing::info!(
+                            epoch = c.epoch,
+                            bytes = c.bytes,
+                            state_bytes = c.state_bytes,
+                            log_record = ?c.log_record,
+                            "node checkpoint written"
+                        );
+                        // What that checkpoint freed (ObliviStore's levels), as
+                        // a single proxy deletes it after its checkpoints.
+                        match self.host.collect_while_serving().await {
+                            Ok(n) => tracing::debug!(keys = n, "superseded objects deleted"),
+                            Err(e) => tracing::warn!("deleting superseded objects failed: {e}"),
+                        }
+                    }
                     Err(e) => tracing::error!("node checkpoint failed: {e}"),
                 }
             }
@@ -285,6 +294,11 @@ impl NodeVolume {
             log_record = ?c.log_record,
             "final node checkpoint written"
         );
+        // Once that checkpoint landed nothing needs the superseded objects:
+        // a stopped node keeps one object per filled level, as a stopped
+        // single proxy does.
+        let n = self.host.collect().await?;
+        tracing::info!(keys = n, "superseded objects deleted");
         Ok(())
     }
 }
