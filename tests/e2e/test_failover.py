@@ -20,7 +20,8 @@ import urllib.request
 import pytest
 
 from conftest import BIN, Proxy, free_port, wait_port
-from test_cluster import Node, member_config, put_checked, put_until_accepted, read_back
+from test_cluster import (Node, chi_square, chi_square_bound, member_config, partition_accesses,
+                          put_checked, put_until_accepted, read_back)
 
 ETCD = os.environ.get("ORAM_TEST_ETCD", "/usr/bin/etcd")
 MEMBERS = ["front", "front2", "node0", "node1", "node2", "standby0", "standby1", "standby2"]
@@ -248,9 +249,12 @@ def coordinated(path, etcd, extra=""):
 
 def standby(root, name, addrs, etcd):
     port = free_port()
-    cfg = member_config(root, name, addrs, "node", 0, log_ms=20)
+    metrics = free_port()
+    cfg = member_config(root, name, addrs, "node", 0, log_ms=20, metrics_port=metrics)
     coordinated(cfg, etcd, f'standby = true\nid = "{name}"\nlisten = "127.0.0.1:{port}"\n')
-    return StandbyNode(root / name, cfg, port)
+    node = StandbyNode(root / name, cfg, port)
+    node.name, node.metrics = name, metrics
+    return node
 
 
 class StandbyNode(Node):
@@ -394,6 +398,22 @@ def test_dead_or_paused_members_are_replaced_by_standbys_and_nothing_acknowledge
         put_until_accepted(s3, front2, "after-move", os.urandom(12000), acked)
         read_back(s3, acked)
         print(f"slot 2 served again {moved_after:.1f} s after its node's clean stop")
+
+        # After every fault, the nodes serving the slots now (the three standbys
+        # that took them over) are each sent their partitions alike: a burst of
+        # reads, then a chi-square of each one's per-partition accesses.
+        keys = list(acked)
+        for i in range(300):
+            key = keys[i % len(keys)]
+            assert s3.get_object(Bucket="bkt", Key=key)["Body"].read() == acked[key]
+        for p in (spare, spare2, spare3):
+            counts = partition_accesses(root, p.name, p.metrics)
+            assert sorted(counts) == p.partitions(), counts
+            assert sum(counts.values()) >= 5 * len(counts), counts
+            chi = chi_square(counts)
+            assert chi < chi_square_bound(len(counts) - 1), (p.name, chi, counts)
+            print(f"{p.name}: {sum(counts.values()):.0f} accesses over {len(counts)} "
+                  f"partitions, chi-square {chi:.1f}")
 
         assert front2.stop() == 0
         fsck_clean(front2_cfg)
