@@ -216,11 +216,27 @@ impl NodeHost {
     /// Writes back what every partition has pending, between rounds (a node
     /// stopping). The storage server sees the partitions' pending write-backs.
     pub async fn flush(&self) -> Result<(), OramError> {
-        for slot in self.inner.slots.values() {
+        self.each_between_rounds(|sub| async move { sub.flush().await.map(|()| 0) })
+            .await
+            .map(|_| ())
+    }
+
+    /// Runs `f` on each partition's sub-engine in ascending order, the
+    /// partition held between rounds meanwhile (an access staged and not
+    /// landed is undone: the front repeats its round); returns the sum of
+    /// what `f` counted.
+    async fn each_between_rounds<F, Fut>(&self, f: F) -> Result<u64, OramError>
+    where
+        F: Fn(Arc<dyn Oram>) -> Fut,
+        Fut: std::future::Future<Output = Result<u64, OramError>>,
+    {
+        let mut n = 0;
+        for p in self.partitions() {
+            let slot = &self.inner.slots[&p];
             let _led = idle(slot).await;
-            slot.sub.flush().await?;
+            n += f(slot.sub.clone()).await?;
         }
-        Ok(())
+        Ok(n)
     }
 
     /// After the node's checkpoint landed, while serving: each partition's
@@ -244,13 +260,8 @@ impl NodeHost {
     ///
     /// Observed by the storage server: each partition's DELETEs.
     pub async fn collect(&self) -> Result<u64, OramError> {
-        let mut n = 0;
-        for p in self.partitions() {
-            let slot = &self.inner.slots[&p];
-            let _led = idle(slot).await;
-            n += slot.sub.collect().await?;
-        }
-        Ok(n)
+        self.each_between_rounds(|sub| async move { sub.collect().await })
+            .await
     }
 
     /// Deletes every partition's unreferenced objects, between rounds (a node
@@ -258,13 +269,8 @@ impl NodeHost {
     /// restored state). Returns how many. The storage server sees each
     /// partition's LIST and DELETEs.
     pub async fn sweep(&self) -> Result<u64, OramError> {
-        let mut n = 0;
-        for p in self.partitions() {
-            let slot = &self.inner.slots[&p];
-            let _led = idle(slot).await;
-            n += slot.sub.sweep().await?;
-        }
-        Ok(n)
+        self.each_between_rounds(|sub| async move { sub.sweep().await })
+            .await
     }
 
     /// Holds every partition between rounds until the returned guard drops:

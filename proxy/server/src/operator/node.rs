@@ -149,20 +149,19 @@ pub(super) fn render_node(src: &NodeSource) -> String {
     let all = (src.stats)();
     // Per partition: uniform over the partitions whatever the workload and
     // however slow a node is (the cluster's e2e checks it with a chi-square).
-    let per: Vec<(String, f64)> = src
-        .partitions
-        .iter()
-        .zip(&all)
-        .map(|(p, s)| (format!("partition=\"{p}\""), s.accesses as f64))
-        .collect();
-    let per: Vec<(&str, f64)> = per.iter().map(|(l, v)| (l.as_str(), *v)).collect();
-    o.metric(
+    o.head(
         "oram_node_partition_accesses_total",
         "counter",
         "Accesses each partition of this node served (a function of the rounds' random \
          draws only: as many for every partition, in expectation).",
-        &per,
     );
+    for (p, s) in src.partitions.iter().zip(&all) {
+        o.sample(
+            "oram_node_partition_accesses_total",
+            &format!("partition=\"{p}\""),
+            s.accesses,
+        );
+    }
     let e = summed(all);
     o.metric(
         "oram_engine_accesses_total",

@@ -274,12 +274,7 @@ impl NodeVolume {
                             log_record = ?c.log_record,
                             "node checkpoint written"
                         );
-                        // What that checkpoint freed (ObliviStore's levels), as
-                        // a single proxy deletes it after its checkpoints.
-                        match self.host.collect_while_serving().await {
-                            Ok(n) => tracing::debug!(keys = n, "superseded objects deleted"),
-                            Err(e) => tracing::warn!("deleting superseded objects failed: {e}"),
-                        }
+                        self.collect_freed(true).await;
                     }
                     Err(e) => tracing::error!("node checkpoint failed: {e}"),
                 }
@@ -294,15 +289,26 @@ impl NodeVolume {
             log_record = ?c.log_record,
             "final node checkpoint written"
         );
-        // Once that checkpoint landed nothing needs the superseded objects:
-        // a stopped node keeps one object per filled level, as a stopped
-        // single proxy does. A failure here loses nothing (a later
-        // checkpoint's collection deletes them), so the stop still succeeds.
-        match self.host.collect().await {
-            Ok(n) => tracing::info!(keys = n, "superseded objects deleted"),
+        // A stopped node keeps one object per filled level.
+        self.collect_freed(false).await;
+        Ok(())
+    }
+
+    /// Deletes what the checkpoint that just landed freed (ObliviStore's
+    /// superseded levels), as a single proxy does after its checkpoints:
+    /// while `serving` a partition at a time beside the rounds, else (a clean
+    /// stop) between rounds. A failure is logged and loses nothing: a later
+    /// checkpoint's collection deletes them.
+    async fn collect_freed(&self, serving: bool) {
+        let done = if serving {
+            self.host.collect_while_serving().await
+        } else {
+            self.host.collect().await
+        };
+        match done {
+            Ok(n) => tracing::debug!(keys = n, "superseded objects deleted"),
             Err(e) => tracing::warn!("deleting superseded objects failed: {e}"),
         }
-        Ok(())
     }
 }
 
