@@ -186,19 +186,21 @@ class Relay:
 def etcd_saw_only_coordination(relays, members, cluster="e2e"):
     """Every request the relays recorded: only the layout's keys (node ids,
     decimal partition numbers, role names), node ids and addresses as values,
-    decimal numbers and etcd's enum words; no object name, block id or position.
+    decimal numbers (the slot count) and etcd's enum words; no object name, block id
+    or position.
     Returns the number of requests checked."""
     digits = lambda x: x != "" and x.isdigit()  # noqa: E731
     fixed = {f"/{cluster}/front", f"/{cluster}/nodes/", f"/{cluster}/nodes0",
-             f"/{cluster}/owners/", f"/{cluster}/owners0"}
+             f"/{cluster}/owners/", f"/{cluster}/owners0", f"/{cluster}/slots"}
 
     def key_ok(k):
         return (k in fixed or k.removeprefix(f"/{cluster}/nodes/") in members
                 or digits(k.removeprefix(f"/{cluster}/owners/")))
 
     def value_ok(v):
+        # A member id or address, the slot count, or an owner key emptied (released).
         host, _, port = v.rpartition(":")
-        return v in members or (host == "127.0.0.1" and digits(port))
+        return v in members or (host == "127.0.0.1" and digits(port)) or digits(v) or v == ""
 
     def check(field, v, where):
         if isinstance(v, dict):

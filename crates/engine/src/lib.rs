@@ -154,6 +154,12 @@ impl OramError {
     pub fn unavailable(why: impl Into<String>) -> Self {
         Self::Store(StoreError::Unavailable(why.into()))
     }
+
+    /// Whether this is [`OramError::unavailable`]: something the engine
+    /// depends on cannot answer now (a cluster's partition between members).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Store(StoreError::Unavailable(_)))
+    }
 }
 
 /// Result type of engine operations.

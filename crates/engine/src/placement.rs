@@ -46,6 +46,16 @@ pub trait Placement: Send + Sync {
     fn remote(&self) -> bool {
         false
     }
+
+    /// How long a round keeps being repeated while a partition's node answers
+    /// that it is unavailable (a partition moving between a cluster's members,
+    /// a node taken over): the round is repeated exactly, with a backoff, until
+    /// this long after its first attempt, and only then fails. Zero (the
+    /// default): a round makes its usual attempts only. The storage server
+    /// sees the repeats as it sees any retried round.
+    fn ride_out(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
 }
 
 /// Every partition in this process: a volume on one machine.

@@ -99,13 +99,16 @@ impl Inner {
 
     /// One round of `ops`: interrupted rounds first (repeated exactly, as
     /// reads), then this one; a transient backend failure repeats them, up to
-    /// `round_attempts` times in all. A round of reads is answered once read
+    /// `round_attempts` times in all, and a partition unavailable (moving
+    /// between members) for up to [`Inner::ride_out`] since the first
+    /// attempt. A round of reads is answered once read
     /// and once the round before it committed; a round that writes once its
     /// own commit is durable.
     async fn round(self: &Arc<Self>, ops: Vec<Op>, admit: Admit) -> Result<Vec<Bytes>> {
         let mut admit = Some(admit);
         let mut pause = std::time::Duration::from_millis(20);
         let mut attempt = 1;
+        let ride_until = std::time::Instant::now() + self.ride_out;
         loop {
             let failed = {
                 let mut g = self.round.clone().lock_owned().await;
@@ -132,6 +135,10 @@ impl Inner {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(std::time::Duration::from_secs(1));
                     attempt += 1;
+                }
+                e if e.is_unavailable() && std::time::Instant::now() < ride_until => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_millis(500));
                 }
                 e => return Err(e),
             }

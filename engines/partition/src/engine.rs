@@ -376,6 +376,9 @@ pub(crate) struct Inner {
     /// Whether a round's intent record waits for the full commit (shipped
     /// too) before its sub-accesses go out: [`Placement::remote`].
     pub(crate) ship_intents: bool,
+    /// How long a round is repeated while a partition is unavailable:
+    /// [`Placement::ride_out`].
+    pub(crate) ride_out: std::time::Duration,
     /// The position map, the eviction cache, the random generator and the
     /// round in flight; held while a round plans, reads and applies (its
     /// writes and commit go on without it: `crate::drive`).
@@ -504,6 +507,7 @@ impl Partitioned {
                 capacity: AtomicU64::new(capacity),
                 partition_limit: AtomicU64::new(partition_limit.unwrap_or(u64::MAX)),
                 ship_intents: place.remote(),
+                ride_out: place.ride_out(),
                 round: Arc::new(tokio::sync::Mutex::new(Framework {
                     map,
                     rng,

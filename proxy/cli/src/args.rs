@@ -111,6 +111,17 @@ pub enum ClusterCommand {
     /// a TLS identity per member (OUT/<member>/: copy it to that member and
     /// point `[cluster] tls_dir` at it, or put it in <data_dir>/cluster).
     Certs(ClusterCertsArgs),
+    /// What etcd says of a cluster coordinated by it (`[cluster] etcd` in the
+    /// configuration given): the live members and their addresses, each
+    /// slot's owner, fencing token and state, and the active front. Exit
+    /// status 0 when every slot has a live owner, 1 otherwise.
+    Status(ClusterStatusArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ClusterStatusArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
 }
 
 #[derive(clap::Args)]

@@ -4,7 +4,11 @@
 //! /<cluster>/nodes/<node-id>     value: the node's address     under the node's lease
 //! /<cluster>/owners/<partition>  value: the owner's node id    no lease; mod_revision = fencing token
 //! /<cluster>/front               value: the active front's id  under the front's lease
+//! /<cluster>/slots               value: the number of slots    written once, by the first member
 //! ```
+//!
+//! An owner key whose value is empty is a slot **released** by its owner (a
+//! rebalance hand-off): no one serves it, and any member may claim it.
 //!
 //! These are the only keys written, and node ids, addresses, decimal partition
 //! numbers and the role names `nodes`, `owners`, `front` the only strings in them:
@@ -103,6 +107,12 @@ impl Layout {
         format!("{}front", self.prefix).into_bytes()
     }
 
+    /// `/<cluster>/slots`: the number of slots, fixed when the first member
+    /// starts.
+    pub fn slots(&self) -> Vec<u8> {
+        format!("{}slots", self.prefix).into_bytes()
+    }
+
     /// The node id of a registration key, if `key` is one.
     pub fn parse_node(&self, key: &[u8]) -> Option<String> {
         let rest = key.strip_prefix(self.nodes_prefix().as_slice())?;
@@ -137,6 +147,7 @@ mod tests {
         assert_eq!(l.parse_owner(&l.owner(17)), Some(17));
         assert_eq!(l.parse_owner(b"/c1/owners/017"), None);
         assert_eq!(l.front(), b"/c1/front");
+        assert_eq!(l.slots(), b"/c1/slots");
         assert!(Layout::new("a/b").is_err());
         assert!(check_name("node id", "bucket/object.txt").is_err());
         assert!(check_name("node id", "").is_err());

@@ -18,10 +18,19 @@ use crate::{ClusterError, EtcdClient};
 /// A partition's current owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnerRecord {
-    /// The owner's node id.
+    /// The owner's node id; empty when its last owner released it
+    /// ([`Ownership::release`]).
     pub node_id: String,
     /// Its fencing token (the owner key's mod_revision).
     pub token: FencingToken,
+}
+
+impl OwnerRecord {
+    /// Whether the partition was released by its last owner: no one serves it
+    /// and any member may claim it (with a compare on this token's revision).
+    pub fn released(&self) -> bool {
+        self.node_id.is_empty()
+    }
 }
 
 /// The outcome of [`Ownership::claim`].
@@ -119,18 +128,11 @@ impl Ownership {
         check_name("node id", node_id)?;
         self.check_partition(partition)?;
         let key = self.layout.owner(partition);
-        let txn = TxnRequest {
-            compare: vec![Compare::mod_revision(key.clone(), expected)],
-            success: vec![TxnOp::Put(PutRequest {
-                key: key.clone(),
-                value: node_id.as_bytes().to_vec(),
-                lease: 0,
-            })],
-            failure: vec![TxnOp::Range(RangeRequest {
-                key: key.clone(),
-                range_end: vec![],
-            })],
-        };
+        let txn = put_or_read(
+            Compare::mod_revision(key.clone(), expected),
+            &key,
+            node_id.as_bytes().to_vec(),
+        );
         let resp = self.client.txn(&txn).await?;
         if resp.succeeded {
             return Ok(Claim::Claimed(FencingToken {
@@ -152,6 +154,54 @@ impl Ownership {
             )?))),
             None => Ok(Claim::Conflict(None)),
         }
+    }
+
+    /// Releases `partition`, owned by `node_id` under the token revision
+    /// `expected`: its owner key is emptied (the partition is free to claim,
+    /// and never again its own node's to start afresh) if it was last written
+    /// at `expected`. etcd sees one transaction: compare the owner key's
+    /// mod_revision, then put an empty value, or else read the key.
+    pub async fn release(&self, partition: u32, expected: i64) -> Result<bool, ClusterError> {
+        self.check_partition(partition)?;
+        let key = self.layout.owner(partition);
+        let txn = TxnRequest {
+            compare: vec![Compare::mod_revision(key.clone(), expected)],
+            success: vec![TxnOp::Put(PutRequest {
+                key: key.clone(),
+                value: Vec::new(),
+                lease: 0,
+            })],
+            failure: vec![],
+        };
+        Ok(self.client.txn(&txn).await?.succeeded)
+    }
+
+    /// The number of partitions (slots) every member must agree on: recorded
+    /// by the first member that calls this (as `self.partitions()`), then
+    /// read. etcd sees one transaction: put `/<cluster>/slots` if it is
+    /// absent, or else read it.
+    pub async fn agreed_count(&self) -> Result<u32, ClusterError> {
+        let key = self.layout.slots();
+        let txn = put_or_read(
+            Compare::create_revision(key.clone(), 0),
+            &key,
+            self.partitions.to_string().into_bytes(),
+        );
+        let resp = self.client.txn(&txn).await?;
+        if resp.succeeded {
+            return Ok(self.partitions);
+        }
+        let kv = resp
+            .responses
+            .into_iter()
+            .next()
+            .and_then(|r| r.response_range)
+            .and_then(|r| r.kvs.into_iter().next());
+        kv.and_then(|kv| std::str::from_utf8(&kv.value).ok()?.parse().ok())
+            .ok_or_else(|| ClusterError::Malformed {
+                key: String::from_utf8_lossy(&key).into_owned(),
+                detail: "value is not a slot count".into(),
+            })
     }
 
     /// Whether `token` is the current owner's token of its partition (the front
@@ -225,7 +275,7 @@ impl Ownership {
     ) -> Result<OwnerRecord, ClusterError> {
         let node_id = String::from_utf8(value)
             .ok()
-            .filter(|v| check_name("node id", v).is_ok())
+            .filter(|v| v.is_empty() || check_name("node id", v).is_ok())
             .ok_or_else(|| ClusterError::Malformed {
                 key: String::from_utf8_lossy(key).into_owned(),
                 detail: "value is not a node id".into(),
@@ -237,5 +287,22 @@ impl Ownership {
                 revision: rev,
             },
         })
+    }
+}
+
+/// A transaction that puts `value` at `key` (no lease) if `compare` holds, or
+/// else reads `key`.
+fn put_or_read(compare: Compare, key: &[u8], value: Vec<u8>) -> TxnRequest {
+    TxnRequest {
+        compare: vec![compare],
+        success: vec![TxnOp::Put(PutRequest {
+            key: key.to_vec(),
+            value,
+            lease: 0,
+        })],
+        failure: vec![TxnOp::Range(RangeRequest {
+            key: key.to_vec(),
+            range_end: vec![],
+        })],
     }
 }

@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use oram_engine::{Op, Oram, OramError, Quiesced, RoundId, StagedAccess};
@@ -19,10 +18,7 @@ use tokio::net::TcpListener;
 
 use crate::error::unavailable;
 use crate::tls::ClusterTls;
-use crate::wire::{read_frame, write_frame, Envelope, Reply, Request, Response};
-
-/// How long a front has to complete its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::wire::{Envelope, Reply, Request, Response};
 
 /// The ledger key of the last committed round and its answers.
 const DONE: &[u8] = b"node/done";
@@ -170,6 +166,11 @@ impl NodeHost {
             .collect()
     }
 
+    /// Whether `other` is this host (a clone of it).
+    pub fn same(&self, other: &NodeHost) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The partitions served, ascending.
     pub fn partitions(&self) -> Vec<u32> {
         let mut ps: Vec<u32> = self.inner.slots.keys().copied().collect();
@@ -189,28 +190,7 @@ impl NodeHost {
         tls: ClusterTls,
         shutdown: impl std::future::Future<Output = ()>,
     ) {
-        tokio::pin!(shutdown);
-        let mut conns = tokio::task::JoinSet::new();
-        loop {
-            tokio::select! {
-                _ = &mut shutdown => break,
-                accepted = listener.accept() => {
-                    let Ok((tcp, peer)) = accepted else { continue };
-                    let _ = tcp.set_nodelay(true);
-                    let host = self.clone();
-                    let acceptor = tls.acceptor.clone();
-                    conns.spawn(async move {
-                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                            Ok(Ok(stream)) => host.connection(stream).await,
-                            Ok(Err(e)) => tracing::warn!(%peer, "cluster handshake refused: {e}"),
-                            Err(_) => tracing::warn!(%peer, "cluster handshake timed out"),
-                        }
-                    });
-                }
-                Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            }
-        }
-        conns.shutdown().await;
+        crate::serve::serve(self, listener, tls, shutdown).await;
     }
 
     /// Writes back what every partition has pending, between rounds (a node
@@ -293,46 +273,11 @@ impl NodeHost {
         Ok(HostQuiet { _held: held })
     }
 
-    /// One front's connection: requests answered in order. Quiesced partitions
-    /// stay quiesced until the connection closes.
-    async fn connection<S>(&self, mut stream: S)
-    where
-        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-    {
-        let bs = self.inner.block_size;
-        let mut held: Vec<Quiesced> = Vec::new();
-        loop {
-            let frame = match read_frame(&mut stream).await {
-                Ok(Some(f)) => f,
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::debug!("cluster connection: {e}");
-                    break;
-                }
-            };
-            let reply = match Envelope::decode(frame, bs) {
-                Ok(env) => self.handle(env, &mut held).await,
-                Err(e) => Reply {
-                    token: 0,
-                    response: Response::Failed(OramError::Config(e.to_string())),
-                },
-            };
-            if write_frame(&mut stream, &reply.encode(bs)).await.is_err() {
-                break;
-            }
-        }
-    }
-
     /// Answers one request.
     pub(crate) async fn handle(&self, env: Envelope, held: &mut Vec<Quiesced>) -> Reply {
         let p = env.partition;
         let Some(slot) = self.inner.slots.get(&p) else {
-            return Reply {
-                token: 0,
-                response: Response::Failed(unavailable(format!(
-                    "partition {p} is not served by this node"
-                ))),
-            };
+            return not_served(p);
         };
         let response = match self.respond(slot, p, env.request, held).await {
             Ok(r) => r,
@@ -472,6 +417,26 @@ impl NodeHost {
             answers: answers.clone(),
         });
         Ok(answers)
+    }
+}
+
+/// The answer to a request for partition `p`, which this node does not serve
+/// (the front repeats its round once its route follows the partition).
+pub(crate) fn not_served(p: u32) -> Reply {
+    Reply {
+        token: 0,
+        response: Response::Failed(unavailable(format!(
+            "partition {p} is not served by this node"
+        ))),
+    }
+}
+
+impl crate::serve::Answers for NodeHost {
+    fn block_size(&self) -> usize {
+        self.inner.block_size
+    }
+    async fn answer(&self, env: Envelope, held: &mut Vec<Quiesced>) -> Reply {
+        self.handle(env, held).await
     }
 }
 

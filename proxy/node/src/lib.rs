@@ -32,11 +32,14 @@
 
 mod error;
 mod host;
+mod hostset;
 mod remote;
+mod serve;
 pub mod tls;
 pub mod wire;
 
 pub use error::NodeError;
 pub use host::{HostQuiet, NodeHost, Served};
+pub use hostset::HostSet;
 pub use remote::{NodeLink, RemotePartition, RemotePlacement, Route, Timeouts};
 pub use tls::{mint_ca, mint_member, ClusterCa, ClusterTls};

@@ -477,6 +477,8 @@ impl Oram for RemotePartition {
 #[derive(Debug, Default)]
 pub struct RemotePlacement {
     owners: HashMap<u32, Arc<Route>>,
+    /// [`Placement::ride_out`].
+    ride_out: std::time::Duration,
 }
 
 impl RemotePlacement {
@@ -489,6 +491,12 @@ impl RemotePlacement {
     /// for good (static membership).
     pub fn own(&mut self, p: u32, link: Arc<NodeLink>, token: u64) {
         self.owners.insert(p, Route::new(link, token));
+    }
+
+    /// Rounds ride out a partition unavailable for up to `d` (its slot moving
+    /// between members, a node taken over): [`Placement::ride_out`].
+    pub fn ride_out(&mut self, d: std::time::Duration) {
+        self.ride_out = d;
     }
 
     /// Partition `p` is wherever `route` names (a coordinator moves it).
@@ -508,5 +516,9 @@ impl Placement for RemotePlacement {
     /// Every partition is on a node.
     fn remote(&self) -> bool {
         true
+    }
+
+    fn ride_out(&self) -> std::time::Duration {
+        self.ride_out
     }
 }

@@ -20,6 +20,12 @@
 //! owner token [`STATIC_TOKEN`], nothing but the operator fencing a node).
 //! With `etcd` ([`crate::coord`]) each slot is owned under an etcd lease with a
 //! fencing token, and a standby node takes over a dead node's slot.
+//!
+//! **More slots than nodes** (`slots`, with etcd only): slot `j` holds the
+//! partitions `p % slots == j` and starts on node `j % nodes.len()`; a node
+//! process serves a set of slots and the members rebalance them while serving
+//! ([`crate::node::member`], decision 015): a node that joins takes slots
+//! over, one at a time, from the members holding more than their share.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,6 +102,11 @@ pub struct ClusterConfig {
     /// data directory becomes the active front when the active one's lease
     /// lapses, rebuilt from the backend (`recover`).
     pub standby: bool,
+    /// With etcd, the number of slots (0: one per entry of `nodes`): more
+    /// slots than nodes lets the members rebalance while serving (a node that
+    /// joins takes some over). Fixed when the cluster first starts (recorded
+    /// in etcd; a member configured otherwise is refused).
+    pub slots: u32,
 }
 
 impl Default for ClusterConfig {
@@ -112,6 +123,7 @@ impl Default for ClusterConfig {
             id: String::new(),
             lease_secs: 5,
             standby: false,
+            slots: 0,
         }
     }
 }
@@ -162,10 +174,33 @@ impl ClusterConfig {
         !self.etcd.is_empty()
     }
 
-    /// The cluster's coordinator in etcd (`etcd`, `name`, one slot per entry
-    /// of `nodes`).
+    /// The number of slots: `slots`, or one per entry of `nodes`.
+    pub fn slot_count(&self) -> usize {
+        if self.slots > 0 {
+            self.slots as usize
+        } else {
+            self.nodes.len()
+        }
+    }
+
+    /// Whether this member serves a set of slots that the members rebalance
+    /// (`slots` set): [`crate::node::member`].
+    pub fn rebalances(&self) -> bool {
+        self.slots > 0
+    }
+
+    /// The slots node `n` of `nodes` starts with: `j % nodes.len() == n`.
+    pub fn home_slots(&self, n: usize) -> Vec<u32> {
+        let count = self.nodes.len().max(1);
+        (0..self.slot_count() as u32)
+            .filter(|j| *j as usize % count == n)
+            .collect()
+    }
+
+    /// The cluster's coordinator in etcd (`etcd`, `name`, [`Self::slot_count`]
+    /// slots).
     pub fn coordinator(&self) -> Result<Coordinator, VolumeError> {
-        let slots = u32::try_from(self.nodes.len())
+        let slots = u32::try_from(self.slot_count())
             .map_err(|_| VolumeError::Config("too many cluster.nodes".into()))?;
         Coordinator::new(&self.etcd, &self.name, slots)
     }
@@ -207,6 +242,23 @@ impl ClusterConfig {
             }
             if self.nodes[..i].contains(a) {
                 return Err(format!("cluster.nodes lists {a:?} twice"));
+            }
+        }
+        if self.slots > 0 {
+            if !self.coordinated() {
+                return Err(format!(
+                    "cluster.slots = {} needs cluster.etcd: the members rebalance slots \
+                     through etcd",
+                    self.slots
+                ));
+            }
+            if (self.slots as usize) < self.nodes.len() {
+                return Err(format!(
+                    "cluster.slots = {} is fewer than cluster.nodes ({}): every node starts \
+                     with a slot at least",
+                    self.slots,
+                    self.nodes.len()
+                ));
             }
         }
         if self.coordinated() {
@@ -288,9 +340,9 @@ impl ClusterConfig {
         Ok(())
     }
 
-    /// The partitions node `n` owns, of `partitions`.
+    /// The partitions slot `n` holds, of `partitions`.
     pub fn partitions_of(&self, n: usize, partitions: u32) -> Vec<u32> {
-        let count = self.nodes.len().max(1);
+        let count = self.slot_count().max(1);
         (0..partitions)
             .filter(|p| *p as usize % count == n)
             .collect()
@@ -407,8 +459,13 @@ lease_secs = 5
 # With etcd: a node without a slot of its own, waiting to take over a dead
 # node's (its own id and listen, an empty data directory); or a front waiting
 # to replace the active one (its own id, an empty data directory, the shipped
-# log on).
+# log on). With `slots`: a member that joins with no slots and is handed its
+# share.
 standby = false
+# With etcd: the number of slots (0: one per entry of `nodes`). More slots than
+# nodes lets machines join while serving and be handed slots; fixed when the
+# cluster first starts (docs/cluster.md, "Adding machines while serving").
+slots = 0
 "#
     .to_string()
 }

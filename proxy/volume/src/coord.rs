@@ -43,10 +43,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use oram_blockstore::{BlockStore, StoreError};
-pub use oram_cluster::FrontLeadership;
 use oram_cluster::{
-    Claim, EtcdClient, FrontElection, Layout, LeaseDeadline, Membership, Ownership, Registration,
+    Claim, EtcdClient, FrontElection, Layout, LeaseDeadline, Membership, Ownership,
 };
+pub use oram_cluster::{FrontLeadership, Registration};
 use oram_node::{ClusterTls, NodeLink, RemotePlacement, Route, Timeouts};
 
 use crate::fence::{FencedStore, WriteFence};
@@ -56,6 +56,12 @@ use crate::VolumeError;
 /// How often the front reads the owner keys, and a standby looks for a dead
 /// slot: one range of the owners and one of the registrations each time.
 pub const POLL: Duration = Duration::from_millis(250);
+
+/// How long the front's rounds ride out a partition whose node answers that it
+/// is unavailable before failing the client's request: a slot handed between
+/// members (about a second), or a dead node's slot taken over (its lease's TTL,
+/// 5 s by default, and the take-over's restore).
+pub const RIDE_OUT: Duration = Duration::from_secs(10);
 
 /// The per-request timeout of the etcd client.
 const ETCD_TIMEOUT: Duration = Duration::from_secs(2);
@@ -67,6 +73,8 @@ fn cluster_error(e: oram_cluster::ClusterError) -> VolumeError {
 /// A member's view of the cluster's keys in etcd.
 #[derive(Clone, Debug)]
 pub struct Coordinator {
+    client: EtcdClient,
+    layout: Layout,
     membership: Membership,
     ownership: Ownership,
     slots: u32,
@@ -80,7 +88,9 @@ impl Coordinator {
         let layout = Layout::new(name).map_err(cluster_error)?;
         Ok(Self {
             membership: Membership::new(client.clone(), layout.clone()),
-            ownership: Ownership::new(client, layout, slots),
+            ownership: Ownership::new(client.clone(), layout.clone(), slots),
+            client,
+            layout,
             slots,
         })
     }
@@ -184,6 +194,96 @@ impl Coordinator {
     pub fn slots(&self) -> u32 {
         self.slots
     }
+
+    /// Checks that the cluster's slot count in etcd is this member's (the
+    /// first member to start records it): a member configured with another
+    /// count would serve the wrong partitions.
+    pub async fn agree_slots(&self) -> Result<(), VolumeError> {
+        let agreed = self.ownership.agreed_count().await.map_err(cluster_error)?;
+        if agreed == self.slots {
+            return Ok(());
+        }
+        Err(VolumeError::Config(format!(
+            "this member's configuration has {} slots but the cluster was started with {agreed} \
+             (cluster.slots, or the length of cluster.nodes): the slot count is fixed when a \
+             cluster first starts",
+            self.slots
+        )))
+    }
+
+    /// The live members: `(id, address)`, by id. etcd sees one range of the
+    /// registrations.
+    pub async fn members(&self) -> Result<Vec<(String, String)>, VolumeError> {
+        let mut m: Vec<(String, String)> = self
+            .live()
+            .await?
+            .into_iter()
+            .map(|n| (n.id, n.address))
+            .collect();
+        m.sort();
+        Ok(m)
+    }
+
+    /// The active front's id, if one holds the front's key. etcd sees one
+    /// range of it.
+    pub async fn front(&self) -> Result<Option<String>, VolumeError> {
+        let election = FrontElection::new(self.client.clone(), self.layout.clone());
+        Ok(election
+            .active()
+            .await
+            .map_err(cluster_error)?
+            .map(|(id, _)| id))
+    }
+
+    /// Every slot's owner key and the ids of the live members, read in that
+    /// order (an owner not live in the later read has lost its lease).
+    pub async fn view(&self) -> Result<SlotView, VolumeError> {
+        let owners = self.ownership.owners().await.map_err(cluster_error)?;
+        let live = self.live().await?.into_iter().map(|n| n.id).collect();
+        Ok(SlotView { owners, live })
+    }
+
+    /// Claims `slot` for `me` if its owner key was last written at revision
+    /// `expected` (0: never claimed): the fencing token, or `None` when the key
+    /// changed meanwhile. etcd sees one transaction.
+    pub async fn claim(
+        &self,
+        slot: u32,
+        me: &str,
+        expected: i64,
+    ) -> Result<Option<u64>, VolumeError> {
+        match self
+            .ownership
+            .claim(slot, me, expected)
+            .await
+            .map_err(cluster_error)?
+        {
+            Claim::Claimed(t) => Ok(Some(token_of(t.revision))),
+            Claim::Conflict(_) => Ok(None),
+        }
+    }
+
+    /// Releases `slot`, held under `token`, for another member to claim
+    /// (after its final checkpoint): `false` if the owner key changed since
+    /// (this member's lease lapsed and another took it). etcd sees one
+    /// transaction.
+    pub async fn release(&self, slot: u32, token: u64) -> Result<bool, VolumeError> {
+        let rev = i64::try_from(token).unwrap_or(i64::MAX);
+        self.ownership
+            .release(slot, rev)
+            .await
+            .map_err(cluster_error)
+    }
+}
+
+/// What [`Coordinator::view`] read.
+#[derive(Clone, Debug)]
+pub struct SlotView {
+    /// Each slot's owner key (`None`: never claimed; a released slot has an
+    /// empty owner id).
+    pub owners: Vec<Option<oram_cluster::OwnerRecord>>,
+    /// The ids of the members whose registrations are live.
+    pub live: Vec<String>,
 }
 
 /// Becomes the active front of cluster `name` (etcd at `etcd`) as `me`:
@@ -235,6 +335,7 @@ pub(crate) async fn keep_routes(
     partitions: u32,
     block_size: usize,
 ) -> Result<RemotePlacement, VolumeError> {
+    coord.agree_slots().await?;
     let until = Instant::now() + wait;
     let mut told = false;
     let table = loop {
@@ -276,6 +377,7 @@ pub(crate) async fn keep_routes(
         .map(|(addr, token)| (Route::new(link(&addr), token), addr))
         .collect();
     let mut place = RemotePlacement::new();
+    place.ride_out(RIDE_OUT);
     for p in 0..partitions {
         place.route(p, routes[(p % coord.slots()) as usize].0.clone());
     }

@@ -24,6 +24,9 @@ pub fn run(cfg: Config) -> Result<(), CliError> {
         let dir = &vcfg.data_dir;
         datadir::ensure_dir(dir).map_err(|e| e.to_string())?;
         let c = &cfg.cluster;
+        if c.rebalances() {
+            return rebalanced(&cfg, vcfg, &notify, &mut signals).await;
+        }
         if c.coordinated() {
             return coordinated(&cfg, vcfg, &notify, &mut signals).await;
         }
@@ -154,6 +157,8 @@ async fn coordinated(
         .await
         .map_err(|e| format!("cluster listener {listen}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    // Before registering: a member with another slot count never looks live.
+    coord.agree_slots().await.map_err(|e| e.to_string())?;
     let registration = coord
         .register(&me, &addr, c.lease_secs)
         .await
@@ -220,16 +225,29 @@ async fn coordinated(
     print_serving(&node, bound);
     let _endpoint = operator_endpoint(cfg, &dir, &node, slot).await?;
     notify.ready(&format!("serving slot {slot} on {bound}"));
-    // A lost lease ends the node at once: its writes are fenced already, so
-    // neither a final write-back nor a checkpoint could land.
+    let serving = node.serve(listener, signals.stop());
+    serve_under_lease(serving, registration, &me, &format!("slot {slot}")).await
+}
+
+/// Runs `serving` (a node's or a member's serve loop) until it ends, then
+/// leaves etcd; a lost lease ends it at once instead: its writes are fenced
+/// already, so neither a final write-back nor a checkpoint could land.
+/// `held` names what another member may serve now.
+async fn serve_under_lease(
+    serving: impl std::future::Future<Output = Result<(), oram_volume::VolumeError>>,
+    registration: oram_volume::coord::Registration,
+    me: &str,
+    held: &str,
+) -> Result<(), String> {
+    let lease = registration.lease();
     let served = tokio::select! {
-        r = node.serve(listener, signals.stop()) => r,
+        r = serving => r,
         () = lease.lost() => {
             return Err(format!(
                 "the etcd lease of {me:?} was lost (a pause or a cut link longer than its \
-                 {} s TTL): slot {slot} may be served by another node now; this one stopped \
+                 {} s TTL): {held} may be served by another node now; this one stopped \
                  without writing",
-                ttl.as_secs()
+                lease.ttl().as_secs()
             ))
         }
     };
@@ -240,4 +258,76 @@ async fn coordinated(
         .map_err(|e| format!("leaving etcd: {e}"))?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A member of a cluster with more slots than nodes (`[cluster] slots`): serves
+/// a set of slots from `slots/<j>/` under its data directory, rebalanced with
+/// the other members through etcd while serving
+/// ([`oram_volume::node::member`]); a standby starts with none and is handed
+/// its share. Stops on a signal (each slot's final checkpoint written, its
+/// owner key kept for the restart) or when its lease is lost.
+async fn rebalanced(
+    cfg: &Config,
+    vcfg: oram_volume::VolumeConfig,
+    notify: &Notifier,
+    signals: &mut Signals,
+) -> Result<(), String> {
+    use oram_volume::coord::etcd_fence;
+    use oram_volume::node::member::Member;
+    let c = &cfg.cluster;
+    let dir = vcfg.data_dir.clone();
+    let me = c.member_id();
+    let coord = c.coordinator().map_err(|e| e.to_string())?;
+    if datadir::has_volume(&dir) {
+        return Err(format!(
+            "{} holds a node's volume of its own: a member of a cluster with cluster.slots \
+             keeps each slot in slots/<j>/ under an otherwise empty data directory",
+            dir.display()
+        ));
+    }
+    // One process per data directory.
+    let _lock = datadir::lock(&dir).map_err(|e| e.to_string())?;
+    let (addr, listen) = if c.standby {
+        (c.listen.clone(), c.listen.as_str())
+    } else {
+        (
+            c.nodes.get(c.node).cloned().unwrap_or_default(),
+            c.node_listen(),
+        )
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cluster listener {listen}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let tls = c.tls(&dir).map_err(|e| e.to_string())?;
+    // Before registering: a member with another slot count never looks live.
+    coord.agree_slots().await.map_err(|e| e.to_string())?;
+    let registration = coord
+        .register(&me, &addr, c.lease_secs)
+        .await
+        .map_err(|e| e.to_string())?;
+    let lease = registration.lease();
+    let ttl = lease.ttl();
+    let hooks = oram_volume::VolumeHooks {
+        wrap_backend: Some(etcd_fence(lease.deadline(), ttl / 5)),
+        ..oram_volume::VolumeHooks::default()
+    };
+    let _watchdog = notify.spawn_watchdog();
+    notify.status("opening the member's slots");
+    let member = tokio::select! {
+        m = Member::start(vcfg, hooks, coord, me.clone(), c.standby) => m.map_err(|e| e.to_string())?,
+        () = signals.stop() => return Ok(()),
+        () = lease.lost() => return Err("the etcd lease was lost while starting".into()),
+    };
+    println!(
+        "oram-proxy {} serving cluster member {me:?}: {} slots, rebalanced through etcd",
+        oram_server::build_info::VERSION,
+        c.slot_count()
+    );
+    println!("  listen:     {bound} (mutual TLS)");
+    println!("  slots:      {:?}", member.slots().await);
+    println!("  partitions: {:?}", member.hosts().partitions());
+    notify.ready(&format!("member serving on {bound}"));
+    let serving = member.serve(listener, tls, signals.stop());
+    serve_under_lease(serving, registration, &me, "its slots").await
 }

@@ -22,6 +22,7 @@ use oram_statedb::Db;
 use tokio::net::TcpListener;
 
 mod certs;
+pub mod member;
 mod recover;
 
 pub use certs::make_certs;
@@ -244,43 +245,56 @@ impl NodeVolume {
     /// Serves the partitions to fronts on `listener` until `shutdown`,
     /// checkpointing every [`NodeVolume::checkpoint_every`] (a checkpoint under
     /// way when `shutdown` comes completes first) and deleting what each
-    /// checkpoint freed; then writes back what the partitions have pending,
-    /// takes a final checkpoint and deletes what it freed.
+    /// checkpoint freed; then [`NodeVolume::finish`]es.
     pub async fn serve(
         &self,
         listener: TcpListener,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), VolumeError> {
-        let (stopped, mut stopping) = tokio::sync::watch::channel(false);
+        let (stopped, stopping) = tokio::sync::watch::channel(false);
         let serving = async {
             self.host.serve(listener, self.tls.clone(), shutdown).await;
             let _ = stopped.send(true);
         };
-        let ticking = async {
-            let Some(every) = self.checkpoint_every else {
-                return;
-            };
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => {}
-                    _ = stopping.changed() => return,
-                }
-                match self.checkpoint().await {
-                    Ok(c) => {
-                        tracing::info!(
-                            epoch = c.epoch,
-                            bytes = c.bytes,
-                            state_bytes = c.state_bytes,
-                            log_record = ?c.log_record,
-                            "node checkpoint written"
-                        );
-                        self.collect_freed(true).await;
-                    }
-                    Err(e) => tracing::error!("node checkpoint failed: {e}"),
-                }
-            }
+        tokio::join!(serving, self.checkpoint_until(stopping));
+        self.finish().await
+    }
+
+    /// Checkpoints every [`NodeVolume::checkpoint_every`] and deletes what
+    /// each checkpoint freed, until `stopping` turns true (or its sender
+    /// drops); a checkpoint under way then completes first. A failed
+    /// checkpoint is logged, and the next one tried in turn.
+    pub async fn checkpoint_until(&self, mut stopping: tokio::sync::watch::Receiver<bool>) {
+        let Some(every) = self.checkpoint_every else {
+            return;
         };
-        tokio::join!(serving, ticking);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = stopping.changed() => return,
+            }
+            match self.checkpoint().await {
+                Ok(c) => {
+                    tracing::info!(
+                        epoch = c.epoch,
+                        bytes = c.bytes,
+                        state_bytes = c.state_bytes,
+                        log_record = ?c.log_record,
+                        "node checkpoint written"
+                    );
+                    self.collect_freed(true).await;
+                }
+                Err(e) => tracing::error!("node checkpoint failed: {e}"),
+            }
+        }
+    }
+
+    /// The end of serving (a clean stop, or a slot handed to another node):
+    /// writes back what the partitions have pending, takes a final checkpoint
+    /// (the slot's state on the backend, its log shipped) and deletes what it
+    /// freed. The storage server sees the write-backs, one checkpoint PUT and
+    /// the DELETEs.
+    pub async fn finish(&self) -> Result<(), VolumeError> {
         self.host.flush().await?;
         let c = self.checkpoint().await?;
         tracing::info!(
@@ -314,7 +328,7 @@ impl NodeVolume {
 
 /// The volume header at `prefix`, waiting at most `wait` for the front to
 /// write it.
-async fn wait_for_header(
+pub(crate) async fn wait_for_header(
     store: &dyn BlockStore,
     prefix: &str,
     wait: Duration,
