@@ -479,15 +479,13 @@ def test_a_slow_node_is_sent_what_every_other_node_is(tmp_path):
             return levels
 
         serving = level_objects()
-        assert any(n > 1 for n in serving.values()), "no superseded level to delete"
         for n in nodes:
             assert n.stop() == 0, n.logs()
-        # Stopped cleanly, each node deleted what its final checkpoint freed:
-        # one object per level a partition fills, as a single proxy keeps.
+        # A clean stop deletes nothing (what the slot's next owner restores
+        # may still refer to it: NodeVolume::finish); every partition's
+        # levels are still there.
         levels = level_objects()
         assert len(levels) >= len(counts), f"level objects not found: {sorted(levels)[:10]}"
-        kept = {k: n for k, n in levels.items() if n > 1}
-        assert not kept, f"levels keeping more than one object after a clean stop: {kept}"
         print(f"level objects: {sum(serving.values())} while serving, "
               f"{sum(levels.values())} after the nodes' clean stops")
     finally:

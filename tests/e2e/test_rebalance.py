@@ -19,25 +19,30 @@ import subprocess
 import pytest
 
 from conftest import BIN, Proxy, free_port
-from test_cluster import Node, member_config, put_checked, read_back
+from test_cluster import (Node, chi_square, chi_square_bound, member_config, partition_accesses,
+                          put_checked, read_back)
 from test_failover import Etcd, Relay, coordinated, etcd_saw_only_coordination, fsck_clean
 
 MEMBERS = ["front", "node0", "node1", "node2"]
 SLOTS = 4
 
 
-def owners(etcd_url, cluster="e2e"):
+def owners(etcd_url, cluster="e2e", slots=SLOTS):
     """Each slot's owner id as etcd holds it (None: never claimed, "": released)."""
     body = json.dumps({"key": base64.b64encode(f"/{cluster}/owners/".encode()).decode(),
                        "range_end": base64.b64encode(f"/{cluster}/owners0".encode()).decode()})
     req = urllib.request.Request(etcd_url + "/v3/kv/range", data=body.encode(), method="POST")
     with urllib.request.urlopen(req, timeout=5) as r:
         kvs = json.loads(r.read()).get("kvs", [])
-    out = [None] * SLOTS
+    out = [None] * slots
     for kv in kvs:
         slot = int(base64.b64decode(kv["key"]).decode().rsplit("/", 1)[1])
         out[slot] = base64.b64decode(kv.get("value", "")).decode()
     return out
+
+
+def owners_of(now, member):
+    return [j for j, o in enumerate(now) if o == member]
 
 
 def wait_owners(etcd_url, pred, what, timeout=120):
@@ -110,8 +115,10 @@ def test_a_joining_member_is_handed_slots_while_clients_write(tmp_path):
         addrs = [f"127.0.0.1:{p}" for p in ports]
         slots = f"slots = {SLOTS}\n"
         front_cfg = coordinated(member_config(root, "front", addrs, "front", log_ms=20), etcd, slots)
-        node_cfgs = [coordinated(member_config(root, f"node{i}", addrs, "node", i, log_ms=20), etcd,
-                                 slots) for i in range(2)]
+        metrics = [free_port() for _ in range(3)]
+        node_cfgs = [coordinated(member_config(root, f"node{i}", addrs, "node", i, log_ms=20,
+                                               metrics_port=metrics[i]), etcd, slots)
+                     for i in range(2)]
         nodes = [Node(root / f"node{i}", node_cfgs[i], ports[i]) for i in range(2)]
         procs += nodes
         front = Proxy(root / "front", "--config", str(front_cfg))
@@ -142,7 +149,8 @@ def test_a_joining_member_is_handed_slots_while_clients_write(tmp_path):
         load = Load(s3)
         time.sleep(3)
         port = free_port()
-        cfg = coordinated(member_config(root, "node2", addrs, "node", 0, log_ms=20), etcd,
+        cfg = coordinated(member_config(root, "node2", addrs, "node", 0, log_ms=20,
+                                        metrics_port=metrics[2]), etcd,
                           f'{slots}standby = true\nid = "node2"\nlisten = "127.0.0.1:{port}"\n')
         joined = time.monotonic()
         joiner = Node(root / "node2", cfg, port)
@@ -168,6 +176,32 @@ def test_a_joining_member_is_handed_slots_while_clients_write(tmp_path):
         print(f"slot {slot} handed from {donor.workdir.name} to node2 {moved:.1f} s after it "
               f"started; {len(load.acked)} PUTs acknowledged under load, {failed} failed")
         read_back(s3, acked)
+
+        # After the move, every partition is sent its share, whichever member
+        # serves it: a burst of reads, then a chi-square of each partition's
+        # accesses during it (from the members' /metrics), over all 64 and
+        # over each member's own.
+        names = ["node0", "node1", "node2"]
+        before = {n: partition_accesses(root, n, metrics[i]) for i, n in enumerate(names)}
+        keys = list(acked)
+        for i in range(300):
+            k = keys[(i * 7) % len(keys)]
+            assert s3.get_object(Bucket="bkt", Key=k)["Body"].read() == acked[k]
+        every = {}
+        for i, n in enumerate(names):
+            after = partition_accesses(root, n, metrics[i])
+            delta = {p: after[p] - before[n].get(p, 0) for p in after}
+            assert delta and sum(delta.values()) >= 5 * len(delta), (n, delta)
+            chi = chi_square(delta)
+            assert chi < chi_square_bound(len(delta) - 1), (n, chi, delta)
+            assert not set(delta) & set(every), "a partition served by two members"
+            every.update(delta)
+            print(f"{n}: slots {owners_of(now, n)}, {sum(delta.values()):.0f} accesses over "
+                  f"{len(delta)} partitions, chi-square {chi:.1f}")
+        assert len(every) == 64, sorted(every)
+        chi = chi_square(every)
+        assert chi < chi_square_bound(len(every) - 1), (chi, every)
+        print(f"all members: chi-square {chi:.1f} over 64 partitions")
 
         # The joiner is killed: its slot is claimed by a live member once its
         # lease lapses, rebuilt from the backend, and served.

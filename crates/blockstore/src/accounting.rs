@@ -74,6 +74,21 @@ impl AccountingSnapshot {
         self.get_bytes + self.range_bytes + self.put_bytes
     }
 
+    /// These counters and `other`'s added up (two stores' requests as one).
+    pub fn plus(&self, other: &Self) -> Self {
+        Self {
+            get_requests: self.get_requests + other.get_requests,
+            get_bytes: self.get_bytes + other.get_bytes,
+            range_requests: self.range_requests + other.range_requests,
+            range_bytes: self.range_bytes + other.range_bytes,
+            put_requests: self.put_requests + other.put_requests,
+            put_bytes: self.put_bytes + other.put_bytes,
+            delete_requests: self.delete_requests + other.delete_requests,
+            delete_keys: self.delete_keys + other.delete_keys,
+            list_requests: self.list_requests + other.list_requests,
+        }
+    }
+
     /// The counters accumulated since `earlier`.
     pub fn since(&self, earlier: &Self) -> Self {
         Self {

@@ -47,6 +47,23 @@ struct Slot {
 struct Ledger {
     state: Box<dyn TrustedState>,
     staged: Option<Staging>,
+    /// An access was staged and undone since the last land: the sub-engine
+    /// holds its interrupted round in memory, not committed (the front
+    /// repeats the round and its land commits it). Until then the engine's
+    /// view is ahead of the committed state (and of every checkpoint), so
+    /// nothing is collected from it: an object only that view no longer
+    /// needs may be one the committed state, restored elsewhere, still
+    /// refers to.
+    interrupted: bool,
+}
+
+impl Ledger {
+    /// Undoes the access staged, if any (its round is repeated by the front).
+    fn undo(&mut self) {
+        if self.staged.take().is_some() {
+            self.interrupted = true;
+        }
+    }
 }
 
 struct Staging {
@@ -147,6 +164,7 @@ impl NodeHost {
                         ledger: tokio::sync::Mutex::new(Ledger {
                             state: s.ledger,
                             staged: None,
+                            interrupted: false,
                         }),
                     },
                 )
@@ -220,28 +238,53 @@ impl NodeHost {
     }
 
     /// After the node's checkpoint landed, while serving: each partition's
-    /// [`Oram::collect_while_serving`] in turn (it holds off only that
-    /// partition's accesses, and waits for an access staged there to land).
-    /// Returns how many keys were deleted.
+    /// [`Oram::collect_while_serving`] in turn, holding off only that
+    /// partition's rounds meanwhile. A partition with an access staged, or
+    /// with an interrupted round its engine holds uncommitted (an access
+    /// undone since its last land), is left alone: its engine's view is
+    /// ahead of the committed state, and deleting what only that view no
+    /// longer needs could delete an object the committed state (restored by
+    /// the slot's next owner, or after a crash) still refers to. A later
+    /// checkpoint's collection deletes them. Returns how many keys were
+    /// deleted.
     ///
     /// Observed by the storage server: each partition's DELETEs of objects
     /// superseded before that checkpoint, right after it.
     pub async fn collect_while_serving(&self) -> Result<u64, OramError> {
         let mut n = 0;
         for p in self.partitions() {
-            n += self.inner.slots[&p].sub.collect_while_serving().await?;
+            let slot = &self.inner.slots[&p];
+            let led = slot.ledger.lock().await;
+            if led.staged.is_some() || led.interrupted {
+                continue;
+            }
+            n += slot.sub.collect_while_serving().await?;
+            drop(led);
         }
         Ok(n)
     }
 
-    /// At a clean stop, after the final checkpoint landed: each partition's
-    /// [`Oram::collect`], between rounds, so that a stopped node keeps one
-    /// object per filled level. Returns how many keys were deleted.
+    /// At a clean stop or a hand-off, after the final checkpoint landed: each
+    /// partition's [`Oram::collect`], between rounds, so that a stopped node
+    /// keeps one object per filled level. A partition whose engine holds an
+    /// interrupted round uncommitted is left alone, as in
+    /// [`NodeHost::collect_while_serving`] (the next owner repeats that round
+    /// from the committed state, and reads what it refers to). Returns how
+    /// many keys were deleted.
     ///
     /// Observed by the storage server: each partition's DELETEs.
     pub async fn collect(&self) -> Result<u64, OramError> {
-        self.each_between_rounds(|sub| async move { sub.collect().await })
-            .await
+        let mut n = 0;
+        for p in self.partitions() {
+            let slot = &self.inner.slots[&p];
+            let led = idle(slot).await;
+            if led.interrupted {
+                continue;
+            }
+            n += slot.sub.collect().await?;
+            drop(led);
+        }
+        Ok(n)
     }
 
     /// Deletes every partition's unreferenced objects, between rounds (a node
@@ -339,7 +382,7 @@ impl NodeHost {
                     .as_ref()
                     .is_some_and(|s| s.seq == seq && s.attempt == attempt)
                 {
-                    led.staged = None;
+                    led.undo();
                 }
                 Ok(Response::Done(slot.sub.stats()))
             }
@@ -382,7 +425,7 @@ impl NodeHost {
         let mut led = slot.ledger.lock().await;
         // An access staged earlier and never landed is undone (its engine keeps
         // its interrupted round to be finished by this one).
-        led.staged = None;
+        led.undo();
         if let Some(done) = led.done_seq() {
             // Decoded only for the repeat of the round recorded.
             let replay = if round.repeat && done == round.seq {
@@ -443,7 +486,7 @@ impl crate::serve::Answers for NodeHost {
 /// The ledger with no access staged (maintenance runs between rounds).
 async fn idle(slot: &Slot) -> tokio::sync::MutexGuard<'_, Ledger> {
     let mut led = slot.ledger.lock().await;
-    led.staged = None;
+    led.undo();
     led
 }
 
@@ -458,19 +501,26 @@ async fn land(slot: &Slot, seq: u64, attempt: u64) -> Result<(), OramError> {
             match StagedAccess::commit_all(vec![st.access], extra).await {
                 Ok(_) => {
                     led.state.settle();
+                    // The engine's view is the committed state again.
+                    led.interrupted = false;
                     Ok(())
                 }
                 Err(e) => {
                     led.state.rollback();
+                    led.interrupted = true;
                     Err(e)
                 }
             }
         }
-        Some(st) => Err(unavailable(format!(
-            "round {seq} (attempt {attempt}) landed while round {} (attempt {}) was staged: \
-             the front repeats it",
-            st.seq, st.attempt
-        ))),
+        Some(st) => {
+            let (staged, tried) = (st.seq, st.attempt);
+            drop(st);
+            led.interrupted = true;
+            Err(unavailable(format!(
+                "round {seq} (attempt {attempt}) landed while round {staged} (attempt {tried}) \
+                 was staged: the front repeats it"
+            )))
+        }
         None if led.done_seq() == Some(seq) => Ok(()),
         None => Err(unavailable(format!(
             "round {seq} is not staged on this node (it restarted or the round was undone): \

@@ -80,6 +80,10 @@ pub struct ClusterConfig {
     pub node: usize,
     /// The address this node listens on (default: its entry in `nodes`).
     pub listen: String,
+    /// The address a standby (or a joining member) is reached at, registered
+    /// in etcd (default: `listen`): another when a relay or NAT is between
+    /// the front and it.
+    pub advertise: String,
     /// The directory of this member's TLS identity: `ca.pem`, `member.pem`,
     /// `member.key` (`oram-proxy cluster certs` makes them); default
     /// `<data_dir>/cluster`.
@@ -116,6 +120,7 @@ impl Default for ClusterConfig {
             nodes: Vec::new(),
             node: 0,
             listen: String::new(),
+            advertise: String::new(),
             tls_dir: None,
             wait_secs: 120,
             etcd: Vec::new(),
@@ -160,6 +165,18 @@ impl ClusterConfig {
             self.nodes.get(self.node).map_or("", String::as_str)
         } else {
             &self.listen
+        }
+    }
+
+    /// The address a member registers in etcd: its entry in `nodes`, or for
+    /// a standby `advertise` (default `listen`).
+    pub fn advertised(&self) -> String {
+        if !self.standby {
+            self.nodes.get(self.node).cloned().unwrap_or_default()
+        } else if self.advertise.is_empty() {
+            self.listen.clone()
+        } else {
+            self.advertise.clone()
         }
     }
 
@@ -242,6 +259,18 @@ impl ClusterConfig {
             }
             if self.nodes[..i].contains(a) {
                 return Err(format!("cluster.nodes lists {a:?} twice"));
+            }
+        }
+        if !self.advertise.is_empty() {
+            if let Err(e) = oram_cluster::keys::check_address(&self.advertise) {
+                return Err(format!("cluster.advertise: {e}"));
+            }
+            if !self.standby {
+                return Err(
+                    "cluster.advertise is a standby's (a node with a slot of its own is \
+                     reached at its entry in cluster.nodes)"
+                        .into(),
+                );
             }
         }
         if self.slots > 0 {
@@ -442,6 +471,9 @@ nodes = []
 # (default: its entry in `nodes`).
 node = 0
 listen = ""
+# The address a standby registers in etcd, when the front reaches it at another
+# than `listen` (a relay, NAT); default `listen`.
+advertise = ""
 # This member's TLS identity (ca.pem, member.pem, member.key); default
 # <data_dir>/cluster.
 # tls_dir = "/etc/oram-proxy/cluster"

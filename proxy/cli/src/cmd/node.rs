@@ -74,8 +74,8 @@ fn print_serving(node: &NodeVolume, bound: std::net::SocketAddr) {
 }
 
 /// The node's operator endpoint (`[metrics] listen`: `/metrics` and
-/// `/health`), served until the returned handle is dropped; `None` without
-/// one.
+/// `/health`) for one slot, served until the returned handle is dropped;
+/// `None` without one.
 async fn operator_endpoint(
     cfg: &Config,
     dir: &std::path::Path,
@@ -83,13 +83,21 @@ async fn operator_endpoint(
     slot: usize,
 ) -> Result<Option<oram_server::NodeEndpoint>, String> {
     let host = node.host.clone();
-    let source = oram_server::NodeSource {
-        slot,
-        partitions: node.host.partitions(),
-        engine: node.params.engine.clone(),
-        backend: node.backend_counters.clone(),
-        stats: Box::new(move || host.stats()),
-    };
+    let source = oram_server::NodeSource::of_slot(
+        slot as u32,
+        node.params.engine.clone(),
+        node.backend_counters.clone(),
+        Box::new(move || host.partitions().into_iter().zip(host.stats()).collect()),
+    );
+    serve_endpoint(cfg, dir, source).await
+}
+
+/// Serves `source` on `[metrics] listen` and prints where.
+async fn serve_endpoint(
+    cfg: &Config,
+    dir: &std::path::Path,
+    source: oram_server::NodeSource,
+) -> Result<Option<oram_server::NodeEndpoint>, String> {
     let ep = oram_server::serve_node_endpoint(&cfg.metrics, dir, source)
         .await
         .map_err(|e| e.to_string())?;
@@ -134,11 +142,7 @@ async fn coordinated(
         Err(e) => return Err(format!("{}: {e}", slot_file.display())),
     };
     let standby = c.standby && taken.is_none();
-    let addr = if c.standby {
-        c.listen.clone()
-    } else {
-        c.nodes.get(c.node).cloned().unwrap_or_default()
-    };
+    let addr = c.advertised();
     if standby && datadir::has_volume(&dir) {
         return Err(format!(
             "{} holds a volume but names no slot it took over: a standby starts with an \
@@ -287,13 +291,11 @@ async fn rebalanced(
     }
     // One process per data directory.
     let _lock = datadir::lock(&dir).map_err(|e| e.to_string())?;
-    let (addr, listen) = if c.standby {
-        (c.listen.clone(), c.listen.as_str())
+    let addr = c.advertised();
+    let listen = if c.standby {
+        c.listen.as_str()
     } else {
-        (
-            c.nodes.get(c.node).cloned().unwrap_or_default(),
-            c.node_listen(),
-        )
+        c.node_listen()
     };
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -327,6 +329,17 @@ async fn rebalanced(
     println!("  listen:     {bound} (mutual TLS)");
     println!("  slots:      {:?}", member.slots().await);
     println!("  partitions: {:?}", member.hosts().partitions());
+    let member = std::sync::Arc::new(member);
+    let source = {
+        let (a, b, c) = (member.clone(), member.clone(), member.clone());
+        oram_server::NodeSource {
+            slots: Box::new(move || a.slots_now()),
+            engine: c.engine(),
+            backend: Box::new(move || b.backend_counts()),
+            stats: Box::new(move || c.hosts().stats()),
+        }
+    };
+    let _endpoint = serve_endpoint(cfg, &dir, source).await?;
     notify.ready(&format!("member serving on {bound}"));
     let serving = member.serve(listener, tls, signals.stop());
     serve_under_lease(serving, registration, &me, "its slots").await

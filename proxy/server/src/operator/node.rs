@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use oram_blockstore::{Accounting, BlockStore};
+use oram_blockstore::{Accounting, AccountingSnapshot, BlockStore};
 use oram_engine::{EngineStats, Stat};
 use tokio::sync::watch;
 
@@ -27,16 +27,33 @@ use crate::{tls, MetricsConfig, ServeError};
 
 /// What a node's endpoint reads from.
 pub struct NodeSource {
-    /// The slot this node serves.
-    pub slot: usize,
-    /// The partitions it serves, ascending.
-    pub partitions: Vec<u32>,
+    /// The slots this node serves now, ascending (one; a member of a cluster
+    /// that rebalances, any number).
+    pub slots: Box<dyn Fn() -> Vec<u32> + Send + Sync>,
     /// The engine of its partitions.
     pub engine: String,
-    /// Requests and bytes this node sent to the backend.
-    pub backend: Arc<Accounting<Arc<dyn BlockStore>>>,
-    /// Its partitions' engine statistics now, one per partition.
-    pub stats: Box<dyn Fn() -> Vec<EngineStats> + Send + Sync>,
+    /// Requests and bytes this node sent to the backend since it started.
+    pub backend: Box<dyn Fn() -> AccountingSnapshot + Send + Sync>,
+    /// Each partition it serves now and its engine statistics, ascending.
+    pub stats: Box<dyn Fn() -> Vec<(u32, EngineStats)> + Send + Sync>,
+}
+
+impl NodeSource {
+    /// The source of a node serving one slot: the partitions of `host`, the
+    /// requests counted by `backend`.
+    pub fn of_slot(
+        slot: u32,
+        engine: String,
+        backend: Arc<Accounting<Arc<dyn BlockStore>>>,
+        stats: Box<dyn Fn() -> Vec<(u32, EngineStats)> + Send + Sync>,
+    ) -> Self {
+        Self {
+            slots: Box::new(move || vec![slot]),
+            engine,
+            backend: Box::new(move || backend.snapshot()),
+            stats,
+        }
+    }
 }
 
 /// A node's endpoint being served; stopped when dropped.
@@ -128,25 +145,28 @@ async fn handle(
 
 /// The Prometheus text of a node now.
 pub(super) fn render_node(src: &NodeSource) -> String {
+    let slots = (src.slots)()
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
     let mut o = Out(String::new());
     build_info(&mut o);
     o.metric(
         "oram_node_info",
         "gauge",
-        "The cluster slot this node serves, and its partitions' engine (always 1).",
-        &[(
-            &format!("slot=\"{}\",engine=\"{}\"", src.slot, src.engine),
-            1.0,
-        )],
+        "The cluster slots this node serves (comma-separated), and its partitions' engine \
+         (always 1).",
+        &[(&format!("slot=\"{slots}\",engine=\"{}\"", src.engine), 1.0)],
     );
+    let all = (src.stats)();
     o.metric(
         "oram_node_partitions",
         "gauge",
         "Partitions this node serves.",
-        &[("", src.partitions.len() as f64)],
+        &[("", all.len() as f64)],
     );
-    backend_counts(&mut o, &src.backend.snapshot());
-    let all = (src.stats)();
+    backend_counts(&mut o, &(src.backend)());
     // Per partition: uniform over the partitions whatever the workload and
     // however slow a node is (the cluster's e2e checks it with a chi-square).
     o.head(
@@ -155,14 +175,14 @@ pub(super) fn render_node(src: &NodeSource) -> String {
         "Accesses each partition of this node served (a function of the rounds' random \
          draws only: as many for every partition, in expectation).",
     );
-    for (p, s) in src.partitions.iter().zip(&all) {
+    for (p, s) in &all {
         o.sample(
             "oram_node_partition_accesses_total",
             &format!("partition=\"{p}\""),
             s.accesses,
         );
     }
-    let e = summed(all);
+    let e = summed(all.into_iter().map(|(_, s)| s));
     o.metric(
         "oram_engine_accesses_total",
         "counter",
@@ -200,7 +220,7 @@ pub(super) fn render_node(src: &NodeSource) -> String {
 /// The statistics of several partitions as one: counts and gauges summed
 /// (the largest stash seen: the largest), each engine statistic summed by name
 /// in first-seen order.
-fn summed(all: Vec<EngineStats>) -> EngineStats {
+fn summed(all: impl Iterator<Item = EngineStats>) -> EngineStats {
     let mut out = EngineStats::default();
     let mut extra: Vec<Stat> = Vec::new();
     for s in all {
@@ -244,13 +264,12 @@ mod tests {
             ..EngineStats::default()
         };
         let store: Arc<dyn BlockStore> = Arc::new(MemoryStore::new());
-        let src = NodeSource {
-            slot: 2,
-            partitions: vec![4, 5],
-            engine: "oblivistore".into(),
-            backend: Arc::new(Accounting::new(store)),
-            stats: Box::new(move || vec![part(3, 1), part(5, 4)]),
-        };
+        let src = NodeSource::of_slot(
+            2,
+            "oblivistore".into(),
+            Arc::new(Accounting::new(store)),
+            Box::new(move || vec![(4, part(3, 1)), (5, part(5, 4))]),
+        );
         let text = render_node(&src);
         for line in [
             "oram_node_info{slot=\"2\",engine=\"oblivistore\"} 1",
@@ -265,5 +284,18 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
         }
+        // A member serving several slots names them all.
+        let src = NodeSource {
+            slots: Box::new(|| vec![1, 3]),
+            engine: "curious".into(),
+            backend: Box::new(AccountingSnapshot::default),
+            stats: Box::new(Vec::new),
+        };
+        let text = render_node(&src);
+        assert!(
+            text.contains("oram_node_info{slot=\"1,3\",engine=\"curious\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("oram_node_partitions 0"), "{text}");
     }
 }

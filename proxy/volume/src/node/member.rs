@@ -40,6 +40,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use oram_blockstore::{Accounting, AccountingSnapshot, BlockStore};
 use oram_node::{ClusterTls, HostSet};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -142,6 +143,19 @@ pub struct Member {
     /// Guards the slots served: changed by one balance step at a time, and at
     /// the stop.
     slots: tokio::sync::Mutex<BTreeMap<u32, Running>>,
+    /// Guards the request counters of the slots served and of those handed
+    /// off, updated as a slot joins or leaves (read by the operator endpoint,
+    /// which must not wait for a balance step).
+    counted: std::sync::Mutex<Counted>,
+}
+
+/// The backend requests of a member's slots.
+#[derive(Default)]
+struct Counted {
+    /// Sent for the slots handed off (so that the member's counts only grow).
+    retired: AccountingSnapshot,
+    /// Each slot served now and its counters.
+    live: BTreeMap<u32, Arc<Accounting<Arc<dyn BlockStore>>>>,
 }
 
 impl Member {
@@ -151,9 +165,10 @@ impl Member {
     /// before it registered, [`Coordinator::agree_slots`]): waits for the
     /// volume header (for the block size), reopens the slots it served before
     /// a restart that etcd still names it the owner of (a new claim, a new
-    /// token), deletes the sub-directories of slots others hold now, and
-    /// (unless `standby`) starts the never-claimed slots of node `node`
-    /// afresh.
+    /// token), deletes the sub-directories of slots others hold now, rebuilds
+    /// from the backend a slot etcd names it the owner of without a
+    /// sub-directory (lost, or a take-over cut short), and (unless `standby`)
+    /// starts the never-claimed slots of node `cluster.node` afresh.
     pub async fn start(
         mut base: VolumeConfig,
         hooks: VolumeHooks,
@@ -187,6 +202,7 @@ impl Member {
             hooks,
             set: HostSet::new(block_size),
             slots: tokio::sync::Mutex::new(BTreeMap::new()),
+            counted: std::sync::Mutex::new(Counted::default()),
         };
         let view = member.coord.view().await?;
         for j in member.slot_dirs().await? {
@@ -210,28 +226,33 @@ impl Member {
                 }
             }
         }
-        if !standby {
-            let node = member.base.cluster.node;
-            for j in member.base.cluster.home_slots(node) {
-                if member.slots.lock().await.contains_key(&j) {
-                    continue;
-                }
-                match view.owners.get(j as usize).cloned().flatten() {
-                    None => {
-                        if let Some(token) = member.coord.claim(j, &member.me, 0).await? {
-                            member.open(j, token).await?;
-                        }
+        for (j, owner) in view.owners.iter().enumerate() {
+            let j = j as u32;
+            if member.slots.lock().await.contains_key(&j) {
+                continue;
+            }
+            let home = !standby
+                && member
+                    .base
+                    .cluster
+                    .home_slots(member.base.cluster.node)
+                    .contains(&j);
+            match owner {
+                // Never claimed: its home node starts it afresh.
+                None if home => {
+                    if let Some(token) = member.coord.claim(j, &member.me, 0).await? {
+                        member.open(j, token).await?;
                     }
-                    // Its directory was lost: rebuilt from the backend.
-                    Some(o) if o.node_id == member.me => {
-                        if let Some(token) =
-                            member.coord.claim(j, &member.me, o.token.revision).await?
-                        {
-                            member.take(j, token).await?;
-                        }
-                    }
-                    Some(_) => {}
                 }
+                // Still this member's, its directory lost (or a take-over cut
+                // short by a crash): rebuilt from the backend.
+                Some(o) if o.node_id == member.me => {
+                    if let Some(token) = member.coord.claim(j, &member.me, o.token.revision).await?
+                    {
+                        member.take(j, token).await?;
+                    }
+                }
+                _ => {}
             }
         }
         Ok(member)
@@ -245,6 +266,30 @@ impl Member {
     /// The partitions served now.
     pub fn hosts(&self) -> &HostSet {
         &self.set
+    }
+
+    /// The slots served now, ascending, without waiting for a balance step
+    /// under way (for the operator endpoint).
+    pub fn slots_now(&self) -> Vec<u32> {
+        self.counted().live.keys().copied().collect()
+    }
+
+    /// The requests and bytes this member sent to the backend since it
+    /// started: for the slots it serves and for those it handed off.
+    pub fn backend_counts(&self) -> AccountingSnapshot {
+        let c = self.counted();
+        c.live
+            .values()
+            .fold(c.retired, |sum, a| sum.plus(&a.snapshot()))
+    }
+
+    /// The engine of the volume's partitions.
+    pub fn engine(&self) -> String {
+        self.base.engine.kind.name().to_string()
+    }
+
+    fn counted(&self) -> std::sync::MutexGuard<'_, Counted> {
+        self.counted.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Serves fronts on `listener` (identity `tls`) and balances every
@@ -342,6 +387,12 @@ impl Member {
                         "the slot's owner key changed before its release: another member holds it"
                     );
                 }
+                {
+                    let mut c = self.counted();
+                    if let Some(a) = c.live.remove(&slot) {
+                        c.retired = c.retired.plus(&a.snapshot());
+                    }
+                }
                 drop(r);
                 self.remove_dir(slot).await?;
                 tracing::info!(slot, "slot handed off");
@@ -394,6 +445,9 @@ impl Member {
     ) -> Result<(), VolumeError> {
         let node: Arc<NodeVolume> = node.into();
         self.set.add(&node.host).map_err(VolumeError::Config)?;
+        self.counted()
+            .live
+            .insert(slot, node.backend_counters.clone());
         let (stop, stopping) = watch::channel(false);
         let ticking = node.clone();
         let ticker = tokio::spawn(async move { ticking.checkpoint_until(stopping).await });
