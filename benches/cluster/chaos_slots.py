@@ -39,7 +39,8 @@ sys.path.insert(0, str(E2E))
 from conftest import BIN, Proxy, free_port  # noqa: E402
 from test_cluster import (Node, chi_square, chi_square_bound, member_config,  # noqa: E402
                           partition_accesses, read_back)
-from test_failover import LEASE_SECS, Etcd, coordinated, fsck_clean  # noqa: E402
+from test_failover import (LEASE_SECS, Etcd, coordinated, fsck_clean,  # noqa: E402
+                           make_certs_and_key)
 from test_rebalance import owners  # noqa: E402
 
 SLOTS = 8
@@ -150,13 +151,7 @@ def main():
     stop_writer = threading.Event()
     results = []
     try:
-        r = subprocess.run([BIN, "cluster", "certs", "--out", str(root / "certs"), "--members",
-                            ",".join(["front"] + [f"m{i}" for i in range(MACHINES)])],
-                           capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0, r.stdout + r.stderr
-        key = root / "cluster.key"
-        key.write_text(os.urandom(32).hex() + "\n")
-        key.chmod(0o600)
+        make_certs_and_key(root, ["front"] + [f"m{i}" for i in range(MACHINES)])
         ports = [free_port() for _ in range(MACHINES)]
         addrs = [f"127.0.0.1:{p}" for p in ports]
         machines = [Machine(root, i, addrs, etcd) for i in range(MACHINES)]

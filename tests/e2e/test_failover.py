@@ -231,9 +231,11 @@ def etcd_saw_only_coordination(relays, members, cluster="e2e"):
     return n
 
 
-def make_certs_and_key(root):
+def make_certs_and_key(root, members=MEMBERS):
+    """The cluster's certificates for `members` under root/certs, and a master
+    key file root/cluster.key."""
     r = subprocess.run([BIN, "cluster", "certs", "--out", str(root / "certs"),
-                        "--members", ",".join(MEMBERS)], capture_output=True, text=True, timeout=60)
+                        "--members", ",".join(members)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     key = root / "cluster.key"
     key.write_text(os.urandom(32).hex() + "\n")

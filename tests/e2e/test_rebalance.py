@@ -21,7 +21,8 @@ import pytest
 from conftest import BIN, Proxy, free_port
 from test_cluster import (Node, chi_square, chi_square_bound, member_config, partition_accesses,
                           put_checked, read_back)
-from test_failover import Etcd, Relay, coordinated, etcd_saw_only_coordination, fsck_clean
+from test_failover import (Etcd, Relay, coordinated, etcd_saw_only_coordination, fsck_clean,
+                           make_certs_and_key)
 
 MEMBERS = ["front", "node0", "node1", "node2"]
 SLOTS = 4
@@ -104,13 +105,7 @@ def test_a_joining_member_is_handed_slots_while_clients_write(tmp_path):
     etcd.relayed = [r.url for r in relays]
     procs = []
     try:
-        r = subprocess.run([BIN, "cluster", "certs", "--out", str(root / "certs"),
-                            "--members", ",".join(MEMBERS)], capture_output=True, text=True,
-                           timeout=60)
-        assert r.returncode == 0, r.stdout + r.stderr
-        key = root / "cluster.key"
-        key.write_text(os.urandom(32).hex() + "\n")
-        key.chmod(0o600)
+        make_certs_and_key(root, MEMBERS)
         ports = [free_port() for _ in range(2)]
         addrs = [f"127.0.0.1:{p}" for p in ports]
         slots = f"slots = {SLOTS}\n"

@@ -245,8 +245,9 @@ impl NodeHost {
     /// ahead of the committed state, and deleting what only that view no
     /// longer needs could delete an object the committed state (restored by
     /// the slot's next owner, or after a crash) still refers to. A later
-    /// checkpoint's collection deletes them. Returns how many keys were
-    /// deleted.
+    /// checkpoint's collection deletes them (a clean stop or hand-off
+    /// collects nothing: `NodeVolume::finish` in `oram-volume`). Returns how
+    /// many keys were deleted.
     ///
     /// Observed by the storage server: each partition's DELETEs of objects
     /// superseded before that checkpoint, right after it.
@@ -259,29 +260,6 @@ impl NodeHost {
                 continue;
             }
             n += slot.sub.collect_while_serving().await?;
-            drop(led);
-        }
-        Ok(n)
-    }
-
-    /// At a clean stop or a hand-off, after the final checkpoint landed: each
-    /// partition's [`Oram::collect`], between rounds, so that a stopped node
-    /// keeps one object per filled level. A partition whose engine holds an
-    /// interrupted round uncommitted is left alone, as in
-    /// [`NodeHost::collect_while_serving`] (the next owner repeats that round
-    /// from the committed state, and reads what it refers to). Returns how
-    /// many keys were deleted.
-    ///
-    /// Observed by the storage server: each partition's DELETEs.
-    pub async fn collect(&self) -> Result<u64, OramError> {
-        let mut n = 0;
-        for p in self.partitions() {
-            let slot = &self.inner.slots[&p];
-            let led = idle(slot).await;
-            if led.interrupted {
-                continue;
-            }
-            n += slot.sub.collect().await?;
             drop(led);
         }
         Ok(n)

@@ -125,7 +125,7 @@ async fn coordinated(
     notify: &Notifier,
     signals: &mut Signals,
 ) -> Result<(), String> {
-    use oram_volume::coord::{etcd_fence, POLL};
+    use oram_volume::coord::POLL;
     let c = &cfg.cluster;
     let dir = vcfg.data_dir.clone();
     let me = c.member_id();
@@ -142,7 +142,6 @@ async fn coordinated(
         Err(e) => return Err(format!("{}: {e}", slot_file.display())),
     };
     let standby = c.standby && taken.is_none();
-    let addr = c.advertised();
     if standby && datadir::has_volume(&dir) {
         return Err(format!(
             "{} holds a volume but names no slot it took over: a standby starts with an \
@@ -152,27 +151,8 @@ async fn coordinated(
     }
     // One process per data directory, a standby's too while it waits.
     let lock = datadir::lock(&dir).map_err(|e| e.to_string())?;
-    let listen = if c.standby {
-        &c.listen
-    } else {
-        c.node_listen()
-    };
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| format!("cluster listener {listen}: {e}"))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
-    // Before registering: a member with another slot count never looks live.
-    coord.agree_slots().await.map_err(|e| e.to_string())?;
-    let registration = coord
-        .register(&me, &addr, c.lease_secs)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (listener, bound, registration, hooks) = join_etcd(c, &coord, &me).await?;
     let lease = registration.lease();
-    let ttl = lease.ttl();
-    let hooks = VolumeHooks {
-        wrap_backend: Some(etcd_fence(lease.deadline(), ttl / 5)),
-        ..VolumeHooks::default()
-    };
     let _watchdog = notify.spawn_watchdog();
     let (node, _lock, slot) = if standby {
         println!("oram-proxy standby node {me:?}: waiting for a slot whose node dies");
@@ -264,6 +244,47 @@ async fn serve_under_lease(
     Ok(())
 }
 
+/// A coordinated member joining etcd: binds its listener (an address in use
+/// fails before etcd or the backend is touched), checks the cluster's slot
+/// count (before registering: a member configured with another never looks
+/// live), registers its advertised address under a lease of
+/// `cluster.lease_secs`, and returns the hooks that fence its backend writes
+/// with that lease (stopping a fifth of the TTL early).
+async fn join_etcd(
+    c: &oram_volume::cluster::ClusterConfig,
+    coord: &oram_volume::coord::Coordinator,
+    me: &str,
+) -> Result<
+    (
+        tokio::net::TcpListener,
+        std::net::SocketAddr,
+        oram_volume::coord::Registration,
+        VolumeHooks,
+    ),
+    String,
+> {
+    // A standby's `listen` is required, so this is its own address too.
+    let listen = c.node_listen();
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cluster listener {listen}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    coord.agree_slots().await.map_err(|e| e.to_string())?;
+    let registration = coord
+        .register(me, &c.advertised(), c.lease_secs)
+        .await
+        .map_err(|e| e.to_string())?;
+    let lease = registration.lease();
+    let hooks = VolumeHooks {
+        wrap_backend: Some(oram_volume::coord::etcd_fence(
+            lease.deadline(),
+            lease.ttl() / 5,
+        )),
+        ..VolumeHooks::default()
+    };
+    Ok((listener, bound, registration, hooks))
+}
+
 /// A member of a cluster with more slots than nodes (`[cluster] slots`): serves
 /// a set of slots from `slots/<j>/` under its data directory, rebalanced with
 /// the other members through etcd while serving
@@ -276,7 +297,6 @@ async fn rebalanced(
     notify: &Notifier,
     signals: &mut Signals,
 ) -> Result<(), String> {
-    use oram_volume::coord::etcd_fence;
     use oram_volume::node::member::Member;
     let c = &cfg.cluster;
     let dir = vcfg.data_dir.clone();
@@ -291,29 +311,9 @@ async fn rebalanced(
     }
     // One process per data directory.
     let _lock = datadir::lock(&dir).map_err(|e| e.to_string())?;
-    let addr = c.advertised();
-    let listen = if c.standby {
-        c.listen.as_str()
-    } else {
-        c.node_listen()
-    };
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| format!("cluster listener {listen}: {e}"))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let tls = c.tls(&dir).map_err(|e| e.to_string())?;
-    // Before registering: a member with another slot count never looks live.
-    coord.agree_slots().await.map_err(|e| e.to_string())?;
-    let registration = coord
-        .register(&me, &addr, c.lease_secs)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (listener, bound, registration, hooks) = join_etcd(c, &coord, &me).await?;
     let lease = registration.lease();
-    let ttl = lease.ttl();
-    let hooks = oram_volume::VolumeHooks {
-        wrap_backend: Some(etcd_fence(lease.deadline(), ttl / 5)),
-        ..oram_volume::VolumeHooks::default()
-    };
     let _watchdog = notify.spawn_watchdog();
     notify.status("opening the member's slots");
     let member = tokio::select! {
@@ -327,13 +327,13 @@ async fn rebalanced(
         c.slot_count()
     );
     println!("  listen:     {bound} (mutual TLS)");
-    println!("  slots:      {:?}", member.slots().await);
+    println!("  slots:      {:?}", member.slots());
     println!("  partitions: {:?}", member.hosts().partitions());
     let member = std::sync::Arc::new(member);
     let source = {
         let (a, b, c) = (member.clone(), member.clone(), member.clone());
         oram_server::NodeSource {
-            slots: Box::new(move || a.slots_now()),
+            slots: Box::new(move || a.slots()),
             engine: c.engine(),
             backend: Box::new(move || b.backend_counts()),
             stats: Box::new(move || c.hosts().stats()),

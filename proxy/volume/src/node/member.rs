@@ -258,19 +258,14 @@ impl Member {
         Ok(member)
     }
 
-    /// The slots served now, ascending.
-    pub async fn slots(&self) -> Vec<u32> {
-        self.slots.lock().await.keys().copied().collect()
-    }
-
     /// The partitions served now.
     pub fn hosts(&self) -> &HostSet {
         &self.set
     }
 
-    /// The slots served now, ascending, without waiting for a balance step
-    /// under way (for the operator endpoint).
-    pub fn slots_now(&self) -> Vec<u32> {
+    /// The slots served now, ascending (read without waiting for a balance
+    /// step under way).
+    pub fn slots(&self) -> Vec<u32> {
         self.counted().live.keys().copied().collect()
     }
 
@@ -340,7 +335,7 @@ impl Member {
     /// One balance step ([`plan`]).
     async fn step(&self) -> Result<(), VolumeError> {
         let view = self.coord.view().await?;
-        let serving = self.slots().await;
+        let serving = self.slots();
         match plan(&view, &self.me, &serving) {
             Step::Stay => Ok(()),
             Step::Claim { slot, expected } => {
