@@ -90,7 +90,8 @@ pub enum SlotPolicy {
 
 /// The version and storage slot of one backend position (a tree node, a block).
 ///
-/// Every position has up to three backend objects (slots 0, 1, 2). Writes never
+/// Every position has up to three backend objects per bank (slots 0, 1, 2 in
+/// bank 0; see [`bank_of`] for the others). Writes never
 /// go to the slot the last checkpoint refers to ([`TrustedState::epoch`] counts
 /// checkpoints), so the objects of a checkpoint stay untouched until the next
 /// checkpoint is durable and a machine rebuilt from it finds every one of them;
@@ -119,10 +120,54 @@ pub struct NodeVersion {
     pub base: u8,
 }
 
-/// Slots a position may use.
+/// Slots a position may use within one bank.
 pub const SLOTS: u8 = 3;
 
+/// Banks of [`SLOTS`] slots each. A state writes in the bank of its generation
+/// ([`bank_of`]); a restore from a checkpoint draws its new generation in the
+/// next bank (`oram_statedb`). So the writes of a restored state — a recovered
+/// volume, a cluster node's slot taken over by another machine — never go to an
+/// object name its predecessor wrote in: a write of the predecessor still under
+/// way (a paused process resuming, a PUT already on the wire) can only land on
+/// a name of the old bank, which the successor reads only for positions it has
+/// not rewritten, at the slot that was live then (never the one a write was
+/// going to). The bank is a function of how many restores a volume went
+/// through, which the storage server sees anyway. Five banks: a write delayed
+/// across five restores would meet its own bank again.
+pub const BANKS: u8 = 5;
+
+/// The number of slot values in use: slots `0..SLOT_LIMIT` (bank `b` holds
+/// `b * SLOTS .. (b + 1) * SLOTS`); [`NO_SLOT`] is the first value past them.
+pub const SLOT_LIMIT: u8 = SLOTS * BANKS;
+
+/// The bank writes in `generation` go to (see [`BANKS`]).
+pub fn bank_of(generation: u64) -> u8 {
+    (generation % u64::from(BANKS)) as u8
+}
+
+/// The slots of the bank `slot` belongs to (none for [`NO_SLOT`]).
+fn bank_slots(slot: u8) -> std::ops::Range<u8> {
+    if slot >= SLOT_LIMIT {
+        return 0..0;
+    }
+    let first = slot / SLOTS * SLOTS;
+    first..first + SLOTS
+}
+
 impl NodeVersion {
+    /// A position never written, as a state in `generation` reads it: version
+    /// 0 (no object expected) at the first slot of the generation's bank,
+    /// which stays empty until a write of the position is committed. (Slot 0
+    /// in bank 0; a restored state reads elsewhere, so that the first write of
+    /// a position by the process it replaced, landing late, is not taken for
+    /// an object the provider planted.)
+    pub fn unwritten(generation: u64) -> Self {
+        Self {
+            slot: bank_of(generation) * SLOTS,
+            ..Self::default()
+        }
+    }
+
     /// The version after one more write during `epoch`, in `generation`, under
     /// `policy`.
     pub fn next(self, epoch: u64, generation: u64, policy: SlotPolicy) -> Self {
@@ -135,19 +180,26 @@ impl NodeVersion {
             (true, true) => self.base,
             (true, false) => self.slot,
         };
+        // Slots of this generation's bank: a slot of another bank is never
+        // written (see [`BANKS`]), so avoiding it is free.
+        let bank = bank_of(generation) * SLOTS;
         let pick = |avoid: &[u8]| {
-            (0..SLOTS)
+            (bank..bank + SLOTS)
                 .find(|s| !avoid.contains(s))
                 .expect("three slots avoid two")
         };
+        // A slot this generation wrote, which it may overwrite in place.
+        let own = written && self.generation == generation;
         let slot = match (policy, written) {
-            (SlotPolicy::AfterCommit, false) => self.slot,
+            // The bank's first slot (in bank 0, the slot a never-written
+            // position is read at: the write lands after its commit).
+            (SlotPolicy::AfterCommit, false) => pick(&[]),
             // The slot a never-written position is read at must stay empty
             // until the write is committed (an object there is an integrity
             // error: one the provider planted).
             (SlotPolicy::BeforeCommit, false) => pick(&[self.slot]),
-            (SlotPolicy::AfterCommit, true) if this_epoch => self.slot,
-            (SlotPolicy::AfterCommit, true) => pick(&[self.slot]),
+            (SlotPolicy::AfterCommit, true) if this_epoch && own => self.slot,
+            (SlotPolicy::AfterCommit, true) => pick(&[self.slot, ckpt]),
             (SlotPolicy::BeforeCommit, true) => pick(&[self.slot, ckpt]),
         };
         Self {
@@ -164,13 +216,26 @@ impl NodeVersion {
     /// none if the position was written since (its other slots may hold that
     /// checkpoint's object, or a write landing before its commit) or at most once
     /// (only its current slot was ever written); else every slot but the current
-    /// one — which the state and that checkpoint both refer to. Which slots these
-    /// are depends only on which positions were written and when the checkpoints
-    /// were taken, both of which the storage server sees anyway.
+    /// one — which the state and that checkpoint both refer to — of the banks
+    /// of its current slot and of its base ([`NodeVersion::slots`]). Which slots
+    /// these are depends only on which positions were written and when the
+    /// checkpoints and restores were taken, all of which the storage server sees
+    /// anyway.
     pub fn superseded(&self, landed: u64) -> impl Iterator<Item = u8> {
         let done = self.version > 1 && self.epoch < landed;
         let current = self.slot;
-        (0..SLOTS).filter(move |s| done && *s != current)
+        self.slots().filter(move |s| done && *s != current)
+    }
+
+    /// Every slot this position may hold an object in that its state can tell:
+    /// those of the bank of its current slot and, when the last checkpoint's
+    /// object is in another bank (the position's first write after a restore),
+    /// those of that bank. Objects of earlier banks still (a write of a
+    /// replaced process landing late) are left to a sweep.
+    pub fn slots(&self) -> impl Iterator<Item = u8> {
+        let (current, base) = (bank_slots(self.slot), bank_slots(self.base));
+        let other = if base == current { 0..0 } else { base };
+        current.chain(other)
     }
 }
 
@@ -256,7 +321,8 @@ pub trait TrustedState: Send + 'static {
     /// Every `(block, leaf)` pair, in block order.
     fn positions(&self) -> Vec<(u64, u64)>;
 
-    /// The current version of backend position `pos` (version 0 if never written).
+    /// The current version of backend position `pos` (if never written,
+    /// [`NodeVersion::unwritten`] in the state's generation).
     fn node(&self, pos: u64) -> NodeVersion;
     /// Records one more write of `pos` ([`SlotPolicy::AfterCommit`]) and returns
     /// its version.
@@ -376,24 +442,56 @@ mod tests {
         assert_eq!((b.version, b.slot), (2, 0));
         let c = b.next(1, 5, p);
         assert_eq!((c.version, c.slot, c.epoch, c.base), (3, 1, 1, 0));
-        let d = c.next(1, 6, p);
-        assert_eq!((d.version, d.slot, d.generation), (4, 1, 6));
-        let e = d.next(3, 6, p);
+        let d = c.next(1, 5, p);
+        assert_eq!((d.version, d.slot, d.generation), (4, 1, 5));
+        let e = d.next(3, 5, p);
         assert_eq!((e.version, e.slot), (5, 0));
         // First write in a later epoch goes to slot 0 (nothing to protect).
         assert_eq!(v0.next(7, 0, p).slot, 0);
     }
 
     #[test]
+    fn a_new_generation_writes_in_its_own_bank_and_never_over_its_predecessor() {
+        for p in [SlotPolicy::AfterCommit, SlotPolicy::BeforeCommit] {
+            // Written twice in generation 5 (bank 0) during epoch 3.
+            let old = NodeVersion::default().next(2, 5, p).next(3, 5, p);
+            assert!(old.slot < SLOTS && old.base < SLOTS);
+            // A restore in generation 6 (bank 1), the same epoch or a later one:
+            // neither the live slot nor the checkpoint's is written, nor any
+            // other of bank 0, where a late write of generation 5 could land.
+            for epoch in [3, 4] {
+                let new = old.next(epoch, 6, p);
+                assert_eq!(bank_of(new.generation), 1);
+                assert!((SLOTS..2 * SLOTS).contains(&new.slot), "{p:?} {new:?}");
+                // Once a checkpoint after it landed, its predecessors' slots go.
+                let mut gone: Vec<u8> = new.superseded(epoch + 1).collect();
+                gone.sort_unstable();
+                let expect: Vec<u8> = (0..2 * SLOTS).filter(|s| *s != new.slot).collect();
+                assert_eq!(gone, expect, "{p:?} epoch {epoch}");
+                // Written again in its bank: its own bank only from then on.
+                let again = new.next(epoch + 1, 6, p).next(epoch + 2, 6, p);
+                assert!((SLOTS..2 * SLOTS).contains(&again.base));
+                assert!(again
+                    .superseded(epoch + 3)
+                    .all(|s| (SLOTS..2 * SLOTS).contains(&s)));
+            }
+            // A never-written position written first in bank 4.
+            let first = NodeVersion::default().next(0, 4, p);
+            assert!((4 * SLOTS..5 * SLOTS).contains(&first.slot));
+            assert!(first.slot < SLOT_LIMIT && SLOT_LIMIT <= NO_SLOT);
+        }
+    }
+
+    #[test]
     fn writes_ahead_of_their_commit_spare_the_live_and_the_checkpoint_slot() {
         let p = SlotPolicy::BeforeCommit;
-        let mut nv = NodeVersion::default().next(0, 1, p);
+        let mut nv = NodeVersion::default().next(0, 5, p);
         assert_eq!(nv.slot, 1, "a first write spares the never-written slot");
         assert_eq!(nv.base, NO_SLOT);
         // Until a checkpoint refers to one, two objects take turns.
         let mut used = std::collections::BTreeSet::new();
         for _ in 0..5 {
-            let next = nv.next(0, 1, p);
+            let next = nv.next(0, 5, p);
             assert_ne!(next.slot, nv.slot, "overwrote the live object");
             used.insert(next.slot);
             nv = next;
@@ -404,10 +502,10 @@ mod tests {
             let ckpt = nv.slot;
             for _ in 0..4 {
                 let live = nv.slot;
-                let next = nv.next(epoch, 1, p);
+                let next = nv.next(epoch, 5, p);
                 assert_ne!(next.slot, live, "overwrote the live object");
                 assert_ne!(next.slot, ckpt, "overwrote the checkpoint's object");
-                assert!(next.slot < SLOTS);
+                assert!(next.slot < SLOTS, "generation 5 writes in bank 0");
                 assert_eq!(next.base, ckpt);
                 nv = next;
             }

@@ -260,7 +260,10 @@ impl TrustedState for SpaceState {
         self.positions.iter().map(|(a, b)| (*a, *b)).collect()
     }
     fn node(&self, pos: u64) -> NodeVersion {
-        self.nodes.get(&pos).copied().unwrap_or_default()
+        self.nodes
+            .get(&pos)
+            .copied()
+            .unwrap_or_else(|| NodeVersion::unwritten(self.lineage.generation()))
     }
     fn set_node(&mut self, pos: u64, nv: NodeVersion) {
         self.nodes.insert(pos, nv);

@@ -272,14 +272,25 @@ fn u64_of(b: &[u8]) -> Result<u64, DbError> {
         .map_err(|_| DbError::Snapshot(format!("{} bytes where 8 were expected", b.len())))
 }
 
-/// A fresh random generation (never 0, the in-memory states' generation).
-fn random_generation() -> u64 {
+/// A fresh random generation in slot bank `bank` (`oram_state::bank_of`;
+/// never 0, the in-memory states' generation).
+fn random_generation(bank: u8) -> u64 {
+    let banks = u64::from(oram_state::BANKS);
     loop {
         let g: u64 = rand::random();
-        if g != 0 {
-            return g;
+        match (g - g % banks).checked_add(u64::from(bank)) {
+            Some(g) if g != 0 => return g,
+            _ => continue,
         }
     }
+}
+
+/// The generation a restore from a snapshot written in `generation` draws: in
+/// the next slot bank, so that nothing the restored state writes goes to an
+/// object name the snapshot's timeline may still be writing
+/// (`oram_state::BANKS`).
+fn restored_generation(generation: u64) -> u64 {
+    random_generation((oram_state::bank_of(generation) + 1) % oram_state::BANKS)
 }
 
 impl Db {
@@ -309,7 +320,7 @@ impl Db {
                 meta.insert(&b"format"[..], &u64::from(FORMAT).to_be_bytes()[..])?;
                 meta.insert(&b"volume"[..], &volume[..])?;
                 meta.insert(&b"epoch"[..], &0u64.to_be_bytes()[..])?;
-                meta.insert(&b"generation"[..], &random_generation().to_be_bytes()[..])?;
+                meta.insert(&b"generation"[..], &random_generation(0).to_be_bytes()[..])?;
             }
             Ok(())
         })?;
@@ -386,6 +397,7 @@ impl Db {
             return Err(DbError::Exists(path.to_path_buf()));
         }
         let tables = parse_snapshot(snapshot)?;
+        let generation = restored_generation(snapshot_meta(&tables, "generation")?);
         let db = Self::create(path, DEFAULT_CACHE_BYTES)?;
         write_now(&db, |txn| {
             for t in Table::ALL {
@@ -396,7 +408,7 @@ impl Db {
             }
             committer::apply(txn, log.iter())?;
             let mut meta = txn.open_table(def(Table::Meta))?;
-            meta.insert(&b"generation"[..], &random_generation().to_be_bytes()[..])?;
+            meta.insert(&b"generation"[..], &generation.to_be_bytes()[..])?;
             meta.insert(log::LOG_END.as_bytes(), &0u64.to_be_bytes()[..])?;
             Ok(())
         })?;
@@ -610,17 +622,22 @@ type SnapshotTables = BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>>;
 /// offset on.
 pub fn snapshot_position(snapshot: &[u8]) -> Result<(u64, u64), DbError> {
     let tables = parse_snapshot(snapshot)?;
-    let meta = |name: &str| -> Result<u64, DbError> {
-        tables
-            .get(Table::Meta.name())
-            .into_iter()
-            .flatten()
-            .find(|(k, _)| k == name.as_bytes())
-            .map(|(_, v)| u64_of(v))
-            .transpose()
-            .map(|v| v.unwrap_or(0))
-    };
-    Ok((meta("generation")?, meta(log::LOG_END)?))
+    Ok((
+        snapshot_meta(&tables, "generation")?,
+        snapshot_meta(&tables, log::LOG_END)?,
+    ))
+}
+
+/// The named value `name` of a parsed snapshot (0 if absent).
+fn snapshot_meta(tables: &SnapshotTables, name: &str) -> Result<u64, DbError> {
+    tables
+        .get(Table::Meta.name())
+        .into_iter()
+        .flatten()
+        .find(|(k, _)| k == name.as_bytes())
+        .map(|(_, v)| u64_of(v))
+        .transpose()
+        .map(|v| v.unwrap_or(0))
 }
 
 fn parse_snapshot(mut s: &[u8]) -> Result<SnapshotTables, DbError> {

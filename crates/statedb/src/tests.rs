@@ -222,6 +222,24 @@ async fn snapshot_restores_everything_in_a_new_generation() {
         db.generation(),
         "a restore draws a new generation"
     );
+    assert_eq!(
+        oram_state::bank_of(db.generation()),
+        0,
+        "a new database writes in bank 0"
+    );
+    assert_eq!(
+        oram_state::bank_of(r.generation()),
+        1,
+        "a restore writes in the next bank"
+    );
+    // Restores of restores go round the banks.
+    let (mut from, mut bank) = (snap.clone(), 0);
+    for i in 0..=oram_state::BANKS {
+        let d = Db::restore(&dir.path().join(format!("r{i}.redb")), VOL, &from).unwrap();
+        bank = (bank + 1) % oram_state::BANKS;
+        assert_eq!(oram_state::bank_of(d.generation()), bank, "restore {i}");
+        from = d.snapshot().unwrap();
+    }
     let rs = r.state(Space(3)).unwrap();
     assert_eq!(rs.positions(), s.positions());
     assert_eq!(

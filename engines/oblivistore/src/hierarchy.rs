@@ -61,7 +61,7 @@ use oram_engine::{
 use crate::budget::SlotBudget;
 use crate::steps::{ACCESS_STEPS, STEP_BUFFER, STEP_FETCH, STEP_SEAL, STEP_WRITE};
 use oram_seal::{ObjectIdentity, Sealer};
-use oram_state::{NodeVersion, SlotPolicy, StateError, TrustedState, NO_SLOT, SLOTS};
+use oram_state::{NodeVersion, SlotPolicy, StateError, TrustedState, SLOT_LIMIT};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -759,7 +759,7 @@ impl Oram for Hierarchy {
         for (l, nv) in levels {
             let l = l as u32;
             if quiet && inner.layout(st, l)?.is_none() {
-                keys.extend((0..SLOTS).map(|s| inner.key(l, s)));
+                keys.extend(nv.slots().map(|s| inner.key(l, s)));
             } else {
                 keys.extend(nv.superseded(landed).map(|s| inner.key(l, s)));
             }
@@ -780,7 +780,7 @@ fn kept(inner: &Inner, st: &dyn TrustedState) -> BTreeSet<ObjKey> {
             continue;
         }
         keep.insert(inner.key(pos as u32, nv.slot));
-        if nv.base != NO_SLOT && nv.base < SLOTS {
+        if nv.base < SLOT_LIMIT {
             keep.insert(inner.key(pos as u32, nv.base));
         }
     }

@@ -265,6 +265,7 @@ macro_rules! engine_conformance {
                 a_failed_commit_fails_cleanly_and_a_restart_loses_nothing,
                 tampering_is_an_integrity_error_never_wrong_data,
                 a_replay_from_a_lost_timeline_is_an_integrity_error,
+                late_writes_of_a_replaced_process_overwrite_nothing,
                 a_block_missing_from_where_the_state_says_is_an_integrity_error,
                 traces_do_not_depend_on_the_workload,
                 quiesce_check_and_sweep,
