@@ -251,12 +251,27 @@ def coordinated(path, etcd, extra=""):
     return path
 
 
-def standby(root, name, addrs, etcd):
+def start_members(root, front_cfg, node_cfgs, ports, procs):
+    """Starts node i (root/node<i>, on ports[i]) for each of `node_cfgs`, then
+    the front, and waits until every node is ready; adds them to `procs`.
+    Returns (nodes, front)."""
+    nodes = [Node(root / f"node{i}", cfg, ports[i]) for i, cfg in enumerate(node_cfgs)]
+    procs += nodes
+    front = Proxy(root / "front", "--config", str(front_cfg))
+    procs.append(front)
+    for n in nodes:
+        n.wait_ready()
+    return nodes, front
+
+
+def standby(root, name, addrs, etcd, edit=lambda cfg: cfg):
+    """A standby node `name`, started; `edit` may change its configuration
+    file first."""
     port = free_port()
     metrics = free_port()
     cfg = member_config(root, name, addrs, "node", 0, log_ms=20, metrics_port=metrics)
     coordinated(cfg, etcd, f'standby = true\nid = "{name}"\nlisten = "127.0.0.1:{port}"\n')
-    node = StandbyNode(root / name, cfg, port)
+    node = StandbyNode(root / name, edit(cfg), port)
     node.name, node.metrics = name, metrics
     return node
 
@@ -301,12 +316,7 @@ def test_dead_or_paused_members_are_replaced_by_standbys_and_nothing_acknowledge
         front_cfg = coordinated(member_config(root, "front", addrs, "front", log_ms=20), etcd)
         node_cfgs = [coordinated(member_config(root, f"node{i}", addrs, "node", i, log_ms=20), etcd)
                      for i in range(3)]
-        nodes = [Node(root / f"node{i}", node_cfgs[i], ports[i]) for i in range(3)]
-        procs += nodes
-        front = Proxy(root / "front", "--config", str(front_cfg))
-        procs.append(front)
-        for n in nodes:
-            n.wait_ready()
+        nodes, front = start_members(root, front_cfg, node_cfgs, ports, procs)
         spare = standby(root, "standby0", addrs, etcd)
         procs.append(spare)
         spare.wait_standing_by()

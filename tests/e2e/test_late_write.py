@@ -20,9 +20,10 @@ import boto3
 import pytest
 
 from conftest import Proxy, free_port
-from test_cluster import Node, member_config, put_checked, put_until_accepted, read_back
+from test_cluster import member_config, put_checked, put_until_accepted, read_back
 from test_crash import MINIO_PASSWORD, MINIO_USER, minio_server
-from test_failover import Etcd, StandbyNode, coordinated, fsck_clean, make_certs_and_key
+from test_failover import (Etcd, coordinated, fsck_clean, make_certs_and_key, standby,
+                           start_members)
 
 MEMBERS = ["front", "node0", "node1", "standby0"]
 BUCKET = "oram-late"
@@ -233,17 +234,9 @@ def test_a_late_put_of_a_paused_node_overwrites_nothing_its_successor_reads(tmp_
             node_cfgs = [s3_backend(coordinated(
                 member_config(root, f"node{i}", addrs, "node", i, log_ms=20), etcd),
                 paused.url if i == 0 else endpoint) for i in range(2)]
-            nodes = [Node(root / f"node{i}", node_cfgs[i], ports[i]) for i in range(2)]
-            procs += nodes
-            front = Proxy(root / "front", "--config", str(front_cfg))
-            procs.append(front)
-            for n in nodes:
-                n.wait_ready()
-            port = free_port()
-            spare_cfg = coordinated(
-                member_config(root, "standby0", addrs, "node", 0, log_ms=20), etcd,
-                f'standby = true\nid = "standby0"\nlisten = "127.0.0.1:{port}"\n')
-            spare = StandbyNode(root / "standby0", s3_backend(spare_cfg, watched.url), port)
+            nodes, front = start_members(root, front_cfg, node_cfgs, ports, procs)
+            spare = standby(root, "standby0", addrs, etcd,
+                            edit=lambda cfg: s3_backend(cfg, watched.url))
             procs.append(spare)
             spare.wait_standing_by()
 

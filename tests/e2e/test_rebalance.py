@@ -18,11 +18,11 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, Proxy, free_port
+from conftest import BIN, free_port
 from test_cluster import (Node, chi_square, chi_square_bound, member_config, partition_accesses,
                           put_checked, read_back)
 from test_failover import (Etcd, Relay, coordinated, etcd_saw_only_coordination, fsck_clean,
-                           make_certs_and_key)
+                           make_certs_and_key, start_members)
 
 MEMBERS = ["front", "node0", "node1", "node2"]
 SLOTS = 4
@@ -114,12 +114,7 @@ def test_a_joining_member_is_handed_slots_while_clients_write(tmp_path):
         node_cfgs = [coordinated(member_config(root, f"node{i}", addrs, "node", i, log_ms=20,
                                                metrics_port=metrics[i]), etcd, slots)
                      for i in range(2)]
-        nodes = [Node(root / f"node{i}", node_cfgs[i], ports[i]) for i in range(2)]
-        procs += nodes
-        front = Proxy(root / "front", "--config", str(front_cfg))
-        procs.append(front)
-        for n in nodes:
-            n.wait_ready()
+        nodes, front = start_members(root, front_cfg, node_cfgs, ports, procs)
         # Slot j starts on node j % 2.
         assert owners(etcd.clients[0]) == ["node0", "node1", "node0", "node1"]
         assert "slots:      [0, 2]" in nodes[0].logs(), nodes[0].logs()

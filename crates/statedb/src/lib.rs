@@ -31,7 +31,8 @@
 //! calls them on the blocking pool). A snapshot is `ORAMSNP2` and every table
 //! read in one read transaction; a snapshot of state format 1 is refused. The
 //! generation is a random non-zero 64-bit value, drawn when the database is
-//! created and again by every restore, stamped into each
+//! created (in slot bank 0) and again by every restore (in the next bank:
+//! `oram_state::BANKS`), stamped into each
 //! [`oram_state::NodeVersion`] written. For operators, `maint` gives table sizes
 //! and the journal's size (for `/metrics`) and compacts a closed database.
 

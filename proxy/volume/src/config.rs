@@ -108,6 +108,24 @@ impl StateConfig {
                 >= u128::from(s.positions) * u128::from(self.superseded_max_percent)
     }
 
+    /// At most how many bytes of shipped log `logs` logs (a cluster member
+    /// ships one per slot it serves) may hold on the backend at once while
+    /// busy: a record of `log_record_kib` every `log_interval_ms` each, kept
+    /// until the next checkpoint has landed (about `checkpoint_interval_secs`;
+    /// counted twice, for a checkpoint still uploading). `None` without a log
+    /// or periodic checkpoints. A function of the configuration alone.
+    pub fn log_bytes_bound(&self, logs: u64) -> Option<u64> {
+        if self.log_interval_ms == 0 || self.checkpoint_interval_secs == 0 {
+            return None;
+        }
+        let per_sec = (self.log_record_kib << 10) * 1000 / self.log_interval_ms;
+        Some(
+            per_sec
+                .saturating_mul(2 * self.checkpoint_interval_secs)
+                .saturating_mul(logs),
+        )
+    }
+
     /// How the log is shipped, if it is.
     pub fn log_settings(&self) -> Option<crate::logship::LogSettings> {
         (self.log_interval_ms > 0).then(|| crate::logship::LogSettings {
@@ -400,6 +418,26 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_log_bound_scales_with_rate_checkpoint_interval_and_logs() {
+        let off = StateConfig::default();
+        assert_eq!(off.log_bytes_bound(8), None, "no log");
+        let on = StateConfig {
+            log_interval_ms: 20,
+            log_record_kib: 64,
+            checkpoint_interval_secs: 300,
+            ..StateConfig::default()
+        };
+        // 64 KiB every 20 ms: 3.2 MiB/s; 600 s of it per log.
+        assert_eq!(on.log_bytes_bound(1), Some(3_276_800 * 600));
+        assert_eq!(on.log_bytes_bound(8), Some(8 * 3_276_800 * 600));
+        let rare = StateConfig {
+            checkpoint_interval_secs: 0,
+            ..on.clone()
+        };
+        assert_eq!(rare.log_bytes_bound(1), None, "no periodic checkpoints");
+    }
 
     #[test]
     fn sizes_parse_like_an_operator_writes_them() {

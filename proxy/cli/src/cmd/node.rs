@@ -244,6 +244,33 @@ async fn serve_under_lease(
     Ok(())
 }
 
+/// Above this much shipped log on the backend a member warns at start.
+const LOG_WARN_BYTES: u64 = 10 << 30;
+
+/// A member ships one log per slot it serves: prints how much log the
+/// backend may hold if it serves every slot, and warns when that is large.
+fn log_volume_note(state: &oram_volume::StateConfig, slots: u64) {
+    let Some(bound) = state.log_bytes_bound(slots) else {
+        return;
+    };
+    let gib = bound as f64 / f64::from(1u32 << 30);
+    println!(
+        "  log:        one per slot; serving all {slots}, up to {gib:.1} GiB on the backend \
+         between checkpoints while busy"
+    );
+    if bound > LOG_WARN_BYTES {
+        tracing::warn!(
+            "the shipped logs of {slots} slots may hold {gib:.1} GiB on the backend between \
+             checkpoints ({} KiB every {} ms per slot, checkpoints every {} s): lower \
+             state.log_record_kib or state.checkpoint_interval_secs, or raise \
+             state.log_interval_ms",
+            state.log_record_kib,
+            state.log_interval_ms,
+            state.checkpoint_interval_secs
+        );
+    }
+}
+
 /// A coordinated member joining etcd: binds its listener (an address in use
 /// fails before etcd or the backend is touched), checks the cluster's slot
 /// count (before registering: a member configured with another never looks
@@ -329,6 +356,7 @@ async fn rebalanced(
     println!("  listen:     {bound} (mutual TLS)");
     println!("  slots:      {:?}", member.slots());
     println!("  partitions: {:?}", member.hosts().partitions());
+    log_volume_note(&cfg.volume().state, c.slot_count() as u64);
     let member = std::sync::Arc::new(member);
     let source = {
         let (a, b, c) = (member.clone(), member.clone(), member.clone());
