@@ -58,8 +58,6 @@ pub(crate) async fn run<S: TreeScheme>(
 ) -> Result<CheckReport> {
     let geo = *scheme.geometry();
     let positions: HashMap<u64, u64> = state.positions().into_iter().collect();
-    let nodes: HashMap<u64, NodeVersion> = state.nodes().into_iter().collect();
-    let unwritten = NodeVersion::unwritten(state.generation());
     let stash: Vec<(u64, Bytes)> = state
         .stash_blocks()
         .into_iter()
@@ -92,9 +90,7 @@ pub(crate) async fn run<S: TreeScheme>(
     let mut node = first_remote;
     while node <= total {
         let end = (node + 256).min(total + 1);
-        let batch: Vec<(u64, NodeVersion)> = (node..end)
-            .map(|n| (n, nodes.get(&n).copied().unwrap_or(unwritten)))
-            .collect();
+        let batch: Vec<(u64, NodeVersion)> = (node..end).map(|n| (n, state.node(n))).collect();
         let keys: Vec<ObjKey> = batch
             .iter()
             .map(|(n, nv)| sealing.key(*n, nv.slot))

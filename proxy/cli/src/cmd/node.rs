@@ -327,6 +327,7 @@ async fn rebalanced(
     use oram_volume::node::member::Member;
     let c = &cfg.cluster;
     let dir = vcfg.data_dir.clone();
+    let state = vcfg.state.clone();
     let me = c.member_id();
     let coord = c.coordinator().map_err(|e| e.to_string())?;
     if datadir::has_volume(&dir) {
@@ -356,7 +357,7 @@ async fn rebalanced(
     println!("  listen:     {bound} (mutual TLS)");
     println!("  slots:      {:?}", member.slots());
     println!("  partitions: {:?}", member.hosts().partitions());
-    log_volume_note(&cfg.volume().state, c.slot_count() as u64);
+    log_volume_note(&state, c.slot_count() as u64);
     let member = std::sync::Arc::new(member);
     let source = {
         let (a, b, c) = (member.clone(), member.clone(), member.clone());
