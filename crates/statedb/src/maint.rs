@@ -1,14 +1,17 @@
 //! Maintenance of the state database for operators: table sizes (for `/metrics`
 //! and `oram-proxy stats`) and compaction of the file (`oram-proxy compact`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use oram_state::Table;
 
 use crate::committer::def;
-use crate::{guarded, open_error, redb_err, u64_of, verify, Db, DbError, FORMAT};
+use crate::{
+    create_private, guarded, open_error, redb_err, u64_of, verify, Db, DbError,
+    DEFAULT_CACHE_BYTES, FORMAT,
+};
 
 /// The size of one table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,9 +40,20 @@ pub struct Compacted {
     pub before: u64,
     /// File size after, bytes.
     pub after: u64,
-    /// Compaction passes run.
-    pub passes: u32,
+    /// Entries copied into the new file, every table together.
+    pub entries: u64,
 }
+
+/// The file a compaction builds beside `state.redb` before renaming it over it.
+fn compacting_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".compacting");
+    path.with_file_name(name)
+}
+
+/// Bytes of keys and values copied per write transaction of a compaction: bounds
+/// what redb keeps dirty in memory at once.
+const COPY_BATCH_BYTES: usize = 32 << 20;
 
 impl Db {
     /// Backend positions written at least once, of every space, and how many of
@@ -123,28 +137,35 @@ impl Db {
     }
 }
 
-/// Compacts the state database at `path` in place: frees the pages that earlier
-/// transactions left unused and shrinks the file. Nothing may have the database
-/// open (the caller holds the data directory's lock; redb refuses a file that is
-/// in use). Refuses a file that is not a state database of this [`FORMAT`].
-/// `progress(pass)` runs before every compaction pass.
-pub fn compact(path: &Path, mut progress: impl FnMut(u32)) -> Result<Compacted, DbError> {
-    let size = |p: &Path| {
-        std::fs::metadata(p)
-            .map(|m| m.len())
-            .map_err(|e| DbError::Open {
-                path: p.to_path_buf(),
-                source: Box::new(redb::DatabaseError::Storage(redb::StorageError::Io(e))),
-            })
+/// Compacts the state database at `path`: copies every entry of every table,
+/// in key order, into a new file beside it (`state.redb.compacting`), checks that
+/// each table has as many entries as before and that redb finds the new file
+/// intact, makes it durable and renames it over `path` (unless it is not smaller:
+/// then it is removed and `path` left as it was). The new file holds the
+/// live pages only, whatever the old one's layout (redb's own in-place
+/// compaction stops at the first page it cannot move lower, and then may shrink
+/// nothing). A crash before the rename leaves `path` as it was; the next
+/// compaction removes the half-built file. Needs free space for the live data.
+///
+/// Nothing may have the database open (the caller holds the data directory's
+/// lock; redb refuses a file that is in use). Refuses a file that is not a state
+/// database of this [`FORMAT`]. `progress(table)` runs before each table is
+/// copied. Blocks on file I/O and fsyncs.
+pub fn compact(path: &Path, mut progress: impl FnMut(&'static str)) -> Result<Compacted, DbError> {
+    let io = |p: &Path, e: std::io::Error| DbError::Open {
+        path: p.to_path_buf(),
+        source: Box::new(redb::DatabaseError::Storage(redb::StorageError::Io(e))),
     };
-    let before = size(path)?;
-    let mut db = guarded(path, || {
-        let mut db = redb::Database::open(path).map_err(|source| open_error(path, source))?;
-        verify(path, &mut db)?;
-        Ok(db)
-    })?;
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).map_err(|e| io(p, e));
     {
-        let txn = db.begin_read().map_err(redb_err)?;
+        // Opened for writing first: redb checks the file (and would repair an
+        // unclean one, which `verify` reports as damage).
+        let checked = guarded(path, || {
+            let mut db = redb::Database::open(path).map_err(|source| open_error(path, source))?;
+            verify(path, &mut db)?;
+            Ok(db)
+        })?;
+        let txn = checked.begin_read().map_err(redb_err)?;
         let meta = txn.open_table(def(Table::Meta)).map_err(redb_err)?;
         let format = match meta.get(&b"format"[..]).map_err(redb_err)? {
             Some(v) => u64_of(v.value())?,
@@ -156,22 +177,136 @@ pub fn compact(path: &Path, mut progress: impl FnMut(u32)) -> Result<Compacted, 
             });
         }
     }
-    let mut passes = 0;
-    // Each pass moves pages towards the start; stop when one changes nothing
-    // (bounded: a pass that always reports progress would be a redb bug).
-    while passes < 64 {
-        progress(passes);
-        passes += 1;
-        if !db.compact().map_err(redb_err)? {
-            break;
-        }
+    // Measured after that open's close (which records redb's allocator state in
+    // the file) and copied from a read-only open, which writes nothing.
+    let before = size(path)?;
+    let old = guarded(path, || {
+        redb::Builder::new()
+            .set_cache_size(DEFAULT_CACHE_BYTES)
+            .open_read_only(path)
+            .map_err(|source| open_error(path, source))
+    })?;
+    let new_path = compacting_path(path);
+    match std::fs::remove_file(&new_path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&new_path, e)),
     }
-    drop(db);
+    let copied = copy_tables(&old, &new_path, &mut progress);
+    drop(old);
+    let entries = match copied {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = std::fs::remove_file(&new_path);
+            return Err(e);
+        }
+    };
+    // A file already as tight as its copy is left as it was: a compaction never
+    // makes the file larger.
+    let copy = size(&new_path)?;
+    if copy >= before {
+        std::fs::remove_file(&new_path).map_err(|e| io(&new_path, e))?;
+        return Ok(Compacted {
+            before,
+            after: before,
+            entries,
+        });
+    }
+    // The new file's last commit was durable (redb fsyncs it); the rename and the
+    // directory entry are made durable too before the old file is gone for good.
+    std::fs::rename(&new_path, path).map_err(|e| io(path, e))?;
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io(dir, e))?;
+    }
     Ok(Compacted {
         before,
         after: size(path)?,
-        passes,
+        entries,
     })
+}
+
+/// Copies every table of `old` into a new database at `new_path` (created
+/// private), checks the entry counts and the new file's integrity; returns the
+/// entries copied.
+fn copy_tables(
+    old: &impl ReadableDatabase,
+    new_path: &Path,
+    progress: &mut impl FnMut(&'static str),
+) -> Result<u64, DbError> {
+    create_private(new_path)?;
+    let mut new = guarded(new_path, || {
+        redb::Builder::new()
+            .set_cache_size(DEFAULT_CACHE_BYTES)
+            .create(new_path)
+            .map_err(|source| open_error(new_path, source))
+    })?;
+    let read = old.begin_read().map_err(redb_err)?;
+    let mut total = 0u64;
+    for t in Table::ALL {
+        progress(t.name());
+        let source = match read.open_table(def(t)) {
+            Ok(table) => Some(table),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(redb_err(e)),
+        };
+        let mut entries = source
+            .as_ref()
+            .map(|s| s.iter())
+            .transpose()
+            .map_err(redb_err)?
+            .into_iter()
+            .flatten()
+            .peekable();
+        // One transaction per batch of about COPY_BATCH_BYTES (and at least one,
+        // so that an empty table exists in the new file as in the old).
+        loop {
+            let txn = new.begin_write().map_err(redb_err)?;
+            {
+                let mut table = txn.open_table(def(t)).map_err(redb_err)?;
+                let mut bytes = 0usize;
+                while bytes < COPY_BATCH_BYTES {
+                    let Some(entry) = entries.next() else { break };
+                    let (k, v) = entry.map_err(redb_err)?;
+                    table.insert(k.value(), v.value()).map_err(redb_err)?;
+                    bytes += k.value().len() + v.value().len();
+                }
+            }
+            txn.commit().map_err(redb_err)?;
+            if entries.peek().is_none() {
+                break;
+            }
+        }
+        let had = match &source {
+            Some(s) => s.len().map_err(redb_err)?,
+            None => 0,
+        };
+        let txn = new.begin_read().map_err(redb_err)?;
+        let has = txn
+            .open_table(def(t))
+            .map_err(redb_err)?
+            .len()
+            .map_err(redb_err)?;
+        if has != had {
+            return Err(DbError::Damaged {
+                path: new_path.to_path_buf(),
+                detail: format!("the copy of table {} has {has} entries of {had}", t.name()),
+            });
+        }
+        total += had;
+    }
+    drop(read);
+    // The file grew by whole regions as the copy went: trim what its end holds
+    // unused.
+    new.compact().map_err(redb_err)?;
+    verify(new_path, &mut new)?;
+    Ok(total)
 }
 
 #[cfg(test)]
@@ -186,7 +321,7 @@ mod tests {
     async fn sizes_count_entries_and_compaction_shrinks_without_losing_anything() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.redb");
-        {
+        let total = {
             let db = Db::open(&path, VOL).unwrap();
             let mut kv = db.kv().unwrap();
             // Many records written in many transactions, most deleted again:
@@ -220,12 +355,28 @@ mod tests {
             let total: u64 = live.iter().map(|t| t.stored + t.metadata).sum();
             let file = std::fs::metadata(&path).unwrap().len();
             assert!(total < file / 4, "live {total}, file {file}");
-        }
-        let mut passes_seen = 0;
-        let c = compact(&path, |_| passes_seen += 1).unwrap();
-        assert_eq!(passes_seen, c.passes);
+            total
+        };
+        // What an interrupted compaction left beside the file is replaced.
+        std::fs::write(compacting_path(&path), b"half-built").unwrap();
+        let mut tables_seen = Vec::new();
+        let c = compact(&path, |t| tables_seen.push(t)).unwrap();
+        assert_eq!(tables_seen, Table::ALL.map(|t| t.name()));
         assert!(c.after < c.before, "{c:?}");
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), c.after);
+        // The copy holds the live pages only: within a small factor of the live
+        // bytes, not the file the deletions left.
+        assert!(c.after < 4 * total.max(64 << 10), "live {total}, {c:?}");
+        assert!(!compacting_path(&path).exists());
+        // A second compaction never makes the file larger (its `before` is taken
+        // after the check's open and close, which records redb's allocator state).
+        let again = compact(&path, |_| {}).unwrap();
+        assert!(again.after <= again.before, "{again:?}");
+        assert!(again.after <= c.after, "{again:?}");
+        assert!(!compacting_path(&path).exists());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), again.after);
         let db = Db::open(&path, VOL).unwrap();
         let kv = db.kv().unwrap();
         assert_eq!(kv.get(b"o/0/99"), Some(vec![7u8; 2000]));

@@ -88,7 +88,7 @@ pub async fn fsck(
 /// compacts `state.redb` ([`oram_statedb::compact`]).
 pub fn compact(
     cfg: &VolumeConfig,
-    progress: impl FnMut(u32),
+    progress: impl FnMut(&'static str),
 ) -> Result<oram_statedb::Compacted, VolumeError> {
     let dir = &cfg.data_dir;
     if !datadir::has_volume(dir) {

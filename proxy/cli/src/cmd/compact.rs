@@ -8,17 +8,17 @@ use crate::util::spinner;
 pub fn run(args: CompactArgs) -> Result<(), CliError> {
     let (cfg, _) = args.configure()?;
     let spinner = spinner("compacting state.redb");
-    let r = oram_volume::compact(&cfg.volume(), |pass| {
-        spinner.set_message(format!("pass {}", pass + 1))
+    let r = oram_volume::compact(&cfg.volume(), |table| {
+        spinner.set_message(format!("copying {table}"))
     });
     spinner.finish_and_clear();
     let c = r.map_err(|e| e.to_string())?;
     println!(
-        "compacted {}: {} -> {} bytes ({} passes)",
+        "compacted {}: {} -> {} bytes ({} entries copied)",
         oram_volume::datadir::state_path(&cfg.data_dir).display(),
         c.before,
         c.after,
-        c.passes
+        c.entries
     );
     Ok(())
 }
