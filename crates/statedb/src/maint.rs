@@ -212,8 +212,22 @@ pub fn compact(path: &Path, mut progress: impl FnMut(&'static str)) -> Result<Co
             entries,
         });
     }
-    // The new file's last commit was durable (redb fsyncs it); the rename and the
-    // directory entry are made durable too before the old file is gone for good.
+    // The new file belongs to whoever owned the old one (a compaction run as
+    // root must not leave a file the proxy's own user cannot open), and is on
+    // disk before it replaces the old one; the rename is made durable too.
+    let settled = (|| {
+        use std::os::unix::fs::MetadataExt;
+        let owner = std::fs::metadata(path)?;
+        let made = std::fs::metadata(&new_path)?;
+        if (made.uid(), made.gid()) != (owner.uid(), owner.gid()) {
+            std::os::unix::fs::chown(&new_path, Some(owner.uid()), Some(owner.gid()))?;
+        }
+        std::fs::File::open(&new_path)?.sync_all()
+    })();
+    if let Err(e) = settled {
+        let _ = std::fs::remove_file(&new_path);
+        return Err(io(&new_path, e));
+    }
     std::fs::rename(&new_path, path).map_err(|e| io(path, e))?;
     if let Some(dir) = path.parent() {
         let dir = if dir.as_os_str().is_empty() {
@@ -382,6 +396,39 @@ mod tests {
         assert_eq!(kv.get(b"o/0/99"), Some(vec![7u8; 2000]));
         assert_eq!(kv.get(b"o/1/0"), None);
         assert_eq!(db.state(Space(0)).unwrap().pending().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_compaction_keeps_the_file_s_owner() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        {
+            // Records written and deleted again: a file its copy is smaller than.
+            let db = Db::open(&path, VOL).unwrap();
+            let mut kv = db.kv().unwrap();
+            for i in 0..400u32 {
+                kv.put(format!("o/{i}").as_bytes(), vec![7u8; 2000]);
+            }
+            kv.commit().await.unwrap();
+            for i in 0..400u32 {
+                assert!(kv.delete(format!("o/{i}").as_bytes()));
+            }
+            kv.commit().await.unwrap();
+        }
+        // Only root may give the file away (as an operator's `sudo oram-proxy
+        // compact` on a proxy running as its own user would find it).
+        if std::os::unix::fs::chown(&path, Some(65534), Some(65534)).is_err() {
+            eprintln!("not root: the owner cannot be changed here, nothing to check");
+            return;
+        }
+        // The copy replaced it, and the file is still the user's.
+        let c = compact(&path, |_| {}).unwrap();
+        assert!(c.after < c.before, "{c:?}");
+        let m = std::fs::metadata(&path).unwrap();
+        assert_eq!((m.uid(), m.gid()), (65534, 65534));
+        assert!(!compacting_path(&path).exists());
+        drop(Db::open(&path, VOL).unwrap());
     }
 
     #[test]
