@@ -280,7 +280,8 @@ def test_machine_lost_after_acknowledged_writes(tmp_path, shipped, engine):
         before = fill(p.client(), "lost", n=3)
     finally:
         assert p.stop() == 0  # the final checkpoint
-    p = Proxy(tmp_path / "a", *flags, env=env)
+    mport = free_port()
+    p = Proxy(tmp_path / "a", *flags, "--metrics-listen", f"127.0.0.1:{mport}", env=env)
     s3 = p.client()
     after = dict(before)
     for i in range(6):
@@ -292,6 +293,22 @@ def test_machine_lost_after_acknowledged_writes(tmp_path, shipped, engine):
     after["dir/obj-1"] = hashlib.md5(body).hexdigest()
     s3.delete_object(Bucket="lost", Key="dir/obj-2")
     del after["dir/obj-2"]
+    _, _, text = p.operator_get(mport, "/metrics")
+    text = text.decode()
+    if shipped:
+        # The log's load in /metrics: records landed, the stream they carried
+        # (the state changes of the writes above, each acknowledged only once
+        # shipped), and a record's capacity: 256 KiB less its 44-byte header.
+        values = {l.split(" ")[0]: float(l.split(" ")[1]) for l in text.splitlines()
+                  if l.startswith("oram_log_")}
+        assert values.get("oram_log_records_total", 0) > 0, text
+        assert values.get("oram_log_stream_bytes", 0) > 0, text
+        assert values.get("oram_log_record_capacity_bytes") == 256 * 1024 - 44, text
+        assert values.get("oram_log_failures_total") == 0, text
+        print(f"{engine}: {values['oram_log_records_total']:.0f} records landed, the stream "
+              f"at {values['oram_log_stream_bytes']:.0f} bytes")
+    else:
+        assert "oram_log_" not in text, text
     p.kill()
     shutil.rmtree(p.data_dir)
 

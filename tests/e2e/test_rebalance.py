@@ -10,6 +10,7 @@ byte, `fsck` is clean, and etcd saw coordination only.
 import base64
 import json
 import os
+import re
 import threading
 import time
 import urllib.request
@@ -19,8 +20,8 @@ import subprocess
 import pytest
 
 from conftest import BIN, free_port
-from test_cluster import (Node, chi_square, chi_square_bound, member_config, partition_accesses,
-                          put_checked, read_back)
+from test_cluster import (Node, chi_square, chi_square_bound, member_config, metric,
+                          node_metrics, partition_accesses, put_checked, read_back)
 from test_failover import (Etcd, Relay, coordinated, etcd_saw_only_coordination, fsck_clean,
                            make_certs_and_key, start_members)
 
@@ -118,6 +119,10 @@ def test_a_joining_member_is_handed_slots_while_clients_write(tmp_path):
         # Slot j starts on node j % 2.
         assert owners(etcd.clients[0]) == ["node0", "node1", "node0", "node1"]
         assert "slots:      [0, 2]" in nodes[0].logs(), nodes[0].logs()
+        # The banner states what the members' logs cost: 4 slots, a 1 MiB record
+        # every 20 ms each.
+        assert ("log:        one per slot; serving all 4: 200 record PUTs/s and 200.0 MiB/s "
+                "uploaded, busy or idle") in nodes[0].logs(), nodes[0].logs()
 
         s3 = front.client()
         s3.create_bucket(Bucket="bkt")
@@ -192,6 +197,18 @@ def test_a_joining_member_is_handed_slots_while_clients_write(tmp_path):
         chi = chi_square(every)
         assert chi < chi_square_bound(len(every) - 1), (chi, every)
         print(f"all members: chi-square {chi:.1f} over 64 partitions")
+        # Each member's /metrics shows the shipped log of each slot it serves, and
+        # only those (the donor's handed-off slot gone): records landed, where the
+        # stream stands, and what one record carries.
+        for i, n in enumerate(names):
+            status, text = node_metrics(root, metrics[i], node=n)
+            assert status == 200, text
+            logged = sorted(int(m) for m in re.findall(
+                r'^oram_log_records_total\{slot="(\d+)"\} [1-9]', text, re.M))
+            assert logged == owners_of(now, n), (n, now, text)
+            assert metric(text, "oram_log_record_capacity_bytes") > 0, text
+            streams = re.findall(r'^oram_log_stream_bytes\{slot="\d+"\} (\d+)', text, re.M)
+            assert len(streams) == len(logged) and all(int(b) > 0 for b in streams), text
 
         # The joiner is killed: its slot is claimed by a live member once its
         # lease lapses, rebuilt from the backend, and served.

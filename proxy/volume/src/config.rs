@@ -109,8 +109,8 @@ impl StateConfig {
     }
 
     /// At most how many bytes of shipped log `logs` logs (a cluster member
-    /// ships one per slot it serves) may hold on the backend at once while
-    /// busy: a record of `log_record_kib` every `log_interval_ms` each, kept
+    /// ships one per slot it serves) may hold on the backend at once, busy or
+    /// idle: a record of `log_record_kib` every `log_interval_ms` each, kept
     /// until the next checkpoint has landed (about `checkpoint_interval_secs`;
     /// counted twice, for a checkpoint still uploading). `None` without a log
     /// or periodic checkpoints. A function of the configuration alone.

@@ -88,6 +88,7 @@ async fn operator_endpoint(
         node.params.engine.clone(),
         node.backend_counters.clone(),
         Box::new(move || host.partitions().into_iter().zip(host.stats()).collect()),
+        node.shipper.as_ref().map(|s| s.stats.clone()),
     );
     serve_endpoint(cfg, dir, source).await
 }
@@ -247,23 +248,32 @@ async fn serve_under_lease(
 /// Above this much shipped log on the backend a member warns at start.
 const LOG_WARN_BYTES: u64 = 10 << 30;
 
-/// A member ships one log per slot it serves: prints how much log the
-/// backend may hold if it serves every slot, and warns when that is large.
+/// A member ships one log per slot it serves: prints what that costs if it
+/// serves every slot (record PUTs and bytes uploaded each second, busy or idle:
+/// every record has one size; the log kept on the backend between
+/// checkpoints), and warns when the log kept is large.
 fn log_volume_note(state: &oram_volume::StateConfig, slots: u64) {
-    let Some(bound) = state.log_bytes_bound(slots) else {
+    if state.log_settings().is_none() {
         return;
-    };
-    let gib = bound as f64 / f64::from(1u32 << 30);
+    }
+    let puts = slots as f64 * 1000.0 / state.log_interval_ms as f64;
+    let mib = puts * state.log_record_kib as f64 / 1024.0;
+    let bound = state.log_bytes_bound(slots);
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    let kept = bound.map_or_else(String::new, |b| {
+        format!(", up to {:.1} GiB kept between checkpoints", gib(b))
+    });
     println!(
-        "  log:        one per slot; serving all {slots}, up to {gib:.1} GiB on the backend \
-         between checkpoints while busy"
+        "  log:        one per slot; serving all {slots}: {puts:.0} record PUTs/s and {mib:.1} \
+         MiB/s uploaded, busy or idle{kept}"
     );
-    if bound > LOG_WARN_BYTES {
+    if let Some(b) = bound.filter(|b| *b > LOG_WARN_BYTES) {
         tracing::warn!(
-            "the shipped logs of {slots} slots may hold {gib:.1} GiB on the backend between \
+            "the shipped logs of {slots} slots may keep {:.1} GiB on the backend between \
              checkpoints ({} KiB every {} ms per slot, checkpoints every {} s): lower \
-             state.log_record_kib or state.checkpoint_interval_secs, or raise \
-             state.log_interval_ms",
+             state.log_record_kib (oram_log_stream_bytes in /metrics shows how full the records \
+             are) or state.checkpoint_interval_secs, or raise state.log_interval_ms",
+            gib(b),
             state.log_record_kib,
             state.log_interval_ms,
             state.checkpoint_interval_secs
@@ -360,12 +370,18 @@ async fn rebalanced(
     log_volume_note(&state, c.slot_count() as u64);
     let member = std::sync::Arc::new(member);
     let source = {
-        let (a, b, c) = (member.clone(), member.clone(), member.clone());
+        let (a, b, c, d) = (
+            member.clone(),
+            member.clone(),
+            member.clone(),
+            member.clone(),
+        );
         oram_server::NodeSource {
             slots: Box::new(move || a.slots()),
             engine: c.engine(),
             backend: Box::new(move || b.backend_counts()),
             stats: Box::new(move || c.hosts().stats()),
+            logs: Box::new(move || d.log_stats()),
         }
     };
     let _endpoint = serve_endpoint(cfg, &dir, source).await?;

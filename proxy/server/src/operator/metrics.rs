@@ -3,6 +3,7 @@
 //! start at zero at every start).
 
 use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
 
 use oram_blockstore::AccountingSnapshot;
 use oram_engine::EngineStats;
@@ -537,14 +538,58 @@ fn checkpoints(o: &mut Out, n: &Now<'_>) {
             &[("", if r.complete { 1.0 } else { 0.0 })],
         );
     }
-    if let Some(last) = ep.vol.shipper.as_ref().and_then(|s| s.stats.last_record()) {
-        o.metric(
-            "oram_log_last_record",
-            "gauge",
-            "The number of the last shipped-log record landed: note it, and `recover --expect-record` refuses a log whose tail the provider dropped.",
-            &[("", last as f64)],
-        );
+    if let Some(shipper) = &ep.vol.shipper {
+        if let Some(last) = shipper.stats.last_record() {
+            o.metric(
+                "oram_log_last_record",
+                "gauge",
+                "The number of the last shipped-log record landed: note it, and `recover --expect-record` refuses a log whose tail the provider dropped.",
+                &[("", last as f64)],
+            );
+        }
+        log_metrics(o, &[(String::new(), &shipper.stats)]);
     }
+}
+
+/// The shipped log's load: for each log (labelled `slot="j"` on a cluster
+/// member, unlabelled on a volume), the records landed, the failed PUTs and
+/// where the stream stands; and the stream bytes a record carries. How full
+/// the records are (the stream's rate over the records' rate times a record's
+/// capacity) tells whether `log_record_kib` caps the state's changes (near 1)
+/// or only adds to the bill (far below 1). Nothing when `logs` is empty.
+pub(super) fn log_metrics(o: &mut Out, logs: &[(String, &oram_volume::ShipStats)]) {
+    let Some((_, first)) = logs.first() else {
+        return;
+    };
+    let each = |f: &dyn Fn(&oram_volume::ShipStats) -> u64| -> Vec<(&str, f64)> {
+        logs.iter()
+            .map(|(l, s)| (l.as_str(), f(s) as f64))
+            .collect()
+    };
+    o.metric(
+        "oram_log_records_total",
+        "counter",
+        "Shipped-log records this process landed: one every `log_interval_ms`, each `log_record_kib`, whatever the load.",
+        &each(&|s| s.records.load(Ordering::Relaxed)),
+    );
+    o.metric(
+        "oram_log_failures_total",
+        "counter",
+        "PUTs of a shipped-log record that failed (each is sent again at the next tick).",
+        &each(&|s| s.failures.load(Ordering::Relaxed)),
+    );
+    o.metric(
+        "oram_log_stream_bytes",
+        "gauge",
+        "Where the shipped log's landed stream ends: the state changes shipped in this generation, bytes. Its rate over oram_log_records_total's, divided by oram_log_record_capacity_bytes, is how full the records are.",
+        &each(&|s| s.bytes.load(Ordering::Relaxed)),
+    );
+    o.metric(
+        "oram_log_record_capacity_bytes",
+        "gauge",
+        "Stream bytes one shipped-log record carries (log_record_kib less the record's header).",
+        &[("", first.record_capacity as f64)],
+    );
 }
 /// The backend lease and the TLS certificate.
 fn lease_and_tls(o: &mut Out, n: &Now<'_>) {

@@ -16,10 +16,11 @@ use std::sync::Arc;
 
 use oram_blockstore::{Accounting, AccountingSnapshot, BlockStore};
 use oram_engine::{EngineStats, Stat};
+use oram_volume::ShipStats;
 use tokio::sync::watch;
 
 use super::endpoint::{token, Token};
-use super::metrics::{backend_counts, build_info, engine_specific, Out};
+use super::metrics::{backend_counts, build_info, engine_specific, log_metrics, Out};
 use super::respond::respond;
 use super::{bind, serve_with, unauthorized};
 use crate::tasks::Shutdown;
@@ -36,22 +37,27 @@ pub struct NodeSource {
     pub backend: Box<dyn Fn() -> AccountingSnapshot + Send + Sync>,
     /// Each partition it serves now and its engine statistics, ascending.
     pub stats: Box<dyn Fn() -> Vec<(u32, EngineStats)> + Send + Sync>,
+    /// Each slot it serves now and its shipped log's counters, ascending
+    /// (empty without a log).
+    pub logs: Box<dyn Fn() -> Vec<(u32, Arc<ShipStats>)> + Send + Sync>,
 }
 
 impl NodeSource {
     /// The source of a node serving one slot: the partitions of `host`, the
-    /// requests counted by `backend`.
+    /// requests counted by `backend`, the log shipped by `log` (if any).
     pub fn of_slot(
         slot: u32,
         engine: String,
         backend: Arc<Accounting<Arc<dyn BlockStore>>>,
         stats: Box<dyn Fn() -> Vec<(u32, EngineStats)> + Send + Sync>,
+        log: Option<Arc<ShipStats>>,
     ) -> Self {
         Self {
             slots: Box::new(move || vec![slot]),
             engine,
             backend: Box::new(move || backend.snapshot()),
             stats,
+            logs: Box::new(move || log.iter().map(|s| (slot, s.clone())).collect()),
         }
     }
 }
@@ -167,6 +173,12 @@ pub(super) fn render_node(src: &NodeSource) -> String {
         &[("", all.len() as f64)],
     );
     backend_counts(&mut o, &(src.backend)());
+    let logs = (src.logs)();
+    let labelled: Vec<(String, &ShipStats)> = logs
+        .iter()
+        .map(|(j, s)| (format!("slot=\"{j}\""), s.as_ref()))
+        .collect();
+    log_metrics(&mut o, &labelled);
     // Per partition: uniform over the partitions whatever the workload and
     // however slow a node is (the cluster's e2e checks it with a chi-square).
     o.head(
@@ -264,11 +276,22 @@ mod tests {
             ..EngineStats::default()
         };
         let store: Arc<dyn BlockStore> = Arc::new(MemoryStore::new());
+        let log = |records, bytes| {
+            let s = ShipStats {
+                record_capacity: 16_336,
+                ..ShipStats::default()
+            };
+            s.records
+                .store(records, std::sync::atomic::Ordering::Relaxed);
+            s.bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
+            Arc::new(s)
+        };
         let src = NodeSource::of_slot(
             2,
             "oblivistore".into(),
             Arc::new(Accounting::new(store)),
             Box::new(move || vec![(4, part(3, 1)), (5, part(5, 4))]),
+            Some(log(7, 900)),
         );
         let text = render_node(&src);
         for line in [
@@ -281,6 +304,10 @@ mod tests {
             "oram_engine_rounds_total 4",
             "oram_engine_ring_evictions_total{engine=\"oblivistore\"} 5",
             "oram_engine_step_fetch_microseconds_total{engine=\"oblivistore\"} 20",
+            "oram_log_records_total{slot=\"2\"} 7",
+            "oram_log_stream_bytes{slot=\"2\"} 900",
+            "oram_log_failures_total{slot=\"2\"} 0",
+            "oram_log_record_capacity_bytes 16336",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
         }
@@ -290,6 +317,7 @@ mod tests {
             engine: "curious".into(),
             backend: Box::new(AccountingSnapshot::default),
             stats: Box::new(Vec::new),
+            logs: Box::new(move || vec![(1, log(3, 10)), (3, log(4, 20))]),
         };
         let text = render_node(&src);
         assert!(
@@ -297,5 +325,21 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("oram_node_partitions 0"), "{text}");
+        for line in [
+            "oram_log_records_total{slot=\"1\"} 3",
+            "oram_log_records_total{slot=\"3\"} 4",
+            "oram_log_stream_bytes{slot=\"3\"} 20",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
+        // Without a log, no log metrics.
+        let src = NodeSource {
+            slots: Box::new(|| vec![0]),
+            engine: "curious".into(),
+            backend: Box::new(AccountingSnapshot::default),
+            stats: Box::new(Vec::new),
+            logs: Box::new(Vec::new),
+        };
+        assert!(!render_node(&src).contains("oram_log_"));
     }
 }

@@ -209,8 +209,12 @@ pub struct ShipStats {
     pub records: AtomicU64,
     /// PUTs of a record that failed (each repeated at the next tick).
     pub failures: AtomicU64,
-    /// Stream bytes landed.
+    /// Where the landed stream ends: the state changes shipped so far in this
+    /// generation (an offset: a later run of the same generation goes on from
+    /// its predecessor's).
     pub bytes: AtomicU64,
+    /// Stream bytes one record carries (the record size less its header).
+    pub record_capacity: u64,
     /// The number of the last record landed, plus one (0: none yet). The operator
     /// notes it (`/metrics`, the serve log) as the anchor `recover
     /// --expect-record` checks: the backend cannot be trusted to keep the log's
@@ -278,7 +282,10 @@ pub async fn start(
         .last()
         .map_or(0, |s| s + 1);
     let landed = Arc::new(Mutex::new(BTreeMap::new()));
-    let stats = Arc::new(ShipStats::default());
+    let stats = Arc::new(ShipStats {
+        record_capacity: settings.record_bytes.saturating_sub(HEAD) as u64,
+        ..ShipStats::default()
+    });
     let task = tokio::spawn(ship(
         store.clone(),
         sealer,

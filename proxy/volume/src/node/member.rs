@@ -51,7 +51,7 @@ use crate::config::VolumeConfig;
 use crate::coord::{Coordinator, SlotView};
 use crate::datadir;
 use crate::fsutil::{blocking, io};
-use crate::VolumeError;
+use crate::{ShipStats, VolumeError};
 
 /// How often a member looks whether the slots are balanced (one range of
 /// the owner keys and one of the registrations each time).
@@ -143,8 +143,8 @@ pub struct Member {
     /// Guards the slots served: changed by one balance step at a time, and at
     /// the stop.
     slots: tokio::sync::Mutex<BTreeMap<u32, Running>>,
-    /// Guards the request counters of the slots served and of those handed
-    /// off, updated as a slot joins or leaves (read by the operator endpoint,
+    /// Guards the request and shipped-log counters of the slots served and the
+    /// request counters of those handed off, updated as a slot joins or leaves (read by the operator endpoint,
     /// which must not wait for a balance step).
     counted: std::sync::Mutex<Counted>,
 }
@@ -156,6 +156,8 @@ struct Counted {
     retired: AccountingSnapshot,
     /// Each slot served now and its counters.
     live: BTreeMap<u32, Arc<Accounting<Arc<dyn BlockStore>>>>,
+    /// Each slot served now and its shipped log's counters.
+    logs: BTreeMap<u32, Arc<ShipStats>>,
 }
 
 impl Member {
@@ -278,6 +280,15 @@ impl Member {
             .fold(c.retired, |sum, a| sum.plus(&a.snapshot()))
     }
 
+    /// The shipped-log counters of each slot served now, ascending.
+    pub fn log_stats(&self) -> Vec<(u32, Arc<ShipStats>)> {
+        self.counted()
+            .logs
+            .iter()
+            .map(|(j, s)| (*j, s.clone()))
+            .collect()
+    }
+
     /// The engine of the volume's partitions.
     pub fn engine(&self) -> String {
         self.base.engine.kind.name().to_string()
@@ -387,6 +398,7 @@ impl Member {
                     if let Some(a) = c.live.remove(&slot) {
                         c.retired = c.retired.plus(&a.snapshot());
                     }
+                    c.logs.remove(&slot);
                 }
                 drop(r);
                 self.remove_dir(slot).await?;
@@ -440,9 +452,13 @@ impl Member {
     ) -> Result<(), VolumeError> {
         let node: Arc<NodeVolume> = node.into();
         self.set.add(&node.host).map_err(VolumeError::Config)?;
-        self.counted()
-            .live
-            .insert(slot, node.backend_counters.clone());
+        {
+            let mut c = self.counted();
+            c.live.insert(slot, node.backend_counters.clone());
+            if let Some(s) = &node.shipper {
+                c.logs.insert(slot, s.stats.clone());
+            }
+        }
         let (stop, stopping) = watch::channel(false);
         let ticking = node.clone();
         let ticker = tokio::spawn(async move { ticking.checkpoint_until(stopping).await });
