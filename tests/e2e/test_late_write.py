@@ -9,12 +9,14 @@ does not read: every acknowledged object reads back and `fsck` is clean.
 the late PUT replaced it with an object it could not open.)
 """
 
+import contextlib
 import os
 import re
 import signal
 import socket
 import threading
 import time
+import types
 
 import boto3
 import pytest
@@ -75,12 +77,12 @@ def read_body(reader, headers):
 class HoldingRelay:
     """An HTTP/1.1 relay on a loopback port in front of one member's S3 backend.
     It passes requests on (answers flow back untouched) and keeps their request
-    lines; once armed, it holds the next PUT of a level object (`/o/` in its
-    path) of level `min_level` or above: read whole, never passed on, never answered — its sender sees a
-    request on the wire. `release` sends it on its own connection later."""
+    lines; once armed, it holds the next request for which `hold_if(method,
+    path)` is true: read whole, never passed on, never answered -- its sender
+    sees a request on the wire. `release` sends it on its own connection later."""
 
-    def __init__(self, upstream, min_level=0):
-        self.min_level = min_level  # the lowest level whose PUT is held
+    def __init__(self, upstream, hold_if=lambda method, path: False):
+        self.hold_if = hold_if
         host, port = upstream.removeprefix("http://").rsplit(":", 1)
         self.upstream = (host, int(port))
         self.sock = socket.socket()
@@ -91,6 +93,7 @@ class HoldingRelay:
         self.lock = threading.Lock()  # guards lines, held, armed, open
         self.lines = []  # (method, path) of every request passed on
         self.armed = False
+        self.armed_at = 0  # len(lines) when armed: the requests passed on since
         self.held = None  # (path, raw request) once one is held
         self.holding = threading.Event()
         self.open = []  # every socket, to close at the end
@@ -99,6 +102,12 @@ class HoldingRelay:
     def arm(self):
         with self.lock:
             self.armed = True
+            self.armed_at = len(self.lines)
+
+    def level_puts_since_armed(self):
+        """The paths of the level-object PUTs passed on since `arm`."""
+        with self.lock:
+            return [p for m, p in self.lines[self.armed_at:] if m == "PUT" and "/o/" in p]
 
     def _accept(self):
         while True:
@@ -127,8 +136,7 @@ class HoldingRelay:
                 headers = {k.strip().lower(): v.strip()
                            for k, _, v in (ln.partition(":") for ln in lines[1:])}
                 with self.lock:
-                    hold = (self.armed and self.held is None and method == "PUT"
-                            and "/o/" in path and level_of(path)[1] >= self.min_level)
+                    hold = self.armed and self.held is None and self.hold_if(method, path)
                 if hold:
                     if headers.get("expect", "").lower() == "100-continue":
                         client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -203,11 +211,13 @@ def level_of(path):
     return int(p), int(l), int(s)
 
 
-@pytest.mark.long(2)
-@pytest.mark.skipif(not os.environ.get("ORAM_TEST_MINIO"),
-                    reason="needs MinIO: set ORAM_TEST_MINIO to its binary (scripts/test.sh exports it)")
-def test_a_late_put_of_a_paused_node_overwrites_nothing_its_successor_reads(tmp_path):
-    root = tmp_path
+@contextlib.contextmanager
+def late_cluster(root, hold_if):
+    """etcd (one member), MinIO, a front, two nodes and a standby (waiting), all
+    shipping their logs; node 0's backend through the relay `paused` (holding
+    by `hold_if` once armed), the standby's through `watched` (holding
+    nothing); a bucket `bkt` holding 8 acknowledged objects (`acked`). Every
+    process is stopped (resumed first) at the end."""
     etcd = Etcd(root, n=1)
     procs, relays = [], []
     with minio_server(root / "minio") as endpoint:
@@ -225,9 +235,7 @@ def test_a_late_put_of_a_paused_node_overwrites_nothing_its_successor_reads(tmp_
             make_certs_and_key(root, MEMBERS)
             ports = [free_port() for _ in range(2)]
             addrs = [f"127.0.0.1:{p}" for p in ports]
-            # A level of 2 or more stays live for several evictions into its
-            # partition: still what the standby's state refers to when fsck runs.
-            paused, watched = HoldingRelay(endpoint, min_level=2), HoldingRelay(endpoint)
+            paused, watched = HoldingRelay(endpoint, hold_if), HoldingRelay(endpoint)
             relays += [paused, watched]
             front_cfg = s3_backend(coordinated(
                 member_config(root, "front", addrs, "front", log_ms=20), etcd), endpoint)
@@ -239,65 +247,14 @@ def test_a_late_put_of_a_paused_node_overwrites_nothing_its_successor_reads(tmp_
                             edit=lambda cfg: s3_backend(cfg, watched.url))
             procs.append(spare)
             spare.wait_standing_by()
-
             s3 = front.client()
             s3.create_bucket(Bucket="bkt")
             acked = {}
             for i in range(8):
                 assert put_checked(s3, f"obj-{i}", os.urandom(2000 + 3001 * i), acked)
-
-            # Node 0's next PUT of a level object stays on the wire; node 0 is
-            # paused at once, past its lease.
-            paused.arm()
-
-            def write_until_held():
-                for i in range(300):
-                    put_until_accepted(s3, front, f"during-{i}", os.urandom(20000), acked)
-                    if paused.holding.is_set():
-                        return
-
-            writer = threading.Thread(target=write_until_held, daemon=True)
-            writer.start()
-            assert paused.holding.wait(timeout=60), "node 0 sent no level PUT"
-            nodes[0].proc.send_signal(signal.SIGSTOP)
-            held_path = paused.held[0]
-            held = level_of(held_path)
-            assert held[0] in nodes[0].partitions(), (held, nodes[0].partitions())
-
-            # The standby takes slot 0 over and the front repeats the round,
-            # which rebuilds the held PUT's level: the client's PUT completes.
-            spare.wait_took_over()
-            writer.join(timeout=90)
-            assert not writer.is_alive()
-            with watched.lock:
-                rebuilt = [level_of(p) for m, p in watched.lines if m == "PUT" and "/o/" in p]
-            same = [r for r in rebuilt if r[:2] == held[:2]]
-            assert same, f"the standby did not rebuild level {held[:2]}: {rebuilt}"
-            assert all(r[2] != held[2] for r in same), (held, same)
-
-            # The paused node's PUT lands now, after the standby's; checked at
-            # once, before later accesses rebuild the level: every object the
-            # cluster's state refers to opens (fsck reads them all).
-            assert paused.release() == 200
-            key = held_path.split("?")[0].split(f"/{BUCKET}/", 1)[1]
-            assert backend.head_object(Bucket=BUCKET, Key=key)["ContentLength"] > 0
-            assert front.stop() == 0, front.logs()
-            fsck_clean(front_cfg)
-
-            # Resumed, node 0 finds its lease lost and stops.
-            nodes[0].proc.send_signal(signal.SIGCONT)
-            assert nodes[0].proc.wait(timeout=60) != 0
-            front = Proxy(root / "front", "--config", str(front_cfg))
-            procs.append(front)
-            s3 = front.client()
-            read_back(s3, acked)
-            for i in range(6):
-                assert put_checked(s3, f"after-{i}", os.urandom(1500 * (i + 1)), acked)
-            read_back(s3, acked)
-            assert front.stop() == 0, front.logs()
-            fsck_clean(front_cfg)
-            print(f"late PUT of level {held[:2]} slot {held[2]} landed after the standby "
-                  f"wrote it at slot {same[-1][2]}; {len(acked)} objects read back, fsck clean")
+            yield types.SimpleNamespace(backend=backend, front_cfg=front_cfg, nodes=nodes,
+                                        front=front, spare=spare, paused=paused,
+                                        watched=watched, procs=procs, s3=s3, acked=acked)
         finally:
             for p in procs:
                 if p.proc.poll() is None:
@@ -309,3 +266,137 @@ def test_a_late_put_of_a_paused_node_overwrites_nothing_its_successor_reads(tmp_
             for r in relays:
                 r.close()
             etcd.stop()
+
+
+def level_put(min_level):
+    """A relay's `hold_if`: a PUT of a level object of level `min_level` or above."""
+    return lambda method, path: method == "PUT" and "/o/" in path and level_of(path)[1] >= min_level
+
+
+@pytest.mark.long(2)
+@pytest.mark.skipif(not os.environ.get("ORAM_TEST_MINIO"),
+                    reason="needs MinIO: set ORAM_TEST_MINIO to its binary (scripts/test.sh exports it)")
+def test_a_late_put_of_a_paused_node_overwrites_nothing_its_successor_reads(tmp_path):
+    root = tmp_path
+    # A level of 2 or more stays live for several evictions into its partition:
+    # still what the standby's state refers to when fsck runs.
+    with late_cluster(root, level_put(2)) as c:
+        backend, front_cfg, nodes, front = c.backend, c.front_cfg, c.nodes, c.front
+        spare, paused, watched, procs = c.spare, c.paused, c.watched, c.procs
+        s3, acked = c.s3, c.acked
+
+        # Node 0's next PUT of a level object stays on the wire; node 0 is
+        # paused at once, past its lease.
+        paused.arm()
+
+        def write_until_held():
+            for i in range(300):
+                put_until_accepted(s3, front, f"during-{i}", os.urandom(20000), acked)
+                if paused.holding.is_set():
+                    return
+
+        writer = threading.Thread(target=write_until_held, daemon=True)
+        writer.start()
+        assert paused.holding.wait(timeout=60), "node 0 sent no level PUT"
+        nodes[0].proc.send_signal(signal.SIGSTOP)
+        held_path = paused.held[0]
+        held = level_of(held_path)
+        assert held[0] in nodes[0].partitions(), (held, nodes[0].partitions())
+
+        # The standby takes slot 0 over and the front repeats the round,
+        # which rebuilds the held PUT's level: the client's PUT completes.
+        spare.wait_took_over()
+        writer.join(timeout=90)
+        assert not writer.is_alive()
+        with watched.lock:
+            rebuilt = [level_of(p) for m, p in watched.lines if m == "PUT" and "/o/" in p]
+        same = [r for r in rebuilt if r[:2] == held[:2]]
+        assert same, f"the standby did not rebuild level {held[:2]}: {rebuilt}"
+        assert all(r[2] != held[2] for r in same), (held, same)
+
+        # The paused node's PUT lands now, after the standby's; checked at
+        # once, before later accesses rebuild the level: every object the
+        # cluster's state refers to opens (fsck reads them all).
+        assert paused.release() == 200
+        key = held_path.split("?")[0].split(f"/{BUCKET}/", 1)[1]
+        assert backend.head_object(Bucket=BUCKET, Key=key)["ContentLength"] > 0
+        assert front.stop() == 0, front.logs()
+        fsck_clean(front_cfg)
+
+        # Resumed, node 0 finds its lease lost and stops.
+        nodes[0].proc.send_signal(signal.SIGCONT)
+        assert nodes[0].proc.wait(timeout=60) != 0
+        front = Proxy(root / "front", "--config", str(front_cfg))
+        procs.append(front)
+        s3 = front.client()
+        read_back(s3, acked)
+        for i in range(6):
+            assert put_checked(s3, f"after-{i}", os.urandom(1500 * (i + 1)), acked)
+        read_back(s3, acked)
+        assert front.stop() == 0, front.logs()
+        fsck_clean(front_cfg)
+        print(f"late PUT of level {held[:2]} slot {held[2]} landed after the standby "
+              f"wrote it at slot {same[-1][2]}; {len(acked)} objects read back, fsck clean")
+
+
+@pytest.mark.long(2)
+@pytest.mark.skipif(not os.environ.get("ORAM_TEST_MINIO"),
+                    reason="needs MinIO: set ORAM_TEST_MINIO to its binary (scripts/test.sh exports it)")
+def test_what_a_node_wrote_after_its_last_shipped_commit_spoils_nothing_its_successor_restores(
+        tmp_path):
+    """What slot banks rest on (docs/decisions/016): the successor restores the
+    state the replaced node's shipped log reached, so nothing the node wrote
+    after that may replace an object that state refers to. Node 0's next log
+    record is held on the wire (its shipper sends one record at a time, so none
+    after it lands either): its commits stay unshipped and so unanswered, while
+    the rounds under way write their objects. Node 0 must then write no object
+    name twice (a partition's next round waits for its last one's commit). It is
+    paused past its lease; the standby restores slot 0 from the checkpoint and
+    the log that landed, the front repeats the interrupted rounds: every
+    acknowledged object reads back and `fsck` is clean."""
+    root = tmp_path
+    with late_cluster(root, lambda method, path: method == "PUT" and "/log/" in path) as c:
+        front_cfg, nodes, front, spare, paused = c.front_cfg, c.nodes, c.front, c.spare, c.paused
+        s3, acked = c.s3, c.acked
+        paused.arm()
+        done = threading.Event()
+
+        def write():
+            for i in range(300):
+                if done.is_set():
+                    return
+                put_until_accepted(s3, front, f"during-{i}", os.urandom(20000), acked)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        assert paused.holding.wait(timeout=60), "node 0 shipped no log record"
+        # The writes under way when the record was held go on for a while
+        # (their commits wait for it); then node 0 is paused past its lease.
+        time.sleep(2)
+        nodes[0].proc.send_signal(signal.SIGSTOP)
+        written = paused.level_puts_since_armed()
+        names = [p.split("?")[0] for p in written]
+        assert len(names) == len(set(names)), f"an object written twice: {sorted(names)}"
+
+        spare.wait_took_over()
+        done.set()
+        writer.join(timeout=90)
+        assert not writer.is_alive()
+        read_back(s3, acked)
+        assert front.stop() == 0, front.logs()
+        fsck_clean(front_cfg)
+        # Resumed, node 0 finds its lease lost and stops; its held record lands
+        # late in its own generation's log, which nothing reads any more.
+        nodes[0].proc.send_signal(signal.SIGCONT)
+        assert nodes[0].proc.wait(timeout=60) != 0
+        assert paused.release() == 200
+        front = Proxy(root / "front", "--config", str(front_cfg))
+        c.procs.append(front)
+        s3 = front.client()
+        read_back(s3, acked)
+        for i in range(4):
+            assert put_checked(s3, f"after-{i}", os.urandom(1500 * (i + 1)), acked)
+        assert front.stop() == 0, front.logs()
+        fsck_clean(front_cfg)
+        print(f"node 0 wrote {len(names)} level objects after its log stopped landing, none "
+              f"twice; {len(acked)} objects read back, fsck clean")
