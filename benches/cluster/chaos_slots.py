@@ -140,7 +140,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--faults", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the work directory (a failed run always keeps it)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     root = pathlib.Path(tempfile.mkdtemp(prefix="oram-chaos-slots-"))
@@ -150,6 +151,7 @@ def main():
     writing = threading.Lock()  # held by the writer around each write
     stop_writer = threading.Event()
     results = []
+    finished = False  # a failed run keeps its work directory (every process's log)
     try:
         make_certs_and_key(root, ["front"] + [f"m{i}" for i in range(MACHINES)])
         ports = [free_port() for _ in range(MACHINES)]
@@ -291,6 +293,7 @@ def main():
         print(f"chi-square over all partitions after each fault: median "
               f"{statistics.median(chis):.1f}, max {max(chis):.1f} (bound "
               f"{chi_square_bound(63):.1f} at 63 degrees of freedom)")
+        finished = True
     finally:
         stop_writer.set()
         if front is not None:
@@ -302,8 +305,8 @@ def main():
                 m.proc.kill()
             m.stop_relay()
         etcd.stop()
-        if args.keep:
-            print(f"work directory: {root}")
+        if args.keep or not finished:
+            print(f"work directory (kept): {root}", flush=True)
         else:
             shutil.rmtree(root, ignore_errors=True)
 
