@@ -591,6 +591,7 @@ pub(super) fn log_metrics(o: &mut Out, logs: &[(String, &oram_volume::ShipStats)
         &[("", first.record_capacity as f64)],
     );
 }
+
 /// The backend lease and the TLS certificate.
 fn lease_and_tls(o: &mut Out, n: &Now<'_>) {
     let (vol, tel) = (&n.ep.vol, &n.ep.tel);

@@ -4,11 +4,13 @@
 //! bytes this node sent to the backend, and its partitions' engine statistics
 //! summed over them (`oram_engine_*`, the step timings included), beside
 //! `oram_node_info` naming its slot and each partition's accesses
-//! (`oram_node_partition_accesses_total`). The same connection limits as the
-//! volume's endpoint; plain HTTP, so only on a loopback address.
+//! (`oram_node_partition_accesses_total`), and each slot's shipped log
+//! (`oram_log_*{slot}`). The same connection limits as the volume's endpoint;
+//! plain HTTP, so only on a loopback address.
 //!
 //! What it reveals is what the front's endpoint reveals of the same
-//! partitions: counts the storage server sees anyway, and engine internals.
+//! partitions: counts the storage server sees anyway, and engine internals
+//! (the log's stream position is inside the sealed, padded records).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
