@@ -176,10 +176,15 @@ fn create_private(path: &Path) -> Result<(), DbError> {
         .mode(0o600)
         .open(path)
         .map(drop)
-        .map_err(|e| DbError::Open {
-            path: path.to_path_buf(),
-            source: Box::new(redb::DatabaseError::Storage(redb::StorageError::Io(e))),
-        })
+        .map_err(|e| io_error(path, e))
+}
+
+/// A file operation on `path` that failed with `e`, as [`DbError::Open`].
+fn io_error(path: &Path, e: std::io::Error) -> DbError {
+    DbError::Open {
+        path: path.to_path_buf(),
+        source: Box::new(redb::DatabaseError::Storage(redb::StorageError::Io(e))),
+    }
 }
 
 /// An error opening the file at `path`: [`DbError::Damaged`] when redb found the

@@ -9,7 +9,7 @@ use oram_state::Table;
 
 use crate::committer::def;
 use crate::{
-    create_private, guarded, open_error, redb_err, u64_of, verify, Db, DbError,
+    create_private, guarded, io_error, open_error, redb_err, u64_of, verify, Db, DbError,
     DEFAULT_CACHE_BYTES, FORMAT,
 };
 
@@ -152,11 +152,11 @@ impl Db {
 /// database of this [`FORMAT`]. `progress(table)` runs before each table is
 /// copied. Blocks on file I/O and fsyncs.
 pub fn compact(path: &Path, mut progress: impl FnMut(&'static str)) -> Result<Compacted, DbError> {
-    let io = |p: &Path, e: std::io::Error| DbError::Open {
-        path: p.to_path_buf(),
-        source: Box::new(redb::DatabaseError::Storage(redb::StorageError::Io(e))),
+    let size = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.len())
+            .map_err(|e| io_error(p, e))
     };
-    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).map_err(|e| io(p, e));
     {
         // Opened for writing first: redb checks the file (and would repair an
         // unclean one, which `verify` reports as damage).
@@ -190,7 +190,7 @@ pub fn compact(path: &Path, mut progress: impl FnMut(&'static str)) -> Result<Co
     match std::fs::remove_file(&new_path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io(&new_path, e)),
+        Err(e) => return Err(io_error(&new_path, e)),
     }
     let copied = copy_tables(&old, &new_path, &mut progress);
     drop(old);
@@ -205,7 +205,7 @@ pub fn compact(path: &Path, mut progress: impl FnMut(&'static str)) -> Result<Co
     // makes the file larger.
     let copy = size(&new_path)?;
     if copy >= before {
-        std::fs::remove_file(&new_path).map_err(|e| io(&new_path, e))?;
+        std::fs::remove_file(&new_path).map_err(|e| io_error(&new_path, e))?;
         return Ok(Compacted {
             before,
             after: before,
@@ -226,9 +226,9 @@ pub fn compact(path: &Path, mut progress: impl FnMut(&'static str)) -> Result<Co
     })();
     if let Err(e) = settled {
         let _ = std::fs::remove_file(&new_path);
-        return Err(io(&new_path, e));
+        return Err(io_error(&new_path, e));
     }
-    std::fs::rename(&new_path, path).map_err(|e| io(path, e))?;
+    std::fs::rename(&new_path, path).map_err(|e| io_error(path, e))?;
     if let Some(dir) = path.parent() {
         let dir = if dir.as_os_str().is_empty() {
             Path::new(".")
@@ -237,7 +237,7 @@ pub fn compact(path: &Path, mut progress: impl FnMut(&'static str)) -> Result<Co
         };
         std::fs::File::open(dir)
             .and_then(|d| d.sync_all())
-            .map_err(|e| io(dir, e))?;
+            .map_err(|e| io_error(dir, e))?;
     }
     Ok(Compacted {
         before,

@@ -77,6 +77,13 @@ pub struct LogSettings {
     pub interval: Duration,
 }
 
+impl LogSettings {
+    /// Stream bytes one record carries: the record size less its header.
+    pub fn capacity(&self) -> usize {
+        self.record_bytes.saturating_sub(HEAD)
+    }
+}
+
 fn dir(prefix: &str, generation: u64) -> String {
     format!("{prefix}/log/{generation:016x}/")
 }
@@ -283,7 +290,7 @@ pub async fn start(
         .map_or(0, |s| s + 1);
     let landed = Arc::new(Mutex::new(BTreeMap::new()));
     let stats = Arc::new(ShipStats {
-        record_capacity: settings.record_bytes.saturating_sub(HEAD) as u64,
+        record_capacity: settings.capacity() as u64,
         ..ShipStats::default()
     });
     let task = tokio::spawn(ship(
@@ -324,7 +331,7 @@ async fn ship(
     // A PUT slower than the interval delays the next record; none is skipped or
     // sent in a burst to catch up.
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let capacity = settings.record_bytes.saturating_sub(HEAD);
+    let capacity = settings.capacity();
     // The record being shipped: number, stream offset after it, sealed bytes.
     let mut pending: Option<(u64, u64, Bytes)> = None;
     loop {

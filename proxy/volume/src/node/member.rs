@@ -144,8 +144,8 @@ pub struct Member {
     /// the stop.
     slots: tokio::sync::Mutex<BTreeMap<u32, Running>>,
     /// Guards the request and shipped-log counters of the slots served and the
-    /// request counters of those handed off, updated as a slot joins or leaves (read by the operator endpoint,
-    /// which must not wait for a balance step).
+    /// request counters of those handed off, updated as a slot joins or leaves
+    /// (read by the operator endpoint, which must not wait for a balance step).
     counted: std::sync::Mutex<Counted>,
 }
 
@@ -155,9 +155,15 @@ struct Counted {
     /// Sent for the slots handed off (so that the member's counts only grow).
     retired: AccountingSnapshot,
     /// Each slot served now and its counters.
-    live: BTreeMap<u32, Arc<Accounting<Arc<dyn BlockStore>>>>,
-    /// Each slot served now and its shipped log's counters.
-    logs: BTreeMap<u32, Arc<ShipStats>>,
+    live: BTreeMap<u32, LiveCounters>,
+}
+
+/// The counters of one slot served.
+struct LiveCounters {
+    /// Its backend requests.
+    requests: Arc<Accounting<Arc<dyn BlockStore>>>,
+    /// Its shipped log's.
+    log: Option<Arc<ShipStats>>,
 }
 
 impl Member {
@@ -277,15 +283,15 @@ impl Member {
         let c = self.counted();
         c.live
             .values()
-            .fold(c.retired, |sum, a| sum.plus(&a.snapshot()))
+            .fold(c.retired, |sum, a| sum.plus(&a.requests.snapshot()))
     }
 
     /// The shipped-log counters of each slot served now, ascending.
     pub fn log_stats(&self) -> Vec<(u32, Arc<ShipStats>)> {
         self.counted()
-            .logs
+            .live
             .iter()
-            .map(|(j, s)| (*j, s.clone()))
+            .filter_map(|(j, c)| Some((*j, c.log.clone()?)))
             .collect()
     }
 
@@ -396,9 +402,8 @@ impl Member {
                 {
                     let mut c = self.counted();
                     if let Some(a) = c.live.remove(&slot) {
-                        c.retired = c.retired.plus(&a.snapshot());
+                        c.retired = c.retired.plus(&a.requests.snapshot());
                     }
-                    c.logs.remove(&slot);
                 }
                 drop(r);
                 self.remove_dir(slot).await?;
@@ -452,13 +457,13 @@ impl Member {
     ) -> Result<(), VolumeError> {
         let node: Arc<NodeVolume> = node.into();
         self.set.add(&node.host).map_err(VolumeError::Config)?;
-        {
-            let mut c = self.counted();
-            c.live.insert(slot, node.backend_counters.clone());
-            if let Some(s) = &node.shipper {
-                c.logs.insert(slot, s.stats.clone());
-            }
-        }
+        self.counted().live.insert(
+            slot,
+            LiveCounters {
+                requests: node.backend_counters.clone(),
+                log: node.shipper.as_ref().map(|s| s.stats.clone()),
+            },
+        );
         let (stop, stopping) = watch::channel(false);
         let ticking = node.clone();
         let ticker = tokio::spawn(async move { ticking.checkpoint_until(stopping).await });
