@@ -211,7 +211,10 @@ def main():
             check_disk(root)
             victim = rng.choice([m for m in machines if m.alive()])
             kind = rng.choice(["kill", "pause", "stop"])
-            print(f"fault {fault + 1}: {kind} of {victim.name} ({victim.id})", flush=True)
+            # The wall-clock time (UTC, as the processes' logs) to find the
+            # fault in the members' and the front's logs.
+            print(f"fault {fault + 1}: {kind} of {victim.name} ({victim.id}) at "
+                  f"{time.strftime('%H:%M:%S', time.gmtime())}", flush=True)
             others = [m.id for m in machines if m is not victim]
             t0 = time.monotonic()
             deadline = t0 + 180

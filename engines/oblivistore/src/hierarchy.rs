@@ -54,8 +54,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, BlockStoreExt, ObjKey};
 use oram_engine::{
-    CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result, StagedAccess, Stat, StatKind,
-    StepClock,
+    detached, CheckReport, EngineStats, Op, Oram, OramError, Quiesced, Result, StagedAccess, Stat,
+    StatKind, StepClock,
 };
 
 use crate::budget::SlotBudget;
@@ -199,6 +199,42 @@ impl Hierarchy {
 }
 
 impl Inner {
+    /// An access staged, holding the partition until it commits or is
+    /// dropped (see [`Oram::access_staged`]; run detached).
+    async fn stage(self: Arc<Self>, ops: Vec<Op>) -> Result<StagedAccess> {
+        let inner = self;
+        let mut g = inner.core.clone().lock_owned().await;
+        check_batch(
+            g.state.as_ref(),
+            &ops,
+            inner.cfg.id_limit,
+            inner.geo().block_size,
+        )?;
+        if ops.iter().any(Op::accesses) {
+            inner.ensure_secret(&mut g).await?;
+        }
+        match inner.serve(&mut g, &ops).await {
+            Ok((answers, land)) => {
+                let changes = g.state.stage();
+                let finish = move |outcome: std::result::Result<(), String>| {
+                    let mut g = g;
+                    match outcome {
+                        Ok(()) => g.state.settle(),
+                        Err(_) => g.state.rollback(),
+                    }
+                };
+                Ok(match land {
+                    Some(land) => StagedAccess::landing(answers, changes, land, finish),
+                    None => StagedAccess::new(answers, changes, finish),
+                })
+            }
+            Err(e) => {
+                g.state.rollback();
+                Err(e)
+            }
+        }
+    }
+
     pub(crate) fn geo(&self) -> Geometry {
         Geometry {
             top: self.top.load(Ordering::Acquire),
@@ -526,46 +562,26 @@ impl Oram for Hierarchy {
         self.inner.cfg.id_limit
     }
 
-    /// As [`Oram::access_staged`], committed alone.
+    /// As [`Oram::access_staged`], committed alone, on a task of its own (a
+    /// caller that goes away mid-commit leaves the state as committed).
     async fn access(&self, ops: Vec<Op>) -> Result<Vec<Bytes>> {
-        self.access_staged(ops).await?.commit().await
+        let inner = self.inner.clone();
+        detached(async move { inner.stage(ops).await?.commit().await }).await
     }
 
     /// Observed: see the module documentation — per access one slot of every
     /// filled level the eviction leaves alone, each level it empties whole,
     /// one PUT.
+    ///
+    /// The access runs on a task of its own ([`detached`]): a caller that goes
+    /// away (a cluster node stopping while a front's round is staged on it)
+    /// never leaves its changes half applied in the partition's state, where
+    /// the next commit would take them in and a collection would delete the
+    /// objects the committed state refers to. Detached, the access finishes
+    /// and, its result dropped, is undone.
     async fn access_staged(&self, ops: Vec<Op>) -> Result<StagedAccess> {
         let inner = self.inner.clone();
-        let mut g = inner.core.clone().lock_owned().await;
-        check_batch(
-            g.state.as_ref(),
-            &ops,
-            inner.cfg.id_limit,
-            inner.geo().block_size,
-        )?;
-        if ops.iter().any(Op::accesses) {
-            inner.ensure_secret(&mut g).await?;
-        }
-        match inner.serve(&mut g, &ops).await {
-            Ok((answers, land)) => {
-                let changes = g.state.stage();
-                let finish = move |outcome: std::result::Result<(), String>| {
-                    let mut g = g;
-                    match outcome {
-                        Ok(()) => g.state.settle(),
-                        Err(_) => g.state.rollback(),
-                    }
-                };
-                Ok(match land {
-                    Some(land) => StagedAccess::landing(answers, changes, land, finish),
-                    None => StagedAccess::new(answers, changes, finish),
-                })
-            }
-            Err(e) => {
-                g.state.rollback();
-                Err(e)
-            }
-        }
+        detached(async move { inner.stage(ops).await }).await
     }
 
     fn grows(&self) -> bool {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use oram_blockstore::{BlockStore, BlockStoreExt};
-use oram_engine::conformance::{block_data, test_sealer};
+use oram_engine::conformance::{block_data, landed_checkpoint, test_sealer};
 use oram_engine::{Op, Oram, Parts};
 use oram_oblivistore::{oblivistore, ObliviStoreConfig};
 use oram_partition::Partitioned;
@@ -18,16 +18,6 @@ const CAPACITY: u64 = 256;
 
 async fn objects(store: &dyn BlockStore) -> usize {
     store.list("vol0/").await.unwrap().len()
-}
-
-/// Marks a checkpoint as taken and landed (what a volume's checkpoint does to
-/// the state's lineage), with the engine quiesced.
-async fn landed_checkpoint(e: &dyn Oram, db: &Arc<Db>) {
-    let quiet = e.quiesce().await.unwrap();
-    let epoch = db.epoch() + 1;
-    db.set_epoch(epoch).await.unwrap();
-    db.set_landed(epoch);
-    drop(quiet);
 }
 
 /// A volume whose state is a redb database (so checkpoints can land) over a

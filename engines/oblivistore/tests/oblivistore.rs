@@ -10,15 +10,16 @@ use std::sync::Arc;
 use bytes::Bytes;
 use oram_blockstore::{BlockStore, BlockStoreExt, Recording, TraceEvent, Verb};
 use oram_engine::conformance::{
-    block_data, chi_square, chi_square_critical_001, fill, shape_of, test_sealer,
-    trace_of_each_access, workloads, Model,
+    block_data, chi_square, chi_square_critical_001, fill, landed_checkpoint, shape_of,
+    test_sealer, trace_of_each_access, workloads, HoldStore, Model,
 };
 use oram_engine::{Op, Oram, OramError, Parts, Shape};
 use oram_oblivistore::{
     oblivistore, Geometry, Hierarchy, HierarchyConfig, ObliviStoreConfig, ShuffleRead, SlotBudget,
 };
 use oram_partition::{Partitioned, PartitionedConfig};
-use oram_state::MemState;
+use oram_state::{MemState, Space};
+use oram_statedb::Db;
 use oram_store_memory::MemoryStore;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -284,6 +285,17 @@ fn one_partition(
     permits: usize,
     store: Arc<dyn BlockStore>,
 ) -> Hierarchy {
+    partition_on(geometry, seed, permits, store, Box::new(MemState::new()))
+}
+
+/// As [`one_partition`], its state in `state`.
+fn partition_on(
+    geometry: Geometry,
+    seed: u8,
+    permits: usize,
+    store: Arc<dyn BlockStore>,
+    state: Box<dyn oram_state::TrustedState>,
+) -> Hierarchy {
     Hierarchy::new(
         HierarchyConfig {
             geometry,
@@ -294,7 +306,7 @@ fn one_partition(
         },
         store,
         test_sealer(),
-        Box::new(MemState::new()),
+        state,
         SlotBudget::new(permits as u64, geometry.top),
         SlotBudget::new(permits as u64, geometry.top),
     )
@@ -462,6 +474,93 @@ async fn a_late_put_of_a_failed_attempt_leaves_the_level_readable() {
         assert_eq!(got[0], block_data(b, v, BS), "block {b}");
     }
     let _ = mem;
+}
+
+/// A caller that goes away in the middle of an access — a cluster node
+/// stopping aborts the connection a front's round is being staged on — leaves
+/// the partition as committed: the access runs to its end on a task of its own
+/// and, its result dropped, is undone. Then a checkpoint lands and the
+/// partition collects what it superseded: the state restored from that
+/// checkpoint finds every level object it refers to, and so does the
+/// partition itself. (Run in the caller's task, the access left its first
+/// eviction applied in the state — levels 0 to 2 emptied into level 3 — and
+/// the collection, taking those levels for empty, deleted the objects the
+/// checkpoint refers to: "level 0: object … is missing", as the long chaos run
+/// of a rebalancing cluster found after a member's clean stop.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_access_whose_caller_goes_away_half_way_leaves_the_partition_as_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let hold = Arc::new(HoldStore::new(MemoryStore::new()));
+    let store: Arc<dyn BlockStore> = hold.clone();
+    let geometry = Geometry {
+        top: 4,
+        block_size: BS,
+    };
+    let db = Db::open(&dir.path().join("state.redb"), [6; 16]).unwrap();
+    let h = partition_on(
+        geometry,
+        4,
+        1024,
+        store.clone(),
+        Box::new(db.state(Space(1)).unwrap()),
+    );
+    // Seven evictions: levels 0, 1 and 2 filled.
+    for b in 0..7 {
+        h.access(vec![Op::Dummy, Op::Insert(b, block_data(b, 1, BS))])
+            .await
+            .unwrap();
+    }
+    // Two accesses: the first one's eviction empties levels 0 to 2 into level
+    // 3, which lands within the access (the second may read it); the second's
+    // reads hang, and the caller goes away meanwhile.
+    hold.set_puts_open(false);
+    {
+        let ops = vec![Op::Take(2), Op::Insert(8, block_data(8, 1, BS)), Op::Dummy];
+        let staged = h.access_staged(ops);
+        tokio::pin!(staged);
+        let mut waited = 0;
+        let mut step = |what: &str| {
+            assert!(waited < 500, "{what}");
+            waited += 1;
+        };
+        while hold.puts_waiting() == 0 {
+            step("the first access sent no PUT");
+            tokio::select! {
+                r = &mut staged => panic!("the access did not wait for its PUT: {:?}", r.map(|_| ())),
+                () = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+            }
+        }
+        hold.set_gets_open(false);
+        hold.set_puts_open(true);
+        while hold.held().is_empty() {
+            step("the second access read nothing");
+            tokio::select! {
+                r = &mut staged => panic!("the access did not wait for its reads: {:?}", r.map(|_| ())),
+                () = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+            }
+        }
+    }
+    hold.set_gets_open(true);
+    // A checkpoint lands, and what it superseded is collected.
+    let snap = landed_checkpoint(&h, &db).await;
+    h.collect().await.unwrap();
+    let restored = Db::restore(&dir.path().join("restored.redb"), [6; 16], &snap).unwrap();
+    let next = partition_on(
+        geometry,
+        4,
+        1024,
+        store,
+        Box::new(restored.state(Space(1)).unwrap()),
+    );
+    for (name, p) in [("the restored partition", &next), ("the partition", &h)] {
+        let rep = p.check(&|_, _| {}).await.unwrap();
+        assert!(rep.problems.is_empty(), "{name}: {:?}", rep.problems);
+        assert_eq!(rep.written_blocks.len(), 7, "{name}");
+    }
+    for b in 0..7 {
+        let got = h.access(vec![Op::Take(b)]).await.unwrap();
+        assert_eq!(got[0], block_data(b, 1, BS), "block {b}");
+    }
 }
 
 /// A partition's first shuffles, failed and repeated, permute as the failed

@@ -294,29 +294,39 @@ impl NodeHost {
         Ok(HostQuiet { _held: held })
     }
 
-    /// Answers one request.
+    /// Answers one request. Every request but a quiesce runs on a task of its
+    /// own ([`oram_engine::detached`]) and to its end, whatever becomes of the
+    /// connection: a node stopping aborts its connections, and a stage or land
+    /// cut off half way would leave the partition's state or ledger half
+    /// changed in memory (its commit made or not) for the checkpoint and the
+    /// collection that follow. A quiesce holds its partition for the
+    /// connection (`held`) and changes nothing.
     pub(crate) async fn handle(&self, env: Envelope, held: &mut Vec<Quiesced>) -> Reply {
         let p = env.partition;
         let Some(slot) = self.inner.slots.get(&p) else {
             return not_served(p);
         };
-        let response = match self.respond(slot, p, env.request, held).await {
-            Ok(r) => r,
-            Err(e) => Response::Failed(e),
+        let response = match env.request {
+            Request::Quiesce => quiesce(slot, held).await,
+            request => {
+                let host = self.clone();
+                oram_engine::detached(async move { host.respond(p, request).await }).await
+            }
         };
         Reply {
             token: slot.token,
-            response,
+            response: response.unwrap_or_else(Response::Failed),
         }
     }
 
-    async fn respond(
-        &self,
-        slot: &Slot,
-        p: u32,
-        request: Request,
-        held: &mut Vec<Quiesced>,
-    ) -> Result<Response, OramError> {
+    /// Answers `request` for partition `p` (served: [`NodeHost::handle`]
+    /// looked it up).
+    async fn respond(&self, p: u32, request: Request) -> Result<Response, OramError> {
+        let slot = self
+            .inner
+            .slots
+            .get(&p)
+            .ok_or_else(|| unavailable(format!("partition {p} is not served by this node")))?;
         let fenced = |token: u64| -> Result<(), OramError> {
             if token == slot.token {
                 Ok(())
@@ -382,12 +392,9 @@ impl NodeHost {
                 let _led = idle(slot).await;
                 Ok(Response::Formatted(slot.sub.format(&|_, _| {}).await?))
             }
-            Request::Quiesce => {
-                let led = idle(slot).await;
-                drop(led);
-                held.push(slot.sub.quiesce().await?);
-                Ok(Response::Done(slot.sub.stats()))
-            }
+            Request::Quiesce => Err(OramError::Config(
+                "a quiesce is answered on its connection".into(),
+            )),
         }
     }
 
@@ -459,6 +466,15 @@ impl crate::serve::Answers for NodeHost {
     async fn answer(&self, env: Envelope, held: &mut Vec<Quiesced>) -> Reply {
         self.handle(env, held).await
     }
+}
+
+/// Holds `slot`'s partition between rounds for the connection (`held`, until
+/// it closes): its staged access undone, its sub-engine quiesced.
+async fn quiesce(slot: &Slot, held: &mut Vec<Quiesced>) -> Result<Response, OramError> {
+    let led = idle(slot).await;
+    drop(led);
+    held.push(slot.sub.quiesce().await?);
+    Ok(Response::Done(slot.sub.stats()))
 }
 
 /// The ledger with no access staged (maintenance runs between rounds).

@@ -493,6 +493,19 @@ pub fn writes_after_a_checkpoint_spare_its_objects(s: Arc<dyn Subject>) {
     });
 }
 
+/// What a volume's checkpoint does to its state database, with `e` quiesced:
+/// a snapshot (returned), the next epoch begun and that checkpoint marked
+/// landed (`Db::set_landed`, which lets `e` collect what it superseded).
+pub async fn landed_checkpoint(e: &dyn Oram, db: &Db) -> Vec<u8> {
+    let quiet = e.quiesce().await.unwrap();
+    let snap = db.snapshot().unwrap();
+    let epoch = db.epoch() + 1;
+    db.set_epoch(epoch).await.unwrap();
+    db.set_landed(epoch);
+    drop(quiet);
+    snap
+}
+
 /// A checkpoint that landed (`Db::set_landed`) frees what only earlier states
 /// referred to: later rounds and [`crate::Oram::collect`] delete it — never an
 /// object that checkpoint refers to (a state restored from it checks clean
@@ -516,16 +529,7 @@ pub fn superseded_objects_go_once_a_checkpoint_landed(s: Arc<dyn Subject>) {
         for v in 1..4 {
             fill(e.as_ref(), &mut model, 0..64, v).await;
         }
-        let landed_checkpoint = || async {
-            let quiet = e.quiesce().await.unwrap();
-            let snap = db.snapshot().unwrap();
-            let epoch = db.epoch() + 1;
-            db.set_epoch(epoch).await.unwrap();
-            db.set_landed(epoch);
-            drop(quiet);
-            snap
-        };
-        let first = landed_checkpoint().await;
+        let first = landed_checkpoint(e.as_ref(), &db).await;
         // Half the blocks written again: their positions keep the checkpoint's
         // objects, the others lose their superseded ones.
         fill(e.as_ref(), &mut model, 0..32, 4).await;
@@ -552,7 +556,7 @@ pub fn superseded_objects_go_once_a_checkpoint_landed(s: Arc<dyn Subject>) {
                 rep.problems
             );
         }
-        landed_checkpoint().await;
+        landed_checkpoint(e.as_ref(), &db).await;
         let collected = e.collect().await.unwrap();
         if s.collects() {
             assert!(
@@ -619,11 +623,7 @@ pub fn superseded_deletes_follow_from_what_the_server_saw(s: Arc<dyn Subject>) {
         for v in 1..4 {
             fill(e.as_ref(), &mut model, 0..64, v).await;
         }
-        let quiet = e.quiesce().await.unwrap();
-        let epoch = db.epoch() + 1;
-        db.set_epoch(epoch).await.unwrap();
-        db.set_landed(epoch);
-        drop(quiet);
+        landed_checkpoint(e.as_ref(), &db).await;
         let cut = rec.trace().len();
         fill(e.as_ref(), &mut model, 0..32, 4).await;
         e.collect().await.unwrap();

@@ -338,8 +338,12 @@ impl Member {
         tokio::join!(serving, balancing);
         let mut slots = self.slots.lock().await;
         let mut first = None;
-        for (j, r) in std::mem::take(&mut *slots) {
+        // Every slot's checkpoints stop before the first slot finishes, so
+        // that none checkpoints and collects beside the others' final ones.
+        for r in slots.values() {
             let _ = r.stop.send(true);
+        }
+        for (j, r) in std::mem::take(&mut *slots) {
             let _ = r.ticker.await;
             if let Err(e) = r.node.finish().await {
                 tracing::error!(slot = j, "final write-back failed: {e}");

@@ -294,13 +294,13 @@ impl NodeVolume {
     /// checkpoint (the slot's state on the backend, its log shipped). The
     /// storage server sees the write-backs and one checkpoint PUT.
     ///
-    /// Nothing is collected here: the long chaos run of a rebalancing cluster
-    /// (`benches/cluster/chaos_slots.py`) found a clean stop's collection
-    /// deleting a level object that the slot's next owner, restored from this
-    /// final checkpoint and the log, still referred to (an integrity error on
-    /// its next read of that partition). What the slot's engines superseded
-    /// stays on the backend until the next owner's first checkpoint collects
-    /// it from its own committed state.
+    /// Nothing is collected here: what the slot's engines superseded stays on
+    /// the backend until the next owner's first checkpoint collects it from
+    /// its own committed state. (The long chaos run of a rebalancing cluster,
+    /// `benches/cluster/chaos_slots.py`, found a clean stop's collection
+    /// deleting a level object that the slot's next owner still referred to;
+    /// the cause was a front's round cut off half way by the stop, which
+    /// `NodeHost::handle` now runs to its end; decision 015.)
     pub async fn finish(&self) -> Result<(), VolumeError> {
         self.host.flush().await?;
         let c = self.checkpoint().await?;
