@@ -119,9 +119,9 @@ def test_a_joining_member_is_handed_slots_while_clients_write(tmp_path):
         # Slot j starts on node j % 2.
         assert owners(etcd.clients[0]) == ["node0", "node1", "node0", "node1"]
         assert "slots:      [0, 2]" in nodes[0].logs(), nodes[0].logs()
-        # The banner states what the members' logs cost: 4 slots, a 1 MiB record
-        # every 20 ms each.
-        assert ("log:        one per slot; serving all 4: 200 record PUTs/s and 200.0 MiB/s "
+        # The banner states what the members' logs cost: 4 slots, a record every
+        # 20 ms each, of a node's default 64 KiB (`log_record_kib` unset).
+        assert ("log:        one per slot; serving all 4: 200 record PUTs/s and 12.5 MiB/s "
                 "uploaded, busy or idle") in nodes[0].logs(), nodes[0].logs()
 
         s3 = front.client()
@@ -206,7 +206,8 @@ def test_a_joining_member_is_handed_slots_while_clients_write(tmp_path):
             logged = sorted(int(m) for m in re.findall(
                 r'^oram_log_records_total\{slot="(\d+)"\} [1-9]', text, re.M))
             assert logged == owners_of(now, n), (n, now, text)
-            assert metric(text, "oram_log_record_capacity_bytes") > 0, text
+            # A node's default record: 64 KiB less its 44-byte header.
+            assert metric(text, "oram_log_record_capacity_bytes") == 64 * 1024 - 44, text
             streams = re.findall(r'^oram_log_stream_bytes\{slot="\d+"\} (\d+)', text, re.M)
             assert len(streams) == len(logged) and all(int(b) > 0 for b in streams), text
 

@@ -137,7 +137,11 @@ impl Config {
             data_dir: self.data_dir.clone(),
             engine: self.engine.clone(),
             backend: self.backend.clone(),
-            state: self.state.clone(),
+            // A node's shipped-log records default smaller than a front's.
+            state: match self.cluster.role {
+                oram_volume::cluster::Role::Node => self.state.clone().for_node(),
+                _ => self.state.clone(),
+            },
             key: self.key.clone(),
             cluster: self.cluster.clone(),
             growth: self.volume.clone(),
@@ -176,6 +180,27 @@ mod tests {
         let d = Config::default();
         assert_eq!(toml::to_string(&c).unwrap(), toml::to_string(&d).unwrap());
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn a_node_s_log_records_default_to_64_kib_and_a_front_s_to_1_mib() {
+        let with = |role: &str, extra: &str| {
+            let c = Config::parse(&format!(
+                "[state]\nlog_interval_ms = 20\n{extra}[cluster]\nrole = \"{role}\"\n"
+            ))
+            .unwrap();
+            let v = c.volume();
+            (
+                v.state.record_kib(),
+                v.state.log_settings().unwrap().record_bytes,
+            )
+        };
+        assert_eq!(with("node", ""), (64, 64 << 10));
+        assert_eq!(with("front", ""), (1024, 1 << 20));
+        assert_eq!(with("single", ""), (1024, 1 << 20));
+        // A value set is kept, on a node too.
+        assert_eq!(with("node", "log_record_kib = 256\n"), (256, 256 << 10));
+        assert_eq!(with("front", "log_record_kib = 64\n"), (64, 64 << 10));
     }
 
     #[test]

@@ -197,7 +197,9 @@ cache_mib = 256
 # changes of a round must fit log_record_kib / log_interval_ms) and constant
 # upload traffic. 0 = no log.
 log_interval_ms = 0
-log_record_kib = 1024
+# Unset: 1024 on a volume or a cluster's front, 64 on a cluster node (a node's
+# records carry only its partitions' positions and layouts).
+# log_record_kib = 1024
 
 [key]
 # The master key: ORAM_PROXY_MASTER_KEY (64 hex digits) if set; else a passphrase

@@ -77,9 +77,26 @@ pub struct StateConfig {
     /// Milliseconds between two records of the shipped log (0, the default: no
     /// log; the recovery point is the last checkpoint). See `logship`.
     pub log_interval_ms: u64,
-    /// KiB per record of the shipped log (every record has this size).
-    pub log_record_kib: u64,
+    /// KiB per record of the shipped log (every record has this size); unset:
+    /// [`DEFAULT_LOG_RECORD_KIB`], or [`NODE_LOG_RECORD_KIB`] on a cluster node
+    /// (the binary fills that in for `cluster.role = "node"`). Read it with
+    /// [`StateConfig::record_kib`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_record_kib: Option<u64>,
 }
+
+/// KiB per shipped-log record of a volume or a cluster's front when
+/// `log_record_kib` is unset: a front's stream carries the blocks of its
+/// eviction cache, and smaller records cut its throughput for large objects
+/// (`benches/cluster/RESULTS.md`, "How full the log records are").
+pub const DEFAULT_LOG_RECORD_KIB: u64 = 1024;
+
+/// KiB per shipped-log record of a cluster node when `log_record_kib` is unset:
+/// a node's stream carries its partitions' positions and level layouts only,
+/// and 1 MiB records were 0.1–2 % full there while each slot uploaded 50 MiB/s
+/// at a 20 ms interval; 64 KiB records kept the same throughput
+/// (`benches/cluster/RESULTS.md`, "How full the log records are").
+pub const NODE_LOG_RECORD_KIB: u64 = 64;
 
 /// How many times its own size an early checkpoint must let the engine delete
 /// ([`StateConfig::checkpoint_due`]).
@@ -118,7 +135,7 @@ impl StateConfig {
         if self.log_interval_ms == 0 || self.checkpoint_interval_secs == 0 {
             return None;
         }
-        let per_sec = (self.log_record_kib << 10) * 1000 / self.log_interval_ms;
+        let per_sec = (self.record_kib() << 10) * 1000 / self.log_interval_ms;
         Some(
             per_sec
                 .saturating_mul(2 * self.checkpoint_interval_secs)
@@ -129,7 +146,7 @@ impl StateConfig {
     /// How the log is shipped, if it is.
     pub fn log_settings(&self) -> Option<crate::logship::LogSettings> {
         (self.log_interval_ms > 0).then(|| crate::logship::LogSettings {
-            record_bytes: (self.log_record_kib as usize) << 10,
+            record_bytes: (self.record_kib() as usize) << 10,
             interval: std::time::Duration::from_millis(self.log_interval_ms),
         })
     }
@@ -143,12 +160,25 @@ impl Default for StateConfig {
             checkpoint_index_bytes: 0,
             cache_mib: 256,
             log_interval_ms: 0,
-            log_record_kib: 1024,
+            log_record_kib: None,
         }
     }
 }
 
 impl StateConfig {
+    /// KiB per shipped-log record: `log_record_kib`, or
+    /// [`DEFAULT_LOG_RECORD_KIB`] when unset.
+    pub fn record_kib(&self) -> u64 {
+        self.log_record_kib.unwrap_or(DEFAULT_LOG_RECORD_KIB)
+    }
+
+    /// A cluster node's defaults: `log_record_kib` unset becomes
+    /// [`NODE_LOG_RECORD_KIB`].
+    pub fn for_node(mut self) -> Self {
+        self.log_record_kib.get_or_insert(NODE_LOG_RECORD_KIB);
+        self
+    }
+
     /// Checks values that parse but cannot work.
     pub fn validate(&self) -> Result<(), String> {
         if self.superseded_max_percent > 200 {
@@ -161,7 +191,7 @@ impl StateConfig {
                 return Err("state.log_interval_ms must be 0 (no log) or 10 to 60000".into());
             }
             let most = (crate::logship::MAX_RECORD_BYTES >> 10) as u64;
-            if !(64..=most).contains(&self.log_record_kib) {
+            if !(64..=most).contains(&self.record_kib()) {
                 return Err(format!("state.log_record_kib must be 64 to {most}"));
             }
         }
@@ -425,7 +455,7 @@ mod tests {
         assert_eq!(off.log_bytes_bound(8), None, "no log");
         let on = StateConfig {
             log_interval_ms: 20,
-            log_record_kib: 64,
+            log_record_kib: Some(64),
             checkpoint_interval_secs: 300,
             ..StateConfig::default()
         };

@@ -55,7 +55,7 @@ pub use backend::{disk_space, DiskSpace, StoreHook, VolumeHooks};
 pub use checkpoint::{last_checkpoint_ms, CheckpointInfo};
 pub use config::{
     parse_size, BackendConfig, BackendKind, GrowthConfig, KeyConfig, StateConfig, VolumeConfig,
-    EARLY_CHECKPOINT_GAIN,
+    DEFAULT_LOG_RECORD_KIB, EARLY_CHECKPOINT_GAIN, NODE_LOG_RECORD_KIB,
 };
 pub use engines::{Engine, EngineConfig};
 pub use error::VolumeError;

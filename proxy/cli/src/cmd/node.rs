@@ -257,7 +257,7 @@ fn log_volume_note(state: &oram_volume::StateConfig, slots: u64) {
         return;
     }
     let puts = slots as f64 * 1000.0 / state.log_interval_ms as f64;
-    let mib = puts * state.log_record_kib as f64 / 1024.0;
+    let mib = puts * state.record_kib() as f64 / 1024.0;
     let bound = state.log_bytes_bound(slots);
     let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
     let kept = bound.map_or_else(String::new, |b| {
@@ -274,7 +274,7 @@ fn log_volume_note(state: &oram_volume::StateConfig, slots: u64) {
              state.log_record_kib (oram_log_stream_bytes in /metrics shows how full the records \
              are) or state.checkpoint_interval_secs, or raise state.log_interval_ms",
             gib(b),
-            state.log_record_kib,
+            state.record_kib(),
             state.log_interval_ms,
             state.checkpoint_interval_secs
         );
