@@ -14,6 +14,7 @@ import botocore.exceptions
 import pytest
 
 from conftest import BIN, Proxy, free_port
+from test_cluster import metric
 
 
 def run(*args, env=None, timeout=300):
@@ -299,14 +300,12 @@ def test_machine_lost_after_acknowledged_writes(tmp_path, shipped, engine):
         # The log's load in /metrics: records landed, the stream they carried
         # (the state changes of the writes above, each acknowledged only once
         # shipped), and a record's capacity: 256 KiB less its 44-byte header.
-        values = {l.split(" ")[0]: float(l.split(" ")[1]) for l in text.splitlines()
-                  if l.startswith("oram_log_")}
-        assert values.get("oram_log_records_total", 0) > 0, text
-        assert values.get("oram_log_stream_bytes", 0) > 0, text
-        assert values.get("oram_log_record_capacity_bytes") == 256 * 1024 - 44, text
-        assert values.get("oram_log_failures_total") == 0, text
-        print(f"{engine}: {values['oram_log_records_total']:.0f} records landed, the stream "
-              f"at {values['oram_log_stream_bytes']:.0f} bytes")
+        records, stream = (metric(text, "oram_log_records_total"),
+                           metric(text, "oram_log_stream_bytes"))
+        assert records > 0 and stream > 0, text
+        assert metric(text, "oram_log_record_capacity_bytes") == 256 * 1024 - 44, text
+        assert metric(text, "oram_log_failures_total") == 0, text
+        print(f"{engine}: {records:.0f} records landed, the stream at {stream:.0f} bytes")
     else:
         assert "oram_log_" not in text, text
     p.kill()

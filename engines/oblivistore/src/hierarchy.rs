@@ -202,18 +202,17 @@ impl Inner {
     /// An access staged, holding the partition until it commits or is
     /// dropped (see [`Oram::access_staged`]; run detached).
     async fn stage(self: Arc<Self>, ops: Vec<Op>) -> Result<StagedAccess> {
-        let inner = self;
-        let mut g = inner.core.clone().lock_owned().await;
+        let mut g = self.core.clone().lock_owned().await;
         check_batch(
             g.state.as_ref(),
             &ops,
-            inner.cfg.id_limit,
-            inner.geo().block_size,
+            self.cfg.id_limit,
+            self.geo().block_size,
         )?;
         if ops.iter().any(Op::accesses) {
-            inner.ensure_secret(&mut g).await?;
+            self.ensure_secret(&mut g).await?;
         }
-        match inner.serve(&mut g, &ops).await {
+        match self.serve(&mut g, &ops).await {
             Ok((answers, land)) => {
                 let changes = g.state.stage();
                 let finish = move |outcome: std::result::Result<(), String>| {

@@ -132,15 +132,20 @@ impl StateConfig {
     /// counted twice, for a checkpoint still uploading). `None` without a log
     /// or periodic checkpoints. A function of the configuration alone.
     pub fn log_bytes_bound(&self, logs: u64) -> Option<u64> {
-        if self.log_interval_ms == 0 || self.checkpoint_interval_secs == 0 {
+        if self.checkpoint_interval_secs == 0 {
             return None;
         }
-        let per_sec = (self.record_kib() << 10) * 1000 / self.log_interval_ms;
         Some(
-            per_sec
+            self.log_bytes_per_sec()?
                 .saturating_mul(2 * self.checkpoint_interval_secs)
                 .saturating_mul(logs),
         )
+    }
+
+    /// Bytes one shipped log uploads each second, busy or idle (a record of
+    /// `log_record_kib` every `log_interval_ms`); `None` without a log.
+    pub fn log_bytes_per_sec(&self) -> Option<u64> {
+        (self.log_interval_ms > 0).then(|| (self.record_kib() << 10) * 1000 / self.log_interval_ms)
     }
 
     /// How the log is shipped, if it is.

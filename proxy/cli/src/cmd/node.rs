@@ -253,11 +253,11 @@ const LOG_WARN_BYTES: u64 = 10 << 30;
 /// every record has one size; the log kept on the backend between
 /// checkpoints), and warns when the log kept is large.
 fn log_volume_note(state: &oram_volume::StateConfig, slots: u64) {
-    if state.log_settings().is_none() {
+    let Some(per_log) = state.log_bytes_per_sec() else {
         return;
-    }
+    };
     let puts = slots as f64 * 1000.0 / state.log_interval_ms as f64;
-    let mib = puts * state.record_kib() as f64 / 1024.0;
+    let mib = (slots * per_log) as f64 / f64::from(1u32 << 20);
     let bound = state.log_bytes_bound(slots);
     let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
     let kept = bound.map_or_else(String::new, |b| {
