@@ -162,7 +162,10 @@ def main():
         front_cfg = coordinated(frequent_checkpoints(member_config(root, "front", addrs, "front",
                                                                    log_ms=20)), etcd,
                                 f"slots = {SLOTS}\n")
-        front = Proxy(root / "front", "--config", str(front_cfg))
+        # The front logs each request to a node that fails or answers
+        # slowly (debug): where a failover's wait goes.
+        front = Proxy(root / "front", "--config", str(front_cfg),
+                      env={"RUST_LOG": "info,oram_node=debug"})
         for m in machines:
             m.proc.wait_ready()
         s3 = front.client()
@@ -178,14 +181,20 @@ def main():
                 key = f"w-{counter[0] % KEYS}"  # a bounded set, overwritten
                 body = os.urandom(wrng.randrange(500, 20000))
                 with writing:
+                    started, t = time.strftime('%H:%M:%S', time.gmtime()), time.monotonic()
                     try:
                         w.put_object(Bucket="bkt", Key=key, Body=body)
                     except Exception as e:  # not acknowledged; its outcome unknown
+                        print(f"  write from {started} failed after {time.monotonic() - t:.1f} s: "
+                              f"{type(e).__name__}: {e}", flush=True)
                         errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
                         with lock:
                             acked.pop(key, None)
                         failed = True
                     else:
+                        took = time.monotonic() - t
+                        if took > 2:
+                            print(f"  write from {started} took {took:.1f} s", flush=True)
                         with lock:
                             acked[key] = body
                             accepted[0] += 1

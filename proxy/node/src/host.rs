@@ -278,8 +278,7 @@ impl NodeHost {
     /// an access staged and not landed is undone (the front repeats its
     /// round), no round lands meanwhile, and every sub-engine is quiesced. A
     /// node's checkpoint snapshots its database under it. Partitions are taken
-    /// in ascending order, as a front's quiesce takes them, so that the two
-    /// never wait on each other.
+    /// in ascending order.
     ///
     /// The storage server sees no request of its own; the partitions' requests
     /// pause.
@@ -294,25 +293,19 @@ impl NodeHost {
         Ok(HostQuiet { _held: held })
     }
 
-    /// Answers one request. Every request but a quiesce runs on a task of its
-    /// own ([`oram_engine::detached`]) and to its end, whatever becomes of the
+    /// Answers one request. Every request runs on a task of its own
+    /// ([`oram_engine::detached`]) and to its end, whatever becomes of the
     /// connection: a node stopping aborts its connections, and a stage or land
     /// cut off half way would leave the partition's state or ledger half
     /// changed in memory (its commit made or not) for the checkpoint and the
-    /// collection that follow. A quiesce holds its partition for the
-    /// connection (`held`) and changes nothing.
-    pub(crate) async fn handle(&self, env: Envelope, held: &mut Vec<Quiesced>) -> Reply {
+    /// collection that follow.
+    pub(crate) async fn handle(&self, env: Envelope) -> Reply {
         let p = env.partition;
         let Some(slot) = self.inner.slots.get(&p) else {
             return not_served(p);
         };
-        let response = match env.request {
-            Request::Quiesce => quiesce(slot, held).await,
-            request => {
-                let host = self.clone();
-                oram_engine::detached(async move { host.respond(p, request).await }).await
-            }
-        };
+        let (host, request) = (self.clone(), env.request);
+        let response = oram_engine::detached(async move { host.respond(p, request).await }).await;
         Reply {
             token: slot.token,
             response: response.unwrap_or_else(Response::Failed),
@@ -392,9 +385,6 @@ impl NodeHost {
                 let _led = idle(slot).await;
                 Ok(Response::Formatted(slot.sub.format(&|_, _| {}).await?))
             }
-            Request::Quiesce => Err(OramError::Config(
-                "a quiesce is answered on its connection".into(),
-            )),
         }
     }
 
@@ -463,18 +453,9 @@ impl crate::serve::Answers for NodeHost {
     fn block_size(&self) -> usize {
         self.inner.block_size
     }
-    async fn answer(&self, env: Envelope, held: &mut Vec<Quiesced>) -> Reply {
-        self.handle(env, held).await
+    async fn answer(&self, env: Envelope) -> Reply {
+        self.handle(env).await
     }
-}
-
-/// Holds `slot`'s partition between rounds for the connection (`held`, until
-/// it closes): its staged access undone, its sub-engine quiesced.
-async fn quiesce(slot: &Slot, held: &mut Vec<Quiesced>) -> Result<Response, OramError> {
-    let led = idle(slot).await;
-    drop(led);
-    held.push(slot.sub.quiesce().await?);
-    Ok(Response::Done(slot.sub.stats()))
 }
 
 /// The ledger with no access staged (maintenance runs between rounds).

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use oram_engine::Quiesced;
 use tokio::net::TcpListener;
 
 use crate::host::{not_served, NodeHost};
@@ -109,13 +108,13 @@ impl crate::serve::Answers for HostSet {
     fn block_size(&self) -> usize {
         self.inner.block_size
     }
-    async fn answer(&self, env: Envelope, held: &mut Vec<Quiesced>) -> Reply {
+    async fn answer(&self, env: Envelope) -> Reply {
         let host = {
             let hosts = self.inner.hosts.read().unwrap_or_else(|e| e.into_inner());
             hosts.get(&env.partition).cloned()
         };
         match host {
-            Some(h) => h.handle(env, held).await,
+            Some(h) => h.handle(env).await,
             None => not_served(env.partition),
         }
     }

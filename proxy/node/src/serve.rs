@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use oram_engine::Quiesced;
 use tokio::net::TcpListener;
 
 use crate::tls::ClusterTls;
@@ -18,10 +17,8 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) trait Answers: Clone + Send + Sync + 'static {
     /// The block size of every partition served.
     fn block_size(&self) -> usize;
-    /// Answers one request; partitions the front quiesced on this connection
-    /// are kept in `held` until it closes.
-    fn answer(&self, env: Envelope, held: &mut Vec<Quiesced>)
-        -> impl Future<Output = Reply> + Send;
+    /// Answers one request.
+    fn answer(&self, env: Envelope) -> impl Future<Output = Reply> + Send;
 }
 
 /// Serves fronts on `listener` with `answers` until `shutdown` resolves. Each
@@ -57,14 +54,12 @@ pub(crate) async fn serve<A: Answers>(
     conns.shutdown().await;
 }
 
-/// One front's connection: requests answered in order. Quiesced partitions
-/// stay quiesced until the connection closes.
+/// One front's connection: requests answered in order.
 async fn connection<A: Answers, S>(answers: &A, mut stream: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let bs = answers.block_size();
-    let mut held: Vec<Quiesced> = Vec::new();
     loop {
         let frame = match read_frame(&mut stream).await {
             Ok(Some(f)) => f,
@@ -75,7 +70,7 @@ where
             }
         };
         let reply = match Envelope::decode(frame, bs) {
-            Ok(env) => answers.answer(env, &mut held).await,
+            Ok(env) => answers.answer(env).await,
             Err(e) => Reply {
                 token: 0,
                 response: Response::Failed(oram_engine::OramError::Config(e.to_string())),

@@ -5,7 +5,7 @@
 //! (kind, block id, a block of data — zeros for a read, take or dummy), and its
 //! answer `n` answers of one block each, so that what a network observer sees
 //! of a sub-access is `n` and its timing: what the storage server sees of it
-//! anyway. Maintenance messages (check, sweep, format, quiesce) are rare and
+//! anyway. Maintenance messages (check, sweep, format) are rare and
 //! carry reports.
 
 use std::io;
@@ -66,8 +66,23 @@ pub enum Request {
     Sweep,
     /// [`oram_engine::Oram::format`].
     Format,
-    /// [`oram_engine::Oram::quiesce`], held while the connection stays open.
-    Quiesce,
+}
+
+impl Request {
+    /// The request's kind, for logs (`"stage"`, `"land"`, …): nothing of
+    /// its contents.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Stage { .. } => "stage",
+            Request::Land { .. } => "land",
+            Request::Abort { .. } => "abort",
+            Request::Flush => "flush",
+            Request::Stats => "stats",
+            Request::Check => "check",
+            Request::Sweep => "sweep",
+            Request::Format => "format",
+        }
+    }
 }
 
 /// A request for partition `partition`.
@@ -85,7 +100,7 @@ pub enum Response {
     /// A staged access's answers (one block each; empty for a write, insert or
     /// dummy).
     Answers(Vec<Bytes>),
-    /// Done (land, abort, flush, quiesce), with the sub-engine's counters.
+    /// Done (land, abort, flush), with the sub-engine's counters.
     Done(EngineStats),
     /// A check's report.
     Checked(CheckReport),
@@ -199,7 +214,6 @@ const STATS: u8 = 5;
 const CHECK: u8 = 6;
 const SWEEP: u8 = 7;
 const FORMAT: u8 = 8;
-const QUIESCE: u8 = 9;
 
 const OP_READ: u8 = 1;
 const OP_WRITE: u8 = 2;
@@ -276,7 +290,6 @@ impl Envelope {
             Request::Check => out.put_u8(CHECK),
             Request::Sweep => out.put_u8(SWEEP),
             Request::Format => out.put_u8(FORMAT),
-            Request::Quiesce => out.put_u8(QUIESCE),
         }
         out.freeze()
     }
@@ -334,7 +347,6 @@ impl Envelope {
             CHECK => Request::Check,
             SWEEP => Request::Sweep,
             FORMAT => Request::Format,
-            QUIESCE => Request::Quiesce,
             k => return Err(Malformed(format!("unknown request kind {k}"))),
         };
         if b.has_remaining() {

@@ -197,6 +197,9 @@ async fn checkpoint_loop(
         }
         last = tokio::time::Instant::now();
         let at = unix_ms();
+        // How long accesses were held off (a cluster front's quiesce waits
+        // for every partition's node).
+        let started = tokio::time::Instant::now();
         match vol.checkpoint().await {
             Ok(c) => {
                 tel.checkpoint_done(Some(at));
@@ -205,6 +208,7 @@ async fn checkpoint_loop(
                     bytes = c.bytes,
                     state_bytes = c.state_bytes,
                     log_record = ?c.log_record,
+                    ms = started.elapsed().as_millis() as u64,
                     "checkpoint written"
                 );
                 // What that checkpoint freed, for the engines that do not
@@ -216,7 +220,8 @@ async fn checkpoint_loop(
             }
             Err(e) => {
                 tel.checkpoint_done(None);
-                tracing::error!("checkpoint failed: {e}")
+                let ms = started.elapsed().as_millis() as u64;
+                tracing::error!(ms, "checkpoint failed: {e}")
             }
         }
     }
