@@ -7,7 +7,7 @@ backend link shaped by its own oram-linkshape relay, in one run:
   - cluster k: client -> front -> k nodes, node i -> its own link -> MinIO,
                for k = 1, 2, 3 (the front's own backend traffic on a link too).
 
-Each configuration gets the same workload: `--ops` PUTs of 4 KiB objects from
+Each configuration gets the same workload: `--ops` PUTs of `--size` (4 KiB) objects from
 `--threads` client threads, then a GET of each (checked byte for byte); the
 rates are operations a second. Every process listens on 127.0.0.1 free ports
 and is stopped by PID. The relay's cap is per direction and shared by the
@@ -59,10 +59,11 @@ def client(endpoint, ak, sk, threads):
                       read_timeout=600))
 
 
-def workload(s3, bucket, ops, threads):
-    """PUTs then GETs `ops` 4 KiB objects from `threads` threads: (put/s, get/s)."""
+def workload(s3, bucket, ops, threads, size=4096):
+    """PUTs then GETs `ops` objects of `size` bytes from `threads` threads:
+    (put/s, get/s)."""
     s3.create_bucket(Bucket=bucket)
-    bodies = {f"o{i}": os.urandom(4096) for i in range(ops)}
+    bodies = {f"o{i}": os.urandom(size) for i in range(ops)}
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         t = time.perf_counter()
         list(pool.map(lambda kv: s3.put_object(Bucket=bucket, Key=kv[0], Body=kv[1]),
@@ -207,6 +208,7 @@ def main():
     ap.add_argument("--mbit", default="16", help="each link's cap per direction")
     ap.add_argument("--front-mbit", default=None, help="the front's own link's cap (default: --mbit)")
     ap.add_argument("--ops", type=int, default=200)
+    ap.add_argument("--size", type=int, default=4096, help="each object's size in bytes")
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--blocks", type=int, default=8192, help="the volume's capacity in 4 KiB blocks")
     ap.add_argument("--nodes", default="1,2,3")
@@ -218,16 +220,17 @@ def main():
     rows = []
     try:
         run.minio()
-        base = workload(client(run.link(), AK, SK, args.threads), "baseline", args.ops, args.threads)
+        base = workload(client(run.link(), AK, SK, args.threads), "baseline", args.ops, args.threads,
+                        args.size)
         rows.append(("no ORAM (one link)", 1, base))
         print(rows[-1], flush=True)
         single = workload(client(run.single(), ROOT_USER, ROOT_SECRET, args.threads), "bkt",
-                          args.ops, args.threads)
+                          args.ops, args.threads, args.size)
         rows.append(("single proxy (one link)", 1, single))
         print(rows[-1], flush=True)
         for k in [int(x) for x in args.nodes.split(",")]:
             r = workload(client(run.cluster(k), ROOT_USER, ROOT_SECRET, args.threads), "bkt",
-                         args.ops, args.threads)
+                         args.ops, args.threads, args.size)
             rows.append((f"cluster, {k} node{'s' if k > 1 else ''} ({k} links)", k, r))
             print(rows[-1], flush=True)
     finally:
@@ -238,13 +241,20 @@ def main():
             print(f"work directory: {run.work}")
     print()
     print(f"links: RTT {args.rtt_ms} ms, {args.mbit} Mbit/s per direction each (oram-linkshape); "
-          f"ObliviStore, {args.blocks} blocks of 4 KiB; {args.ops} objects of 4 KiB from "
+          f"ObliviStore, {args.blocks} blocks of 4 KiB; {args.ops} objects of {args.size} bytes from "
           f"{args.threads} threads")
     s_put, s_get = single
     print("| configuration | PUT/s | GET/s | PUT ÷ single | GET ÷ single |")
     print("|---|---|---|---|---|")
     for name, _, (put, get) in rows:
         print(f"| {name} | {put:.1f} | {get:.1f} | {put / s_put:.2f} | {get / s_get:.2f} |")
+    # Scaling efficiency: k nodes' rate ÷ (k × one node's), where one node ran.
+    one = next((r for _, k, r in rows[2:] if k == 1), None)
+    if one:
+        for name, k, (put, get) in rows[2:]:
+            if k > 1:
+                print(f"scaling efficiency, {name}: PUT {put / (k * one[0]):.2f}, "
+                      f"GET {get / (k * one[1]):.2f}")
 
 
 if __name__ == "__main__":
