@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 import boto3
 from botocore.config import Config
@@ -174,13 +175,31 @@ key_file = "{self.work / 'master.key'}"
             p = self.start([str(self.bin / "oram-proxy"), "serve", "--config", str(cfg)],
                            f"c{k}-node{i}.log")
             self.pending = getattr(self, "pending", []) + [(f"c{k}-node{i}.log", p)]
+        # The front serves /metrics: the rounds' size (ops and sub-accesses
+        # a round), read before and after the workload.
+        self.metrics_port = free_port()
+        metrics = f'\n[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
+        self.metrics_token = self.work / f"c{k}-front" / "metrics.token"
         front = self.config(f"c{k}-front", prefix, self.link(self.args.front_mbit),
-                            section("front", "front"))
+                            metrics + section("front", "front"))
         url = self.serve_front(f"c{k}-front", front)
         for log, p in self.pending:
             wait_text(self.work / log, "  partitions: ", p)
         self.pending = []
         return url
+
+    def engine_counters(self):
+        """The cluster front's rounds, accesses and sub-accesses so far."""
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.metrics_port}/metrics",
+            headers={"Authorization": f"Bearer {self.metrics_token.read_text().strip()}"})
+        text = urllib.request.urlopen(req, timeout=30).read().decode()
+        out = {}
+        for name in ("rounds_total", "accesses_total", "sub_accesses_total"):
+            for line in text.splitlines():
+                if line.startswith((f"oram_engine_{name} ", f"oram_engine_{name}{{")):
+                    out[name] = float(line.rsplit(" ", 1)[1])
+        return out
 
     def stop(self):
         """Stops the proxies first (their final checkpoints need the links and
@@ -217,7 +236,7 @@ def main():
     run = Run(args)
     (run.work / "master.key").write_text(os.urandom(32).hex() + "\n")
     (run.work / "master.key").chmod(0o600)
-    rows = []
+    rows, sizes = [], []
     try:
         run.minio()
         base = workload(client(run.link(), AK, SK, args.threads), "baseline", args.ops, args.threads,
@@ -229,10 +248,18 @@ def main():
         rows.append(("single proxy (one link)", 1, single))
         print(rows[-1], flush=True)
         for k in [int(x) for x in args.nodes.split(",")]:
-            r = workload(client(run.cluster(k), ROOT_USER, ROOT_SECRET, args.threads), "bkt",
+            url = run.cluster(k)
+            before = run.engine_counters()
+            r = workload(client(url, ROOT_USER, ROOT_SECRET, args.threads), "bkt",
                          args.ops, args.threads, args.size)
+            after = run.engine_counters()
+            d = {n: after.get(n, 0) - before.get(n, 0) for n in after}
+            rounds = max(d.get("rounds_total", 0), 1)
+            sizes.append(f"{k} node{'s' if k > 1 else ''}: {d.get('rounds_total', 0):.0f} rounds, "
+                         f"{d.get('accesses_total', 0) / rounds:.1f} ops and "
+                         f"{d.get('sub_accesses_total', 0) / rounds:.1f} sub-accesses a round")
             rows.append((f"cluster, {k} node{'s' if k > 1 else ''} ({k} links)", k, r))
-            print(rows[-1], flush=True)
+            print(rows[-1], sizes[-1], flush=True)
     finally:
         run.stop()
         if not args.keep:
@@ -248,6 +275,8 @@ def main():
     print("|---|---|---|---|---|")
     for name, _, (put, get) in rows:
         print(f"| {name} | {put:.1f} | {get:.1f} | {put / s_put:.2f} | {get / s_get:.2f} |")
+    for line in sizes:
+        print(f"rounds of the cluster, {line}")
     # Scaling efficiency: k nodes' rate ÷ (k × one node's), where one node ran.
     one = next((r for _, k, r in rows[2:] if k == 1), None)
     if one:

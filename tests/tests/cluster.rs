@@ -1,8 +1,8 @@
 //! A cluster's failures that the conformance suite (front and nodes over one
 //! state database, `cluster_conformance.rs`) cannot produce: the front's and
 //! each node's trusted state in databases of their own, a front commit that
-//! fails after every node committed its part, and a front whose owner tokens
-//! are stale.
+//! fails after every node committed its part, a front whose owner tokens
+//! are stale, and a front's checkpoint beside a node's.
 
 use std::path::Path;
 use std::sync::Arc;

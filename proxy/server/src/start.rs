@@ -197,8 +197,8 @@ async fn checkpoint_loop(
         }
         last = tokio::time::Instant::now();
         let at = unix_ms();
-        // How long accesses were held off (a cluster front's quiesce waits
-        // for every partition's node).
+        // How long the checkpoint took: the engine's accesses are held off
+        // for most of it.
         let started = tokio::time::Instant::now();
         match vol.checkpoint().await {
             Ok(c) => {
