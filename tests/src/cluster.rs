@@ -288,13 +288,27 @@ pub fn start_cluster(
     nodes: Vec<Parts>,
     token_skew: u64,
 ) -> (Arc<dyn Oram>, Vec<NodeThread>, Vec<String>) {
+    let (engine, threads, addrs, _) = start_cluster_hosts(blueprint, front, nodes, token_skew);
+    (engine, threads, addrs)
+}
+
+/// As [`start_cluster`], also returning each node's [`NodeHost`] (a handle
+/// on what the node serves: its checkpoint's quiesce, for one).
+pub fn start_cluster_hosts(
+    blueprint: &Blueprint,
+    front: Parts,
+    nodes: Vec<Parts>,
+    token_skew: u64,
+) -> (Arc<dyn Oram>, Vec<NodeThread>, Vec<String>, Vec<NodeHost>) {
     let count = nodes.len() as u32;
     let base = front.state.space();
     let mut threads = Vec::new();
     let mut addrs = Vec::new();
+    let mut hosts = Vec::new();
     let mut placement = RemotePlacement::new();
     for (n, parts) in (0..count).zip(nodes) {
         let host = node_host(blueprint, base, parts, n, count);
+        hosts.push(host.clone());
         let (thread, addr) = NodeThread::start(host);
         let link = NodeLink::new(
             addr.clone(),
@@ -311,7 +325,7 @@ pub fn start_cluster(
     let engine = blueprint
         .engine(front, &placement)
         .expect("the front's engine");
-    (Arc::new(engine), threads, addrs)
+    (Arc::new(engine), threads, addrs, hosts)
 }
 
 /// Builds `blueprint` with the front's map in `front` and partition `p` served

@@ -378,41 +378,25 @@ fn a_member_of_another_cluster_is_refused_at_the_handshake() {
 
 /// A front's quiesce (its checkpoint's) holds nothing on its nodes: it
 /// completes while a node holds every partition it serves for a checkpoint of
-/// its own, and the cluster serves on once both let go. (It used to hold each partition on its node over a connection of
-/// its own, one after the other: seconds of held rounds per front checkpoint
-/// over a slow link, and a wait on every node checkpoint under way.)
+/// its own, and the cluster serves on once both let go. (It used to hold each
+/// partition on its node over a connection of its own, one after the other:
+/// seconds of held rounds per front checkpoint over a slow link, and a wait on
+/// every node checkpoint under way.)
 #[test]
 fn a_front_s_quiesce_holds_nothing_on_its_nodes() {
-    use oram_node::{NodeLink, RemotePlacement, Timeouts};
-    use oram_tests::cluster::{node_host, node_partitions, tls, NodeThread};
+    use oram_tests::cluster::start_cluster_hosts;
 
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn BlockStore> = Arc::new(FsStore::open(dir.path().join("store")).unwrap());
     let mut model = Model::new();
     runtime().block_on(async {
         let dbs = Dbs::open(dir.path());
-        let bp = blueprint();
-        let mut hosts = Vec::new();
-        let mut threads = Vec::new();
-        let mut placement = RemotePlacement::new();
-        for n in 0..NODES as u32 {
-            let host = node_host(
-                &bp,
-                Space(0),
-                parts(&store, &dbs.nodes[n as usize]),
-                n,
-                NODES as u32,
-            );
-            hosts.push(host.clone());
-            let (thread, addr) = NodeThread::start(host);
-            let link = NodeLink::new(addr, tls(), BLOCK, Timeouts::default());
-            for p in node_partitions(&bp, n, NODES as u32) {
-                placement.own(p, link.clone(), 100 + u64::from(n));
-            }
-            threads.push(thread);
-        }
-        let front: Arc<dyn Oram> =
-            Arc::new(bp.engine(parts(&store, &dbs.front), &placement).unwrap());
+        let (front, threads, _, hosts) = start_cluster_hosts(
+            &blueprint(),
+            parts(&store, &dbs.front),
+            dbs.nodes.iter().map(|db| parts(&store, db)).collect(),
+            0,
+        );
         fill(front.as_ref(), &mut model, 0..30, 1).await;
 
         // Node 1 holds its partitions, as its checkpoint does.
