@@ -11,8 +11,11 @@
 //! after the other in queue order (so a later request sees an earlier one's
 //! writes, as if they had come one after the other). The next call waits until
 //! the engine has admitted that one ([`Oram::access_admitting`]): until it
-//! returns, for an engine that serves one call at a time; once its round holds
-//! its place, for the partition framework, whose rounds overlap.
+//! returns, for an engine that serves one call at a time; once its round has
+//! read and the next round could begin, for the partition framework, whose
+//! rounds overlap. Requests are taken when the call is made, not while it
+//! waits for the one before: a call carries every request that arrived while
+//! the call before it read.
 //!
 //! **What the storage server observes** is what the engine shows for calls of
 //! the sizes it gets. What combining adds is that a call's size is how many
@@ -58,8 +61,9 @@ struct Shared {
     /// queue or take requests, never across an await.
     waiting: Mutex<VecDeque<Waiting>>,
     /// Held by the caller making a call of the engine for the requests it took
-    /// until the engine admitted the call ([`Oram::access_admitting`]: at once
-    /// for an engine with rounds in flight, at the call's end otherwise), and
+    /// until the engine admitted the call ([`Oram::access_admitting`]: once its
+    /// round has read for an engine with rounds in flight, at the call's end
+    /// otherwise), and
     /// by [`Oram::quiesce`]: calls are made one after the other, in the order
     /// they took their requests.
     driver: Arc<tokio::sync::Mutex<()>>,

@@ -269,7 +269,11 @@ pub trait Oram: Send + Sync {
     /// sees this call's writes), and may overlap it. An engine that serves one
     /// call at a time (the default) admits the next when this one returns;
     /// one with several rounds in flight ([`Combined`] makes use of it) admits
-    /// it once this call's last round holds its place.
+    /// it as soon as a new round could begin: once this call's last round has
+    /// its place in the order and has read (its writes and commit may still
+    /// be under way). A caller sharing calls gathers the next call's requests
+    /// then, not earlier, so that the call carries every request that arrived
+    /// while this one read.
     ///
     /// Observed: as [`Oram::access`].
     async fn access_admitting(&self, ops: Vec<Op>, admitted: Admit) -> Result<Vec<Bytes>> {

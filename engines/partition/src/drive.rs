@@ -78,7 +78,8 @@ enum Attempt {
 
 impl Inner {
     /// Serves `ops` in rounds of at most `max_batch`; `admitted` once the
-    /// last round holds its place in the order.
+    /// last round has its place in the order and has let the framework go
+    /// (the next round may begin).
     pub(crate) async fn access(
         self: Arc<Self>,
         mut ops: Vec<Op>,
@@ -112,21 +113,21 @@ impl Inner {
         loop {
             let failed = {
                 let mut g = self.round.clone().lock_owned().await;
+                let attempted = self.attempt(&mut g, &ops).await;
+                // Admitted once the framework is free for the next round: a
+                // caller sharing calls gathers that round's requests now,
+                // with those that arrived while this one read.
+                drop(g);
                 if let Some(a) = admit.take() {
                     a.admit();
                 }
-                match self.attempt(&mut g, &ops).await {
+                match attempted {
                     Ok(Attempt::Answered(out)) => return Ok(out),
-                    Ok(Attempt::Landing(out, answered)) => {
-                        drop(g);
-                        match answered.await {
-                            Ok(Ok(())) => return Ok(out),
-                            Ok(Err(e)) => e,
-                            Err(_) => {
-                                OramError::unavailable("the engine's runtime is shutting down")
-                            }
-                        }
-                    }
+                    Ok(Attempt::Landing(out, answered)) => match answered.await {
+                        Ok(Ok(())) => return Ok(out),
+                        Ok(Err(e)) => e,
+                        Err(_) => OramError::unavailable("the engine's runtime is shutting down"),
+                    },
                     Err(e) => e,
                 }
             };

@@ -551,9 +551,10 @@ impl Oram for Partitioned {
         self.access_admitting(ops, Admit::none()).await
     }
 
-    /// As [`Oram::access`], admitted once its (last) round holds the
-    /// framework: the next call's round plans after this one's and reads while
-    /// this one's writes and commit are under way (`crate::drive`).
+    /// As [`Oram::access`], admitted once its (last) round has let the
+    /// framework go (planned, recorded, read): the next call's round plans
+    /// after this one's and reads while this one's writes and commit are under
+    /// way (`crate::drive`).
     async fn access_admitting(&self, ops: Vec<Op>, admitted: Admit) -> Result<Vec<Bytes>> {
         for op in &ops {
             validate_op(op, self.inner.capacity(), self.inner.cfg.block_size)?;

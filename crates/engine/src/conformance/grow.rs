@@ -92,6 +92,9 @@ impl<S: Subject> Subject for GrownSubject<S> {
     fn reads_ahead(&self) -> bool {
         self.0.reads_ahead()
     }
+    fn rounds_in_flight(&self) -> bool {
+        self.0.rounds_in_flight()
+    }
     fn collects(&self) -> bool {
         self.0.collects()
     }

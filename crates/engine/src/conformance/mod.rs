@@ -287,6 +287,7 @@ macro_rules! engine_conformance {
                 callers_waiting_at_once_share_calls_and_get_their_own_answers,
                 a_refused_request_in_a_shared_call_fails_alone,
                 a_shared_call_the_backend_fails_fails_each_request_and_loses_nothing,
+                callers_arriving_while_a_round_reads_share_the_next_call,
                 shared_calls_do_not_depend_on_the_workload
             );
         }

@@ -181,6 +181,81 @@ pub fn a_shared_call_the_backend_fails_fails_each_request_and_loses_nothing(s: A
     });
 }
 
+/// Callers that arrive while a round reads (its GETs held) share the next
+/// call, all of them: it is made once the engine is free for a new round, not
+/// as soon as the round reading took its place (when only the first of them
+/// was waiting). Each gets its own answer. For an engine with rounds in flight
+/// ([`Subject::rounds_in_flight`]); every other engine admits the next call
+/// only when a call returns, so its callers share calls so already.
+pub fn callers_arriving_while_a_round_reads_share_the_next_call(s: Arc<dyn Subject>) {
+    if !s.rounds_in_flight() {
+        return;
+    }
+    const CALLERS: u64 = 6;
+    runtime().block_on(async {
+        let p = Params {
+            capacity: 64,
+            block_size: 32,
+            ..Params::default()
+        };
+        let store = Arc::new(HoldStore::new(MemoryStore::new()));
+        let e = shared_engine(s.as_ref(), &p, store.clone());
+        fill(e.as_ref(), &mut Model::new(), 0..p.capacity, 1).await;
+        e.flush().await.unwrap();
+        store.set_gets_open(false);
+        let first = {
+            let e = e.clone();
+            tokio::spawn(async move { e.access(vec![Op::Read(0)]).await })
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while store.held().is_empty() {
+            assert!(Instant::now() < deadline, "the first round never read");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let (_, calls_before) = served_and_calls(&e);
+        let callers: Vec<_> = (1..=CALLERS)
+            .map(|i| {
+                let e = e.clone();
+                let ops = match i % 2 {
+                    0 => vec![Op::Read(i)],
+                    _ => vec![Op::Write(i, block_data(i, 2, 32)), Op::Read(i + 20)],
+                };
+                tokio::spawn(async move { e.access(ops).await })
+            })
+            .collect();
+        // Every caller either waits or is in a call (as the old admission
+        // put the first one in a call of its own at once).
+        loop {
+            let waiting = e.stats().extra("shared_waiting_requests").unwrap();
+            let (_, calls) = served_and_calls(&e);
+            if waiting + (calls - calls_before) == CALLERS {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the callers never all waited");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        store.set_gets_open(true);
+        assert_eq!(first.await.unwrap().unwrap()[0], block_data(0, 1, 32));
+        for (i, c) in (1..=CALLERS).zip(callers) {
+            let got = c.await.unwrap().unwrap();
+            match i % 2 {
+                0 => assert_eq!(got[0], block_data(i, 1, 32), "block {i}"),
+                _ => assert_eq!(got[1], block_data(i + 20, 1, 32), "block {}", i + 20),
+            }
+        }
+        let (_, calls) = served_and_calls(&e);
+        assert_eq!(
+            calls - calls_before,
+            1,
+            "callers that arrived while a round read were split over calls"
+        );
+        for i in (1..=CALLERS).filter(|i| i % 2 == 1) {
+            let got = e.access(vec![Op::Read(i)]).await.unwrap();
+            assert_eq!(got[0], block_data(i, 2, 32), "block {i}");
+        }
+    });
+}
+
 /// Calls shared by 4 callers of one op each (waiting at once, so each call
 /// has 4 ops), for five workloads of equal length: the shapes of the calls
 /// (verbs, sizes, range lengths) are distributed alike and the positions
