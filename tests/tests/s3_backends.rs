@@ -377,3 +377,67 @@ async fn without_conditional_writes_a_late_put_replaces_a_newer_version() {
     assert!(status.contains(" 200 "), "MinIO's answer: {status}");
     assert!(now == block_data(2, 7, 4096).as_ref());
 }
+
+/// A conditional write of a control object (the backend lease's renewal, a
+/// checkpoint: `put_if`) does not wait behind data requests holding every
+/// in-flight slot: with `max_in_flight = 1` and that one data PUT held in
+/// transit by the relay, a `put_if` still lands (before the data PUT is
+/// answered). Before the control pool a saturated link's queue of data
+/// requests made the lease's renewal miss its deadline and the proxy fence
+/// itself. The 30 s guard only detects the old wait (which lasted until the
+/// held PUT was released); it is not a timing claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_write_does_not_wait_behind_the_data_requests_in_flight() {
+    use oram_blockstore::{BlockStore, ObjKey, PutCondition};
+    let minio = Minio::start();
+    let direct = minio.store("control", "p").await;
+    let relay =
+        oram_tests::relay::HoldRelay::start(format!("127.0.0.1:{}", minio.port).parse().unwrap())
+            .await;
+    let mut cfg = minio.store_config("control", "p");
+    cfg.endpoint = Some(format!("http://{}", relay.addr()));
+    cfg.max_in_flight = 1;
+    cfg.max_attempts = 1;
+    cfg.attempt_timeout = Duration::from_secs(120);
+    let store = Arc::new(oram_store_s3::S3Store::new(&cfg).await);
+    let data_key = ObjKey::new("vol0/n/1").unwrap();
+    let lease_key = ObjKey::new("meta/lease").unwrap();
+    // The store's first request opens its first connection: the one held.
+    relay.arm();
+    let data = {
+        let (store, key) = (store.clone(), data_key.clone());
+        tokio::spawn(async move { store.put_many(vec![(key, block_data(1, 1, 4096))]).await })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !relay.holding() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the data PUT was never held"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let renewal = tokio::time::timeout(
+        Duration::from_secs(30),
+        store.put_if(
+            &lease_key,
+            bytes::Bytes::from_static(b"lease"),
+            PutCondition::IfAbsent,
+        ),
+    )
+    .await
+    .expect("the control write waited for the data PUT's slot");
+    renewal.expect("the control write landed");
+    assert!(!data.is_finished(), "the data PUT was answered while held");
+    relay.release();
+    // The relay passes the held request on and keeps the server's answer (the
+    // client's side of that connection is closed then).
+    let status = relay
+        .held_status(Duration::from_secs(60))
+        .await
+        .expect("MinIO answers the released PUT");
+    assert!(status.contains(" 200 "), "MinIO's answer: {status}");
+    let _ = data.await.unwrap();
+    let got = direct.get_many(&[data_key, lease_key]).await.unwrap();
+    assert_eq!(got[0].as_deref(), Some(block_data(1, 1, 4096).as_ref()));
+    assert_eq!(got[1].as_deref(), Some(&b"lease"[..]));
+}

@@ -7,6 +7,9 @@
 //! timeout, retried by the SDK's standard strategy (exponential back-off with
 //! jitter on throttling, 5xx and timeouts). A missing object is a 404 read as
 //! `None`: there is never a HEAD before a GET.
+//! Conditional writes of control objects ([`BlockStore::put_if`]: the backend
+//! lease, checkpoints) have a pool of their own ([`CONTROL_IN_FLIGHT`]), so a
+//! lease renewal never queues behind the data requests of a saturated link.
 //!
 //! The provider is not trusted with the proxy's memory: a GET whose
 //! `Content-Length` is outside the caller's bound is refused before its body is
@@ -54,6 +57,11 @@ use oram_blockstore::{
     StoreError,
 };
 use tokio::sync::Semaphore;
+
+/// Conditional writes of control objects ([`BlockStore::put_if`]) in flight at
+/// most, beside the `max_in_flight` data requests: the backend lease's renewal
+/// and a checkpoint's write, a few a minute.
+pub const CONTROL_IN_FLIGHT: usize = 4;
 
 use etags::{Etags, Known};
 
@@ -142,7 +150,13 @@ pub struct S3Store {
     client: Client,
     bucket: String,
     prefix: String,
+    /// Data requests in flight (`max_in_flight`).
     limit: Arc<Semaphore>,
+    /// Conditional writes of control objects ([`BlockStore::put_if`]: the
+    /// backend lease, checkpoints) in flight: a pool of their own, so that a
+    /// lease renewal never waits behind a saturated link's queue of data
+    /// requests (it would lapse, and the proxy fence itself).
+    control: Arc<Semaphore>,
     /// AWS outside us-east-1 needs the region named when creating a bucket.
     location_constraint: Option<String>,
     max_object_bytes: u64,
@@ -242,6 +256,7 @@ impl S3Store {
             bucket: cfg.bucket.clone(),
             prefix: cfg.prefix.trim_matches('/').to_string(),
             limit: Arc::new(Semaphore::new(cfg.max_in_flight.max(1))),
+            control: Arc::new(Semaphore::new(CONTROL_IN_FLIGHT)),
             location_constraint: (cfg.endpoint.is_none() && cfg.region != "us-east-1")
                 .then(|| cfg.region.clone()),
             max_object_bytes: cfg.max_object_bytes,
@@ -369,10 +384,12 @@ impl S3Store {
     /// One PUT with an optional condition; returns the new ETag.
     async fn put_one(&self, key: &ObjKey, v: Bytes, cond: Option<&PutCondition>) -> Result<ObjTag> {
         let full = self.full_key(key.as_str());
+        let _p = self.limit.acquire().await.expect("semaphore open");
         self.put_one_inner(key, &full, v, cond).await
     }
 
-    /// [`S3Store::put_one`] with the full key computed.
+    /// [`S3Store::put_one`] with the full key computed, the caller holding a
+    /// permit of the pool the PUT counts against.
     async fn put_one_inner(
         &self,
         key: &ObjKey,
@@ -380,7 +397,6 @@ impl S3Store {
         v: Bytes,
         cond: Option<&PutCondition>,
     ) -> Result<ObjTag> {
-        let _p = self.limit.acquire().await.expect("semaphore open");
         let mut req = self
             .client
             .put_object()
@@ -543,8 +559,12 @@ impl BlockStore for S3Store {
             .map(|(b, t)| (b, ObjTag(t.unwrap_or_default()))))
     }
 
+    /// Through the control pool, not behind the data requests waiting for
+    /// `max_in_flight` (see [`CONTROL_IN_FLIGHT`]).
     async fn put_if(&self, key: &ObjKey, data: Bytes, cond: PutCondition) -> Result<ObjTag> {
-        self.put_one(key, data, Some(&cond)).await
+        let full = self.full_key(key.as_str());
+        let _p = self.control.acquire().await.expect("semaphore open");
+        self.put_one_inner(key, &full, data, Some(&cond)).await
     }
 
     /// One DeleteObjects request per 1000 keys, one after the other.
