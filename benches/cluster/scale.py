@@ -140,6 +140,9 @@ secret_key = "{SK}"
 
 [key]
 key_file = "{self.work / 'master.key'}"
+
+[state]
+checkpoint_interval_secs = {self.args.checkpoint_secs}
 {cluster}""")
         path.chmod(0o600)  # it holds the backend's secret key
         return path
@@ -170,8 +173,14 @@ key_file = "{self.work / 'master.key'}"
             return (f'\n[cluster]\nrole = "{role}"\nnodes = [{nodes}]\nnode = {i}\n'
                     f'tls_dir = "{certs / member}"\nwait_secs = 300\n')
 
+        # Each node serves /metrics too: its backend requests and bytes.
+        self.node_metrics = []
         for i in range(k):
-            cfg = self.config(f"c{k}-node{i}", prefix, self.link(), section("node", f"node{i}", i))
+            port = free_port()
+            self.node_metrics.append((port, self.work / f"c{k}-node{i}" / "metrics.token"))
+            metrics = f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n'
+            cfg = self.config(f"c{k}-node{i}", prefix, self.link(),
+                              metrics + section("node", f"node{i}", i))
             p = self.start([str(self.bin / "oram-proxy"), "serve", "--config", str(cfg)],
                            f"c{k}-node{i}.log")
             self.pending = getattr(self, "pending", []) + [(f"c{k}-node{i}.log", p)]
@@ -183,22 +192,57 @@ key_file = "{self.work / 'master.key'}"
         front = self.config(f"c{k}-front", prefix, self.link(self.args.front_mbit),
                             metrics + section("front", "front"))
         url = self.serve_front(f"c{k}-front", front)
+        self.front_pid = self.procs[-1].pid
         for log, p in self.pending:
             wait_text(self.work / log, "  partitions: ", p)
         self.pending = []
         return url
 
-    def engine_counters(self):
-        """The cluster front's rounds, accesses and sub-accesses so far."""
+    @staticmethod
+    def scrape(port, token):
+        """Every sample of a member's /metrics: {name with labels: value}."""
         req = urllib.request.Request(
-            f"http://127.0.0.1:{self.metrics_port}/metrics",
-            headers={"Authorization": f"Bearer {self.metrics_token.read_text().strip()}"})
+            f"http://127.0.0.1:{port}/metrics",
+            headers={"Authorization": f"Bearer {token.read_text().strip()}"})
         text = urllib.request.urlopen(req, timeout=30).read().decode()
         out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                try:
+                    out[name] = float(value)
+                except ValueError:
+                    pass
+        return out
+
+    def engine_counters(self):
+        """The cluster front's rounds, accesses and sub-accesses so far, its
+        CPU seconds (from /proc), and each node's backend requests and bytes
+        by verb (summed over the nodes, and the busiest node's bytes)."""
+        front = self.scrape(self.metrics_port, self.metrics_token)
+        out = {}
         for name in ("rounds_total", "accesses_total", "sub_accesses_total"):
-            for line in text.splitlines():
-                if line.startswith((f"oram_engine_{name} ", f"oram_engine_{name}{{")):
-                    out[name] = float(line.rsplit(" ", 1)[1])
+            for key, v in front.items():
+                if key == f"oram_engine_{name}" or key.startswith(f"oram_engine_{name}{{"):
+                    out[name] = v
+        for step in ("plan", "partitions", "commit"):
+            out[f"step_{step}_us"] = sum(v for key, v in front.items()
+                                         if f"round_{step}_microseconds_total" in key)
+        fields = pathlib.Path(f"/proc/{self.front_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        out["front_cpu_s"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        busiest = 0.0
+        for port, token in self.node_metrics:
+            node_bytes = 0.0
+            for key, v in self.scrape(port, token).items():
+                for metric in ("oram_backend_requests_total", "oram_backend_bytes_total"):
+                    if key.startswith(metric + "{"):
+                        verb = key.split('verb="', 1)[1].split('"', 1)[0]
+                        short = "requests" if "requests" in metric else "bytes"
+                        out[f"node_{short}_{verb}"] = out.get(f"node_{short}_{verb}", 0) + v
+                        if short == "bytes":
+                            node_bytes += v
+            out.setdefault("node_bytes", []).append(node_bytes)
+            busiest = max(busiest, node_bytes)
         return out
 
     def stop(self):
@@ -232,6 +276,10 @@ def main():
     ap.add_argument("--blocks", type=int, default=8192, help="the volume's capacity in 4 KiB blocks")
     ap.add_argument("--nodes", default="1,2,3")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--checkpoint-secs", type=int, default=300,
+                    help="[state] checkpoint_interval_secs of every proxy (the default's)")
+    ap.add_argument("--no-single", action="store_true",
+                    help="skip the single proxy's row (long with large objects on slow links)")
     args = ap.parse_args()
     run = Run(args)
     (run.work / "master.key").write_text(os.urandom(32).hex() + "\n")
@@ -243,21 +291,35 @@ def main():
                         args.size)
         rows.append(("no ORAM (one link)", 1, base))
         print(rows[-1], flush=True)
-        single = workload(client(run.single(), ROOT_USER, ROOT_SECRET, args.threads), "bkt",
-                          args.ops, args.threads, args.size)
-        rows.append(("single proxy (one link)", 1, single))
-        print(rows[-1], flush=True)
+        single = None
+        if not args.no_single:
+            single = workload(client(run.single(), ROOT_USER, ROOT_SECRET, args.threads), "bkt",
+                              args.ops, args.threads, args.size)
+            rows.append(("single proxy (one link)", 1, single))
+            print(rows[-1], flush=True)
         for k in [int(x) for x in args.nodes.split(",")]:
             url = run.cluster(k)
             before = run.engine_counters()
             r = workload(client(url, ROOT_USER, ROOT_SECRET, args.threads), "bkt",
                          args.ops, args.threads, args.size)
             after = run.engine_counters()
-            d = {n: after.get(n, 0) - before.get(n, 0) for n in after}
+            d = {n: after.get(n, 0) - before.get(n, 0) for n in after if n != "node_bytes"}
             rounds = max(d.get("rounds_total", 0), 1)
+            accesses = max(d.get("accesses_total", 0), 1)
+            per_node = [a - b for a, b in zip(after["node_bytes"], before["node_bytes"])]
+            mean = sum(per_node) / len(per_node)
+            costs = ", ".join(f"{n[5:]} {v / accesses:.2f}" if "requests" in n
+                              else f"{n[5:]} {v / accesses / 1024:.1f} KiB"
+                              for n, v in sorted(d.items()) if n.startswith("node_") and v)
             sizes.append(f"{k} node{'s' if k > 1 else ''}: {d.get('rounds_total', 0):.0f} rounds, "
                          f"{d.get('accesses_total', 0) / rounds:.1f} ops and "
-                         f"{d.get('sub_accesses_total', 0) / rounds:.1f} sub-accesses a round")
+                         f"{d.get('sub_accesses_total', 0) / rounds:.1f} sub-accesses a round; "
+                         f"a round's plan {d['step_plan_us'] / rounds / 1000:.0f} ms, "
+                         f"partitions (reads) {d['step_partitions_us'] / rounds / 1000:.0f} ms, "
+                         f"commit {d['step_commit_us'] / rounds / 1000:.0f} ms; "
+                         f"the front's CPU {d['front_cpu_s'] * 1e6 / accesses:.0f} µs an access; "
+                         f"the nodes' backend, an access: {costs}; "
+                         f"busiest node's bytes ÷ mean {max(per_node) / max(mean, 1):.2f}")
             rows.append((f"cluster, {k} node{'s' if k > 1 else ''} ({k} links)", k, r))
             print(rows[-1], sizes[-1], flush=True)
     finally:
@@ -270,17 +332,19 @@ def main():
     print(f"links: RTT {args.rtt_ms} ms, {args.mbit} Mbit/s per direction each (oram-linkshape); "
           f"ObliviStore, {args.blocks} blocks of 4 KiB; {args.ops} objects of {args.size} bytes from "
           f"{args.threads} threads")
-    s_put, s_get = single
-    print("| configuration | PUT/s | GET/s | PUT ÷ single | GET ÷ single |")
+    s_put, s_get = single or base
+    versus = "single" if single else "no ORAM"
+    print(f"| configuration | PUT/s | GET/s | PUT ÷ {versus} | GET ÷ {versus} |")
     print("|---|---|---|---|---|")
     for name, _, (put, get) in rows:
-        print(f"| {name} | {put:.1f} | {get:.1f} | {put / s_put:.2f} | {get / s_get:.2f} |")
+        print(f"| {name} | {put:.3g} | {get:.3g} | {put / s_put:.2f} | {get / s_get:.2f} |")
     for line in sizes:
         print(f"rounds of the cluster, {line}")
     # Scaling efficiency: k nodes' rate ÷ (k × one node's), where one node ran.
-    one = next((r for _, k, r in rows[2:] if k == 1), None)
+    clusters = [r for r in rows if r[0].startswith("cluster")]
+    one = next((r for _, k, r in clusters if k == 1), None)
     if one:
-        for name, k, (put, get) in rows[2:]:
+        for name, k, (put, get) in clusters:
             if k > 1:
                 print(f"scaling efficiency, {name}: PUT {put / (k * one[0]):.2f}, "
                       f"GET {get / (k * one[1]):.2f}")

@@ -9,7 +9,8 @@
 //! `None`: there is never a HEAD before a GET.
 //! Conditional writes of control objects ([`BlockStore::put_if`]: the backend
 //! lease, checkpoints) have a pool of their own ([`CONTROL_IN_FLIGHT`]), so a
-//! lease renewal never queues behind the data requests of a saturated link.
+//! lease renewal never waits for a data request's slot (it still shares the
+//! link with them).
 //!
 //! The provider is not trusted with the proxy's memory: a GET whose
 //! `Content-Length` is outside the caller's bound is refused before its body is
@@ -154,8 +155,8 @@ pub struct S3Store {
     limit: Arc<Semaphore>,
     /// Conditional writes of control objects ([`BlockStore::put_if`]: the
     /// backend lease, checkpoints) in flight: a pool of their own, so that a
-    /// lease renewal never waits behind a saturated link's queue of data
-    /// requests (it would lapse, and the proxy fence itself).
+    /// lease renewal never waits for a data request's slot behind a saturated
+    /// link's queue of them (it would lapse, and the proxy fence itself).
     control: Arc<Semaphore>,
     /// AWS outside us-east-1 needs the region named when creating a bucket.
     location_constraint: Option<String>,

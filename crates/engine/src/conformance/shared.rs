@@ -14,6 +14,23 @@ fn shared_engine(s: &dyn Subject, p: &Params, store: Arc<dyn BlockStore>) -> Arc
     Arc::new(Combined::new(mem_engine(s, p, store), p.max_batch))
 }
 
+/// `s`'s shared engine of 64 blocks of 32 bytes over a [`HoldStore`], every
+/// block written (version 1) and flushed.
+async fn filled_over_hold_store(
+    s: &dyn Subject,
+) -> (Params, Arc<HoldStore<MemoryStore>>, Arc<Combined>) {
+    let p = Params {
+        capacity: 64,
+        block_size: 32,
+        ..Params::default()
+    };
+    let store = Arc::new(HoldStore::new(MemoryStore::new()));
+    let e = shared_engine(s, &p, store.clone());
+    fill(e.as_ref(), &mut Model::new(), 0..p.capacity, 1).await;
+    e.flush().await.unwrap();
+    (p, store, e)
+}
+
 /// Runs each of `requests` as a caller of its own, all of them waiting before
 /// the first call begins (calls are held off until every one waits), and
 /// returns their answers in the order given.
@@ -152,15 +169,7 @@ pub fn a_refused_request_in_a_shared_call_fails_alone(s: Arc<dyn Subject>) {
 /// is applied, and once the backend is back every block reads as before.
 pub fn a_shared_call_the_backend_fails_fails_each_request_and_loses_nothing(s: Arc<dyn Subject>) {
     runtime().block_on(async {
-        let p = Params {
-            capacity: 64,
-            block_size: 32,
-            ..Params::default()
-        };
-        let store = Arc::new(HoldStore::new(MemoryStore::new()));
-        let e = shared_engine(s.as_ref(), &p, store.clone());
-        fill(e.as_ref(), &mut Model::new(), 0..p.capacity, 1).await;
-        e.flush().await.unwrap();
+        let (p, store, e) = filled_over_hold_store(s.as_ref()).await;
         store.set_down(true);
         let requests: Vec<Vec<Op>> = (0..6u64)
             .map(|i| vec![Op::Write(i, block_data(i, 2, 32)), Op::Read(10 + i)])
@@ -193,15 +202,7 @@ pub fn callers_arriving_while_a_round_reads_share_the_next_call(s: Arc<dyn Subje
     }
     const CALLERS: u64 = 6;
     runtime().block_on(async {
-        let p = Params {
-            capacity: 64,
-            block_size: 32,
-            ..Params::default()
-        };
-        let store = Arc::new(HoldStore::new(MemoryStore::new()));
-        let e = shared_engine(s.as_ref(), &p, store.clone());
-        fill(e.as_ref(), &mut Model::new(), 0..p.capacity, 1).await;
-        e.flush().await.unwrap();
+        let (_, store, e) = filled_over_hold_store(s.as_ref()).await;
         store.set_gets_open(false);
         let first = {
             let e = e.clone();
