@@ -218,7 +218,7 @@ checkpoint_interval_secs = {self.args.checkpoint_secs}
     def engine_counters(self):
         """The cluster front's rounds, accesses and sub-accesses so far, its
         CPU seconds (from /proc), and each node's backend requests and bytes
-        by verb (summed over the nodes, and the busiest node's bytes)."""
+        by verb (summed over the nodes) and each node's bytes."""
         front = self.scrape(self.metrics_port, self.metrics_token)
         out = {}
         for name in ("rounds_total", "accesses_total", "sub_accesses_total"):
@@ -230,7 +230,6 @@ checkpoint_interval_secs = {self.args.checkpoint_secs}
                                          if f"round_{step}_microseconds_total" in key)
         fields = pathlib.Path(f"/proc/{self.front_pid}/stat").read_text().rsplit(")", 1)[1].split()
         out["front_cpu_s"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        busiest = 0.0
         for port, token in self.node_metrics:
             node_bytes = 0.0
             for key, v in self.scrape(port, token).items():
@@ -242,7 +241,6 @@ checkpoint_interval_secs = {self.args.checkpoint_secs}
                         if short == "bytes":
                             node_bytes += v
             out.setdefault("node_bytes", []).append(node_bytes)
-            busiest = max(busiest, node_bytes)
         return out
 
     def stop(self):

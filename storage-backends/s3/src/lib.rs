@@ -59,12 +59,12 @@ use oram_blockstore::{
 };
 use tokio::sync::Semaphore;
 
+use etags::{Etags, Known};
+
 /// Conditional writes of control objects ([`BlockStore::put_if`]) in flight at
 /// most, beside the `max_in_flight` data requests: the backend lease's renewal
 /// and a checkpoint's write, a few a minute.
 pub const CONTROL_IN_FLIGHT: usize = 4;
-
-use etags::{Etags, Known};
 
 /// Settings of an S3 back-end.
 #[derive(Clone)]
