@@ -233,10 +233,9 @@ checkpoint_interval_secs = {self.args.checkpoint_secs}
         for port, token in self.node_metrics:
             node_bytes = 0.0
             for key, v in self.scrape(port, token).items():
-                for metric in ("oram_backend_requests_total", "oram_backend_bytes_total"):
-                    if key.startswith(metric + "{"):
+                for short in ("requests", "bytes"):
+                    if key.startswith(f"oram_backend_{short}_total{{"):
                         verb = key.split('verb="', 1)[1].split('"', 1)[0]
-                        short = "requests" if "requests" in metric else "bytes"
                         out[f"node_{short}_{verb}"] = out.get(f"node_{short}_{verb}", 0) + v
                         if short == "bytes":
                             node_bytes += v

@@ -318,14 +318,30 @@ async fn proxy_survives_a_minio_outage_without_losing_acknowledged_objects() {
 /// One PUT of `v2` is held in a relay past its attempt timeout (the store reports
 /// it failed), a newer `v3` is written, then the held PUT reaches MinIO. Returns
 /// MinIO's answer to the late PUT and what the object holds afterwards.
-async fn late_put(conditional: bool) -> (String, Vec<u8>) {
+/// MinIO, a store on `bucket` (prefix `p`) straight to it, a [`HoldRelay`]
+/// in front of it, and a store configuration that goes through the relay.
+///
+/// [`HoldRelay`]: oram_tests::relay::HoldRelay
+async fn behind_a_relay(
+    bucket: &str,
+) -> (
+    Minio,
+    oram_store_s3::S3Store,
+    oram_tests::relay::HoldRelay,
+    oram_store_s3::S3StoreConfig,
+) {
     let minio = Minio::start();
-    let direct = minio.store("late", "p").await;
+    let direct = minio.store(bucket, "p").await;
     let relay =
         oram_tests::relay::HoldRelay::start(format!("127.0.0.1:{}", minio.port).parse().unwrap())
             .await;
-    let mut cfg = minio.store_config("late", "p");
+    let mut cfg = minio.store_config(bucket, "p");
     cfg.endpoint = Some(format!("http://{}", relay.addr()));
+    (minio, direct, relay, cfg)
+}
+
+async fn late_put(conditional: bool) -> (String, Vec<u8>) {
+    let (_minio, direct, relay, mut cfg) = behind_a_relay("late").await;
     cfg.max_attempts = 1;
     cfg.attempt_timeout = Duration::from_secs(2);
     cfg.conditional_writes = conditional;
@@ -389,13 +405,7 @@ async fn without_conditional_writes_a_late_put_replaces_a_newer_version() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_control_write_does_not_wait_behind_the_data_requests_in_flight() {
     use oram_blockstore::{BlockStore, ObjKey, PutCondition};
-    let minio = Minio::start();
-    let direct = minio.store("control", "p").await;
-    let relay =
-        oram_tests::relay::HoldRelay::start(format!("127.0.0.1:{}", minio.port).parse().unwrap())
-            .await;
-    let mut cfg = minio.store_config("control", "p");
-    cfg.endpoint = Some(format!("http://{}", relay.addr()));
+    let (_minio, direct, relay, mut cfg) = behind_a_relay("control").await;
     cfg.max_in_flight = 1;
     cfg.max_attempts = 1;
     cfg.attempt_timeout = Duration::from_secs(120);
