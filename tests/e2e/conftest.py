@@ -40,19 +40,43 @@ ACCESS = "e2e-admin"
 SECRET = "e2e-secret-key-0123"
 
 
+# Ports handed out by this process: never handed out twice, since a test often
+# picks several before the servers bind them (a port picked for a node's metrics,
+# free until that node starts, must not be picked again for the front meanwhile).
+_HANDED_OUT = set()
+
+
+def _port_range():
+    """This process's share of 20000-31999: each pytest-xdist worker (gw0, gw1,
+    ...) its own sixth, so two workers never pick the same port between one's
+    check and its server's bind (seen in CI: a front's S3 port already in use)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    width = 2000
+    low = 20000 + (index % 6) * width
+    return low, low + width - 1
+
+
 def free_port():
-    """A port free on 127.0.0.1 now, below Linux's ephemeral range (32768 and
-    up): the kernel hands ports of that range to every outgoing connection, which
-    could take one between this check and the server's bind (seen: "Address
-    already in use" with the tests running two at a time)."""
-    for _ in range(200):
-        port = random.randint(20000, 32000)
+    """A port free on 127.0.0.1 now and not handed out before by this process,
+    below Linux's ephemeral range (32768 and up): the kernel hands ports of that
+    range to every outgoing connection, which could take one between this check
+    and the server's bind (seen: "Address already in use" with the tests running
+    two at a time). Each xdist worker picks from a range of its own."""
+    low, high = _port_range()
+    if len(_HANDED_OUT) > (high - low) // 2:
+        _HANDED_OUT.clear()  # a long session: the earliest tests' servers are long gone
+    for _ in range(400):
+        port = random.randint(low, high)
+        if port in _HANDED_OUT:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _HANDED_OUT.add(port)
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
