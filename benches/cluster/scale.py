@@ -129,6 +129,7 @@ class Run:
 kind = "oblivistore"
 block_size = 4096
 capacity_blocks = {self.args.blocks}
+max_batch = {self.args.max_batch}
 
 [backend]
 kind = "s3"
@@ -272,6 +273,8 @@ def main():
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--blocks", type=int, default=8192, help="the volume's capacity in 4 KiB blocks")
     ap.add_argument("--nodes", default="1,2,3")
+    ap.add_argument("--max-batch", type=int, default=64,
+                    help="[engine] max_batch: ops a round at most (the default's)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--checkpoint-secs", type=int, default=300,
                     help="[state] checkpoint_interval_secs of every proxy (the default's)")
@@ -327,7 +330,7 @@ def main():
             print(f"work directory: {run.work}")
     print()
     print(f"links: RTT {args.rtt_ms} ms, {args.mbit} Mbit/s per direction each (oram-linkshape); "
-          f"ObliviStore, {args.blocks} blocks of 4 KiB; {args.ops} objects of {args.size} bytes from "
+          f"ObliviStore, {args.blocks} blocks of 4 KiB, rounds of {args.max_batch} ops at most; {args.ops} objects of {args.size} bytes from "
           f"{args.threads} threads")
     s_put, s_get = single or base
     versus = "single" if single else "no ORAM"

@@ -16,6 +16,7 @@
 //! [`HoldRelay::release`] (a response delayed in transit). And every request
 //! line the relay passes on is recorded ([`HoldRelay::requests`]): what the
 //! server was sent, as opposed to what the client meant to send.
+//! [`HoldRelay::pace_uploads`] makes it a slow uplink.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,6 +45,9 @@ struct Shared {
     status: Mutex<Option<String>>,
     /// Whether a connection has been held.
     held: AtomicBool,
+    /// Client → server bytes a second on every connection (0: unpaced): a
+    /// slow uplink.
+    pace: std::sync::atomic::AtomicU64,
 }
 
 /// A running relay (stopped when dropped).
@@ -68,6 +72,7 @@ impl HoldRelay {
             release,
             status: Mutex::new(None),
             held: AtomicBool::new(false),
+            pace: std::sync::atomic::AtomicU64::new(0),
         });
         let (stop, mut stopped) = oneshot::channel();
         let s = shared.clone();
@@ -132,6 +137,12 @@ impl HoldRelay {
     /// Whether a connection has been held since the relay started.
     pub fn holding(&self) -> bool {
         self.shared.held.load(Ordering::SeqCst)
+    }
+
+    /// Passes what clients send on at `bytes_per_sec` from now on (0: as
+    /// fast as it comes): an uplink as slow as that.
+    pub fn pace_uploads(&self, bytes_per_sec: u64) {
+        self.shared.pace.store(bytes_per_sec, Ordering::SeqCst);
     }
 
     /// Lets the held connection's bytes through to the server.
@@ -252,6 +263,10 @@ async fn relay(client: TcpStream, target: SocketAddr, s: Arc<Shared>) {
             }
             if sw.write_all(&buf[..n]).await.is_err() {
                 break;
+            }
+            let pace = shared.pace.load(Ordering::SeqCst);
+            if pace > 0 {
+                tokio::time::sleep(Duration::from_secs_f64(n as f64 / pace as f64)).await;
             }
         }
         // A held request is kept open towards the server until it has answered;

@@ -451,3 +451,34 @@ async fn a_control_write_does_not_wait_behind_the_data_requests_in_flight() {
     assert_eq!(got[0].as_deref(), Some(block_data(1, 1, 4096).as_ref()));
     assert_eq!(got[1].as_deref(), Some(&b"lease"[..]));
 }
+
+/// A PUT's attempt is given time for its size: over an uplink of 256 KiB/s
+/// (the relay paced), a 1 MiB checkpoint-like control write and a 1 MiB data
+/// PUT each take about 4 s, longer than the store's 2 s attempt timeout, and
+/// both land in one attempt (`SLOWEST_UPLOAD`: 2 s + 8 s for 1 MiB). With the
+/// bare attempt timeout every attempt of a large object on a slow link timed
+/// out (a node's 40 MiB checkpoint over 8 Mbit/s never landed); this fails
+/// there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_put_over_a_slow_uplink_gets_an_attempt_as_long_as_its_size_needs() {
+    use oram_blockstore::{BlockStore, ObjKey, PutCondition};
+    let (_minio, direct, relay, mut cfg) = behind_a_relay("slowup").await;
+    cfg.max_attempts = 1;
+    cfg.attempt_timeout = Duration::from_secs(2);
+    let store = oram_store_s3::S3Store::new(&cfg).await;
+    relay.pace_uploads(256 * 1024);
+    let big = |i: u64| bytes::Bytes::from(vec![i as u8; 1 << 20]);
+    let control = ObjKey::new("meta/checkpoint").unwrap();
+    let data = ObjKey::new("vol0/L/3").unwrap();
+    store
+        .put_if(&control, big(1), PutCondition::IfAbsent)
+        .await
+        .expect("a 1 MiB control write lands over 256 KiB/s");
+    store
+        .put_many(vec![(data.clone(), big(2))])
+        .await
+        .expect("a 1 MiB data PUT lands over 256 KiB/s");
+    let got = direct.get_many(&[control, data]).await.unwrap();
+    assert_eq!(got[0].as_deref(), Some(big(1).as_ref()));
+    assert_eq!(got[1].as_deref(), Some(big(2).as_ref()));
+}

@@ -84,6 +84,19 @@ pub trait EngineSettings: Debug + Send + Sync {
     /// padded to a size that depends only on the parameters.
     fn state_bound(&self, shape: &Shape) -> u64;
 
+    /// An upper bound of the trusted state a cluster node keeps for `owned` of
+    /// the engine's partitions (their sub-engines' states: no position map or
+    /// eviction cache, which the front keeps), so that the node's checkpoint
+    /// can be padded to a size that depends only on the parameters and on how
+    /// many partitions it owns (public). The default is the share of
+    /// [`EngineSettings::state_bound`] that `owned` of the partitions make.
+    fn node_state_bound(&self, shape: &Shape, owned: u64) -> u64 {
+        let partitions = u64::from(self.partitions(shape).unwrap_or(1).max(1));
+        self.state_bound(shape)
+            .saturating_mul(owned)
+            .div_ceil(partitions)
+    }
+
     /// [`EngineSettings::state_bound`] of a volume created at `created` and
     /// grown ([`crate::Oram::grow`]) to `capacity` blocks, at least
     /// `created.capacity`: what its checkpoints are padded to. The default is

@@ -333,6 +333,25 @@ impl EngineSettings for CuriousSettings {
         })
     }
 
+    /// Each owned partition's sub-ORAM state without its stash, and the
+    /// owned share of the partitions' stash allowance: the front keeps the
+    /// position map and the eviction cache.
+    fn node_state_bound(&self, shape: &Shape, owned: u64) -> u64 {
+        let cfg = self.config(shape);
+        let sub_shape = self.sub_shape(shape);
+        let Ok(sub) = self.sub(shape) else {
+            return 0;
+        };
+        let block_row = snapshot_row(8, shape.block_size as u64);
+        let sub_stash = sub.stash_bound(&sub_shape);
+        let sub_rest = sub
+            .state_bound(&sub_shape)
+            .saturating_sub(sub_stash.saturating_mul(block_row));
+        let stashes = sub_stash_allowance(sub_stash, cfg.partitions) * block_row;
+        let partitions = u64::from(cfg.partitions.max(1));
+        owned.saturating_mul(sub_rest) + stashes.saturating_mul(owned).div_ceil(partitions)
+    }
+
     /// As created, with `capacity` blocks placed and every partition's
     /// sub-ORAM grown to the room the framework gives it at that capacity
     /// (its partitions unchanged): a tree grown by whole levels.

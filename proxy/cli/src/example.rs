@@ -146,7 +146,8 @@ region = "us-east-1"
 # secret_key = ""
 # s3: requests in flight towards the backend.
 max_in_flight = 32
-# s3: timeout of one request attempt, seconds.
+# s3: timeout of one request attempt, seconds; a PUT's attempt gets one second
+# more per 128 KiB of its body (a large checkpoint over a slow link).
 attempt_timeout_secs = 30
 # s3: attempts per request (exponential back-off with jitter in between).
 max_attempts = 4

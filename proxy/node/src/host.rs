@@ -7,6 +7,14 @@
 //! failure or crash) gets the recorded answers back and the partition makes no
 //! access; any other repetition is staged again, and the sub-engine finishes
 //! its interrupted round with the same draws, as on one machine.
+//!
+//! Only the answers of the latest round can be asked for again: the front
+//! lands a round only after its own commit of the round before is durable
+//! (shipped), so once any partition committed round `r`, no round before `r`
+//! is ever repeated. A node's checkpoint therefore drops the answers of every
+//! ledger behind the latest round its partitions committed
+//! ([`HostQuiet::drop_stale_answers`]), keeping their round numbers: it holds
+//! at most one round's answers, not one for each partition.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +30,10 @@ use crate::wire::{Envelope, Reply, Request, Response};
 
 /// The ledger key of the last committed round and its answers.
 const DONE: &[u8] = b"node/done";
+
+/// The answer count of a ledger record whose answers were dropped (a later
+/// round committed since: [`HostQuiet::drop_stale_answers`]).
+const DROPPED: u32 = u32::MAX;
 
 /// One partition a node serves.
 pub struct Served {
@@ -81,14 +93,43 @@ impl Ledger {
         Some(u64::from_be_bytes(b.get(..8)?.try_into().ok()?))
     }
 
-    /// The last round committed and its answers.
+    /// Whether the last round committed is recorded without its answers.
+    fn dropped(&self) -> bool {
+        self.state
+            .meta(DONE)
+            .and_then(|b| b.get(8..12).map(|n| n == DROPPED.to_be_bytes()))
+            .unwrap_or(false)
+    }
+
+    /// Drops the recorded answers if the last round committed is before
+    /// `latest` (not committed: the caller commits the ledger's state);
+    /// whether it changed.
+    fn drop_answers_before(&mut self, latest: u64) -> bool {
+        match self.done_seq() {
+            Some(seq) if seq < latest && !self.dropped() => {
+                let mut out = BytesMut::with_capacity(12);
+                out.put_u64(seq);
+                out.put_u32(DROPPED);
+                self.state.set_meta(DONE, out.freeze());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The last round committed and its answers (`None` also when they were
+    /// dropped).
     fn done(&self) -> Option<(u64, Vec<Bytes>)> {
         let mut b = self.state.meta(DONE)?.clone();
         if b.remaining() < 12 {
             return None;
         }
         let seq = b.get_u64();
-        let n = b.get_u32() as usize;
+        let n = b.get_u32();
+        if n == DROPPED {
+            return None;
+        }
+        let n = n as usize;
         let mut answers = Vec::with_capacity(n.min(1 << 16));
         for _ in 0..n {
             if b.remaining() < 4 {
@@ -120,13 +161,42 @@ impl Ledger {
 /// until dropped.
 pub struct HostQuiet<'a> {
     /// Each partition's ledger (no round lands) and its sub-engine's quiesce.
-    _held: Vec<(tokio::sync::MutexGuard<'a, Ledger>, Quiesced)>,
+    held: Vec<(tokio::sync::MutexGuard<'a, Ledger>, Quiesced)>,
+}
+
+impl HostQuiet<'_> {
+    /// Drops, and commits, the answers of every ledger whose last round is
+    /// before the latest round any partition of this node committed: no front
+    /// repeats such a round (see the module documentation), so a checkpoint
+    /// taken next holds one round's answers at most. The round numbers stay
+    /// (a repeat of a dropped round is refused, not staged again). Returns how
+    /// many ledgers changed.
+    ///
+    /// The storage server sees nothing: the ledgers are trusted state.
+    pub async fn drop_stale_answers(&mut self) -> Result<usize, OramError> {
+        let Some(latest) = self.held.iter().filter_map(|(l, _)| l.done_seq()).max() else {
+            return Ok(0);
+        };
+        let mut commits = Vec::new();
+        for (led, _) in &mut self.held {
+            if led.drop_answers_before(latest) {
+                commits.push(led.state.commit());
+            }
+        }
+        // Each commit was handed to the database at its call: they are
+        // grouped, and awaited in turn.
+        let n = commits.len();
+        for c in commits {
+            c.await.map_err(OramError::State)?;
+        }
+        Ok(n)
+    }
 }
 
 impl std::fmt::Debug for HostQuiet<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostQuiet")
-            .field("partitions", &self._held.len())
+            .field("partitions", &self.held.len())
             .finish()
     }
 }
@@ -290,7 +360,7 @@ impl NodeHost {
             let sub = slot.sub.quiesce().await?;
             held.push((ledger, sub));
         }
-        Ok(HostQuiet { _held: held })
+        Ok(HostQuiet { held })
     }
 
     /// Answers one request. Every request runs on a task of its own
@@ -408,6 +478,12 @@ impl NodeHost {
             } else {
                 None
             };
+            if round.repeat && done == round.seq && led.dropped() {
+                return Err(OramError::Config(format!(
+                    "round {done} is repeated after a later round committed (its answers \
+                     were dropped): the front's state is older than the node's"
+                )));
+            }
             if let Some((_, answers)) = replay {
                 if answers.len() != ops.len() {
                     return Err(OramError::Config(format!(

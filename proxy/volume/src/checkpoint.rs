@@ -108,18 +108,34 @@ impl Checkpointer {
     }
 
     /// Writes a checkpoint of the database as it is now (the caller has
-    /// quiesced its engines): snapshots it, pads it to the fixed size, seals
-    /// and uploads it, and starts a new epoch (so the objects it refers to stay
-    /// untouched until the next checkpoint); then prunes what `shipper` shipped
-    /// before it.
+    /// quiesced its engines and hands that hold over as `hold`): snapshots it,
+    /// pads it to the fixed size, seals and uploads it, and starts a new epoch
+    /// (so the objects it refers to stay untouched until the next checkpoint);
+    /// then prunes what `shipper` shipped before it.
+    ///
+    /// `hold` is let go once the snapshot is taken and the epoch moved if the
+    /// log is shipped (`shipper`), else once the upload landed or failed.
+    /// Writes made during the upload avoid the slots of the checkpoint being
+    /// uploaded and the live ones, not those of the checkpoint before it (three
+    /// slots a bank: [`oram_state::NodeVersion`]). Without a log, losing the
+    /// machine during the upload leaves only that earlier checkpoint, whose
+    /// objects such writes may have replaced: the engines stay held. With the
+    /// log, recovery replays it from that earlier checkpoint (its records are
+    /// pruned only after this upload lands) to the last commit shipped, and
+    /// the shipped state never refers to an object a later write replaced
+    /// (`crate::logship`): nothing a recovery reads was overwritten, and the
+    /// engines serve on during the upload — minutes, for a large checkpoint
+    /// on a slow link.
     ///
     /// Observed by the storage server: one PUT of the checkpoint's key, always
     /// of the same size (conditional: see the module documentation), preceded
     /// by a GET of it at the first checkpoint of this process.
-    pub(crate) async fn write(
+    pub(crate) async fn write<H: Send>(
         &self,
         shipper: Option<&Shipper>,
+        hold: H,
     ) -> Result<CheckpointInfo, VolumeError> {
+        let mut hold = Some(hold);
         let epoch = self.db.epoch();
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -166,6 +182,9 @@ impl Checkpointer {
         // already avoid the slots it refers to. A start that finds the backend's
         // checkpoint behind the local epoch takes a new one before serving.
         self.db.set_epoch(epoch + 1).await?;
+        if shipper.is_some() {
+            drop(hold.take());
+        }
         let mut delay = Duration::from_millis(200);
         let mut attempt = 1;
         loop {
@@ -207,6 +226,7 @@ impl Checkpointer {
                 }
             }
         }
+        drop(hold);
         Ok(CheckpointInfo {
             epoch,
             bytes,
@@ -441,5 +461,175 @@ mod tests {
         // B's next checkpoint replaces its own as usual.
         b.checkpoint().await.unwrap();
         assert_ne!(std::fs::read(&stored).unwrap(), b_checkpoint);
+    }
+
+    /// A store that holds every checkpoint upload (`put_if` of a
+    /// `…/meta/checkpoint` key) until opened, passing everything else on.
+    struct CheckpointGate {
+        inner: oram_store_fs::FsStore,
+        open: tokio::sync::watch::Sender<bool>,
+        waiting: std::sync::atomic::AtomicU64,
+    }
+
+    #[async_trait::async_trait]
+    impl oram_blockstore::BlockStore for CheckpointGate {
+        async fn get_opts(
+            &self,
+            keys: &[oram_blockstore::ObjKey],
+            opts: oram_blockstore::GetOpts,
+        ) -> oram_blockstore::Result<Vec<Option<bytes::Bytes>>> {
+            self.inner.get_opts(keys, opts).await
+        }
+        async fn get_range(
+            &self,
+            key: &oram_blockstore::ObjKey,
+            range: std::ops::Range<u64>,
+        ) -> oram_blockstore::Result<Option<bytes::Bytes>> {
+            self.inner.get_range(key, range).await
+        }
+        async fn put_opts(
+            &self,
+            items: Vec<(oram_blockstore::ObjKey, bytes::Bytes)>,
+            opts: oram_blockstore::PutOpts,
+        ) -> oram_blockstore::Result<()> {
+            self.inner.put_opts(items, opts).await
+        }
+        async fn delete_many(
+            &self,
+            keys: &[oram_blockstore::ObjKey],
+        ) -> oram_blockstore::Result<()> {
+            self.inner.delete_many(keys).await
+        }
+        async fn list_opts(
+            &self,
+            prefix: &str,
+            opts: oram_blockstore::ListOpts,
+        ) -> oram_blockstore::Result<Vec<oram_blockstore::ObjKey>> {
+            self.inner.list_opts(prefix, opts).await
+        }
+        async fn get_tagged(
+            &self,
+            key: &oram_blockstore::ObjKey,
+            bound: oram_blockstore::SizeBound,
+        ) -> oram_blockstore::Result<Option<(bytes::Bytes, oram_blockstore::ObjTag)>> {
+            self.inner.get_tagged(key, bound).await
+        }
+        async fn put_if(
+            &self,
+            key: &oram_blockstore::ObjKey,
+            data: bytes::Bytes,
+            cond: oram_blockstore::PutCondition,
+        ) -> oram_blockstore::Result<oram_blockstore::ObjTag> {
+            if key.as_str().ends_with("meta/checkpoint") {
+                use std::sync::atomic::Ordering;
+                self.waiting.fetch_add(1, Ordering::SeqCst);
+                let _ = self.open.subscribe().wait_for(|o| *o).await;
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+            self.inner.put_if(key, data, cond).await
+        }
+    }
+
+    /// Sets its flag when dropped: the engines' hold handed to a checkpoint.
+    struct Hold(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for Hold {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Whether a checkpoint lets go of the engines' hold while its upload is
+    /// still held in transit, with the shipped log on (`log`) or off; the
+    /// upload then lands, and the hold is let go in either case.
+    async fn let_go_during_upload(log: bool) -> bool {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::Arc;
+
+        let dir = tempfile::tempdir().unwrap();
+        let db = oram_statedb::Db::open(&dir.path().join("state.redb"), [4; 16]).unwrap();
+        let sealer = Arc::new(oram_seal::Sealer::new(
+            &oram_seal::MasterKey::from_bytes([7; 32]),
+            oram_seal::VolumeId([4; 16]),
+        ));
+        let gate = Arc::new(CheckpointGate {
+            inner: oram_store_fs::FsStore::open(dir.path().join("store")).unwrap(),
+            open: tokio::sync::watch::channel(false).0,
+            waiting: AtomicU64::new(0),
+        });
+        let store: Arc<dyn oram_blockstore::BlockStore> = gate.clone();
+        let shipper = if log {
+            let settings = crate::logship::LogSettings {
+                record_bytes: 64 << 10,
+                interval: std::time::Duration::from_millis(5),
+            };
+            let log = db.ship_log().unwrap();
+            Some(
+                crate::logship::start(
+                    store.clone(),
+                    sealer.clone(),
+                    "v/node/0".into(),
+                    db.generation(),
+                    log,
+                    settings,
+                )
+                .await
+                .unwrap(),
+            )
+        } else {
+            None
+        };
+        let checkpointer = Arc::new(super::Checkpointer::new(
+            store,
+            sealer,
+            db.clone(),
+            "v",
+            crate::header::Owner::Node(0),
+            64 << 10,
+            true,
+        ));
+        let dropped = Arc::new(AtomicBool::new(false));
+        let hold = Hold(dropped.clone());
+        let shipper = Arc::new(shipper);
+        let writing = {
+            let (c, s) = (checkpointer.clone(), shipper.clone());
+            tokio::spawn(async move { c.write(s.as_ref().as_ref(), hold).await })
+        };
+        let mut waited = 0;
+        while gate.waiting.load(Ordering::SeqCst) == 0 {
+            assert!(waited < 2000, "the checkpoint's upload never started");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            waited += 1;
+        }
+        let let_go = dropped.load(Ordering::SeqCst);
+        let _ = gate.open.send(true);
+        let info = writing.await.unwrap().unwrap();
+        assert_eq!(info.epoch, 0);
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the hold outlived the checkpoint"
+        );
+        assert!(
+            dir.path().join("store/v/node/0/meta/checkpoint").is_file(),
+            "the checkpoint landed"
+        );
+        let_go
+    }
+
+    /// With the shipped log on, a checkpoint lets its engines serve again
+    /// once the snapshot is taken, while the upload is still under way (a
+    /// node's checkpoint held its partitions for minutes on a slow link);
+    /// without the log it holds them until the upload landed (the checkpoint
+    /// before it is then all a lost machine could be rebuilt from).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_engines_serve_during_the_upload_only_with_the_shipped_log() {
+        assert!(
+            let_go_during_upload(true).await,
+            "held through the upload with the log on"
+        );
+        assert!(
+            !let_go_during_upload(false).await,
+            "let go before the upload without a log"
+        );
     }
 }

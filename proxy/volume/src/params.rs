@@ -36,20 +36,23 @@ pub fn checkpoint_size(cfg: &VolumeConfig) -> u64 {
 }
 
 /// The fixed size of a cluster node's checkpoint plaintext, for a node owning
-/// `owned` of the engine's `partitions`: its share of the engine's bound on
-/// its trusted state, each partition's ledger (a round's answers: at most
-/// [`crate::EngineConfig::round_ops`] blocks), and 64 KiB. Public parameters
-/// only (which partitions a node owns is public).
-pub fn node_checkpoint_size(cfg: &VolumeConfig, owned: u64, partitions: u64) -> u64 {
-    let share = cfg
-        .engine
-        .state_bound(&cfg.backend.prefix)
-        .saturating_mul(owned)
-        .div_ceil(partitions.max(1));
-    let ledger = (cfg.engine.round_ops() as u64)
-        .saturating_mul(cfg.engine.block_size as u64 + 4)
-        .saturating_add(16);
-    64 * 1024 + share + owned.saturating_mul(ledger)
+/// `owned` of the engine's partitions: the engine's bound on the state of
+/// `owned` partitions on a node (`EngineSettings::node_state_bound`: without
+/// the front's position map and eviction cache), one round's answers (a checkpoint keeps only the latest
+/// round's: `oram_node::HostQuiet::drop_stale_answers`; a round of at most
+/// [`crate::EngineConfig::round_ops`] ops takes at most one block per op and
+/// makes at most four sub-accesses per op, each answer with a 4-byte length),
+/// each partition's ledger record (its round number) and 64 KiB. Public
+/// parameters only (which partitions a node owns is public).
+///
+/// (Until 2026-11 every partition's ledger kept its own last round's answers
+/// and the size counted a round's blocks for each: ~33 MiB more for a node
+/// of 128 partitions of 4 KiB blocks, whose upload held the node's rounds.)
+pub fn node_checkpoint_size(cfg: &VolumeConfig, owned: u64) -> u64 {
+    let share = cfg.engine.node_state_bound(&cfg.backend.prefix, owned);
+    let round = (cfg.engine.round_ops() as u64).saturating_mul(cfg.engine.block_size as u64 + 16);
+    let records = owned.saturating_mul(64);
+    64 * 1024 + share + round + records
 }
 
 /// [`checkpoint_size`] of the volume of `cfg` at `capacity` blocks (a growth
@@ -334,6 +337,36 @@ mod tests {
 
     use super::*;
     use crate::datadir::{adopt_recorded, load_volume, save_volume};
+
+    /// A node's checkpoint pads to the state of the partitions it owns, not
+    /// to a share of the whole engine's bound: for the partition engines the
+    /// nodes of a cluster together need less than the volume's bound (the
+    /// front keeps the position map and the eviction cache), a node owning
+    /// more needs more, and a node owning every partition of the scaling
+    /// benchmark's volume (16,384 blocks of 4 KiB) pads to less than the
+    /// state bound (ObliviStore: 2.96 MB against 7.29; it padded to about 40
+    /// MiB until 2026-11).
+    #[test]
+    fn a_node_checkpoint_pads_to_its_partitions_state_only() {
+        for kind in ["oblivistore", "curious"] {
+            let cfg = VolumeConfig {
+                engine: toml::from_str(&format!(
+                    "kind = '{kind}'\nblock_size = 4096\ncapacity_blocks = 16384"
+                ))
+                .unwrap(),
+                ..VolumeConfig::default()
+            };
+            let prefix = cfg.backend.prefix.clone();
+            let whole = cfg.engine.state_bound(&prefix);
+            let shape = cfg.engine.shape(&prefix);
+            let partitions = u64::from(cfg.engine.kind.settings().partitions(&shape).unwrap());
+            let all = cfg.engine.node_state_bound(&prefix, partitions);
+            let half = cfg.engine.node_state_bound(&prefix, partitions / 2);
+            assert!(all < whole, "{kind}: {all} >= {whole}");
+            assert!(half < all && 2 * half <= all + 1, "{kind}: {half} of {all}");
+            assert!(node_checkpoint_size(&cfg, partitions) < whole, "{kind}");
+        }
+    }
 
     #[test]
     fn volume_parameters_are_fixed() {

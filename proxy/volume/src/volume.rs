@@ -449,7 +449,11 @@ impl Volume {
         // A key rotation whose every position is re-sealed: this checkpoint is
         // the first to need no earlier key.
         crate::rotation::note_checkpoint(&self.db, &self.params, self.db.epoch()).await?;
-        let info = self.checkpointer.write(self.shipper.as_ref()).await?;
+        // The engine stays held through the upload, log or not: the key
+        // rotation's count below reads it as the checkpoint left it. (A cluster
+        // node lets go once the snapshot is taken when its log is shipped:
+        // `NodeVolume::checkpoint`.)
+        let info = self.checkpointer.write(self.shipper.as_ref(), ()).await?;
         self.recount_rotation().await;
         drop(quiet);
         Ok(info)

@@ -32,7 +32,11 @@
 //! provider sees of a failed batch does not depend on which request failed.
 //!
 //! A write is bounded by `attempt_timeout` × `max_attempts` (with back-off);
-//! a leased volume abandons its writes sooner, when the lease lapses.
+//! a leased volume abandons its writes sooner, when the lease lapses. A PUT's
+//! attempt is given one second more per [`SLOWEST_UPLOAD`] bytes of its body,
+//! so that a large object (a checkpoint, a shuffled level) can be uploaded over
+//! a slow link at all: with the bare `attempt_timeout` every attempt of a
+//! 40 MiB checkpoint over 8 Mbit/s timed out, and it never landed.
 
 mod etags;
 mod limit;
@@ -65,6 +69,14 @@ use etags::{Etags, Known};
 /// most, beside the `max_in_flight` data requests: the backend lease's renewal
 /// and a checkpoint's write, a few a minute.
 pub const CONTROL_IN_FLIGHT: usize = 4;
+
+/// The slowest upload rate, in bytes a second, a PUT's attempt is given time
+/// for on top of `attempt_timeout` (1 Mbit/s): an attempt of a PUT of `n`
+/// bytes may take `attempt_timeout + n / SLOWEST_UPLOAD` seconds.
+pub const SLOWEST_UPLOAD: u64 = 128 * 1024;
+
+/// The connect timeout of every request.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Settings of an S3 back-end.
 #[derive(Clone)]
@@ -165,6 +177,9 @@ pub struct S3Store {
     conditional: bool,
     /// The last ETag seen per key, for conditional writes.
     etags: Arc<Etags>,
+    /// `attempt_timeout`: a PUT's attempt gets more for its body's size
+    /// ([`SLOWEST_UPLOAD`]).
+    attempt_timeout: Duration,
 }
 
 type HttpResponse = aws_sdk_s3::config::http::HttpResponse;
@@ -242,7 +257,7 @@ impl S3Store {
             )
             .timeout_config(
                 TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(5))
+                    .connect_timeout(CONNECT_TIMEOUT)
                     .operation_attempt_timeout(cfg.attempt_timeout)
                     .build(),
             )
@@ -264,7 +279,15 @@ impl S3Store {
             max_list_keys: cfg.max_list_keys,
             conditional: cfg.conditional_writes,
             etags: Arc::new(Etags::new(cfg.etag_cache)),
+            attempt_timeout: cfg.attempt_timeout,
         }
+    }
+
+    /// The attempt timeout of a PUT of `bytes`, if longer than the store's
+    /// (by a second or more: see [`SLOWEST_UPLOAD`]).
+    fn put_attempt_timeout(&self, bytes: u64) -> Option<Duration> {
+        let extra = bytes / SLOWEST_UPLOAD;
+        (extra > 0).then(|| self.attempt_timeout + Duration::from_secs(extra))
     }
 
     fn full_key(&self, key: &str) -> String {
@@ -398,6 +421,7 @@ impl S3Store {
         v: Bytes,
         cond: Option<&PutCondition>,
     ) -> Result<ObjTag> {
+        let longer = self.put_attempt_timeout(v.len() as u64);
         let mut req = self
             .client
             .put_object()
@@ -410,7 +434,22 @@ impl S3Store {
             Some(PutCondition::IfMatch(t)) => req = req.if_match(&t.0),
             None => {}
         }
-        match req.send().await {
+        let sent = match longer {
+            Some(t) => {
+                let timeouts = TimeoutConfig::builder()
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .operation_attempt_timeout(t)
+                    .build();
+                req.customize()
+                    .config_override(
+                        aws_sdk_s3::config::Builder::default().timeout_config(timeouts),
+                    )
+                    .send()
+                    .await
+            }
+            None => req.send().await,
+        };
+        match sent {
             Ok(out) => {
                 let tag = out.e_tag().unwrap_or_default().to_string();
                 self.etags.wrote(key, Known::Tag(tag.clone()));

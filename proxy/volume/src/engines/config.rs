@@ -250,6 +250,14 @@ impl EngineConfig {
         self.kind.settings().state_bound(&self.shape(prefix))
     }
 
+    /// An upper bound of a cluster node's trusted state for `owned` of the
+    /// engine's partitions ([`oram_engine::EngineSettings::node_state_bound`]).
+    pub fn node_state_bound(&self, prefix: &str, owned: u64) -> u64 {
+        self.kind
+            .settings()
+            .node_state_bound(&self.shape(prefix), owned)
+    }
+
     /// [`EngineConfig::state_bound`] of the volume grown to `capacity` blocks
     /// (the created capacity or more: as its engine grows).
     pub fn state_bound_at(&self, prefix: &str, capacity: u64) -> u64 {

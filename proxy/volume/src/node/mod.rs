@@ -183,7 +183,7 @@ impl NodeVolume {
             db.clone(),
             prefix,
             Owner::Node(me),
-            node_checkpoint_size(&cfg, which.len() as u64, u64::from(partitions)),
+            node_checkpoint_size(&cfg, which.len() as u64),
             conditional_checkpoints(&cfg),
         );
         let subs = settings.build_partitions(
@@ -229,17 +229,24 @@ impl NodeVolume {
 
     /// Writes a checkpoint of the node's state database: holds every partition
     /// between rounds ([`NodeHost::quiesce`]: a round staged meanwhile is
-    /// repeated by the front), snapshots, seals and uploads it.
+    /// repeated by the front), drops the ledgers' answers no front can ask
+    /// for again ([`oram_node::HostQuiet::drop_stale_answers`]: the checkpoint
+    /// holds one round's answers at most, [`crate::params::node_checkpoint_size`]),
+    /// snapshots, seals and uploads it. With the shipped log on, the partitions
+    /// serve again once the snapshot is taken, while it uploads; without, only
+    /// once it landed (see `Checkpointer::write` for why).
     ///
     /// Observed by the storage server: one PUT of
     /// `<prefix>/node/<i>/meta/checkpoint`, always of the same size
     /// (conditional, as the volume's: see `Volume::checkpoint`), with this node's
-    /// partitions paused meanwhile.
+    /// partitions paused while it is taken (and uploaded, without a log).
     pub async fn checkpoint(&self) -> Result<CheckpointInfo, VolumeError> {
-        let quiet = self.host.quiesce().await?;
-        let info = self.checkpointer.write(self.shipper.as_ref()).await?;
-        drop(quiet);
-        Ok(info)
+        let mut quiet = self.host.quiesce().await?;
+        let dropped = quiet.drop_stale_answers().await?;
+        tracing::debug!(ledgers = dropped, "answers of earlier rounds dropped");
+        // Handed over: let go once the snapshot is taken if the log is
+        // shipped, else once the upload landed (`Checkpointer::write`).
+        self.checkpointer.write(self.shipper.as_ref(), quiet).await
     }
 
     /// Serves the partitions to fronts on `listener` until `shutdown`,

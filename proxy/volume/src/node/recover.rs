@@ -165,7 +165,7 @@ async fn rebuild(
         &sealer,
         prefix,
         Owner::Node(me),
-        node_checkpoint_size(cfg, owned.len() as u64, u64::from(partitions)),
+        node_checkpoint_size(cfg, owned.len() as u64),
         datadir::state_path(dir),
         volume_id,
         opts,
