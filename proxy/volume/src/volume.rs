@@ -438,24 +438,23 @@ impl Volume {
 impl Volume {
     /// Writes a checkpoint: quiesces the engine, snapshots the state database, pads
     /// it to the fixed size, seals and uploads it, and starts a new epoch (so the
-    /// objects it refers to stay untouched until the next checkpoint).
+    /// objects it refers to stay untouched until the next checkpoint). The
+    /// engine serves again once the snapshot is taken if the log is shipped,
+    /// else once the upload landed (`Checkpointer::write` says why).
     ///
     /// Observed by the storage server: one PUT of `<prefix>/meta/checkpoint`, always
-    /// of the same size, with accesses paused meanwhile (conditional: see the
-    /// module documentation), preceded by a GET of it at the first checkpoint
-    /// of this process.
+    /// of the same size, with accesses paused while it is taken (and uploaded,
+    /// without a log) (conditional: see the module documentation), preceded by a
+    /// GET of it at the first checkpoint of this process.
     pub async fn checkpoint(&self) -> Result<CheckpointInfo, VolumeError> {
         let quiet = self.engine.quiesce().await?;
         // A key rotation whose every position is re-sealed: this checkpoint is
         // the first to need no earlier key.
         crate::rotation::note_checkpoint(&self.db, &self.params, self.db.epoch()).await?;
-        // The engine stays held through the upload, log or not: the key
-        // rotation's count below reads it as the checkpoint left it. (A cluster
-        // node lets go once the snapshot is taken when its log is shipped:
-        // `NodeVolume::checkpoint`.)
-        let info = self.checkpointer.write(self.shipper.as_ref(), ()).await?;
+        // Handed over: let go once the snapshot is taken if the log is
+        // shipped, else once the upload landed (`Checkpointer::write`).
+        let info = self.checkpointer.write(self.shipper.as_ref(), quiet).await?;
         self.recount_rotation().await;
-        drop(quiet);
         Ok(info)
     }
 

@@ -234,7 +234,8 @@ impl NodeVolume {
     /// holds one round's answers at most, [`crate::params::node_checkpoint_size`]),
     /// snapshots, seals and uploads it. With the shipped log on, the partitions
     /// serve again once the snapshot is taken, while it uploads; without, only
-    /// once it landed (see `Checkpointer::write` for why).
+    /// once it landed (see `Checkpointer::write` for why), as a single
+    /// proxy's.
     ///
     /// Observed by the storage server: one PUT of
     /// `<prefix>/node/<i>/meta/checkpoint`, always of the same size
