@@ -453,7 +453,10 @@ impl Volume {
         crate::rotation::note_checkpoint(&self.db, &self.params, self.db.epoch()).await?;
         // Handed over: let go once the snapshot is taken if the log is
         // shipped, else once the upload landed (`Checkpointer::write`).
-        let info = self.checkpointer.write(self.shipper.as_ref(), quiet).await?;
+        let info = self
+            .checkpointer
+            .write(self.shipper.as_ref(), quiet)
+            .await?;
         self.recount_rotation().await;
         Ok(info)
     }

@@ -38,6 +38,7 @@
 //! a slow link at all: with the bare `attempt_timeout` every attempt of a
 //! 40 MiB checkpoint over 8 Mbit/s timed out, and it never landed.
 
+mod abandoned;
 mod etags;
 mod limit;
 
@@ -63,6 +64,7 @@ use oram_blockstore::{
 };
 use tokio::sync::Semaphore;
 
+use abandoned::Abandoned;
 use etags::{Etags, Known};
 
 /// Conditional writes of control objects ([`BlockStore::put_if`]) in flight at
@@ -180,6 +182,8 @@ pub struct S3Store {
     /// `attempt_timeout`: a PUT's attempt gets more for its body's size
     /// ([`SLOWEST_UPLOAD`]).
     attempt_timeout: Duration,
+    /// Bodies of data PUTs this store gave up on (see [`Abandoned`]).
+    abandoned: Arc<Abandoned>,
 }
 
 type HttpResponse = aws_sdk_s3::config::http::HttpResponse;
@@ -280,6 +284,7 @@ impl S3Store {
             conditional: cfg.conditional_writes,
             etags: Arc::new(Etags::new(cfg.etag_cache)),
             attempt_timeout: cfg.attempt_timeout,
+            abandoned: Arc::new(Abandoned::new()),
         }
     }
 
@@ -521,15 +526,23 @@ impl S3Store {
 
     /// A data PUT, conditional on what this store last saw of the key. A failed
     /// condition is resolved by reading the object: if it holds exactly `v`, an
-    /// earlier attempt of this very write landed (success); otherwise another
-    /// writer changed it (`PreconditionFailed`).
+    /// earlier attempt of this very write landed (success); if it holds a body
+    /// of a PUT of this store's that was given up on and landed late
+    /// ([`Abandoned`]), `v` replaces it, conditional on the tag just read;
+    /// otherwise another writer changed it (`PreconditionFailed`).
     async fn put_tracked(&self, key: &ObjKey, v: Bytes) -> Result<()> {
         let cond = match (self.conditional, self.etags.get(key)) {
             (false, _) | (true, None) => None,
             (true, Some(Known::Absent)) => Some(PutCondition::IfAbsent),
             (true, Some(Known::Tag(t))) => Some(PutCondition::IfMatch(ObjTag(t))),
         };
-        match self.put_one(key, v.clone(), cond.as_ref()).await {
+        let put = self.put_one(key, v.clone(), cond.as_ref()).await;
+        match &put {
+            Ok(_) => self.abandoned.forget(key),
+            Err(StoreError::Unavailable(_)) if self.conditional => self.abandoned.note(key, &v),
+            Err(_) => {}
+        }
+        match put {
             Ok(_) => Ok(()),
             Err(StoreError::PreconditionFailed { key: full }) => {
                 let now = self
@@ -537,6 +550,16 @@ impl S3Store {
                     .await;
                 match now {
                     Ok(Some((b, _))) if b == v => Ok(()),
+                    Ok(Some((b, Some(tag)))) if self.abandoned.was_ours(key, &b) => {
+                        tracing::info!(
+                            key = %full,
+                            "a PUT this proxy had given up on landed late: replacing it"
+                        );
+                        let cond = PutCondition::IfMatch(ObjTag(tag));
+                        self.put_one(key, v, Some(&cond)).await?;
+                        self.abandoned.forget(key);
+                        Ok(())
+                    }
                     Ok(_) | Err(StoreError::WrongSize { .. }) => {
                         tracing::error!(
                             key = %full,
