@@ -144,6 +144,10 @@ key_file = "{self.work / 'master.key'}"
 
 [state]
 checkpoint_interval_secs = {self.args.checkpoint_secs}
+
+[s3]
+# Every client thread in flight at once (beyond it the front answers 503 SlowDown).
+max_concurrent_requests = {max(256, 2 * self.args.threads)}
 {cluster}""")
         path.chmod(0o600)  # it holds the backend's secret key
         return path

@@ -79,6 +79,41 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Writes block 0 (and reads block 1) in a round whose front commit fails
+/// (an I/O error of its database) after every node landed and committed its
+/// part: the round's intent is committed and its partitions staged when its
+/// writes reach the backend, held there meanwhile; the front's next commit is
+/// the round's.
+async fn nodes_commit_a_round_the_front_does_not(
+    front: &Arc<dyn Oram>,
+    hold: &oram_engine::conformance::HoldStore<FsStore>,
+    dbs: &Dbs,
+) {
+    hold.set_puts_open(false);
+    let writer = {
+        let front = front.clone();
+        tokio::spawn(async move {
+            front
+                .access(vec![Op::Write(0, block_data(0, 2, BLOCK)), Op::Read(1)])
+                .await
+        })
+    };
+    let mut waited = 0;
+    while hold.puts_waiting() == 0 {
+        assert!(waited < 500, "no PUT of the round reached the backend");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        waited += 1;
+    }
+    dbs.front.inject_commit_failure();
+    hold.set_puts_open(true);
+    let err = writer.await.unwrap().unwrap_err();
+    assert!(matches!(err, OramError::State(_)), "{err}");
+    assert!(dbs.front.failure().is_some());
+    for (n, db) in dbs.nodes.iter().enumerate() {
+        assert!(db.failure().is_none(), "node {n} committed its part");
+    }
+}
+
 /// Every node lands and commits its part of a round of writes; then the
 /// front's own commit fails (an I/O error of its database) and the front
 /// restarts. The round is repeated: each node answers it from its ledger —
@@ -100,30 +135,7 @@ fn a_round_the_nodes_committed_and_the_front_did_not_is_answered_from_their_ledg
         let dbs = Dbs::open(dir.path());
         let e = cluster(&store, &dbs, 0);
         fill(e.as_ref(), &mut model, 0..40, 1).await;
-        // The round's intent is committed and its partitions staged when its
-        // writes reach the backend; the front's next commit is the round's.
-        hold.set_puts_open(false);
-        let writer = {
-            let e = e.clone();
-            tokio::spawn(async move {
-                e.access(vec![Op::Write(0, block_data(0, 2, BLOCK)), Op::Read(1)])
-                    .await
-            })
-        };
-        let mut waited = 0;
-        while hold.puts_waiting() == 0 {
-            assert!(waited < 500, "no PUT of the round reached the backend");
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            waited += 1;
-        }
-        dbs.front.inject_commit_failure();
-        hold.set_puts_open(true);
-        let err = writer.await.unwrap().unwrap_err();
-        assert!(matches!(err, OramError::State(_)), "{err}");
-        assert!(dbs.front.failure().is_some());
-        for (n, db) in dbs.nodes.iter().enumerate() {
-            assert!(db.failure().is_none(), "node {n} committed its part");
-        }
+        nodes_commit_a_round_the_front_does_not(&e, &hold, &dbs).await;
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
     runtime().block_on(async {
@@ -169,24 +181,7 @@ fn a_node_keeps_only_the_latest_round_s_answers_and_still_answers_its_repeat() {
             0,
         );
         fill(front.as_ref(), &mut model, 0..40, 1).await;
-        hold.set_puts_open(false);
-        let writer = {
-            let front = front.clone();
-            tokio::spawn(async move {
-                front
-                    .access(vec![Op::Write(0, block_data(0, 2, BLOCK)), Op::Read(1)])
-                    .await
-            })
-        };
-        let mut waited = 0;
-        while hold.puts_waiting() == 0 {
-            assert!(waited < 500, "no PUT of the round reached the backend");
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            waited += 1;
-        }
-        dbs.front.inject_commit_failure();
-        hold.set_puts_open(true);
-        assert!(writer.await.unwrap().is_err());
+        nodes_commit_a_round_the_front_does_not(&front, &hold, &dbs).await;
 
         let mut dropped = 0;
         for h in &hosts {

@@ -340,22 +340,49 @@ async fn behind_a_relay(
     (minio, direct, relay, cfg)
 }
 
-async fn late_put(conditional: bool) -> (String, Vec<u8>) {
-    let (_minio, direct, relay, mut cfg) = behind_a_relay("late").await;
+/// The `i`-th version of the late-PUT tests' object.
+fn version(i: u64) -> bytes::Bytes {
+    block_data(i, 7, 4096)
+}
+
+/// A store behind the relay (one attempt, of 2 s) that wrote `version(1)` of
+/// `vol0/n/7` and then gave up on its PUT of `version(2)`, which the relay
+/// holds in transit until released: MinIO, a direct store, the relay, the
+/// store and the key.
+async fn a_put_held_past_its_timeout(
+    bucket: &str,
+    conditional: bool,
+) -> (
+    Minio,
+    oram_store_s3::S3Store,
+    oram_tests::relay::HoldRelay,
+    oram_store_s3::S3Store,
+    oram_blockstore::ObjKey,
+) {
+    let (minio, direct, relay, mut cfg) = behind_a_relay(bucket).await;
     cfg.max_attempts = 1;
     cfg.attempt_timeout = Duration::from_secs(2);
     cfg.conditional_writes = conditional;
     let store = oram_store_s3::S3Store::new(&cfg).await;
     let key = oram_blockstore::ObjKey::new("vol0/n/7").unwrap();
-    let v = |i: u64| block_data(i, 7, 4096);
-    store.put_many(vec![(key.clone(), v(1))]).await.unwrap();
+    store
+        .put_many(vec![(key.clone(), version(1))])
+        .await
+        .unwrap();
     relay.arm();
-    let timed_out = store.put_many(vec![(key.clone(), v(2))]).await;
+    let timed_out = store.put_many(vec![(key.clone(), version(2))]).await;
     assert!(
         matches!(timed_out, Err(oram_blockstore::StoreError::Unavailable(_))),
         "the held PUT must time out: {timed_out:?}"
     );
     assert!(relay.holding(), "the relay held the PUT");
+    (minio, direct, relay, store, key)
+}
+
+async fn late_put(conditional: bool) -> (String, Vec<u8>) {
+    let (_minio, direct, relay, store, key) =
+        a_put_held_past_its_timeout("late", conditional).await;
+    let v = version;
     // A newer version lands while the old PUT is still in flight.
     store.put_many(vec![(key.clone(), v(3))]).await.unwrap();
     assert_eq!(
@@ -492,19 +519,8 @@ async fn a_large_put_over_a_slow_uplink_gets_an_attempt_as_long_as_its_size_need
 /// still refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_landing_put_of_this_store_is_replaced_and_another_writer_s_is_not() {
-    let (_minio, direct, relay, mut cfg) = behind_a_relay("ownlate").await;
-    cfg.max_attempts = 1;
-    cfg.attempt_timeout = Duration::from_secs(2);
-    let store = oram_store_s3::S3Store::new(&cfg).await;
-    let key = oram_blockstore::ObjKey::new("vol0/n/9").unwrap();
-    let v = |i: u64| block_data(i, 9, 4096);
-    store.put_many(vec![(key.clone(), v(1))]).await.unwrap();
-    relay.arm();
-    let timed_out = store.put_many(vec![(key.clone(), v(2))]).await;
-    assert!(
-        matches!(timed_out, Err(oram_blockstore::StoreError::Unavailable(_))),
-        "the held PUT must time out: {timed_out:?}"
-    );
+    let (_minio, direct, relay, store, key) = a_put_held_past_its_timeout("ownlate", true).await;
+    let v = version;
     relay.release();
     let status = relay
         .held_status(Duration::from_secs(60))

@@ -231,7 +231,7 @@ impl NodeVolume {
     /// between rounds ([`NodeHost::quiesce`]: a round staged meanwhile is
     /// repeated by the front), drops the ledgers' answers no front can ask
     /// for again ([`oram_node::HostQuiet::drop_stale_answers`]: the checkpoint
-    /// holds one round's answers at most, [`crate::params::node_checkpoint_size`]),
+    /// holds one round's answers at most: `params::node_checkpoint_size`),
     /// snapshots, seals and uploads it. With the shipped log on, the partitions
     /// serve again once the snapshot is taken, while it uploads; without, only
     /// once it landed (see `Checkpointer::write` for why), as a single
