@@ -114,6 +114,23 @@ async fn nodes_commit_a_round_the_front_does_not(
     }
 }
 
+/// Restarts the cluster on the store and databases under `dir` (after
+/// [`nodes_commit_a_round_the_front_does_not`]): the interrupted round is
+/// repeated once, the 40 blocks of `model` read back, and the check finds
+/// every block and no problem.
+fn restart_and_read_back(dir: &Path, model: &Model) {
+    runtime().block_on(async {
+        let store: Arc<dyn BlockStore> = Arc::new(FsStore::open(dir.join("store")).unwrap());
+        let dbs = Dbs::open(dir);
+        let e = cluster(&store, &dbs, 0);
+        read_back(e.as_ref(), model, 40, 8).await;
+        assert_eq!(e.stats().extra("rounds_repeated_total"), Some(1));
+        let rep = e.check(&|_, _| {}).await.unwrap();
+        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+        assert_eq!(rep.blocks_found, 40);
+    });
+}
+
 /// Every node lands and commits its part of a round of writes; then the
 /// front's own commit fails (an I/O error of its database) and the front
 /// restarts. The round is repeated: each node answers it from its ledger —
@@ -138,16 +155,7 @@ fn a_round_the_nodes_committed_and_the_front_did_not_is_answered_from_their_ledg
         nodes_commit_a_round_the_front_does_not(&e, &hold, &dbs).await;
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
-    runtime().block_on(async {
-        let store: Arc<dyn BlockStore> = Arc::new(FsStore::open(&store_path).unwrap());
-        let dbs = Dbs::open(dir.path());
-        let e = cluster(&store, &dbs, 0);
-        read_back(e.as_ref(), &model, 40, 8).await;
-        assert_eq!(e.stats().extra("rounds_repeated_total"), Some(1));
-        let rep = e.check(&|_, _| {}).await.unwrap();
-        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
-        assert_eq!(rep.blocks_found, 40);
-    });
+    restart_and_read_back(dir.path(), &model);
 }
 
 /// A node's checkpoint keeps the answers of the latest round only. Nodes
@@ -225,15 +233,7 @@ fn a_node_keeps_only_the_latest_round_s_answers_and_still_answers_its_repeat() {
             .unwrap();
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
-    runtime().block_on(async {
-        let store: Arc<dyn BlockStore> = Arc::new(FsStore::open(&store_path).unwrap());
-        let dbs = Dbs::open(dir.path());
-        let e = cluster(&store, &dbs, 0);
-        read_back(e.as_ref(), &model, 40, 8).await;
-        assert_eq!(e.stats().extra("rounds_repeated_total"), Some(1));
-        let rep = e.check(&|_, _| {}).await.unwrap();
-        assert!(rep.problems.is_empty(), "{:?}", rep.problems);
-    });
+    restart_and_read_back(dir.path(), &model);
 }
 
 /// A front whose owner tokens are not the nodes' (a stale view of who owns
