@@ -8,7 +8,8 @@
 //!
 //! It is written conditionally (`If-Match`): on the tag of the checkpoint this
 //! process wrote last, or, at its first checkpoint, on the tag of the
-//! checkpoint the backend holds then, read whole (`If-None-Match: *` if there
+//! checkpoint the backend holds then, read whole at the size its head names
+//! (`If-None-Match: *` if there
 //! is none). Only tags this process saw are used: a tag kept across restarts
 //! would be wrong for a backend restored from a copy (an fs tag names the
 //! file's inode and time). A proxy
@@ -129,7 +130,8 @@ impl Checkpointer {
     ///
     /// Observed by the storage server: one PUT of the checkpoint's key, always
     /// of the same size (conditional: see the module documentation), preceded
-    /// by a GET of it at the first checkpoint of this process.
+    /// by a ranged GET of its head and a GET of it at the first checkpoint of
+    /// this process.
     pub(crate) async fn write<H: Send>(
         &self,
         shipper: Option<&Shipper>,
@@ -296,18 +298,29 @@ impl Checkpointer {
 
     /// The condition of the next checkpoint's PUT: `If-Match` on the tag of the
     /// checkpoint this process wrote last; at its first checkpoint, on the tag
-    /// of the checkpoint the backend holds now (one GET), or `If-None-Match: *`
-    /// if it holds none.
+    /// of the checkpoint the backend holds now (a ranged GET of its head, then
+    /// a GET of it), or `If-None-Match: *` if it holds none.
+    ///
+    /// The checkpoint is read at the exact size its authenticated head names,
+    /// so one written under a larger fixed size (a node's, before its
+    /// checkpoints held one round's answers: 40 MiB where they now pad to 3 MB)
+    /// is still read; a head that does not open (an earlier format, or
+    /// damaged) bounds the read by this checkpointer's own size.
     async fn condition(&self) -> Result<PutCondition, VolumeError> {
         if let Some(tag) = self.lock_tag().clone() {
             return Ok(PutCondition::IfMatch(tag));
         }
-        Ok(
-            match self.store.get_tagged(&self.key, self.read_bound()).await? {
-                Some((_, tag)) => PutCondition::IfMatch(tag),
-                None => PutCondition::IfAbsent,
-            },
-        )
+        let Some(head) = self.store.get_range(&self.key, 0..HEAD_LEN as u64).await? else {
+            return Ok(PutCondition::IfAbsent);
+        };
+        let bound = match parse_prefix(&self.sealer, self.owner, &head) {
+            Ok(Prefix::V2(h)) => SizeBound::Exact(h.total),
+            Ok(Prefix::V1(_)) | Err(_) => self.read_bound(),
+        };
+        Ok(match self.store.get_tagged(&self.key, bound).await? {
+            Some((_, tag)) => PutCondition::IfMatch(tag),
+            None => PutCondition::IfAbsent,
+        })
     }
 
     /// The epoch of the checkpoint on the backend, if any, authenticated as
@@ -614,6 +627,44 @@ mod tests {
             "the checkpoint landed"
         );
         let_go
+    }
+
+    /// A checkpointer whose fixed size shrank (a node's, once its checkpoint
+    /// held one round's answers instead of one per partition) still writes
+    /// over the larger checkpoint its predecessor left: its first checkpoint
+    /// reads that one at the size the head names. (It read it bounded by eight
+    /// times its own size and failed on a 40 MiB node checkpoint.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_smaller_checkpoint_replaces_a_larger_one_written_before() {
+        use std::sync::Arc;
+
+        let dir = tempfile::tempdir().unwrap();
+        let db = oram_statedb::Db::open(&dir.path().join("state.redb"), [4; 16]).unwrap();
+        let sealer = Arc::new(oram_seal::Sealer::new(
+            &oram_seal::MasterKey::from_bytes([7; 32]),
+            oram_seal::VolumeId([4; 16]),
+        ));
+        let store: Arc<dyn oram_blockstore::BlockStore> =
+            Arc::new(oram_store_fs::FsStore::open(dir.path().join("store")).unwrap());
+        let checkpointer = |size| {
+            super::Checkpointer::new(
+                store.clone(),
+                sealer.clone(),
+                db.clone(),
+                "v",
+                crate::header::Owner::Node(0),
+                size,
+                true,
+            )
+        };
+        let stored = dir.path().join("store/v/node/0/meta/checkpoint");
+        checkpointer(4 << 20).write(None, ()).await.unwrap();
+        let large = std::fs::metadata(&stored).unwrap().len();
+        // A new process, with the smaller size: 8 x 64 KiB + 1 MiB < 4 MiB.
+        let info = checkpointer(64 << 10).write(None, ()).await.unwrap();
+        assert_eq!(info.epoch, 1);
+        let small = std::fs::metadata(&stored).unwrap().len();
+        assert!(small < large / 8, "{small} of {large}");
     }
 
     /// With the shipped log on, a checkpoint lets its engines serve again

@@ -445,7 +445,8 @@ impl Volume {
     /// Observed by the storage server: one PUT of `<prefix>/meta/checkpoint`, always
     /// of the same size, with accesses paused while it is taken (and uploaded,
     /// without a log) (conditional: see the module documentation), preceded by a
-    /// GET of it at the first checkpoint of this process.
+    /// ranged GET of its head and a GET of it at the first checkpoint of this
+    /// process.
     pub async fn checkpoint(&self) -> Result<CheckpointInfo, VolumeError> {
         let quiet = self.engine.quiesce().await?;
         // A key rotation whose every position is re-sealed: this checkpoint is
