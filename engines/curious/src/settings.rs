@@ -123,6 +123,19 @@ impl std::fmt::Debug for CuriousSettings {
     }
 }
 
+/// The terms of a CURIOUS volume's state bound.
+struct BoundParts {
+    /// The front's: the position map, the eviction cache at its bound, the
+    /// map's metadata.
+    front: u64,
+    /// Partitions.
+    partitions: u64,
+    /// Each partition's sub-ORAM state without its stash.
+    sub_rest: u64,
+    /// The partitions' stashes together ([`sub_stash_allowance`]).
+    stashes: u64,
+}
+
 impl CuriousSettings {
     /// The documentation of these settings in `oram-proxy example-config`, at
     /// their defaults, commented out (they apply with `kind = "curious"` only).
@@ -187,6 +200,18 @@ impl CuriousSettings {
         capacity: u64,
         sub_state: &dyn Fn(&dyn EngineSettings, &Shape) -> u64,
     ) -> u64 {
+        let b = self.bound_parts(shape, capacity, sub_state);
+        b.front + b.partitions * b.sub_rest + b.stashes
+    }
+
+    /// The terms of [`CuriousSettings::bound`], apart: what the front keeps,
+    /// and what the partitions do.
+    fn bound_parts(
+        &self,
+        shape: &Shape,
+        capacity: u64,
+        sub_state: &dyn Fn(&dyn EngineSettings, &Shape) -> u64,
+    ) -> BoundParts {
         let cfg = self.config(shape);
         let sub_shape = self.sub_shape(shape);
         let (sub_state, sub_stash) = self
@@ -196,11 +221,14 @@ impl CuriousSettings {
         let block_row = snapshot_row(8, shape.block_size as u64);
         // Every sub-ORAM's bound counts its stash as `stash_bound` block rows.
         let sub_rest = sub_state.saturating_sub(sub_stash.saturating_mul(block_row));
-        let partitions = u64::from(cfg.partitions);
         let positions = capacity * snapshot_row(8, 8);
         let cache = cfg.cache_bound as u64 * block_row;
-        let stashes = sub_stash_allowance(sub_stash, cfg.partitions) * block_row;
-        positions + cache + partitions * sub_rest + stashes + oram_partition::MAP_META_BOUND
+        BoundParts {
+            front: positions + cache + oram_partition::MAP_META_BOUND,
+            partitions: u64::from(cfg.partitions),
+            sub_rest,
+            stashes: sub_stash_allowance(sub_stash, cfg.partitions) * block_row,
+        }
     }
 
     /// The shape of every partition's sub-ORAM (its prefix is the volume's; the
@@ -337,19 +365,13 @@ impl EngineSettings for CuriousSettings {
     /// owned share of the partitions' stash allowance: the front keeps the
     /// position map and the eviction cache.
     fn node_state_bound(&self, shape: &Shape, owned: u64) -> u64 {
-        let cfg = self.config(shape);
-        let sub_shape = self.sub_shape(shape);
-        let Ok(sub) = self.sub(shape) else {
-            return 0;
-        };
-        let block_row = snapshot_row(8, shape.block_size as u64);
-        let sub_stash = sub.stash_bound(&sub_shape);
-        let sub_rest = sub
-            .state_bound(&sub_shape)
-            .saturating_sub(sub_stash.saturating_mul(block_row));
-        let stashes = sub_stash_allowance(sub_stash, cfg.partitions) * block_row;
-        let partitions = u64::from(cfg.partitions.max(1));
-        owned.saturating_mul(sub_rest) + stashes.saturating_mul(owned).div_ceil(partitions)
+        let b = self.bound_parts(shape, shape.capacity, &|sub, sub_shape| {
+            sub.state_bound(sub_shape)
+        });
+        owned.saturating_mul(b.sub_rest)
+            + b.stashes
+                .saturating_mul(owned)
+                .div_ceil(b.partitions.max(1))
     }
 
     /// As created, with `capacity` blocks placed and every partition's
